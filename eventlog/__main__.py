@@ -1,0 +1,5 @@
+"""``python -m eventlog``: the ``eventlog`` command."""
+
+from eventlog.cli import run
+
+run()

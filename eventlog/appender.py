@@ -1,0 +1,236 @@
+"""Appending to a log: lock, seq, expected revision, torn-tail repair, all or nothing.
+
+The appender does not re-read the log on every append: a sidecar file beside
+the log (``LOG.sidecar``) holds the folded state, the byte offset it reached and
+a fingerprint of the bytes before that offset. It is checked against the file
+under the lock and rebuilt from the log when anything does not match; only
+lines after its offset are read. The transition check is the folder's: the
+appender receives a function that makes an empty one.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import msgspec
+
+from eventlog import snapshot
+from eventlog.events import Event, type_name
+from eventlog.fold import Folder, Rejected
+from eventlog.reader import MAX_LINE_BYTES, validate_object
+from eventlog.replay import Replay
+
+_encoder = msgspec.json.Encoder()
+
+
+class AppendError(Exception):
+    """An append that wrote nothing; ``messages`` holds one line per problem."""
+
+    exit_code = 1
+
+    def __init__(self, messages: list[str]) -> None:
+        super().__init__("; ".join(messages))
+        self.messages = messages
+
+
+class BadInput(AppendError):
+    """An event that is not valid input (exit 2)."""
+
+    exit_code = 2
+
+
+class Conflict(AppendError):
+    """A refused transition or a revision mismatch (exit 3)."""
+
+    exit_code = 3
+
+
+@dataclass
+class AppendResult:
+    """What an append wrote."""
+
+    first_seq: int
+    last_seq: int
+    written: int
+    offset: int
+    torn_tail_cut: int = 0
+    notes: list[str] = field(default_factory=list)
+
+
+def _default_folder() -> Folder:
+    from projections.runner import Runner  # the default check: the replay's own projections
+
+    return Runner()
+
+
+class EventLog:
+    """One JSONL log file that events are appended to.
+
+    ``new_folder`` makes the empty projection state that checks transitions;
+    by default it is the same runner ``tools/replay`` uses.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], new_folder: Callable[[], Folder] | None = None) -> None:
+        self.path = os.fspath(path)
+        self.sidecar = self.path + ".sidecar"
+        self.new_folder = new_folder or _default_folder
+
+    def append(
+        self,
+        events: Iterable[dict[str, Any] | Event],
+        *,
+        expect_revision: int | None = None,
+        check: bool = True,
+        fsync: bool = False,
+        now: Callable[[], datetime] | None = None,
+    ) -> AppendResult:
+        """Validate every event, then write all of them or none, under the lock.
+
+        Raises :class:`BadInput` (nothing valid to write), :class:`Conflict`
+        (refused transition or revision mismatch) or :class:`AppendError`
+        (the file could not be written; nothing partial is left).
+        """
+        objs = [_as_object(ev) for ev in events]
+        stamp = (now or _local_now)().isoformat()
+        problems: list[str] = []
+        checked: list[tuple[dict[str, Any], Event, datetime]] = []
+        for i, obj in enumerate(objs, 1):
+            if isinstance(obj, str):
+                problems.append(f"line {i}: {obj}")
+                continue
+            obj.pop("seq", None)
+            obj.setdefault("ts", stamp)
+            result = validate_object(obj)
+            if isinstance(result, str):
+                problems.append(f"line {i}: {result}")
+            else:
+                checked.append((obj, *result))
+        if problems:
+            raise BadInput(problems)
+        if not checked:
+            raise BadInput(["no events on input"])
+        with _locked(self.path) as fd:
+            return self._append_locked(fd, checked, expect_revision, check, fsync)
+
+    def state(self) -> Replay:
+        """The folded state of the whole log (through the sidecar, under the lock)."""
+        with _locked(self.path) as fd:
+            replay, _ = self._load(fd)
+            return replay
+
+    # -- under the lock -------------------------------------------------------
+
+    def _append_locked(
+        self,
+        fd: int,
+        checked: list[tuple[dict[str, Any], Event, datetime]],
+        expect_revision: int | None,
+        check: bool,
+        fsync: bool,
+    ) -> AppendResult:
+        replay, notes = self._load(fd)
+        size = os.fstat(fd).st_size
+        cut = size - replay.offset
+        if expect_revision is not None:
+            have = replay.folder.revision(checked[0][1])
+            if have != expect_revision:
+                raise Conflict([f"line 1: expected revision {expect_revision}, stream is at {have}"])
+        first_seq = replay.reader.last_seq + 1
+        refused: list[str] = []
+        chunks: list[bytes] = []
+        for i, (obj, ev, at) in enumerate(checked, 1):
+            ev.seq = replay.reader.last_seq + 1
+            result = replay.apply(ev, at)
+            if check and isinstance(result, Rejected):
+                refused.append(f"line {i}: {type_name(ev)} rejected: {result.reason}")
+            out = {"type": obj["type"], "ts": obj["ts"], "seq": ev.seq}
+            out.update(obj)
+            chunks.append(_encoder.encode(out) + b"\n")
+        if refused:
+            raise Conflict(refused)
+        data = b"".join(chunks)
+        if cut:
+            os.ftruncate(fd, replay.offset)
+            notes.append(f"cut a torn tail of {cut} bytes at offset {replay.offset} (left by a crashed writer)")
+        _write_all(fd, data, replay.offset)
+        if fsync:
+            os.fsync(fd)
+        replay.offset += len(data)
+        replay.torn_tail = False
+        self._save(fd, replay)
+        return AppendResult(first_seq, replay.reader.last_seq, len(checked), replay.offset, cut, notes)
+
+    def _load(self, fd: int) -> tuple[Replay, list[str]]:
+        """The sidecar's state if it still matches the file, caught up to its end."""
+        notes: list[str] = []
+        fresh = Replay(self.new_folder())
+        with os.fdopen(os.dup(fd), "rb") as f:
+            replay, why = snapshot.load(self.sidecar, f, snapshot.folder_version(fresh))
+            if replay is None:
+                if why != "no snapshot":
+                    notes.append(f"{why}; rebuilt it from the log")
+                replay = fresh
+            replay.feed(f)
+        return replay, notes
+
+    def _save(self, fd: int, replay: Replay) -> None:
+        """Save the sidecar; it is only a cache, so a failure to save is not an error."""
+        with os.fdopen(os.dup(fd), "rb") as f:
+            try:
+                snapshot.save(self.sidecar, f, replay, snapshot.folder_version(replay))
+            except OSError:
+                pass
+
+
+def _as_object(ev: dict[str, Any] | Event) -> dict[str, Any] | str:
+    if isinstance(ev, Event):
+        return msgspec.to_builtins(ev)  # type: ignore[no-any-return]
+    if not isinstance(ev, dict):
+        return f"not_object: expected a JSON object, got {type(ev).__name__}"
+    return dict(ev)
+
+
+def _local_now() -> datetime:
+    return datetime.now().astimezone()
+
+
+def _write_all(fd: int, data: bytes, at: int) -> None:
+    """Write ``data`` at offset ``at``; on failure cut the file back and raise."""
+    view = memoryview(data)
+    done = 0
+    try:
+        while done < len(view):
+            done += os.pwrite(fd, view[done:], at + done)
+    except OSError as err:
+        try:
+            os.ftruncate(fd, at)
+        except OSError:
+            pass
+        reason = "disk full" if err.errno == errno.ENOSPC else (err.strerror or str(err))
+        raise AppendError([f"could not write the log: {reason}; nothing was written"]) from err
+
+
+@contextmanager
+def _locked(path: str) -> Iterator[int]:
+    """Open (creating with mode 0640) and exclusively lock a log file; yields the fd."""
+    if os.path.isdir(path):
+        raise AppendError([f"{path} is a directory, not a log file"])
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o640)
+    except OSError as err:
+        raise AppendError([f"cannot open {path}: {err.strerror}"]) from err
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield fd
+    finally:
+        os.close(fd)  # closing releases the lock
+
+
+__all__ = ["MAX_LINE_BYTES", "AppendError", "AppendResult", "BadInput", "Conflict", "EventLog"]

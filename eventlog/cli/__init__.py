@@ -1,0 +1,47 @@
+"""The ``eventlog`` command: a thin shell over the Python API.
+
+This package is the one place that wires the log to the projections. Each
+module registers its subcommands; each subcommand parses arguments, calls
+one documented function, prints (text for people, ``--json`` for machines)
+and returns an exit status:
+
+- 0 done; 1 something needs a person (a ``--check`` mismatch, a stall);
+- 2 bad usage, an unreadable file, bad input; 3 a conflict (refused transition).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from eventlog.cli import append, cmd_catchup, cmd_failback, cmd_lanes, cmd_sessions, live, replay
+
+COMMANDS = (replay, append, live, cmd_failback, cmd_lanes, cmd_catchup, cmd_sessions)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The parser of every ``eventlog`` subcommand."""
+    parser = argparse.ArgumentParser(prog="eventlog", description=__doc__.splitlines()[0] if __doc__ else None)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for module in COMMANDS:
+        module.register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run one ``eventlog`` subcommand; returns its exit status."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.run(args))
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        sys.stderr.close()
+        return 0
+
+
+def run() -> None:
+    """Console-script entry point."""
+    sys.exit(main())

@@ -1,0 +1,98 @@
+"""What the subcommands share: opening logs, times, zones, JSON and progress."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from datetime import datetime, tzinfo
+from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from eventlog.replay import Progress, Replay
+from projections.runner import Runner
+
+
+class UsageError(Exception):
+    """Bad usage or an unreadable file: exit 2."""
+
+
+def zone(name: str | None) -> tzinfo | None:
+    """The zone of ``--assume-tz``, or None."""
+    if not name:
+        return None
+    try:
+        return ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError) as err:
+        raise UsageError(f"unknown time zone {name!r}") from err
+
+
+def parse_at(text: str | None, assume_tz: tzinfo | None = None) -> tuple[datetime, str] | None:
+    """The ``--at`` time and the text to print for it."""
+    if text is None:
+        return None
+    try:
+        value = datetime.fromisoformat(text)
+    except ValueError as err:
+        raise UsageError(f"--at {text!r} is not an ISO 8601 time") from err
+    if value.tzinfo is None:
+        if assume_tz is None:
+            raise UsageError(f"--at {text!r} has no UTC offset (add one, or give --assume-tz)")
+        value = value.replace(tzinfo=assume_tz)
+        text = value.isoformat()
+    return value, text
+
+
+def replay_log(
+    path: str,
+    *,
+    assume_tz: tzinfo | None = None,
+    strict: bool = False,
+    runner: Runner | None = None,
+    show_progress: bool = True,
+) -> Replay:
+    """Replay one log file from empty state (raises OSError when it cannot be read)."""
+    if os.path.isdir(path):
+        raise IsADirectoryError(21, "is a directory", path)
+    replay = Replay(runner if runner is not None else Runner(), assume_tz)
+    with open(path, "rb") as f:
+        progress = terminal_progress(path, os.fstat(f.fileno()).st_size) if show_progress else None
+        try:
+            replay.feed(f, progress=progress, strict=strict)
+        finally:
+            if progress is not None:
+                progress(-1, 0)
+    return replay
+
+
+def terminal_progress(label: str, total: int) -> Progress | None:
+    """A progress line on stderr for long reads, only when stderr is a terminal."""
+    if total < 16 << 20 or not sys.stderr.isatty():
+        return None
+    started = time.monotonic()
+    shown = False
+
+    def show(lines: int, done: int) -> None:
+        nonlocal shown
+        if lines < 0:
+            if shown:
+                sys.stderr.write("\r\033[K")
+                sys.stderr.flush()
+            return
+        shown = True
+        rate = lines / max(time.monotonic() - started, 1e-6)
+        sys.stderr.write(f"\r{label}: {lines:,} lines, {100 * done / total:.0f}% ({rate:,.0f} lines/s)")
+        sys.stderr.flush()
+
+    return show
+
+
+def dumps(value: Any) -> str:
+    """One line of JSON, UTF-8 left as is."""
+    return json.dumps(value, ensure_ascii=False)
+
+
+def error(message: str) -> None:
+    """One line on stderr, for a person."""
+    print(f"eventlog: {message}", file=sys.stderr)

@@ -1,0 +1,159 @@
+"""``eventlog replay`` (and ``tools/replay``): dumps, checks, and the lane-check records."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from datetime import tzinfo
+from typing import Any
+
+from eventlog import snapshot
+from eventlog.cli.common import UsageError, dumps, error, parse_at, replay_log, zone
+from eventlog.replay import BadLine, Replay
+from projections.runner import Runner
+
+
+def register(sub: Any) -> None:
+    """Add the ``replay`` subcommand."""
+    p = sub.add_parser("replay", help="replay logs and print one dump each", description=__doc__)
+    p.add_argument("logs", nargs="*", metavar="LOG")
+    p.add_argument("--at", metavar="TIME", help="judge as of TIME instead of the last event's ts")
+    p.add_argument("--assume-tz", metavar="ZONE", help="zone for times written without an offset")
+    p.add_argument("--checks", metavar="LOG", help="print only the impl-lane-watch/v1 records of LOG")
+    p.add_argument("--check", action="store_true", help="compare each dump with LOG's .expected.json")
+    p.add_argument("--strict", action="store_true", help="stop with exit 2 at the first bad line")
+    p.add_argument("--stale-after", type=float, default=1800, metavar="SECONDS", help="stale claim age (1800)")
+    p.add_argument("--max-inflight", type=int, default=2, metavar="N", help="claims at once (2)")
+    p.add_argument("--snapshot", metavar="PATH",
+                   help="start from this snapshot when it matches LOG, and save the new state to it")
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Replay each LOG on its own and print or check its dump."""
+    try:
+        tz = zone(args.assume_tz)
+        at = parse_at(args.at, tz)
+    except UsageError as err:
+        error(str(err))
+        return 2
+    if args.checks:
+        if args.logs or args.check:
+            error("--checks takes exactly one LOG")
+            return 2
+        logs = [args.checks]
+    else:
+        logs = args.logs
+    if not logs:
+        error("no LOG given")
+        return 2
+    if args.snapshot and len(logs) != 1:
+        error("--snapshot takes exactly one LOG")
+        return 2
+    status = 0
+    for path in logs:
+        try:
+            if args.snapshot:
+                replay = replay_from_snapshot(path, args.snapshot, tz, args.strict)
+                assert isinstance(replay.folder, Runner)
+                runner = replay.folder
+                runner.configure(stale_after_s=args.stale_after, max_inflight=args.max_inflight)
+            else:
+                runner = Runner(stale_after_s=args.stale_after, max_inflight=args.max_inflight)
+                replay = replay_log(path, assume_tz=tz, strict=args.strict, runner=runner)
+        except OSError as err:
+            error(f"cannot read {path}: {err.strerror or err}")
+            status = 2
+            continue
+        except BadLine as bad:
+            error(f"{path}:{bad.line}: {bad.reason}")
+            return 2
+        if args.checks:
+            for record in runner.lanes.checks:
+                print(json.dumps(record, ensure_ascii=False))
+            continue
+        dump = replay.dump(path, *(at or (None, None)))
+        if args.check:
+            status = max(status, check(path, dump))
+        else:
+            print(dumps(dump))
+    sys.stdout.flush()
+    return status
+
+
+def replay_from_snapshot(path: str, snap: str, tz: tzinfo | None, strict: bool) -> Replay:
+    """Replay ``path`` from the snapshot when it matches (else from the start), then save the snapshot."""
+    with open(path, "rb") as f:
+        fresh = Replay(Runner(), tz)
+        replay, why = snapshot.load(snap, f, snapshot.folder_version(fresh))
+        if replay is None:
+            if why != "no snapshot":
+                error(f"{why}; replaying from the start")
+            replay = fresh
+        replay.feed(f, strict=strict)
+        try:
+            snapshot.save(snap, f, replay, snapshot.folder_version(replay))
+        except OSError as err:
+            error(f"cannot save the snapshot {snap}: {err.strerror or err}")
+    return replay
+
+
+def expected_path(log: str) -> str:
+    """``LOG`` minus ``.jsonl`` plus ``.expected.json``."""
+    stem = log[: -len(".jsonl")] if log.endswith(".jsonl") else log
+    return stem + ".expected.json"
+
+
+def check(log: str, dump: dict[str, Any]) -> int:
+    """Compare a dump with the expected one beside its log; print the differences."""
+    path = expected_path(log)
+    try:
+        with open(path, encoding="utf-8") as f:
+            expected = json.load(f)
+    except (OSError, ValueError) as err:
+        error(f"cannot read {path}: {err}")
+        return 2
+    problems = differences(expected, dump)
+    if not problems:
+        print(f"ok       {log}")
+        return 0
+    print(f"MISMATCH {log} (expected {path})")
+    for problem in problems:
+        print(f"    {problem}")
+    return 1
+
+
+def differences(expected: Any, actual: Any, where: str = "") -> list[str]:
+    """Readable differences between two JSON values (``log`` at the top is not compared)."""
+    if isinstance(expected, dict) and isinstance(actual, dict):
+        out: list[str] = []
+        for key in expected:
+            if not where and key == "log":
+                continue
+            at = f"{where}.{key}" if where else str(key)
+            if key not in actual:
+                out.append(f"{at}: missing (expected {dumps(expected[key])})")
+            else:
+                out.extend(differences(expected[key], actual[key], at))
+        for key in actual:
+            if key not in expected and (where or key != "log"):
+                at = f"{where}.{key}" if where else str(key)
+                out.append(f"{at}: unexpected {dumps(actual[key])}")
+        return out
+    if isinstance(expected, list) and isinstance(actual, list) and len(expected) == len(actual):
+        out = []
+        for i, (e, a) in enumerate(zip(expected, actual, strict=True)):
+            out.extend(differences(e, a, f"{where}[{i}]"))
+        return out
+    if expected == actual and (type(expected) is type(actual) or _same_number(expected, actual)):
+        return []
+    return [f"{where or '(dump)'}: expected {dumps(expected)}, got {dumps(actual)}"]
+
+
+def _same_number(a: Any, b: Any) -> bool:
+    numbers = (int, float)
+    return (
+        isinstance(a, numbers) and isinstance(b, numbers)
+        and not isinstance(a, bool) and not isinstance(b, bool) and a == b
+    )

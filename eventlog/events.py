@@ -1,0 +1,373 @@
+"""Event types of the log contract (spec/EVENTS.md, version 1).
+
+One ``msgspec.Struct`` per event type; the tagged union on ``type`` is the
+schema. Times stay the strings the writer wrote (they are printed back as
+written); the reader checks them and :func:`parse_time` reads them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime, tzinfo
+from typing import Annotated, Any, Literal, Union
+
+import msgspec
+
+Positive = Annotated[int, msgspec.Meta(ge=1)]
+NonEmpty = Annotated[str, msgspec.Meta(min_length=1)]
+
+
+class Event(msgspec.Struct, tag_field="type", kw_only=True):
+    """The envelope every event carries."""
+
+    ts: str
+    seq: Positive | None = None
+    v: int = 1
+
+
+# --- handoffs (seed 000) -----------------------------------------------------
+
+
+class HandoffCreated(Event, tag="handoff_created"):
+    handoff_id: str
+    account: str
+    deadline: str | None = None
+    importance: int = 0
+    repo: str | None = None
+    branch: str | None = None
+    head: str | None = None
+
+
+class LocalStarted(Event, tag="local_started"):
+    handoff_id: str
+
+
+class LocalStartFailed(Event, tag="local_start_failed"):
+    handoff_id: str
+    error: str
+
+
+class Claimed(Event, tag="claimed"):
+    handoff_id: str
+    watcher: str
+    attempt: Positive
+
+
+class Released(Event, tag="released"):
+    handoff_id: str
+    reason: str
+
+
+class ResumeRequested(Event, tag="resume_requested"):
+    handoff_id: str
+    attempt: Positive
+
+
+class ResumeFailed(Event, tag="resume_failed"):
+    handoff_id: str
+    attempt: Positive
+    error: str
+    effect: Literal["none", "unknown"]
+
+
+class Verified(Event, tag="verified"):
+    handoff_id: str
+    attempt: Positive
+    branch: str
+    head: str
+    dirty: bool
+    todos: Literal["taken_over", "already_done"]
+
+
+class Conflict(Event, tag="conflict"):
+    handoff_id: str
+    detail: str
+
+
+class NeedsHuman(Event, tag="needs_human"):
+    handoff_id: str
+    reason: str
+
+
+class Skip(Event, tag="skip"):
+    handoff_id: str
+    reason: NonEmpty
+
+
+Confidence = Literal["explicit", "estimated", "unknown"]
+ProbeOutcome = Literal["ok", "quota_limited", "transient", "auth_error", "network_timeout", "unexpected"]
+PROBE_OUTCOMES: tuple[str, ...] = ProbeOutcome.__args__  # type: ignore[attr-defined]
+
+
+class LimitRecorded(Event, tag="limit_recorded"):
+    account: str
+    limited_at: str
+    reset_at: str | None
+    source: str
+    confidence: Confidence
+
+
+class ProbeResult(Event, tag="probe_result"):
+    account: str
+    outcome: ProbeOutcome
+    status: int | None = None
+    detail: str | None = None
+
+
+class WatcherRun(Event, tag="watcher_run"):
+    watcher: str
+    exit: Literal["ok", "error"]
+    period_s: Positive
+
+
+# --- lanes (seed 001) --------------------------------------------------------
+
+
+class StatusUpdated(Event, tag="status_updated"):
+    product: str
+    state: Literal["running", "idle"]
+
+
+class JobFinished(Event, tag="job_finished"):
+    product: str
+    job_id: str | None = None
+
+
+class RepoCommit(Event, tag="repo_commit"):
+    product: str
+    head: str
+
+
+class LaneStopped(Event, tag="lane_stopped"):
+    product: str
+
+
+class LaneStarted(Event, tag="lane_started"):
+    product: str
+
+
+class LaneCheck(Event, tag="lane_check"):
+    pass
+
+
+class ResumeEnqueued(Event, tag="resume_enqueued"):
+    product: str
+    kind: str
+    task_branch: str | None = None
+
+
+# --- quota catch-up (seed 002) -------------------------------------------------
+
+
+class CalendarEntry(msgspec.Struct, kw_only=True):
+    """One ``StartCalendarInterval`` entry, keys as launchd writes them."""
+
+    hour: int | None = msgspec.field(default=None, name="Hour")
+    minute: int | None = msgspec.field(default=None, name="Minute")
+    weekday: int | None = msgspec.field(default=None, name="Weekday")
+    day: int | None = msgspec.field(default=None, name="Day")
+    month: int | None = msgspec.field(default=None, name="Month")
+
+
+class JobRegistered(Event, tag="job_registered"):
+    label: str
+    guarded: bool
+    calendar: list[CalendarEntry] | None
+    interval_s: int | None
+
+
+class CircuitOpened(Event, tag="circuit_opened"):
+    reason: str
+    open_until: str
+
+
+class CircuitClosed(Event, tag="circuit_closed"):
+    pass
+
+
+class JobSkipped(Event, tag="job_skipped"):
+    label: str
+    reason: str
+    remaining_s: int | float
+
+
+class JobRan(Event, tag="job_ran"):
+    label: str
+    exit: int
+
+
+class CatchupKicked(Event, tag="catchup_kicked"):
+    label: str
+
+
+class CatchupFinished(Event, tag="catchup_finished"):
+    label: str
+    outcome: Literal["exited", "timeout_killed"]
+    exit: int | None = None
+
+
+# --- sessions (seed 004) -------------------------------------------------------
+
+
+class WorkerClaimed(Event, tag="worker_claimed"):
+    session_id: str
+    generation: int
+    worker: str
+    restore: bool
+
+
+class WorkerReady(Event, tag="worker_ready"):
+    session_id: str
+    generation: int
+
+
+class CheckpointRestoreFailed(Event, tag="checkpoint_restore_failed"):
+    session_id: str
+    generation: int
+    reason: str
+
+
+class StartupFailed(Event, tag="startup_failed"):
+    session_id: str
+    generation: int
+    reason: str
+
+
+class StorageUnavailable(Event, tag="storage_unavailable"):
+    session_id: str
+    generation: int
+    cause: Literal["connect", "dns", "timeout", "http_408", "http_429", "http_5xx"]
+
+
+class WorkerStopped(Event, tag="worker_stopped"):
+    session_id: str
+    generation: int
+    stop_kind: Literal["drain", "pause", "terminate", "close", "revoked", "failed"]
+
+
+class TurnStarted(Event, tag="turn_started"):
+    session_id: str
+    turn_id: str
+
+
+class TurnFinished(Event, tag="turn_finished"):
+    session_id: str
+    turn_id: str
+    outcome: Literal["completed", "interrupted", "outcome_unknown"]
+    terminal_reason: str | None = None
+
+
+class CheckpointCommitted(Event, tag="checkpoint_committed"):
+    session_id: str
+    covers_turn: str
+
+
+class ExecutionGone(Event, tag="execution_gone"):
+    session_id: str
+
+
+Decision = Literal["retry_restore", "start_fresh", "close", "abandon", "confirm_completed"]
+
+
+class RecoveryDecision(Event, tag="recovery_decision"):
+    session_id: str
+    decision: Decision
+    expected_revision: int
+    idempotency_key: str
+    reason: str
+    target_turn_id: str | None = None
+    evidence_ref: str | None = None
+
+
+# --- the union -----------------------------------------------------------------
+
+AnyEvent = Union[  # noqa: UP007 - msgspec needs a real Union object here
+    HandoffCreated, LocalStarted, LocalStartFailed, Claimed, Released, ResumeRequested,
+    ResumeFailed, Verified, Conflict, NeedsHuman, Skip, LimitRecorded, ProbeResult, WatcherRun,
+    StatusUpdated, JobFinished, RepoCommit, LaneStopped, LaneStarted, LaneCheck, ResumeEnqueued,
+    JobRegistered, CircuitOpened, CircuitClosed, JobSkipped, JobRan, CatchupKicked, CatchupFinished,
+    WorkerClaimed, WorkerReady, CheckpointRestoreFailed, StartupFailed, StorageUnavailable,
+    WorkerStopped, TurnStarted, TurnFinished, CheckpointCommitted, ExecutionGone, RecoveryDecision,
+]
+
+EVENT_TYPES: dict[str, type[Event]] = {
+    cls.__struct_config__.tag: cls
+    for cls in AnyEvent.__args__  # type: ignore[attr-defined]
+}
+
+#: The field that names an event's stream, in the order the spec lists them.
+KEY_FIELDS: tuple[str, ...] = ("handoff_id", "account", "product", "label", "session_id")
+
+#: Time fields besides ``ts``; the reader checks each for an offset.
+TIME_FIELDS: dict[type[Event], tuple[str, ...]] = {
+    HandoffCreated: ("deadline",),
+    LimitRecorded: ("limited_at", "reset_at"),
+    CircuitOpened: ("open_until",),
+}
+
+
+def type_name(ev: Event) -> str:
+    """The wire ``type`` of an event."""
+    return ev.__struct_config__.tag  # type: ignore[return-value]
+
+
+def stream_of(ev: Event) -> tuple[str, str] | None:
+    """The ``(key field, id)`` stream an event belongs to, or None (e.g. ``lane_check``)."""
+    for name in KEY_FIELDS:
+        value = getattr(ev, name, None)
+        if value is not None:
+            return (name, value)
+    return None
+
+
+# --- versions and upcasting ------------------------------------------------------
+
+Upcaster = Callable[[dict[str, Any]], dict[str, Any]]
+
+#: The version the structs above describe, per type (absent: 1).
+CURRENT_VERSION: dict[str, int] = {}
+
+#: ``(type, N) -> f``: f turns a version-N object into a version-N+1 object.
+UPCASTERS: dict[tuple[str, int], Upcaster] = {}
+
+
+def register_upcaster(type_: str, from_version: int, fn: Upcaster) -> None:
+    """Register how to read version ``from_version`` of ``type_`` as the next version."""
+    UPCASTERS[(type_, from_version)] = fn
+
+
+def upcast(obj: dict[str, Any]) -> dict[str, Any]:
+    """Bring a decoded object up to its type's current version; ValueError when impossible."""
+    type_ = obj["type"]
+    current = CURRENT_VERSION.get(type_, 1)
+    version = obj.get("v", 1)
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        raise ValueError(f"v must be an integer >= 1, got {version!r}")
+    if version > current:
+        raise ValueError(f"v {version} is newer than this reader knows ({current}) for {type_}")
+    while version < current:
+        step = UPCASTERS.get((type_, version))
+        if step is None:
+            raise ValueError(f"no upcaster from v{version} of {type_}")
+        obj = step(dict(obj))
+        version += 1
+        obj["v"] = version
+    return obj
+
+
+# --- times -------------------------------------------------------------------------
+
+
+def parse_time(text: str, assume_tz: tzinfo | None = None) -> datetime:
+    """Read an ISO 8601 time; ValueError without an offset unless ``assume_tz`` is given."""
+    value = datetime.fromisoformat(text)
+    if value.tzinfo is None:
+        if assume_tz is None:
+            raise ValueError(f"time {text!r} has no UTC offset")
+        value = value.replace(tzinfo=assume_tz)
+    return value
+
+
+def schema() -> dict[str, Any]:
+    """The JSON Schema of the event union."""
+    return msgspec.json.schema(AnyEvent)

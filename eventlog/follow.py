@@ -1,0 +1,160 @@
+"""Following a log: fold new complete lines as they come, keep dumps fresh.
+
+:class:`Follower` holds the replayed state of one log and catches up with the
+file on demand (:meth:`Follower.catch_up`): only new complete lines are read;
+a partial last line is waited for; a truncated or replaced file is replayed
+from the start, and the reason is returned for the caller to report.
+:func:`follow` drives it with watchfiles and rewrites the outputs atomically.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import watchfiles
+
+from eventlog import snapshot
+from eventlog.fold import Folder
+from eventlog.replay import Replay
+
+#: watchfiles' defaults wait ~95 ms; these see an appended line in a few ms.
+DEBOUNCE_MS = 10
+STEP_MS = 1
+
+
+class Follower:
+    """One log's folded state, kept level with the file."""
+
+    def __init__(self, path: str, new_folder: Callable[[], Folder], snapshot_path: str | None = None) -> None:
+        self.path = path
+        self.new_folder = new_folder
+        self.snapshot_path = snapshot_path
+        self.replay = Replay(new_folder())
+        self.identity: tuple[int, int] | None = None
+        self._edge: tuple[str, str] | None = None
+
+    def start(self) -> str | None:
+        """Load the snapshot when it matches, then catch up; returns a note for a person, if any."""
+        note = None
+        if self.snapshot_path:
+            try:
+                with open(self.path, "rb") as f:
+                    loaded, why = snapshot.load(self.snapshot_path, f, snapshot.folder_version(self.replay))
+            except FileNotFoundError:
+                loaded, why = None, "no log yet"
+            if loaded is not None:
+                self.replay = loaded
+                self.identity = _identity(self.path)
+            elif why not in ("no snapshot", "no log yet"):
+                note = f"{why}; replaying from the start"
+        more = self.catch_up()
+        return note or more
+
+    def catch_up(self) -> str | None:
+        """Fold the file's new complete lines; replay from the start if it was truncated or replaced."""
+        try:
+            f = open(self.path, "rb")
+        except FileNotFoundError:
+            if self.replay.offset or self.identity is not None:
+                self._reset()
+                return f"{self.path} is gone; waiting for it to come back"
+            return None
+        with f:
+            st = os.fstat(f.fileno())
+            note = None
+            ident = (st.st_dev, st.st_ino)
+            if self.identity is not None and ident != self.identity:
+                note = f"{self.path} was replaced; replaying it from the start"
+            elif st.st_size < self.replay.offset:
+                note = f"{self.path} was truncated; replaying it from the start"
+            elif self.replay.offset and self._edge is not None and self._edges(f) != self._edge:
+                note = f"{self.path} was rewritten; replaying it from the start"
+            if note:
+                self._reset()
+            self.identity = ident
+            self.replay.feed(f)
+            self._edge = self._edges(f)
+            return note
+
+    def save_snapshot(self) -> None:
+        """Write the snapshot (if one was asked for) at the current position."""
+        if not self.snapshot_path:
+            return
+        with open(self.path, "rb") as f:
+            snapshot.save(self.snapshot_path, f, self.replay, snapshot.folder_version(self.replay))
+
+    def dump(self) -> dict[str, Any]:
+        """The dump ``tools/replay LOG`` would print now."""
+        return self.replay.dump(self.path)
+
+    def _reset(self) -> None:
+        self.replay = Replay(self.new_folder(), self.replay.reader.assume_tz)
+        self.identity = None
+        self._edge = None
+
+    def _edges(self, f: Any) -> tuple[str, str]:
+        pos = snapshot.position(f, self.replay)
+        return pos.head_sha256, pos.tail_sha256
+
+
+def _identity(path: str) -> tuple[int, int]:
+    st = os.stat(path)
+    return st.st_dev, st.st_ino
+
+
+def write_atomic(path: str, text: str) -> None:
+    """Replace ``path`` with ``text`` (temporary file, then rename)."""
+    tmp = f"{path}.{os.getpid()}.tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(text)
+    os.replace(tmp, path)
+
+
+def follow(
+    follower: Follower,
+    on_change: Callable[[Follower], None],
+    report: Callable[[str], None],
+    stop: threading.Event | None = None,
+    snapshot_every_s: float = 10.0,
+) -> None:
+    """Catch up, call ``on_change``, then again on every change of the file until ``stop`` is set.
+
+    SIGINT and SIGTERM set ``stop`` (when called from the main thread).
+    """
+    stop = stop or threading.Event()
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, lambda *_: stop.set())
+    note = follower.start()
+    if note:
+        report(note)
+    on_change(follower)
+    saved = time.monotonic()
+    target = Path(follower.path).resolve()
+    directory = str(target.parent)
+
+    def mine(_change: watchfiles.Change, changed: str) -> bool:
+        return Path(changed) == target
+
+    for _changes in watchfiles.watch(
+        directory, watch_filter=mine, debounce=DEBOUNCE_MS, step=STEP_MS, stop_event=stop,
+        rust_timeout=200, yield_on_timeout=True, raise_interrupt=False, recursive=False,
+    ):
+        if stop.is_set():
+            break
+        before = follower.replay.offset, follower.replay.line, follower.replay.torn_tail
+        note = follower.catch_up()
+        if note:
+            report(note)
+        if note or (follower.replay.offset, follower.replay.line, follower.replay.torn_tail) != before:
+            on_change(follower)
+        if follower.snapshot_path and time.monotonic() - saved > snapshot_every_s:
+            follower.save_snapshot()
+            saved = time.monotonic()
+    follower.save_snapshot()

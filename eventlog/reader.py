@@ -1,0 +1,242 @@
+"""Reading a log: lines with numbers and offsets, each decoded or named bad.
+
+Nothing here raises on bad bytes: every line comes out as an event or as a
+reason (spec section 1). The reasons start with a stable code:
+``not_utf8``, ``not_json``, ``not_object``, ``unknown_type``, ``missing_field``,
+``wrong_type``, ``bad_value``, ``bad_time``, ``no_offset``, ``bad_seq``,
+``bad_version``, ``too_long``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from datetime import datetime, tzinfo
+from typing import IO, Any
+
+import msgspec
+
+from eventlog.events import (
+    CURRENT_VERSION,
+    EVENT_TYPES,
+    TIME_FIELDS,
+    AnyEvent,
+    Event,
+    type_name,
+    upcast,
+)
+
+#: Longest line read as an event; longer lines are bad input (``too_long``).
+MAX_LINE_BYTES = 1 << 20
+
+_decoder = msgspec.json.Decoder(AnyEvent)
+_untyped = msgspec.json.Decoder()
+_MISSING = re.compile(r"Object missing required field `([^`]+)`(?: - at `\$\.?(.*)`)?")
+_EXPECTED = re.compile(r"Expected `([^`]+)`, got `([^`]+)` - at `\$\.?(.*)`")
+_AT = re.compile(r"^(.*) - at `\$\.?(.*)`$")
+
+
+def iter_lines(f: IO[bytes], offset: int = 0) -> Iterator[tuple[bytes, int, bool]]:
+    """Yield ``(line without newline, end offset, complete)`` from ``offset`` on.
+
+    A line longer than :data:`MAX_LINE_BYTES` is yielded empty with its true
+    end offset and read in pieces, so a huge line is never held whole.
+    """
+    f.seek(offset)
+    readline = f.readline
+    limit = MAX_LINE_BYTES + 1
+    while True:
+        raw = readline(limit)
+        if not raw:
+            return
+        if len(raw) == limit and not raw.endswith(b"\n"):
+            # Too long: skip to the end of this line without keeping it.
+            offset += len(raw)
+            while True:
+                more = readline(limit)
+                offset += len(more)
+                if not more or more.endswith(b"\n"):
+                    break
+            yield _TOO_LONG, offset, bool(more)
+            continue
+        offset += len(raw)
+        if raw[-1:] == b"\n":
+            yield raw[:-1], offset, True
+        else:
+            yield raw, offset, False
+
+
+#: Marker yielded by :func:`iter_lines` in place of an over-long line.
+_TOO_LONG = b"\0too_long"
+
+
+class Reader:
+    """Decodes the lines of one log in order and checks ``seq``.
+
+    ``last_seq`` is the effective ``seq`` of the last good line (a line without
+    ``seq`` stands in with its line number).
+    """
+
+    def __init__(self, assume_tz: tzinfo | None = None) -> None:
+        self.assume_tz = assume_tz
+        self.last_seq = 0
+
+    def decode(self, raw: bytes, line: int) -> tuple[Event, datetime] | str:
+        """The event and its time, or the reason the line is bad."""
+        if raw == _TOO_LONG:
+            return f"too_long: line is longer than {MAX_LINE_BYTES} bytes"
+        try:
+            ev: Event = _decoder.decode(raw)
+        except Exception:  # noqa: BLE001 - every failure is classified below
+            return _why_bad(raw)
+        if ev.v != 1 or type_name(ev) in CURRENT_VERSION:
+            slow = _decode_versioned(raw)
+            if isinstance(slow, str):
+                return slow
+            ev = slow
+        at = self.times(ev)
+        if isinstance(at, str):
+            return at
+        seq = ev.seq if ev.seq is not None else line
+        if seq <= self.last_seq:
+            word = "repeated" if seq == self.last_seq else "decreasing"
+            return f"bad_seq: {word} seq {seq} (last was {self.last_seq})"
+        self.last_seq = seq
+        return ev, at
+
+
+    def times(self, ev: Event) -> datetime | str:
+        """Check every time of ``ev`` (giving naive ones the assumed zone); ``ts`` as a datetime."""
+        try:
+            at, ev.ts = self._time("ts", ev.ts)
+            for name in TIME_FIELDS.get(type(ev), ()):
+                text = getattr(ev, name)
+                if text is not None:
+                    setattr(ev, name, self._time(name, text)[1])
+        except _BadTime as bad:
+            return str(bad)
+        return at
+
+    def _time(self, field: str, text: str) -> tuple[datetime, str]:
+        """A time and its text, the text given the assumed zone when it had none."""
+        try:
+            value = datetime.fromisoformat(text)
+        except ValueError:
+            raise _BadTime(f"bad_time: {field} {text!r} is not an ISO 8601 time") from None
+        if value.tzinfo is not None:
+            return value, text
+        if self.assume_tz is None:
+            raise _BadTime(f"no_offset: {field} {text!r} has no UTC offset (give --assume-tz)")
+        value = value.replace(tzinfo=self.assume_tz)
+        return value, value.isoformat()
+
+
+class _BadTime(Exception):
+    pass
+
+
+def _decode_versioned(raw: bytes) -> Event | str:
+    obj = _untyped.decode(raw)
+    try:
+        obj = upcast(obj)
+    except ValueError as err:
+        return f"bad_version: {err}"
+    return _convert(obj)
+
+
+def _convert(obj: dict[str, Any]) -> Event | str:
+    cls = EVENT_TYPES[obj["type"]]
+    try:
+        return msgspec.convert(obj, cls)
+    except msgspec.ValidationError as err:
+        return _validation_reason(str(err))
+
+
+def describe_bad_json(raw: bytes) -> str:
+    """Why bytes are not JSON (``not_utf8`` or ``not_json``)."""
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        return f"not_utf8: invalid UTF-8 at byte {err.start}"
+    if not raw.strip():
+        return "not_json: empty line"
+    try:
+        _untyped.decode(raw)
+    except Exception as err:  # noqa: BLE001
+        return f"not_json: {err}"
+    return "not_json: line could not be decoded"
+
+
+def _why_bad(raw: bytes) -> str:
+    """Name precisely why a line did not decode as an event."""
+    try:
+        obj = _untyped.decode(raw)
+    except Exception:  # noqa: BLE001
+        return describe_bad_json(raw)
+    if not isinstance(obj, dict):
+        return f"not_object: line is a JSON {_json_kind(obj)}, not an object"
+    result = check_object(obj)
+    if isinstance(result, str):
+        return result
+    return "not_json: line could not be decoded"
+
+
+def check_object(obj: dict[str, Any]) -> Event | str:
+    """Convert a decoded object to its event type, or name why it is not one."""
+    if "type" not in obj:
+        return "missing_field: type"
+    type_ = obj["type"]
+    if not isinstance(type_, str):
+        return f"wrong_type: type: expected str, got {_json_kind(type_)}"
+    if type_ not in EVENT_TYPES:
+        return f"unknown_type: {type_!r}"
+    try:
+        obj = upcast(obj)
+    except ValueError as err:
+        return f"bad_version: {err}"
+    return _convert(obj)
+
+
+def validate_object(obj: dict[str, Any], assume_tz: tzinfo | None = None) -> tuple[Event, datetime] | str:
+    """Check one object as an event to append (all but ``seq``): the event and its time, or why not."""
+    ev = check_object(obj)
+    if isinstance(ev, str):
+        return ev
+    at = Reader(assume_tz).times(ev)
+    if isinstance(at, str):
+        return at
+    return ev, at
+
+
+def _validation_reason(message: str) -> str:
+    m = _MISSING.fullmatch(message)
+    if m:
+        where = f"{m.group(2)}." if m.group(2) else ""
+        return f"missing_field: {where}{m.group(1)}"
+    m = _EXPECTED.fullmatch(message)
+    if m:
+        return f"wrong_type: {m.group(3)}: expected {m.group(1)}, got {m.group(2)}"
+    m = _AT.fullmatch(message)
+    if m:
+        return f"bad_value: {m.group(2)}: {_plain(m.group(1))}"
+    return f"bad_value: {_plain(message)}"
+
+
+def _plain(message: str) -> str:
+    """msgspec's message without backticks, starting in lower case."""
+    message = message.replace("`", "")
+    return message[:1].lower() + message[1:]
+
+
+def _json_kind(value: object) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, (int, float)):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    return "object"

@@ -1,0 +1,1 @@
+"""Pure projections of the event log, one module per domain."""

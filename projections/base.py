@@ -1,0 +1,61 @@
+"""The projection interface: fold one event, judge a view as of a time.
+
+A projection never reads the clock, the disk or the network. ``fold`` gets one
+event with its line number and its time and returns what became of it:
+
+- ``None``: applied (the event counts toward its stream's revision);
+- :class:`Rejected`: it does not fit the state; the state is as it was;
+- :data:`NOT_APPLIED`: recorded but not applied (a refused or repeated
+  recovery decision, which has a receipt instead).
+
+``view(as_of)`` returns the projection's part of the dump, judged at ``as_of``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from typing import Any, Protocol
+
+from eventlog.events import Event
+from eventlog.fold import NOT_APPLIED, FoldResult, Rejected
+
+__all__ = ["NOT_APPLIED", "FoldResult", "Handler", "Projection", "Rejected", "nearest_rank", "num", "summary"]
+
+
+Handler = Callable[[Any, Any, int, datetime], FoldResult]
+
+
+class Projection(Protocol):
+    """A pure fold of one domain."""
+
+    #: Its key in the dump.
+    name: str
+    #: Event class -> the method that folds it.
+    handlers: dict[type[Event], Handler]
+
+    def view(self, as_of: datetime) -> dict[str, Any]:
+        """This domain's part of the dump, judged at ``as_of``."""
+        ...
+
+
+def nearest_rank(values: Sequence[float], p: float) -> float | None:
+    """The p-th percentile by nearest rank (spec: value at rank ceil(p/100 n))."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    rank = max(1, math.ceil(p / 100 * len(ordered)))
+    return ordered[rank - 1]
+
+
+def num(value: float | None) -> float | int | None:
+    """A duration for the dump: whole seconds print as integers."""
+    if value is None:
+        return None
+    return int(value) if float(value).is_integer() else value
+
+
+def summary(values: Sequence[float]) -> dict[str, Any]:
+    """``{"n", "p50", "p95"}`` of durations in seconds."""
+    return {"n": len(values), "p50": num(nearest_rank(values, 50)), "p95": num(nearest_rank(values, 95))}

@@ -1,0 +1,141 @@
+"""``eventlog append`` and ``EventLog.append`` as spec/OUTPUTS.md describes them."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+from freezegun import freeze_time
+
+from eventlog.appender import BadInput, Conflict, EventLog
+from tests.conftest import run_cli
+
+TS = "2026-08-03T01:00:00+09:00"
+
+
+def lines(path: Path) -> list[dict[str, object]]:
+    return [json.loads(x) for x in path.read_text().splitlines()]
+
+
+def created(hid: str = "h1", **extra: object) -> dict[str, object]:
+    return {"type": "handoff_created", "ts": TS, "handoff_id": hid, "account": "acct", **extra}
+
+
+def test_append_sets_seq_keeps_ts_and_extra_fields(tmp_path: Path) -> None:
+    log = tmp_path / "log.jsonl"
+    out = run_cli("append", str(log), stdin=json.dumps(created(note="kept")) + "\n")
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["first_seq"] == 1
+    run_cli("append", str(log), stdin=json.dumps(created("h2")) + "\n" + json.dumps(created("h3")) + "\n")
+    got = lines(log)
+    assert [e["seq"] for e in got] == [1, 2, 3]
+    assert got[0]["ts"] == TS and got[0]["note"] == "kept"
+
+
+def test_missing_ts_is_now_with_the_local_offset(tmp_path: Path) -> None:
+    log = tmp_path / "log.jsonl"
+    with freeze_time("2026-08-03T00:00:00+00:00"):
+        EventLog(log).append([{"type": "lane_check"}])
+    ts = str(lines(log)[0]["ts"])
+    parsed = datetime.fromisoformat(ts)
+    assert parsed.tzinfo is not None
+    assert parsed.timestamp() == datetime.fromisoformat("2026-08-03T00:00:00+00:00").timestamp()
+
+
+def test_seq_continues_from_a_hand_written_log(tmp_path: Path) -> None:
+    log = tmp_path / "log.jsonl"
+    log.write_text(2 * (json.dumps({"type": "lane_check", "ts": TS}) + "\n"))
+    EventLog(log).append([{"type": "lane_check", "ts": TS}])
+    assert lines(log)[-1]["seq"] == 3
+
+
+def test_a_batch_with_one_bad_event_writes_nothing(tmp_path: Path) -> None:
+    log = tmp_path / "log.jsonl"
+    EventLog(log).append([created()])
+    before = log.read_bytes()
+    batch = json.dumps(created("h2")) + "\n" + json.dumps({"type": "claimed", "ts": TS, "handoff_id": "h2"}) + "\n"
+    out = run_cli("append", str(log), stdin=batch)
+    assert out.returncode == 2
+    assert "stdin line 2: missing_field: watcher" in out.stderr
+    assert log.read_bytes() == before
+    assert run_cli("append", str(log), stdin="{not json\n").returncode == 2
+    assert run_cli("append", str(log), stdin='{"type":"lane_check","ts":"2026-08-03T01:00:00"}\n').returncode == 2
+    assert log.read_bytes() == before
+
+
+def test_torn_tail_is_cut_never_glued_to(tmp_path: Path) -> None:
+    log = tmp_path / "log.jsonl"
+    EventLog(log).append([created()])
+    with log.open("ab") as f:
+        f.write(b'{"type":"handoff_created","ts":"' + TS.encode() + b'","handoff_id":"h9"')
+    out = run_cli("append", str(log), stdin=json.dumps(created("h2")) + "\n")
+    assert out.returncode == 0
+    assert "torn tail" in out.stderr
+    got = lines(log)
+    assert [e["handoff_id"] for e in got] == ["h1", "h2"]
+    assert [e["seq"] for e in got] == [1, 2]
+
+
+def test_expect_revision_conflict_is_exit_3_and_writes_nothing(tmp_path: Path) -> None:
+    log = tmp_path / "log.jsonl"
+    EventLog(log).append([created()])
+    before = log.read_bytes()
+    ev = json.dumps({"type": "local_started", "ts": TS, "handoff_id": "h1"}) + "\n"
+    out = run_cli("append", str(log), "--expect-revision", "0", stdin=ev)
+    assert out.returncode == 3 and "expected revision 0" in out.stderr
+    assert log.read_bytes() == before
+    assert run_cli("append", str(log), "--expect-revision", "1", stdin=ev).returncode == 0
+    with pytest.raises(Conflict):
+        EventLog(log).append([{"type": "local_started", "ts": TS, "handoff_id": "h1"}], expect_revision=1)
+
+
+def test_a_rejected_transition_is_refused_unless_no_check(tmp_path: Path) -> None:
+    log = tmp_path / "log.jsonl"
+    ev = json.dumps({"type": "local_started", "ts": TS, "handoff_id": "never-created"}) + "\n"
+    out = run_cli("append", str(log), stdin=ev)
+    assert out.returncode == 3
+    assert not log.exists() or log.read_bytes() == b""
+    assert run_cli("append", str(log), "--no-check", stdin=ev).returncode == 0
+    assert len(lines(log)) == 1
+
+
+def test_bad_input_in_the_api(tmp_path: Path) -> None:
+    with pytest.raises(BadInput) as err:
+        EventLog(tmp_path / "log.jsonl").append([{"type": "nope", "ts": TS}])
+    assert "unknown_type" in err.value.messages[0]
+
+
+def test_new_log_mode_is_0640(tmp_path: Path) -> None:
+    log = tmp_path / "log.jsonl"
+    old = os.umask(0o022)
+    try:
+        EventLog(log).append([created()])
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(log.stat().st_mode) == 0o640
+
+
+def test_sidecar_is_rebuilt_when_it_does_not_match(tmp_path: Path) -> None:
+    log = tmp_path / "log.jsonl"
+    EventLog(log).append([created()])
+    sidecar = Path(str(log) + ".sidecar")
+    assert sidecar.exists()
+    sidecar.write_bytes(b"corrupt")
+    EventLog(log).append([created("h2")])
+    # The log was replaced behind the sidecar's back: a second h1 must still be refused.
+    log.write_text(json.dumps(created()) + "\n")
+    with pytest.raises(Conflict):
+        EventLog(log).append([created()])
+    sidecar.unlink()
+    EventLog(log).append([created("h3")])
+    assert [e["seq"] for e in lines(log)] == [1, 2]
+
+
+def test_a_log_path_that_is_a_directory(tmp_path: Path) -> None:
+    out = run_cli("append", str(tmp_path), stdin=json.dumps(created()) + "\n")
+    assert out.returncode == 1
+    assert "is a directory" in out.stderr

@@ -1,0 +1,99 @@
+"""``eventlog follow``: only new complete lines, partial lines waited for, truncation and replacement."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from eventlog.follow import Follower
+from projections.runner import Runner
+from tests.conftest import ROOT, run_cli
+
+LINE = '{"type":"lane_check","ts":"2026-08-08T10:0%d:00+09:00"}\n'
+
+
+def test_partial_line_is_waited_for(tmp_path: Path) -> None:
+    log = tmp_path / "w.jsonl"
+    log.write_text(LINE % 0)
+    f = Follower(str(log), Runner)
+    assert f.start() is None
+    assert f.dump()["events"] == 1
+    with log.open("a") as out:
+        out.write((LINE % 1)[:20])
+    assert f.catch_up() is None
+    assert f.dump()["events"] == 1 and f.dump()["torn_tail"] is True
+    with log.open("a") as out:
+        out.write((LINE % 1)[20:])
+    f.catch_up()
+    dump = f.dump()
+    assert dump["events"] == 2 and dump["torn_tail"] is False
+    assert dump["as_of"] == "2026-08-08T10:01:00+09:00"
+
+
+def test_truncated_and_replaced_files_are_replayed_from_the_start(tmp_path: Path) -> None:
+    log = tmp_path / "w.jsonl"
+    log.write_text(LINE % 0 + LINE % 1)
+    f = Follower(str(log), Runner)
+    f.start()
+    log.write_text(LINE % 2)  # same inode, shorter
+    note = f.catch_up()
+    assert note is not None and "truncated" in note
+    assert f.dump()["events"] == 1 and f.dump()["as_of"] == "2026-08-08T10:02:00+09:00"
+    other = tmp_path / "new.jsonl"
+    other.write_text(LINE % 3 + LINE % 4)
+    os.replace(other, log)
+    note = f.catch_up()
+    assert note is not None and "replaced" in note
+    assert f.dump()["events"] == 2
+
+
+def test_rewritten_bytes_before_the_offset_are_noticed(tmp_path: Path) -> None:
+    log = tmp_path / "w.jsonl"
+    log.write_text(LINE % 0)
+    f = Follower(str(log), Runner)
+    f.start()
+    with log.open("r+") as out:  # same length, different bytes, then more
+        out.write((LINE % 5) + LINE % 6)
+    note = f.catch_up()
+    assert note is not None and "rewritten" in note
+    assert f.dump()["events"] == 2
+
+
+def test_follow_command_updates_the_dump_and_stops_cleanly(tmp_path: Path) -> None:
+    log = tmp_path / "w.jsonl"
+    dump = tmp_path / "dump.json"
+    prom = tmp_path / "m.prom"
+    log.write_text(LINE % 0)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "eventlog", "follow", str(log), "--dump", str(dump), "--prom", str(prom)],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        assert _wait_for(lambda: dump.exists() and json.loads(dump.read_text())["events"] == 1)
+        with log.open("a") as out:
+            out.write(LINE % 1)
+        assert _wait_for(lambda: json.loads(dump.read_text())["events"] == 2)
+        expected = json.loads(run_cli("replay", str(log)).stdout)
+        assert json.loads(dump.read_text()) == expected
+        assert "recovery_events" in prom.read_text()
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _out, err = proc.communicate(timeout=10)
+    assert proc.returncode == 0, err
+
+
+def _wait_for(cond: object, timeout: float = 10.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if cond():  # type: ignore[operator]
+                return True
+        except (OSError, ValueError):
+            pass
+        time.sleep(0.02)
+    return False
