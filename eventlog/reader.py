@@ -42,7 +42,8 @@ def iter_lines(f: IO[bytes], offset: int = 0) -> Iterator[tuple[bytes, int, bool
     A line longer than :data:`MAX_LINE_BYTES` is yielded empty with its true
     end offset and read in pieces, so a huge line is never held whole.
     """
-    f.seek(offset)
+    if f.seekable():
+        f.seek(offset)
     readline = f.readline
     limit = MAX_LINE_BYTES + 1
     while True:
@@ -57,7 +58,7 @@ def iter_lines(f: IO[bytes], offset: int = 0) -> Iterator[tuple[bytes, int, bool
                 offset += len(more)
                 if not more or more.endswith(b"\n"):
                     break
-            yield _TOO_LONG, offset, bool(more)
+            yield TOO_LONG, offset, bool(more)
             continue
         offset += len(raw)
         if raw[-1:] == b"\n":
@@ -67,7 +68,7 @@ def iter_lines(f: IO[bytes], offset: int = 0) -> Iterator[tuple[bytes, int, bool
 
 
 #: Marker yielded by :func:`iter_lines` in place of an over-long line.
-_TOO_LONG = b"\0too_long"
+TOO_LONG = b"\0too_long"
 
 
 class Reader:
@@ -83,7 +84,7 @@ class Reader:
 
     def decode(self, raw: bytes, line: int) -> tuple[Event, datetime] | str:
         """The event and its time, or the reason the line is bad."""
-        if raw == _TOO_LONG:
+        if raw == TOO_LONG:
             return f"too_long: line is longer than {MAX_LINE_BYTES} bytes"
         try:
             ev: Event = _decoder.decode(raw)

@@ -11,7 +11,7 @@ import msgspec
 from eventlog.appender import AppendError, EventLog
 from eventlog.cli.common import dumps, error
 from eventlog.events import schema
-from eventlog.reader import MAX_LINE_BYTES, describe_bad_json
+from eventlog.reader import MAX_LINE_BYTES, TOO_LONG, describe_bad_json, iter_lines
 
 
 def register(sub: Any) -> None:
@@ -31,12 +31,12 @@ def read_stdin(stream: Any) -> tuple[list[dict[str, Any]], list[str]]:
     """Objects from stdin lines (blank lines skipped), and the bad lines' messages."""
     objs: list[dict[str, Any]] = []
     problems: list[str] = []
-    for n, raw in enumerate(stream, 1):
-        line = raw.rstrip(b"\r\n")
-        if not line.strip():
-            continue
-        if len(line) > MAX_LINE_BYTES:
+    for n, (raw, _end, _complete) in enumerate(iter_lines(stream), 1):
+        line = raw[:-1] if raw.endswith(b"\r") else raw
+        if line == TOO_LONG:
             problems.append(f"stdin line {n}: too_long: longer than {MAX_LINE_BYTES} bytes")
+            continue
+        if not line.strip():
             continue
         try:
             obj = msgspec.json.decode(line)
