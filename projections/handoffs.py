@@ -1,0 +1,545 @@
+"""Handoff failback (seed 000, spec section 3): work failed over to a local machine, and its way back.
+
+The seed counted 86 of 98 handoffs started locally and 0 of 98 returned to the
+cloud, so the two sides are counted apart (``failover``, ``failback``), and only
+a ``verified`` handshake counts as returned. Every transition rule is in
+:data:`RULES`; the fold keeps, per handoff, its state and the first time it
+reached each state, and per account the limit ledger and the probes since its
+latest limit. Everything judged "as of T" (stale claims, the probe plan, the
+claim order, watcher lateness) is computed in the queries below the rules.
+
+Decisions where the spec is silent (the lead's):
+
+- open states are ``pending``, ``claimed``, ``resume_requested``, ``needs_human``;
+- ``local_started`` / ``local_start_failed`` apply to a created handoff in any
+  state and change only the failover count;
+- ``resume_requested``, ``resume_failed`` and ``verified`` do not check that
+  ``attempt`` is the claimed one;
+- an event of a handoff never created, and a second ``handoff_created``, are
+  rejected; a rejection leaves state and timestamps as they were;
+- stale means strictly longer than ``stale_after`` since the last *applied*
+  event of that handoff;
+- ``pending.oldest_age_s`` is T minus the earliest ``handoff_created`` time of
+  a pending handoff (negative when T is before it);
+- claim order ties: deadline (as instants, none last), importance (higher
+  first), attempt (fewer first), created time, then log line; ``next_claims``
+  is the first ``max_inflight`` minus live claims of that order, whatever the
+  probe plan says;
+- ``probe_plan`` holds every account named by a ``handoff_created``,
+  ``limit_recorded`` or ``probe_result``;
+- the watcher is late when T minus the last ``watcher_run`` (log order) is
+  strictly more than twice its ``period_s``, or there is none while a handoff
+  is pending.
+
+**Backoff** (the spec leaves it to the project). The plan of an account as of T,
+first match wins:
+
+1. no pending handoff of the account: ``nothing_pending``, no probe,
+   ``next_probe_at`` null;
+2. the latest ``limit_recorded`` of the account (log order) has a ``reset_at``
+   after T: ``waiting_reset``, no probe, ``next_probe_at`` = that ``reset_at``
+   as written;
+3. ``backoff_transient``: the account's latest probe after that limit was
+   ``transient`` or ``network_timeout``; wait 60 s, doubled for each such
+   probe in a row before it (60, 120, 240, ... capped at 1 h), from the
+   latest probe's ``ts``; no probe while T is before that;
+4. ``backoff_estimate``: the latest limit is ``estimated`` or ``unknown``, its
+   ``reset_at`` (if any) has passed, and the latest probes after it said
+   ``quota_limited`` (the estimate proved wrong); wait 30 min, doubled for
+   each ``quota_limited`` probe in a row since that limit (30 min, 1 h, 2 h,
+   ... capped at 24 h), from the latest one; no probe while T is before that;
+5. otherwise ``due``: probe now, ``next_probe_at`` = T.
+
+An ``explicit`` reset that has passed followed by ``quota_limited`` probes does
+not back off: the spec says probe now. A probe of any other outcome ends a run
+of the kind before it; a new ``limit_recorded`` starts the count again.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import Counter
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from eventlog.events import (
+    Claimed,
+    Conflict,
+    Event,
+    HandoffCreated,
+    LimitRecorded,
+    LocalStarted,
+    LocalStartFailed,
+    NeedsHuman,
+    ProbeResult,
+    Released,
+    ResumeFailed,
+    ResumeRequested,
+    Skip,
+    Verified,
+    WatcherRun,
+    parse_time,
+    type_name,
+)
+from projections.base import FoldResult, Handler, Rejected, num, summary
+
+# --- the rules (spec section 3) ------------------------------------------------------
+
+PENDING = "pending"
+CLAIMED = "claimed"
+REQUESTED = "resume_requested"
+RETURNED = "returned"
+NEEDS_HUMAN = "needs_human"
+SKIPPED = "skipped"
+
+STATES = (PENDING, CLAIMED, REQUESTED, RETURNED, NEEDS_HUMAN, SKIPPED)
+#: States a handoff can still move on from (lead's decision).
+OPEN = frozenset({PENDING, CLAIMED, REQUESTED, NEEDS_HUMAN})
+#: Claims that hold a slot of ``max_inflight``.
+LIVE = frozenset({CLAIMED, REQUESTED})
+ANY = frozenset(STATES)
+
+#: event type -> the states it applies to. Where it leads is in the handler.
+RULES: dict[str, frozenset[str]] = {
+    "local_started": ANY,  # failover side only: the state does not change
+    "local_start_failed": ANY,
+    "claimed": frozenset({PENDING}),  # -> claimed
+    "released": frozenset({CLAIMED, NEEDS_HUMAN}),  # -> pending
+    "resume_requested": frozenset({CLAIMED}),  # -> resume_requested
+    "verified": frozenset({REQUESTED}),  # -> returned (the only way back)
+    "resume_failed": frozenset({REQUESTED}),  # effect none -> pending; unknown -> needs_human
+    "conflict": frozenset({CLAIMED, REQUESTED}),  # -> needs_human
+    "needs_human": OPEN,  # -> needs_human (again: the reason is updated)
+    "skip": ANY - {RETURNED, SKIPPED},  # -> skipped
+}
+
+#: Why a handoff is in ``needs_human`` when no ``needs_human`` event said so.
+REASON_CONFLICT = "conflict"
+REASON_UNKNOWN_EFFECT = "resume_failed_unknown_effect"
+
+#: Stale verdicts by state.
+STALE_KIND = {CLAIMED: "retryable", REQUESTED: "unknown_effect"}
+
+#: Probe outcomes that are backed off as passing trouble, and the wait.
+TRANSIENT = frozenset({"transient", "network_timeout"})
+TRANSIENT_FIRST_S = 60
+TRANSIENT_CAP_S = 3600
+#: Backoff after an estimated or unknown reset proved wrong.
+ESTIMATE_FIRST_S = 1800
+ESTIMATE_CAP_S = 86400
+GUESSED = frozenset({"estimated", "unknown"})
+
+
+def backoff_s(first_s: float, run: int, cap_s: float) -> float:
+    """The wait after ``run`` (>= 1) probes in a row: ``first_s`` doubled per probe, at most ``cap_s``."""
+    if run > 40:  # 2**40 times anything here is past any cap
+        return cap_s
+    return min(first_s * float(2 ** (run - 1)), cap_s)
+
+
+# --- state ---------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class Handoff:
+    """One handoff as folded so far."""
+
+    account: str
+    created_at: datetime
+    line: int
+    deadline: datetime | None
+    importance: int
+    repo: str | None
+    branch: str | None
+    head: str | None
+    last_at: datetime
+    state: str = PENDING
+    attempt: int = 0
+    watcher: str | None = None
+    local_started: bool = False
+    reason: str | None = None
+    first_claimed_at: datetime | None = None
+    first_requested_at: datetime | None = None
+
+
+@dataclass(slots=True)
+class Account:
+    """The limit ledger of one account and the probes since its latest limit."""
+
+    pending: int = 0
+    reset_text: str | None = None
+    reset_at: datetime | None = None
+    confidence: str | None = None
+    limit_line: int = 0
+    last_ok_line: int = 0
+    #: Outcome kind of the current run of probes after the latest limit ("transient", "quota" or None).
+    run_kind: str | None = None
+    run: int = 0
+    run_at: datetime | None = None
+
+
+def _fmt(value: datetime) -> str:
+    return value.isoformat()
+
+
+# --- the projection ------------------------------------------------------------------
+
+
+class Handoffs:
+    """Handoffs: failover to local, failback to the cloud."""
+
+    name = "handoffs"
+
+    def __init__(self, stale_after_s: float = 1800, max_inflight: int = 2) -> None:
+        self.stale_after_s = stale_after_s
+        self.max_inflight = max_inflight
+        self.items: dict[str, Handoff] = {}
+        self.accounts: dict[str, Account] = {}
+        self.probes: Counter[str] = Counter()
+        self.latency: dict[str, list[float]] = {
+            "created_to_returned": [],
+            "claimed_to_requested": [],
+            "requested_to_verified": [],
+        }
+        self.live = 0
+        self.watcher_at: datetime | None = None
+        self.watcher_text: str | None = None
+        self.watcher_period_s = 0
+        # The ts text of the latest event folded here, to print T as written when T is that time.
+        self._last_text: str | None = None
+        self._last_at: datetime | None = None
+
+    # -- queries (pure: the watcher and the view use them) --------------------------------
+
+    def stale(self, hid: str, as_of: datetime, stale_after_s: float | None = None) -> str | None:
+        """``retryable``, ``unknown_effect`` or None: is this live claim stale as of ``as_of``?"""
+        h = self.items.get(hid)
+        if h is None or h.state not in LIVE:
+            return None
+        limit = self.stale_after_s if stale_after_s is None else stale_after_s
+        if (as_of - h.last_at).total_seconds() > limit:
+            return STALE_KIND[h.state]
+        return None
+
+    def stale_claims(self, as_of: datetime, stale_after_s: float | None = None) -> dict[str, list[str]]:
+        """Stale live claims by kind, ids sorted."""
+        out: dict[str, list[str]] = {"retryable": [], "unknown_effect": []}
+        for hid, h in self.items.items():
+            if h.state in LIVE:
+                kind = self.stale(hid, as_of, stale_after_s)
+                if kind is not None:
+                    out[kind].append(hid)
+        for ids in out.values():
+            ids.sort()
+        return out
+
+    def claim_order(self) -> list[str]:
+        """Every pending handoff in claim order (spec: deadline, importance, attempts, age)."""
+        return [hid for _, hid in sorted(self._claim_keys())]
+
+    def next_claims(self, max_inflight: int | None = None) -> list[str]:
+        """The pending handoffs that fill the free slots of ``max_inflight``, in claim order."""
+        limit = self.max_inflight if max_inflight is None else max_inflight
+        free = max(0, limit - self.live)
+        return [hid for _, hid in heapq.nsmallest(free, self._claim_keys())] if free else []
+
+    def _claim_keys(self) -> list[tuple[tuple[Any, ...], str]]:
+        keys = []
+        for hid, h in self.items.items():
+            if h.state == PENDING:
+                deadline = (1, 0.0) if h.deadline is None else (0, h.deadline.timestamp())
+                keys.append(((deadline, -h.importance, h.attempt, h.created_at.timestamp(), h.line), hid))
+        return keys
+
+    def plan(self, account: str, as_of: datetime) -> dict[str, Any]:
+        """The probe plan of one account as of ``as_of`` (rules in the module docstring)."""
+        acc = self.accounts.get(account)
+        if acc is None or acc.pending == 0:
+            return {"probe": False, "reason": "nothing_pending", "next_probe_at": None}
+        if acc.reset_at is not None and acc.reset_at > as_of:
+            return {"probe": False, "reason": "waiting_reset", "next_probe_at": acc.reset_text}
+        if acc.run and acc.run_at is not None:
+            reason = None
+            if acc.run_kind == "transient":
+                reason, wait = "backoff_transient", backoff_s(TRANSIENT_FIRST_S, acc.run, TRANSIENT_CAP_S)
+            elif acc.run_kind == "quota" and acc.confidence in GUESSED:
+                reason, wait = "backoff_estimate", backoff_s(ESTIMATE_FIRST_S, acc.run, ESTIMATE_CAP_S)
+            if reason is not None:
+                until = acc.run_at + timedelta(seconds=wait)
+                if as_of < until:
+                    return {"probe": False, "reason": reason, "next_probe_at": _fmt(until)}
+        return {"probe": True, "reason": "due", "next_probe_at": self._as_written(as_of)}
+
+    def probe_plan(self, as_of: datetime) -> dict[str, dict[str, Any]]:
+        """The plan of every account, by account name."""
+        return {account: self.plan(account, as_of) for account in sorted(self.accounts)}
+
+    def due_accounts(self, as_of: datetime) -> list[str]:
+        """Accounts to probe now, sorted."""
+        return [account for account, p in self.probe_plan(as_of).items() if p["probe"]]
+
+    def limit_open(self, account: str) -> bool:
+        """Whether the account's latest ``limit_recorded`` came after its latest ``ok`` probe."""
+        acc = self.accounts.get(account)
+        return acc is not None and acc.limit_line > acc.last_ok_line
+
+    def limit_confidence(self, account: str) -> str | None:
+        """The confidence of the account's latest ``limit_recorded`` (None: none)."""
+        acc = self.accounts.get(account)
+        return None if acc is None else acc.confidence
+
+    def watcher_late(self, as_of: datetime) -> bool:
+        """Spec: the last ``watcher_run`` is older than twice its period, or none while work is pending."""
+        if self.watcher_at is None:
+            return any(acc.pending for acc in self.accounts.values())
+        return (as_of - self.watcher_at).total_seconds() > 2 * self.watcher_period_s
+
+    def _as_written(self, as_of: datetime) -> str:
+        if self._last_at is not None and self._last_text is not None and as_of == self._last_at:
+            return self._last_text
+        return _fmt(as_of)
+
+    # -- the view ---------------------------------------------------------------------------
+
+    def view(self, as_of: datetime) -> dict[str, Any]:
+        """The ``handoffs`` part of the dump."""
+        items: dict[str, Any] = {}
+        by_state: Counter[str] = Counter()
+        not_returned: Counter[str] = Counter()
+        skip_reasons: Counter[str] = Counter()
+        started = 0
+        oldest: datetime | None = None
+        stale: dict[str, list[str]] = {"retryable": [], "unknown_effect": []}
+        for hid in sorted(self.items):
+            h = self.items[hid]
+            kind = self.stale(hid, as_of)
+            items[hid] = {"state": h.state, "account": h.account, "attempt": h.attempt, "stale": kind}
+            if kind is not None:
+                stale[kind].append(hid)
+            by_state[h.state] += 1
+            started += h.local_started
+            if h.state == SKIPPED:
+                skip_reasons[h.reason or ""] += 1
+                not_returned[h.reason or ""] += 1
+            elif h.state != RETURNED:
+                not_returned[h.state] += 1
+            if h.state == PENDING and (oldest is None or h.created_at < oldest):
+                oldest = h.created_at
+        total = len(self.items)
+        return {
+            "total": total,
+            "items": items,
+            "by_state": dict(sorted(by_state.items())),
+            "failover": {"started": started, "total": total},
+            "failback": {"returned": by_state[RETURNED], "total": total},
+            "not_returned": dict(sorted(not_returned.items())),
+            "skip_reasons": dict(sorted(skip_reasons.items())),
+            "pending": {
+                "count": by_state[PENDING],
+                "oldest_age_s": None if oldest is None else num((as_of - oldest).total_seconds()),
+            },
+            "stale_claims": stale,
+            "latency_s": {key: summary(values) for key, values in self.latency.items()},
+            "probes": dict(sorted(self.probes.items())),
+            "probe_plan": self.probe_plan(as_of),
+            "next_claims": self.next_claims(),
+            "watcher": {"last_run": self.watcher_text, "late": self.watcher_late(as_of)},
+        }
+
+    # -- the fold ---------------------------------------------------------------------------
+
+    def _account(self, name: str) -> Account:
+        acc = self.accounts.get(name)
+        if acc is None:
+            acc = self.accounts[name] = Account()
+        return acc
+
+    def _seen(self, ev: Event, at: datetime) -> None:
+        self._last_text = ev.ts
+        self._last_at = at
+
+    def _fits(self, ev: Event, hid: str) -> Handoff | Rejected:
+        """The handoff ``ev`` moves, or why it does not fit (spec: rejected, state unchanged)."""
+        h = self.items.get(hid)
+        kind = type_name(ev)
+        if h is None:
+            return Rejected(f"unknown handoff {hid}: never created")
+        allowed = RULES[kind]
+        if h.state not in allowed:
+            if kind == "claimed" and h.state in LIVE:
+                return Rejected(f"{hid} already has a live claim ({h.state} by {h.watcher}, attempt {h.attempt})")
+            wanted = " or ".join(s for s in STATES if s in allowed)
+            return Rejected(f"{kind} applies only to a {wanted} handoff; {hid} is {h.state}")
+        return h
+
+    def _move(self, h: Handoff, state: str, at: datetime) -> None:
+        """Set a handoff's state (keeping the live and per-account pending counts)."""
+        if (h.state in LIVE) != (state in LIVE):
+            self.live += 1 if state in LIVE else -1
+        if (h.state == PENDING) != (state == PENDING):
+            self._account(h.account).pending += 1 if state == PENDING else -1
+        h.state = state
+        h.last_at = at
+
+    def _created(self, ev: HandoffCreated, line: int, at: datetime) -> FoldResult:
+        self._seen(ev, at)
+        if ev.handoff_id in self.items:
+            return Rejected(f"handoff {ev.handoff_id} already created (line {self.items[ev.handoff_id].line})")
+        deadline = None if ev.deadline is None else parse_time(ev.deadline)
+        self.items[ev.handoff_id] = Handoff(
+            ev.account, at, line, deadline, ev.importance, ev.repo, ev.branch, ev.head, last_at=at
+        )
+        self._account(ev.account).pending += 1
+        return None
+
+    def _local_started(self, ev: LocalStarted, line: int, at: datetime) -> FoldResult:
+        self._seen(ev, at)
+        h = self._fits(ev, ev.handoff_id)
+        if isinstance(h, Rejected):
+            return h
+        h.local_started = True
+        h.last_at = at
+        return None
+
+    def _local_start_failed(self, ev: LocalStartFailed, line: int, at: datetime) -> FoldResult:
+        self._seen(ev, at)
+        h = self._fits(ev, ev.handoff_id)
+        if isinstance(h, Rejected):
+            return h
+        h.last_at = at
+        return None
+
+    def _claimed(self, ev: Claimed, line: int, at: datetime) -> FoldResult:
+        self._seen(ev, at)
+        h = self._fits(ev, ev.handoff_id)
+        if isinstance(h, Rejected):
+            return h
+        self._move(h, CLAIMED, at)
+        h.attempt = ev.attempt
+        h.watcher = ev.watcher
+        h.reason = None
+        if h.first_claimed_at is None:
+            h.first_claimed_at = at
+        return None
+
+    def _released(self, ev: Released, line: int, at: datetime) -> FoldResult:
+        self._seen(ev, at)
+        h = self._fits(ev, ev.handoff_id)
+        if isinstance(h, Rejected):
+            return h
+        self._move(h, PENDING, at)
+        h.watcher = None
+        h.reason = None
+        return None
+
+    def _resume_requested(self, ev: ResumeRequested, line: int, at: datetime) -> FoldResult:
+        self._seen(ev, at)
+        h = self._fits(ev, ev.handoff_id)
+        if isinstance(h, Rejected):
+            return h
+        self._move(h, REQUESTED, at)
+        if h.first_requested_at is None:
+            h.first_requested_at = at
+            if h.first_claimed_at is not None:
+                self.latency["claimed_to_requested"].append((at - h.first_claimed_at).total_seconds())
+        return None
+
+    def _resume_failed(self, ev: ResumeFailed, line: int, at: datetime) -> FoldResult:
+        self._seen(ev, at)
+        h = self._fits(ev, ev.handoff_id)
+        if isinstance(h, Rejected):
+            return h
+        if ev.effect == "none":
+            self._move(h, PENDING, at)
+            h.watcher = None
+        else:
+            self._move(h, NEEDS_HUMAN, at)
+            h.reason = REASON_UNKNOWN_EFFECT
+        return None
+
+    def _verified(self, ev: Verified, line: int, at: datetime) -> FoldResult:
+        self._seen(ev, at)
+        h = self._fits(ev, ev.handoff_id)
+        if isinstance(h, Rejected):
+            return h
+        self._move(h, RETURNED, at)
+        self.latency["created_to_returned"].append((at - h.created_at).total_seconds())
+        if h.first_requested_at is not None:
+            self.latency["requested_to_verified"].append((at - h.first_requested_at).total_seconds())
+        return None
+
+    def _conflict(self, ev: Conflict, line: int, at: datetime) -> FoldResult:
+        self._seen(ev, at)
+        h = self._fits(ev, ev.handoff_id)
+        if isinstance(h, Rejected):
+            return h
+        self._move(h, NEEDS_HUMAN, at)
+        h.reason = REASON_CONFLICT
+        return None
+
+    def _needs_human(self, ev: NeedsHuman, line: int, at: datetime) -> FoldResult:
+        self._seen(ev, at)
+        h = self._fits(ev, ev.handoff_id)
+        if isinstance(h, Rejected):
+            return h
+        self._move(h, NEEDS_HUMAN, at)
+        h.reason = ev.reason
+        return None
+
+    def _skip(self, ev: Skip, line: int, at: datetime) -> FoldResult:
+        self._seen(ev, at)
+        h = self._fits(ev, ev.handoff_id)
+        if isinstance(h, Rejected):
+            return h
+        self._move(h, SKIPPED, at)
+        h.reason = ev.reason
+        return None
+
+    def _limit_recorded(self, ev: LimitRecorded, line: int, at: datetime) -> FoldResult:
+        self._seen(ev, at)
+        acc = self._account(ev.account)
+        acc.reset_text = ev.reset_at
+        acc.reset_at = None if ev.reset_at is None else parse_time(ev.reset_at)
+        acc.confidence = ev.confidence
+        acc.limit_line = line
+        acc.run_kind, acc.run, acc.run_at = None, 0, None
+        return None
+
+    def _probe_result(self, ev: ProbeResult, line: int, at: datetime) -> FoldResult:
+        self._seen(ev, at)
+        acc = self._account(ev.account)
+        self.probes[ev.outcome] += 1
+        kind = "transient" if ev.outcome in TRANSIENT else "quota" if ev.outcome == "quota_limited" else None
+        if kind is not None and kind == acc.run_kind:
+            acc.run += 1
+        else:
+            acc.run_kind, acc.run = kind, 1 if kind else 0
+        acc.run_at = at
+        if ev.outcome == "ok":
+            acc.last_ok_line = line
+        return None
+
+    def _watcher_run(self, ev: WatcherRun, line: int, at: datetime) -> FoldResult:
+        self._seen(ev, at)
+        self.watcher_at = at
+        self.watcher_text = ev.ts
+        self.watcher_period_s = ev.period_s
+        return None
+
+    handlers: dict[type[Event], Handler] = {
+        HandoffCreated: _created,
+        LocalStarted: _local_started,
+        LocalStartFailed: _local_start_failed,
+        Claimed: _claimed,
+        Released: _released,
+        ResumeRequested: _resume_requested,
+        ResumeFailed: _resume_failed,
+        Verified: _verified,
+        Conflict: _conflict,
+        NeedsHuman: _needs_human,
+        Skip: _skip,
+        LimitRecorded: _limit_recorded,
+        ProbeResult: _probe_result,
+        WatcherRun: _watcher_run,
+    }

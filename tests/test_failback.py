@@ -1,0 +1,383 @@
+"""The failback watcher pass (``eventlog failback``), with fake probe and resume commands."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from eventlog.appender import Conflict, EventLog
+from eventlog.cli.cmd_failback import Options, read_handshake, run_pass
+from eventlog.cli.common import replay_log
+from tests.conftest import ROOT, write_log
+
+FAKES = ROOT / "tests" / "fakes"
+PROBE = str(FAKES / "failback_probe.py")
+RESUME = str(FAKES / "failback_resume.py")
+T0 = datetime.fromisoformat("2026-08-03T10:00:00+09:00")
+
+
+class Clock:
+    """A clock that stands still unless moved."""
+
+    def __init__(self, now: datetime = T0) -> None:
+        self.now = now
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+def ts(minutes: float = 0) -> str:
+    return (T0 + timedelta(minutes=minutes)).isoformat()
+
+
+def created(hid: str, minutes: float = -60, account: str = "cloud-account-a", **kw: Any) -> dict[str, Any]:
+    return {"type": "handoff_created", "ts": ts(minutes), "handoff_id": hid, "account": account, **kw}
+
+
+def options(log: Path, probe: str | list[str] = "ok", resume: str | list[str] = "verified", **kw: Any) -> Options:
+    probe_cmd = [sys.executable, PROBE, probe] if isinstance(probe, str) else probe
+    resume_cmd = [sys.executable, RESUME, resume] if isinstance(resume, str) else resume
+    return Options(log=str(log), probe_cmd=probe_cmd, resume_cmd=resume_cmd, watcher="watcher-a",
+                   timeout_s=kw.pop("timeout_s", 10), **kw)
+
+
+def lines(log: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in log.read_text(encoding="utf-8").splitlines()]
+
+
+def new_lines(log: Path, before: int) -> list[dict[str, Any]]:
+    return lines(log)[before:]
+
+
+def types(events: list[dict[str, Any]]) -> list[str]:
+    return [e["type"] for e in events]
+
+
+def handoffs_view(log: Path, at: datetime = T0) -> dict[str, Any]:
+    replay = replay_log(str(log), show_progress=False)
+    return replay.folder.handoffs.view(at)  # type: ignore[attr-defined, no-any-return]
+
+
+# --- the pass ----------------------------------------------------------------------------------
+
+
+def test_no_pending_means_no_probe_at_all(tmp_path: Path) -> None:
+    log = write_log(tmp_path / "log.jsonl", [
+        created("h1"), {"type": "skip", "ts": ts(-30), "handoff_id": "h1", "reason": "obsolete"},
+    ])
+    # A probe that cannot even be started would show up as an error if it were called.
+    report = run_pass(options(log, probe=["/nonexistent/probe"]), Clock())
+    assert report.probes == [] and report.errors == []
+    added = new_lines(log, 2)
+    assert types(added) == ["watcher_run"]
+    assert added[0]["exit"] == "ok" and added[0]["period_s"] == 900 and added[0]["watcher"] == "watcher-a"
+
+
+def test_ok_probe_claims_requests_before_resuming_and_verifies(tmp_path: Path, monkeypatch: Any) -> None:
+    record = tmp_path / "record.jsonl"
+    log = write_log(tmp_path / "log.jsonl", [created("h1", repo="team/app", branch="feature/x", head="abc1234")])
+    monkeypatch.setenv("FAKE_RECORD", str(record))
+    report = run_pass(options(log), Clock())
+    added = new_lines(log, 1)
+    assert types(added) == ["probe_result", "claimed", "resume_requested", "verified", "watcher_run"]
+    assert added[0]["outcome"] == "ok" and added[0]["account"] == "cloud-account-a"
+    assert added[1] == {**added[1], "handoff_id": "h1", "watcher": "watcher-a", "attempt": 1}
+    assert added[3] == {**added[3], "handoff_id": "h1", "attempt": 1, "branch": "main", "head": "abc1234",
+                        "dirty": False, "todos": "taken_over"}
+    # Intent before the act: when the resume command started, resume_requested was already in the log.
+    seen = json.loads(record.read_text(encoding="utf-8"))
+    assert seen["seen"][-1] == "resume_requested"
+    assert seen["argv"][-1] == "h1"  # the handoff id as the last argument
+    assert seen["env"]["FAILBACK_HANDOFF_ID"] == "h1"
+    assert seen["env"]["FAILBACK_BRANCH"] == "feature/x" and seen["env"]["FAILBACK_HEAD"] == "abc1234"
+    assert seen["env"]["FAILBACK_ATTEMPT"] == "1"
+    assert report.claimed == ["h1"] and report.exit == "ok"
+    assert handoffs_view(log)["failback"] == {"returned": 1, "total": 1}
+
+
+def test_placeholders_are_filled_and_then_no_id_is_appended(tmp_path: Path, monkeypatch: Any) -> None:
+    record = tmp_path / "record.jsonl"
+    log = write_log(tmp_path / "log.jsonl", [created("h1")])
+    monkeypatch.setenv("FAKE_RECORD", str(record))
+    run_pass(options(log, resume=[sys.executable, RESUME, "verified", "--account={account}", "{handoff_id}"]), Clock())
+    assert json.loads(record.read_text())["argv"] == ["verified", "--account=cloud-account-a", "h1"]
+
+
+def test_claims_follow_claim_order(tmp_path: Path) -> None:
+    log = write_log(tmp_path / "log.jsonl", [
+        created("old", -300), created("urgent", -10, deadline=ts(120)), created("important", -20, importance=5),
+    ])
+    run_pass(options(log), Clock())
+    claims = [e["handoff_id"] for e in lines(log) if e["type"] == "claimed"]
+    assert claims == ["urgent", "important", "old"]
+
+
+def test_no_free_slot_means_no_probe_and_no_claim(tmp_path: Path) -> None:
+    log = write_log(tmp_path / "log.jsonl", [
+        created("h1"), created("h2"), created("h3"),
+        {"type": "claimed", "ts": ts(-5), "handoff_id": "h1", "watcher": "watcher-b", "attempt": 1},
+        {"type": "claimed", "ts": ts(-5), "handoff_id": "h2", "watcher": "watcher-c", "attempt": 1},
+    ])
+    report = run_pass(options(log), Clock())
+    assert types(new_lines(log, 5)) == ["watcher_run"]
+    assert report.pending == 1 and report.free_slots == 0
+
+
+def test_waiting_reset_is_not_probed(tmp_path: Path) -> None:
+    log = write_log(tmp_path / "log.jsonl", [
+        created("h1"),
+        {"type": "limit_recorded", "ts": ts(-60), "account": "cloud-account-a", "limited_at": ts(-60),
+         "reset_at": ts(1), "source": "parsed-limit-message", "confidence": "explicit"},
+    ])
+    report = run_pass(options(log, probe=["/nonexistent/probe"]), Clock())
+    assert report.not_probed == {"cloud-account-a": {"probe": False, "reason": "waiting_reset", "next_probe_at": ts(1)}}
+    assert types(new_lines(log, 2)) == ["watcher_run"]
+    # One minute later the reset has come: probe, claim, verify.
+    run_pass(options(log), Clock(T0 + timedelta(minutes=1)))
+    assert types(new_lines(log, 3)) == ["probe_result", "claimed", "resume_requested", "verified", "watcher_run"]
+
+
+def test_quota_probe_records_an_explicit_limit_and_claims_nothing(tmp_path: Path) -> None:
+    log = write_log(tmp_path / "log.jsonl", [created("h1")])
+    report = run_pass(options(log, probe="quota_explicit"), Clock())
+    added = new_lines(log, 1)
+    assert types(added) == ["probe_result", "limit_recorded", "watcher_run"]
+    assert added[0]["outcome"] == "quota_limited"
+    assert added[1]["confidence"] == "explicit"
+    assert added[1]["reset_at"] == "2026-08-03T17:00:00+09:00"  # "resets 5pm (Asia/Tokyo)" seen at 10:00 JST
+    assert report.claimed == []
+    plan = handoffs_view(log)["probe_plan"]["cloud-account-a"]
+    assert plan == {"probe": False, "reason": "waiting_reset", "next_probe_at": "2026-08-03T17:00:00+09:00"}
+
+
+def test_weekly_estimate_is_recorded_once_then_backed_off_wider(tmp_path: Path) -> None:
+    log = write_log(tmp_path / "log.jsonl", [created("h1")])
+    run_pass(options(log, probe="quota_weekly"), Clock())
+    added = new_lines(log, 1)
+    assert types(added) == ["probe_result", "limit_recorded", "watcher_run"]
+    assert added[1]["confidence"] == "estimated" and added[1]["reset_at"] == "2026-08-04T10:00:00+09:00"
+    # After the estimated reset the probe still says limited: no new estimate, the backoff starts (30 min).
+    day = T0 + timedelta(days=1)
+    run_pass(options(log, probe="quota_weekly"), Clock(day))
+    assert types(new_lines(log, 4)) == ["probe_result", "watcher_run"]
+    plan = handoffs_view(log, day)["probe_plan"]["cloud-account-a"]
+    assert plan == {"probe": False, "reason": "backoff_estimate", "next_probe_at": "2026-08-04T10:30:00+09:00"}
+    # Wrong again at 10:30: the next wait is 1 h.
+    later = day + timedelta(minutes=30)
+    run_pass(options(log, probe="quota_weekly"), Clock(later))
+    plan = handoffs_view(log, later)["probe_plan"]["cloud-account-a"]
+    assert plan == {"probe": False, "reason": "backoff_estimate", "next_probe_at": "2026-08-04T11:30:00+09:00"}
+
+
+def test_transient_probe_backs_off_and_claims_nothing(tmp_path: Path) -> None:
+    log = write_log(tmp_path / "log.jsonl", [created("h1")])
+    run_pass(options(log, probe="congestion"), Clock())
+    added = new_lines(log, 1)
+    assert types(added) == ["probe_result", "watcher_run"]
+    assert added[0]["outcome"] == "transient" and added[0]["status"] == 529
+    assert handoffs_view(log)["probe_plan"]["cloud-account-a"]["reason"] == "backoff_transient"
+
+
+def test_another_watcher_winning_the_claim_is_skipped(tmp_path: Path) -> None:
+    log = write_log(tmp_path / "log.jsonl", [created("h1")])
+    # The probe lets watcher-b claim h1 between our plan and our claim.
+    report = run_pass(options(log, probe=[sys.executable, PROBE, "race", "h1"]), Clock())
+    assert report.claimed == [] and report.exit == "ok"
+    assert report.lost[0]["handoff_id"] == "h1" and "live claim" in report.lost[0]["reason"]
+    claims = [e for e in lines(log) if e["type"] == "claimed"]
+    assert [c["watcher"] for c in claims] == ["watcher-b"]
+    assert types(lines(log))[-1] == "watcher_run"
+
+
+def test_stale_retryable_claim_is_released_then_retried_on_a_later_pass(tmp_path: Path) -> None:
+    log = write_log(tmp_path / "log.jsonl", [
+        created("h1"),
+        {"type": "claimed", "ts": ts(-31), "handoff_id": "h1", "watcher": "watcher-dead", "attempt": 1},
+    ])
+    report = run_pass(options(log), Clock())
+    added = new_lines(log, 2)
+    # Released with its reason, and not claimed again in the same pass: nothing else pending, no probe.
+    assert types(added) == ["released", "watcher_run"]
+    assert "stale claim" in added[0]["reason"] and "watcher-dead" in added[0]["reason"]
+    assert report.released[0]["handoff_id"] == "h1"
+    run_pass(options(log), Clock(T0 + timedelta(minutes=15)))
+    added = new_lines(log, 4)
+    assert types(added) == ["probe_result", "claimed", "resume_requested", "verified", "watcher_run"]
+    assert added[1]["attempt"] == 2
+
+
+def test_claim_not_yet_stale_is_left_alone(tmp_path: Path) -> None:
+    log = write_log(tmp_path / "log.jsonl", [
+        created("h1"),
+        {"type": "claimed", "ts": ts(-30), "handoff_id": "h1", "watcher": "watcher-b", "attempt": 1},
+    ])
+    report = run_pass(options(log), Clock())  # exactly 30 min: not longer than stale_after
+    assert report.released == []
+    report = run_pass(options(log, stale_after_s=600), Clock())
+    assert [r["handoff_id"] for r in report.released] == ["h1"]
+
+
+def test_stale_resume_requested_is_left_for_a_person(tmp_path: Path) -> None:
+    log = write_log(tmp_path / "log.jsonl", [
+        created("h1"),
+        {"type": "claimed", "ts": ts(-41), "handoff_id": "h1", "watcher": "watcher-b", "attempt": 1},
+        {"type": "resume_requested", "ts": ts(-40), "handoff_id": "h1", "attempt": 1},
+    ])
+    report = run_pass(options(log), Clock())
+    assert report.left_for_person == ["h1"]
+    assert types(new_lines(log, 3)) == ["watcher_run"]
+    assert handoffs_view(log)["stale_claims"]["unknown_effect"] == ["h1"]
+
+
+@pytest.mark.parametrize("missing", ["not_found", "not_executable"])
+def test_resume_command_that_cannot_start_is_effect_none(tmp_path: Path, missing: str) -> None:
+    log = write_log(tmp_path / "log.jsonl", [created("h1")])
+    if missing == "not_found":
+        cmd = [str(tmp_path / "no-such-resume")]
+    else:
+        script = tmp_path / "resume.sh"
+        script.write_text("#!/bin/sh\necho hi\n")
+        script.chmod(0o644)
+        cmd = [str(script)]
+    report = run_pass(options(log, resume=cmd), Clock())
+    added = new_lines(log, 1)
+    assert types(added) == ["probe_result", "claimed", "resume_requested", "resume_failed", "watcher_run"]
+    assert added[3]["effect"] == "none"
+    assert added[4]["exit"] == "error" and report.exit == "error"
+    view = handoffs_view(log)
+    assert view["items"]["h1"]["state"] == "pending" and view["items"]["h1"]["attempt"] == 1
+
+
+@pytest.mark.parametrize(
+    ("mode", "words"),
+    [("fail", "exit 3"), ("hang", "timed out"), ("garbage", "no handshake"), ("wrong_id", "someone-else")],
+)
+def test_resume_that_started_and_failed_is_effect_unknown_and_not_retried(
+    tmp_path: Path, mode: str, words: str
+) -> None:
+    log = write_log(tmp_path / "log.jsonl", [created("h1")])
+    report = run_pass(options(log, resume=mode, timeout_s=0.5), Clock())
+    added = new_lines(log, 1)
+    assert types(added) == ["probe_result", "claimed", "resume_requested", "resume_failed", "watcher_run"]
+    assert added[3]["effect"] == "unknown" and words in added[3]["error"]
+    assert added[4]["exit"] == "ok" and report.exit == "ok"
+    assert handoffs_view(log)["items"]["h1"]["state"] == "needs_human"
+    # The next pass does not touch it: nothing pending, no probe.
+    run_pass(options(log), Clock(T0 + timedelta(minutes=15)))
+    assert types(new_lines(log, 6)) == ["watcher_run"]
+
+
+def test_conflict_handshake_goes_to_a_person(tmp_path: Path) -> None:
+    log = write_log(tmp_path / "log.jsonl", [created("h1", branch="feature/x", head="abc1234")])
+    run_pass(options(log, resume="conflict"), Clock())
+    added = new_lines(log, 1)
+    assert types(added) == ["probe_result", "claimed", "resume_requested", "conflict", "watcher_run"]
+    assert "HEAD moved" in added[3]["detail"]
+    assert handoffs_view(log)["not_returned"] == {"needs_human": 1}
+
+
+def test_heartbeat_is_the_last_line_and_says_error_when_the_probe_cannot_start(tmp_path: Path) -> None:
+    log = write_log(tmp_path / "log.jsonl", [created("h1")])
+    report = run_pass(options(log, probe=["/nonexistent/probe"], period_s=300), Clock())
+    last = lines(log)[-1]
+    assert last["type"] == "watcher_run" and last["exit"] == "error" and last["period_s"] == 300
+    assert "could not be started" in last["detail"]
+    assert report.claimed == []
+    assert handoffs_view(log)["watcher"] == {"last_run": last["ts"], "late": False}
+
+
+def test_read_handshake() -> None:
+    good = {"handoff_id": "h1", "branch": "main", "head": "abc", "dirty": True, "todos": "already_done"}
+    assert read_handshake("log line\n" + json.dumps(good) + "\n").todos == "already_done"  # type: ignore[union-attr]
+    assert read_handshake(json.dumps(good, indent=2)).head == "abc"  # type: ignore[union-attr]
+    assert read_handshake('{"conflict": "tree changed"}').conflict == "tree changed"  # type: ignore[union-attr]
+    assert isinstance(read_handshake('{"conflict": ""}'), str)
+    assert isinstance(read_handshake(json.dumps({**good, "todos": "maybe"})), str)
+    assert isinstance(read_handshake(json.dumps({**good, "dirty": "no"})), str)
+    assert isinstance(read_handshake("started\n"), str)
+
+
+# --- the log guards the claim ------------------------------------------------------------------------
+
+
+def test_a_second_claim_is_refused_by_the_checked_append(tmp_path: Path) -> None:
+    log = write_log(tmp_path / "log.jsonl", [created("h1")])
+    EventLog(log).append([{"type": "claimed", "handoff_id": "h1", "watcher": "a", "attempt": 1}])
+    with pytest.raises(Conflict):
+        EventLog(log).append([{"type": "claimed", "handoff_id": "h1", "watcher": "b", "attempt": 1}])
+    with pytest.raises(Conflict):
+        EventLog(log).append([{"type": "claimed", "handoff_id": "nope", "watcher": "b", "attempt": 1}])
+
+
+_CLAIM = """
+import sys
+from eventlog.appender import Conflict, EventLog
+try:
+    EventLog(sys.argv[1]).append([{"type": "claimed", "handoff_id": "h1", "watcher": sys.argv[2], "attempt": 1}])
+except Conflict:
+    sys.exit(3)
+"""
+
+
+def test_concurrent_claims_from_separate_processes_exactly_one_wins(tmp_path: Path) -> None:
+    for round_ in range(3):
+        log = write_log(tmp_path / f"log{round_}.jsonl", [created("h1")])
+        procs = [
+            subprocess.Popen([sys.executable, "-c", _CLAIM, str(log), f"w{i}"], cwd=ROOT)
+            for i in range(6)
+        ]
+        codes = sorted(p.wait(timeout=60) for p in procs)
+        assert codes == [0, 3, 3, 3, 3, 3]
+        claims = [e for e in lines(log) if e["type"] == "claimed"]
+        assert len(claims) == 1
+
+
+# --- the command line ------------------------------------------------------------------------------
+
+
+def test_cli_pass_prints_a_summary_and_json(tmp_path: Path, cli: Any) -> None:
+    now = datetime.now().astimezone()
+    log = write_log(tmp_path / "log.jsonl", [
+        {"type": "handoff_created", "ts": (now - timedelta(hours=1)).isoformat(), "handoff_id": "h1",
+         "account": "cloud-account-a"},
+    ])
+    probe = f"{sys.executable} {PROBE} ok"
+    resume = f"{sys.executable} {RESUME} noisy"
+    out = cli("failback", str(log), "--probe-cmd", probe, "--resume-cmd", resume, "--watcher", "w1", "--json")
+    assert out.returncode == 0, out.stderr
+    summary = json.loads(out.stdout)
+    assert summary["claimed"] == ["h1"] and summary["exit"] == "ok"
+    assert summary["resumed"][0]["result"] == "verified"
+    assert types(lines(log))[-1] == "watcher_run"
+    out = cli("failback", str(log), "--probe-cmd", probe, "--resume-cmd", resume, "--watcher", "w1")
+    assert out.returncode == 0
+    assert "nothing pending: no probe" in out.stdout
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--probe-cmd", "", "--resume-cmd", "x"],
+        ["--probe-cmd", "probe 'unclosed", "--resume-cmd", "x"],
+        ["--probe-cmd", "p", "--resume-cmd", "x", "--period", "0"],
+        ["--probe-cmd", "p", "--resume-cmd", "x", "--timeout", "0"],
+        ["--probe-cmd", "p"],
+    ],
+)
+def test_cli_bad_usage_exits_2(tmp_path: Path, cli: Any, args: list[str]) -> None:
+    log = write_log(tmp_path / "log.jsonl", [created("h1")])
+    out = cli("failback", str(log), *args)
+    assert out.returncode == 2
+    assert lines(log) == [created("h1")]  # nothing written
+
+
+def test_cli_missing_log_exits_2(tmp_path: Path, cli: Any) -> None:
+    out = cli("failback", str(tmp_path / "nope.jsonl"), "--probe-cmd", "p", "--resume-cmd", "r")
+    assert out.returncode == 2
+    assert not (tmp_path / "nope.jsonl").exists()
