@@ -1,0 +1,422 @@
+"""Session recovery (seed 004, spec section 6).
+
+A session stops in three ways: its checkpoint does not restore, its worker ends
+before asking for input, or a turn ends with ``outcome_unknown``. Transient
+storage errors and workers stopped on purpose never count. A stopped session
+moves again only by an operator's ``recovery_decision``, which yields a
+**receipt**: ``accepted`` or an error code; a refused or repeated decision is
+recorded but not applied.
+
+Every rule is in the block "The rules" below; :meth:`Sessions.judge` is the one
+place a decision is judged, both when it is folded and when a caller asks
+"would this be accepted now?" (``eventlog decide``, ``eventlog sessions``).
+
+Where the spec is silent (the lead's decisions, and this module's):
+
+- A session exists from its first event of any type, in the initial state of
+  :class:`Session`.
+- ``generation`` is the highest generation any event of the session carried.
+- ``worker_ready`` leaves ``reason`` as it was; nothing resets ``resumable``
+  but an accepted ``abandon``/``confirm_completed``.
+- ``closed`` is final: no later event or decision moves ``admission_state``
+  away from it. Every other field still follows the rules (an accepted
+  ``close`` changes nothing else).
+- Turn order is the order of ``turn_started`` (a repeated start keeps the
+  first place; a ``turn_finished`` of a turn never started places it there).
+  ``checkpoint_committed`` makes the latest checkpoint cover its turn and every
+  turn placed before it; naming a turn never started, every turn so far.
+  An accepted ``start_fresh`` drops the checkpoint.
+- "``execution_gone`` after that turn": an ``execution_gone`` later in the log
+  than the latest ``turn_finished`` ``outcome_unknown`` of that turn. A later
+  ``turn_finished`` of an unknown turn with another outcome leaves it unknown:
+  only a decision takes it out.
+- A counted failure with ``reason: incompatible_checkpoint`` stops at once
+  but is counted like any other (1 on a first failure, 2 after one more).
+  ``retry_at`` is ``ts`` + 30 s / 60 s, printed by ``isoformat()`` in ``ts``'s
+  own offset.
+- Idempotency keys are scoped per session. Every first receipt (accepted or
+  not) is remembered under its key.
+- An empty ``evidence_ref`` counts as none.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any, Final
+
+from eventlog.events import (
+    CheckpointCommitted,
+    CheckpointRestoreFailed,
+    Event,
+    ExecutionGone,
+    RecoveryDecision,
+    StartupFailed,
+    StorageUnavailable,
+    TurnFinished,
+    TurnStarted,
+    WorkerClaimed,
+    WorkerReady,
+    WorkerStopped,
+)
+from projections.base import NOT_APPLIED, FoldResult, Handler
+
+# --- words of the seed -------------------------------------------------------------
+
+ADMITTED: Final = "admitted"
+BACKOFF: Final = "backoff"
+RECOVERY_REQUIRED_STATE: Final = "recovery_required"
+STOPPED: Final = "stopped"
+CLOSED: Final = "closed"
+
+RESTORE_FAILED: Final = "RESTORE_FAILED"
+STARTUP_FAILED: Final = "STARTUP_FAILED"
+RECOVERY_REQUIRED: Final = "RECOVERY_REQUIRED"
+CONTEXT_GAP: Final = "CONTEXT_GAP"
+
+ACCEPTED: Final = "accepted"
+REQUEST_STALE: Final = "REQUEST_STALE"
+CHECKPOINT_UNAVAILABLE: Final = "CHECKPOINT_UNAVAILABLE"
+
+DECISIONS: Final = ("retry_restore", "start_fresh", "close", "abandon", "confirm_completed")
+#: Decisions that name an unknown turn.
+TURN_DECISIONS: Final = ("abandon", "confirm_completed")
+
+#: Backoff after the 1st and the 2nd counted failure; the 3rd stops the session.
+BACKOFF_AFTER: Final = {1: timedelta(seconds=30), 2: timedelta(seconds=60)}
+MAX_FAILURES: Final = 3
+#: A deterministic restore failure: retrying with the same runtime cannot succeed.
+INCOMPATIBLE_CHECKPOINT: Final = "incompatible_checkpoint"
+#: ``reason`` of an unknown outcome without a ``terminal_reason``.
+OUTCOME_UNKNOWN: Final = "outcome_unknown"
+
+
+@dataclass(slots=True)
+class Session:
+    """One session's state (the dump item, plus what the rules need)."""
+
+    admission_state: str = ADMITTED
+    attention: str | None = None
+    reason: str | None = None
+    failures: int = 0
+    retry_at: str | None = None
+    generation: int = 0
+    revision: int = 0
+    resumable: bool = False
+    #: Unknown turn -> line of its latest ``turn_finished`` ``outcome_unknown``.
+    unknown: dict[str, int] = field(default_factory=dict)
+    #: Turn -> its place in the turn order (0, 1, ...).
+    turns: dict[str, int] = field(default_factory=dict)
+    #: Place of the last turn the checkpoint covers; None: no checkpoint (or dropped).
+    covered: int | None = None
+    #: Line of the latest ``execution_gone``; 0: none yet.
+    gone_line: int = 0
+    #: Idempotency key -> the first receipt's result.
+    keys: dict[str, str] = field(default_factory=dict)
+
+    def item(self) -> dict[str, Any]:
+        """The dump's item for this session."""
+        return {
+            "admission_state": self.admission_state,
+            "attention": self.attention,
+            "reason": self.reason,
+            "failures": self.failures,
+            "retry_at": self.retry_at,
+            "generation": self.generation,
+            "revision": self.revision,
+            "resumable": self.resumable,
+            "unknown_turns": sorted(self.unknown),
+        }
+
+    # -- facts the rules ask about -------------------------------------------------
+
+    def admit_as(self, state: str) -> None:
+        """Move ``admission_state``; a closed session stays closed."""
+        if self.admission_state != CLOSED:
+            self.admission_state = state
+
+    def place(self, turn_id: str) -> None:
+        """Give a turn its place in the turn order (first start wins)."""
+        self.turns.setdefault(turn_id, len(self.turns))
+
+    def covers(self, turn_id: str) -> bool:
+        """Whether the committed checkpoint covers the turn."""
+        return self.covered is not None and self.turns.get(turn_id, len(self.turns)) <= self.covered
+
+    def covers_all(self) -> bool:
+        """Whether the committed checkpoint covers every started turn."""
+        return self.covered is not None and len(self.turns) - 1 <= self.covered
+
+    def gone_after(self, turn_id: str) -> bool:
+        """Whether ``execution_gone`` came after the turn became unknown."""
+        return self.gone_line > self.unknown[turn_id]
+
+
+@dataclass(frozen=True, slots=True)
+class Judgement:
+    """A receipt's result, whether it repeats an earlier one, and why (for people)."""
+
+    result: str
+    replayed: bool
+    why: str
+
+    @property
+    def accepted(self) -> bool:
+        """Whether the decision is (or was, when replayed) accepted."""
+        return self.result == ACCEPTED
+
+
+class Sessions:
+    """Sessions: restore and startup failures, unknown outcomes, decisions."""
+
+    name = "sessions"
+
+    def __init__(self) -> None:
+        self.sessions: dict[str, Session] = {}
+        #: One per ``recovery_decision`` in log order: (line, seq, session, decision, result, replayed).
+        self.receipts: list[tuple[int, int | None, str, str, str, bool]] = []
+
+    def session(self, session_id: str) -> Session:
+        """The session's state, created on its first event."""
+        s = self.sessions.get(session_id)
+        if s is None:
+            s = self.sessions[session_id] = Session()
+        return s
+
+    # --- The rules (spec section 6) -------------------------------------------------
+
+    def _claimed(self, ev: WorkerClaimed, line: int, at: datetime) -> FoldResult:
+        """A worker took the session: only the generation moves."""
+        self._seen(ev.session_id, ev.generation)
+        return None
+
+    def _ready(self, ev: WorkerReady, line: int, at: datetime) -> FoldResult:
+        """Ready: failures 0, retry_at and attention null, admitted (reason stays)."""
+        s = self._seen(ev.session_id, ev.generation)
+        s.failures = 0
+        s.retry_at = None
+        s.attention = None
+        s.admit_as(ADMITTED)
+        return None
+
+    def _restore_failed(self, ev: CheckpointRestoreFailed, line: int, at: datetime) -> FoldResult:
+        """A counted failure: attention RESTORE_FAILED."""
+        self._failed(self._seen(ev.session_id, ev.generation), RESTORE_FAILED, ev.reason, at)
+        return None
+
+    def _startup_failed(self, ev: StartupFailed, line: int, at: datetime) -> FoldResult:
+        """A counted failure: attention STARTUP_FAILED."""
+        self._failed(self._seen(ev.session_id, ev.generation), STARTUP_FAILED, ev.reason, at)
+        return None
+
+    @staticmethod
+    def _failed(s: Session, attention: str, reason: str, at: datetime) -> None:
+        """failures + 1; 1st: backoff 30 s, 2nd: 60 s, 3rd or incompatible: recovery_required."""
+        s.failures += 1
+        s.attention = attention
+        s.reason = reason
+        wait = BACKOFF_AFTER.get(s.failures)
+        if reason == INCOMPATIBLE_CHECKPOINT or s.failures >= MAX_FAILURES or wait is None:
+            s.admit_as(RECOVERY_REQUIRED_STATE)
+            s.retry_at = None
+        else:
+            s.admit_as(BACKOFF)
+            s.retry_at = _later(at, wait)
+
+    def _not_counted(self, ev: StorageUnavailable | WorkerStopped, line: int, at: datetime) -> FoldResult:
+        """Transient storage errors and stopped workers never count."""
+        self._seen(ev.session_id, ev.generation)
+        return None
+
+    def _turn_started(self, ev: TurnStarted, line: int, at: datetime) -> FoldResult:
+        """The turn takes its place in the turn order."""
+        s = self._seen(ev.session_id)
+        s.place(ev.turn_id)
+        return None
+
+    def _turn_finished(self, ev: TurnFinished, line: int, at: datetime) -> FoldResult:
+        """``outcome_unknown``: recovery_required, RECOVERY_REQUIRED; the turn is never re-run on its own."""
+        s = self._seen(ev.session_id)
+        s.place(ev.turn_id)
+        if ev.outcome == OUTCOME_UNKNOWN:
+            s.unknown[ev.turn_id] = line
+            s.admit_as(RECOVERY_REQUIRED_STATE)
+            s.attention = RECOVERY_REQUIRED
+            s.retry_at = None
+            s.reason = ev.terminal_reason if ev.terminal_reason is not None else OUTCOME_UNKNOWN
+        return None
+
+    def _checkpoint(self, ev: CheckpointCommitted, line: int, at: datetime) -> FoldResult:
+        """The latest checkpoint covers its turn and every turn before it."""
+        s = self._seen(ev.session_id)
+        s.covered = s.turns.get(ev.covers_turn, len(s.turns) - 1)
+        return None
+
+    def _gone(self, ev: ExecutionGone, line: int, at: datetime) -> FoldResult:
+        """The scheduler confirmed no execution is left."""
+        self._seen(ev.session_id).gone_line = line
+        return None
+
+    def _decision(self, ev: RecoveryDecision, line: int, at: datetime) -> FoldResult:
+        """Judge, write the receipt, apply when accepted; NOT_APPLIED when refused or repeated."""
+        s = self.session(ev.session_id)
+        j = self.judge(
+            ev.session_id,
+            ev.decision,
+            expected_revision=ev.expected_revision,
+            idempotency_key=ev.idempotency_key,
+            target_turn_id=ev.target_turn_id,
+            evidence_ref=ev.evidence_ref,
+        )
+        self.receipts.append((line, ev.seq, ev.session_id, ev.decision, j.result, j.replayed))
+        if j.replayed:
+            return NOT_APPLIED
+        s.keys[ev.idempotency_key] = j.result
+        if not j.accepted:
+            return NOT_APPLIED
+        if ev.decision in ("retry_restore", "start_fresh"):
+            s.admit_as(ADMITTED)
+            s.failures = 0
+            s.attention = None
+            s.retry_at = None
+            if ev.decision == "start_fresh":
+                s.covered = None
+        elif ev.decision == "close":
+            s.admission_state = CLOSED
+            s.retry_at = None  # seed 004: no retry once stopped ("停止後は null")
+        else:  # abandon, confirm_completed
+            assert ev.target_turn_id is not None  # judged above
+            del s.unknown[ev.target_turn_id]
+            s.admit_as(STOPPED)
+            s.resumable = s.covers_all()
+            s.attention = None if s.resumable else CONTEXT_GAP
+        s.revision += 1
+        return None
+
+    def judge(
+        self,
+        session_id: str,
+        decision: str,
+        *,
+        expected_revision: int,
+        idempotency_key: str | None = None,
+        target_turn_id: str | None = None,
+        evidence_ref: str | None = None,
+    ) -> Judgement:
+        """Judge a decision against the current state, changing nothing.
+
+        Checked in the spec's order: a key seen before (replayed), the revision,
+        then the decision's own conditions. Without ``idempotency_key`` the first
+        check is skipped ("would it be accepted now?").
+        """
+        s = self.sessions.get(session_id) or Session()
+        if idempotency_key is not None and idempotency_key in s.keys:
+            first = s.keys[idempotency_key]
+            return Judgement(first, True, f"idempotency key {idempotency_key!r} was seen before: its first receipt")
+        if expected_revision != s.revision:
+            return Judgement(REQUEST_STALE, False, f"expected revision {expected_revision}, session is at {s.revision}")
+        state, attention = s.admission_state, s.attention
+        now = f"it is {state}, attention {attention or 'none'}"
+        if decision == "retry_restore":
+            if state == RECOVERY_REQUIRED_STATE and attention == RESTORE_FAILED:
+                return Judgement(ACCEPTED, False, "restore failed up to the limit: the same checkpoint is tried again")
+            return Judgement(REQUEST_STALE, False, f"only a {RESTORE_FAILED} session that stopped at the limit "
+                             f"can retry its restore ({now})")
+        if decision == "start_fresh":
+            if (state == RECOVERY_REQUIRED_STATE and attention in (RESTORE_FAILED, STARTUP_FAILED)) or (
+                state == STOPPED and attention == CONTEXT_GAP
+            ):
+                return Judgement(ACCEPTED, False, "starts again without the earlier context")
+            return Judgement(REQUEST_STALE, False, "only a session stopped by restore or startup failures, or "
+                             f"stopped with a context gap, can start fresh ({now})")
+        if decision == "close":
+            if state == CLOSED:
+                return Judgement(REQUEST_STALE, False, "the session is already closed")
+            return Judgement(ACCEPTED, False, "closes the session (cannot be undone)")
+        # abandon, confirm_completed
+        if target_turn_id is None:
+            return Judgement(REQUEST_STALE, False, "needs target_turn_id naming an unknown turn")
+        if target_turn_id not in s.unknown:
+            return Judgement(REQUEST_STALE, False, f"turn {target_turn_id!r} is not an unknown turn of the session")
+        if not s.gone_after(target_turn_id):
+            return Judgement(RECOVERY_REQUIRED, False, "the previous execution has not been confirmed gone")
+        if decision == "confirm_completed":
+            if not evidence_ref:
+                return Judgement(CHECKPOINT_UNAVAILABLE, False, "confirm_completed needs an evidence_ref")
+            if not s.covers(target_turn_id):
+                return Judgement(CHECKPOINT_UNAVAILABLE, False,
+                                 f"no committed checkpoint covers turn {target_turn_id!r}")
+            return Judgement(ACCEPTED, False, f"turn {target_turn_id!r} is confirmed completed")
+        return Judgement(ACCEPTED, False, f"turn {target_turn_id!r} is abandoned")
+
+    def options(self, session_id: str, evidence_ref: str = "evidence") -> list[tuple[str, str | None, Judgement]]:
+        """Each decision judged now with the current revision and no key: (decision, turn, judgement).
+
+        ``abandon``/``confirm_completed`` are tried with each unknown turn (or
+        none when there is none); ``confirm_completed`` as if ``evidence_ref``
+        were given, since only the operator can supply it.
+        """
+        s = self.sessions.get(session_id) or Session()
+        out: list[tuple[str, str | None, Judgement]] = []
+        for decision in DECISIONS:
+            turns: list[str | None] = list(sorted(s.unknown)) if decision in TURN_DECISIONS else [None]
+            for turn in turns or [None]:
+                j = self.judge(
+                    session_id,
+                    decision,
+                    expected_revision=s.revision,
+                    target_turn_id=turn,
+                    evidence_ref=evidence_ref if decision == "confirm_completed" else None,
+                )
+                out.append((decision, turn, j))
+        return out
+
+    # --- bookkeeping -----------------------------------------------------------------
+
+    def _seen(self, session_id: str, generation: int | None = None) -> Session:
+        """The session of an applied event: revision + 1, the highest generation kept."""
+        s = self.sessions.get(session_id)
+        if s is None:
+            s = self.sessions[session_id] = Session()
+        s.revision += 1
+        if generation is not None and generation > s.generation:
+            s.generation = generation
+        return s
+
+    def receipt_of(self, seq: int) -> dict[str, Any] | None:
+        """The receipt of the decision written with ``seq``, or None."""
+        for r in reversed(self.receipts):
+            if r[1] == seq:
+                return _receipt(r)
+        return None
+
+    def view(self, as_of: datetime) -> dict[str, Any]:
+        """The ``sessions`` part of the dump."""
+        return {
+            "items": {sid: s.item() for sid, s in sorted(self.sessions.items())},
+            "receipts": [_receipt(r) for r in self.receipts],
+        }
+
+    handlers: dict[type[Event], Handler] = {
+        WorkerClaimed: _claimed,
+        WorkerReady: _ready,
+        CheckpointRestoreFailed: _restore_failed,
+        StartupFailed: _startup_failed,
+        StorageUnavailable: _not_counted,
+        WorkerStopped: _not_counted,
+        TurnStarted: _turn_started,
+        TurnFinished: _turn_finished,
+        CheckpointCommitted: _checkpoint,
+        ExecutionGone: _gone,
+        RecoveryDecision: _decision,
+    }
+
+
+def _receipt(r: tuple[int, int | None, str, str, str, bool]) -> dict[str, Any]:
+    line, _seq, session_id, decision, result, replayed = r
+    return {"line": line, "session_id": session_id, "decision": decision, "result": result, "replayed": replayed}
+
+
+def _later(at: datetime, wait: timedelta) -> str:
+    """``at`` + ``wait`` in ``at``'s own offset, as ISO 8601 (elapsed time, also across DST)."""
+    return (at.astimezone(UTC) + wait).astimezone(at.tzinfo).isoformat()
