@@ -10,9 +10,12 @@ start. The appender's sidecar and ``follow``/``replay --snapshot`` share it.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import pickle
+import sys
+from pathlib import Path
 from typing import IO
 
 import msgspec
@@ -46,10 +49,26 @@ class Snapshot(msgspec.Struct):
 
 
 def folder_version(replay: Replay) -> str:
-    """What a snapshot of ``replay`` must match: the folder's class and its ``VERSION``."""
+    """What a snapshot of ``replay`` must match: the folder's class, the source of its package, the zone.
+
+    The source hash means a snapshot taken by other projection code is never
+    trusted, even if nobody bumped a version number.
+    """
     cls = type(replay.folder)
     tz = replay.reader.assume_tz
-    return f"{cls.__module__}.{cls.__qualname__}/{getattr(cls, 'VERSION', 0)}/tz={tz}"
+    return f"{cls.__module__}.{cls.__qualname__}/{_source_hash(cls.__module__)}/tz={tz}"
+
+
+@functools.cache
+def _source_hash(module: str) -> str:
+    """A hash of every ``.py`` file of the package ``module`` belongs to (and of this package)."""
+    digest = hashlib.sha256()
+    for name in (module.split(".")[0], __name__.split(".")[0]):
+        package = sys.modules[name]
+        for path in sorted(Path(next(iter(package.__path__))).glob("*.py")):
+            digest.update(path.name.encode())
+            digest.update(path.read_bytes())
+    return digest.hexdigest()[:16]
 
 
 def position(f: IO[bytes], replay: Replay) -> Position:

@@ -13,17 +13,12 @@ from projections.handoffs import Handoffs
 from projections.lanes import Lanes
 from projections.sessions import Sessions
 
-#: Bump when a projection's state changes shape: older snapshots are then ignored.
-PROJECTION_VERSION = 1
-
 
 class Runner:
     """Folds events into all four domains and keeps the log-wide tallies.
 
     ``revisions`` counts applied events per stream (spec section 2).
     """
-
-    VERSION = PROJECTION_VERSION
 
     def __init__(self, stale_after_s: float = 1800, max_inflight: int = 2) -> None:
         self.handoffs = Handoffs(stale_after_s=stale_after_s, max_inflight=max_inflight)

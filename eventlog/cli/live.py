@@ -129,9 +129,14 @@ def run_status(args: argparse.Namespace) -> int:
                 print(f"  - {line}")
         else:
             print("Nothing needs a person.")
-        print("Failover {failover}, failback {failback}, return p50 {return_p50_s} s, p95 {return_p95_s} s, "
-              "pending {pending}, rejected {rejected}".format(**numbers))
+        p50, p95 = (_seconds(numbers[k]) for k in ("return_p50_s", "return_p95_s"))
+        print(f"Failover {numbers['failover']}, failback {numbers['failback']}, return p50 {p50}, p95 {p95}, "
+              f"pending {numbers['pending']}, rejected {numbers['rejected']}")
     return 1 if attention else 0
+
+
+def _seconds(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:g} s"
 
 
 # -- explain ---------------------------------------------------------------------
