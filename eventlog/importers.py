@@ -1,0 +1,284 @@
+"""Importers for the catch-up domain: launchd plists and the quota guard's markers (seed 002).
+
+- :func:`read_launchd` turns ``*.plist`` files into ``job_registered`` events:
+  ``guarded`` when ``ProgramArguments`` holds the guard's name (the seed's
+  ``is_guarded``), ``calendar`` from ``StartCalendarInterval`` (a dict or a
+  list of dicts), ``interval_s`` from ``StartInterval``.
+- :func:`read_markers` turns ``CLAUDE_QUOTA_JOB_SKIPPED job=L reason=R
+  remaining=Ns ts=EPOCH`` and ``CLAUDE_QUOTA_JOB_RAN job=L exit=N ts=EPOCH``
+  lines into ``job_skipped`` and ``job_ran`` events, ``ts`` being the epoch
+  in the local zone (or the zone given).
+- :func:`known` reads what a log already holds, and :func:`new_registrations`
+  and :func:`new_markers` keep only what it does not, so importing the same
+  input twice adds nothing:
+
+  * a ``job_registered`` equal to the label's current registration (same
+    ``guarded``, ``calendar`` and ``interval_s``) is not appended again;
+  * a marker whose (type, label, instant) is already in the log is not
+    appended again (the instant, not the text: a re-import with another
+    ``--tz`` adds nothing either);
+  * a marker earlier than the latest marker of its job already in the log is
+    not appended: appended after it, it would become the job's latest marker
+    by log order although it is older (the spec judges by log order).
+
+  New markers are appended in time order (a stable sort: markers of one
+  instant keep the order of the files and lines they came from).
+"""
+
+from __future__ import annotations
+
+import os
+import plistlib
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta, tzinfo
+from typing import Any
+
+from eventlog.events import CalendarEntry, JobRan, JobRegistered, JobSkipped
+from eventlog.reader import Reader, iter_lines
+
+#: The name the seed's ``is_guarded`` looks for in ``ProgramArguments``.
+GUARD_PATTERN = "claude-quota-guard"
+
+#: ``StartCalendarInterval`` keys, in the order launchd documents them.
+CALENDAR_KEYS = ("Month", "Day", "Weekday", "Hour", "Minute")
+
+_NUMBER = r"-?\d+(?:\.\d+)?"
+SKIPPED = re.compile(
+    rf"CLAUDE_QUOTA_JOB_SKIPPED job=(?P<label>\S+) reason=(?P<reason>.*?) "
+    rf"remaining=(?P<remaining>{_NUMBER})s ts=(?P<ts>{_NUMBER})"
+)
+RAN = re.compile(rf"CLAUDE_QUOTA_JOB_RAN job=(?P<label>\S+) exit=(?P<exit>-?\d+) ts=(?P<ts>{_NUMBER})")
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MICRO = timedelta(microseconds=1)
+
+
+def instant(at: datetime) -> int:
+    """A time as whole microseconds since the epoch (exact, unlike float timestamps)."""
+    return (at - _EPOCH) // _MICRO
+
+
+# --- launchd ---------------------------------------------------------------------------
+
+
+def is_guarded(plist: dict[str, Any], pattern: str = GUARD_PATTERN) -> bool:
+    """The seed's ``is_guarded``: ``ProgramArguments`` is a list and one item holds ``pattern``."""
+    arguments = plist.get("ProgramArguments")
+    return isinstance(arguments, list) and any(pattern in str(value) for value in arguments)
+
+
+def _whole(value: Any) -> int | None:
+    """``int(value)`` as the seed converts it, or None when that fails."""
+    try:
+        return int(value)
+    except (TypeError, ValueError, OverflowError):
+        return None
+
+
+def calendar_entry(raw: Any) -> dict[str, int]:
+    """One ``StartCalendarInterval`` entry as the log writes it.
+
+    Only launchd's five keys are kept. A value ``int()`` cannot read drops the
+    key; a dropped or missing ``Hour`` (and an entry that is not a dict, kept
+    as ``{}``) makes the job never a candidate, as ``calendar_slot_passed``
+    returns False for it.
+    """
+    if not isinstance(raw, dict):
+        return {}
+    out: dict[str, int] = {}
+    for key in CALENDAR_KEYS:
+        if key in raw:
+            value = _whole(raw[key])
+            if value is not None:
+                out[key] = value
+    return out
+
+
+def registration(plist: dict[str, Any], label: str, pattern: str = GUARD_PATTERN) -> dict[str, Any]:
+    """The ``job_registered`` event of one plist."""
+    raw = plist.get("StartCalendarInterval")
+    calendar: list[dict[str, int]] | None
+    if isinstance(raw, dict):
+        calendar = [calendar_entry(raw)]
+    elif isinstance(raw, list):
+        calendar = [calendar_entry(entry) for entry in raw]
+    else:
+        calendar = None
+    interval_s: int | None = None
+    if "StartInterval" in plist:
+        # Any StartInterval makes the job never a candidate (the seed); 0 stands in for an unreadable one.
+        interval_s = _whole(plist["StartInterval"]) or 0
+    return {
+        "type": "job_registered",
+        "label": label,
+        "guarded": is_guarded(plist, pattern),
+        "calendar": calendar,
+        "interval_s": interval_s,
+    }
+
+
+def read_launchd(directory: str, pattern: str = GUARD_PATTERN) -> tuple[list[dict[str, Any]], list[str]]:
+    """``job_registered`` events of every ``*.plist`` in ``directory`` (sorted by file name), and problems.
+
+    A plist that cannot be read, or has no string ``Label``, is a problem and is left out.
+    """
+    events: list[dict[str, Any]] = []
+    problems: list[str] = []
+    for name in sorted(os.listdir(directory)):
+        if not name.endswith(".plist"):
+            continue
+        path = os.path.join(directory, name)
+        try:
+            with open(path, "rb") as f:
+                plist = plistlib.load(f)
+        except Exception as err:  # noqa: BLE001 - plistlib raises many kinds (expat, binascii, ...): all reported
+            problems.append(f"{path}: cannot read the plist: {err}")
+            continue
+        if not isinstance(plist, dict):
+            problems.append(f"{path}: not a dictionary plist")
+            continue
+        label = plist.get("Label")
+        if not isinstance(label, str) or not label:
+            problems.append(f"{path}: no Label")
+            continue
+        events.append(registration(plist, label, pattern))
+    return events, problems
+
+
+# --- the guard's markers ---------------------------------------------------------------
+
+
+def _number(text: str) -> int | float:
+    return float(text) if "." in text else int(text)
+
+
+def _time(epoch: str, tz: tzinfo | None) -> datetime:
+    value = datetime.fromtimestamp(_number(epoch), tz)
+    return value if tz is not None else value.astimezone()
+
+
+def read_markers(lines: Iterable[str], tz: tzinfo | None = None) -> tuple[list[dict[str, Any]], list[str]]:
+    """``job_skipped``/``job_ran`` events of every marker in ``lines``, in the order met, and problems.
+
+    ``ts`` is the marker's epoch in ``tz`` (None: the local zone). A marker whose
+    epoch is no representable time is a problem (``line N: ...``) and is left out.
+    """
+    events: list[dict[str, Any]] = []
+    problems: list[str] = []
+    for number, line in enumerate(lines, 1):
+        found: list[tuple[int, dict[str, Any]]] = []
+        for m in (*SKIPPED.finditer(line), *RAN.finditer(line)):
+            try:
+                ts = _time(m["ts"], tz).isoformat()
+            except (OverflowError, ValueError, OSError):
+                problems.append(f"line {number}: ts={m['ts']} is out of range")
+                continue
+            if m.re is SKIPPED:
+                ev: dict[str, Any] = {"type": "job_skipped", "ts": ts, "label": m["label"], "reason": m["reason"],
+                                      "remaining_s": _number(m["remaining"])}
+            else:
+                ev = {"type": "job_ran", "ts": ts, "label": m["label"], "exit": int(m["exit"])}
+            found.append((m.start(), ev))
+        found.sort(key=lambda pair: pair[0])  # two markers on one line keep their order on the line
+        events.extend(ev for _, ev in found)
+    return events, problems
+
+
+# --- what the log already holds ----------------------------------------------------------
+
+
+_CalendarKey = tuple[tuple[tuple[str, int], ...], ...]
+
+
+def _calendar_key(calendar: Iterable[CalendarEntry | dict[str, Any]] | None) -> _CalendarKey | None:
+    if calendar is None:
+        return None
+    out = []
+    for entry in calendar:
+        if isinstance(entry, CalendarEntry):
+            values = dict(zip(CALENDAR_KEYS, (entry.month, entry.day, entry.weekday, entry.hour, entry.minute),
+                              strict=True))
+        else:
+            values = {key: entry.get(key) for key in CALENDAR_KEYS}
+        out.append(tuple((key, value) for key, value in values.items() if value is not None))
+    return tuple(out)
+
+
+def _registration_key(guarded: bool, calendar: Any, interval_s: int | None) -> tuple[Any, ...]:
+    return (guarded, _calendar_key(calendar), interval_s)
+
+
+@dataclass
+class Known:
+    """What a log holds that an import must not repeat."""
+
+    #: label -> the key of its current registration.
+    registrations: dict[str, tuple[Any, ...]] = field(default_factory=dict)
+    #: (type, label, instant) of every marker.
+    markers: set[tuple[str, str, int]] = field(default_factory=set)
+    #: label -> instant of its latest marker (by log order).
+    latest: dict[str, int] = field(default_factory=dict)
+
+
+def known(path: str, assume_tz: tzinfo | None = None) -> Known:
+    """Read the registrations and markers of the log at ``path`` (absent: nothing known)."""
+    out = Known()
+    if not os.path.exists(path):
+        return out
+    reader = Reader(assume_tz)
+    with open(path, "rb") as f:
+        for number, (raw, _end, complete) in enumerate(iter_lines(f), 1):
+            if not complete:
+                break
+            decoded = reader.decode(raw, number)
+            if isinstance(decoded, str):
+                continue
+            ev, at = decoded
+            if isinstance(ev, JobRegistered):
+                out.registrations[ev.label] = _registration_key(ev.guarded, ev.calendar, ev.interval_s)
+            elif isinstance(ev, JobSkipped | JobRan):
+                kind = "job_skipped" if isinstance(ev, JobSkipped) else "job_ran"
+                out.markers.add((kind, ev.label, instant(at)))
+                out.latest[ev.label] = instant(at)
+    return out
+
+
+def new_registrations(events: Iterable[dict[str, Any]], log: Known) -> list[dict[str, Any]]:
+    """The registrations that differ from the label's current one (or are its first)."""
+    out = []
+    for ev in events:
+        key = _registration_key(ev["guarded"], ev["calendar"], ev["interval_s"])
+        if log.registrations.get(ev["label"]) != key:
+            out.append(ev)
+            log.registrations[ev["label"]] = key
+    return out
+
+
+@dataclass
+class MarkerPlan:
+    """Markers to append, and how many were left out and why."""
+
+    new: list[dict[str, Any]]
+    already: int = 0
+    older: int = 0
+
+
+def new_markers(events: Iterable[dict[str, Any]], log: Known) -> MarkerPlan:
+    """The markers not in the log yet and not older than their job's latest, in time order."""
+    timed = sorted(((instant(datetime.fromisoformat(ev["ts"])), ev) for ev in events), key=lambda pair: pair[0])
+    plan = MarkerPlan(new=[])
+    for at, ev in timed:
+        key = (ev["type"], ev["label"], at)
+        if key in log.markers:
+            plan.already += 1
+            continue
+        latest = log.latest.get(ev["label"])
+        if latest is not None and at < latest:
+            plan.older += 1
+            continue
+        log.markers.add(key)
+        log.latest[ev["label"]] = at
+        plan.new.append(ev)
+    return plan

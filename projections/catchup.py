@@ -1,0 +1,196 @@
+"""Quota catch-up candidates (seed 002, spec section 5): skipped scheduled jobs after the circuit closes.
+
+Every rule is in the section "the rules" below: :func:`is_candidate` (the
+seed's three filters), :func:`calendar_slot_passed` (a copy of the seed's
+function over a ``job_registered``), :func:`runs_today` (launchd's calendar
+semantics, not shown in the seed) and :func:`circuit_open`.
+
+The fold keeps, per label, the latest ``job_registered`` (it replaces earlier
+ones), the latest marker (``job_skipped`` or ``job_ran``, by log order) and
+whether a ``catchup_kicked`` came after that marker; and the latest
+``circuit_opened`` with whether a ``circuit_closed`` came after it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, NamedTuple
+
+from eventlog.events import (
+    CalendarEntry,
+    CatchupKicked,
+    CircuitClosed,
+    CircuitOpened,
+    Event,
+    JobRan,
+    JobRegistered,
+    JobSkipped,
+    parse_time,
+)
+from projections.base import FoldResult, Handler
+
+
+@dataclass
+class Marker:
+    """A job's latest guard marker: skipped or ran, its time, and whether it was kicked since."""
+
+    skipped: bool
+    at: datetime
+    kicked: bool = False
+
+
+class Candidate(NamedTuple):
+    """A job to re-run, with its registration."""
+
+    label: str
+    job: JobRegistered
+
+
+# --- the rules -------------------------------------------------------------------------
+
+
+def runs_today(entry: CalendarEntry, now: datetime) -> bool:
+    """Whether a ``StartCalendarInterval`` entry fires on ``now``'s calendar day (launchd semantics).
+
+    ``Month`` must match when given. ``Weekday`` (0 and 7 are Sunday) and
+    ``Day``: when both are given the entry fires if EITHER matches (launchd.plist(5),
+    as cron); when one is given it must match. A value out of its range never matches.
+    """
+    if entry.month is not None and entry.month != now.month:
+        return False
+    weekday = None if entry.weekday is None else 0 <= entry.weekday <= 7 and entry.weekday % 7 == now.isoweekday() % 7
+    day = None if entry.day is None else entry.day == now.day
+    if weekday is None and day is None:
+        return True
+    return bool(weekday) or bool(day)
+
+
+def calendar_slot_passed(job: JobRegistered, now: datetime) -> bool:
+    """True only for calendar-only jobs with at least one past slot today (seed 002, exactly).
+
+    An ``interval_s`` job never; no calendar never; an entry without ``Hour``
+    makes the job not a candidate; an hour or minute that is no time of day
+    (``int``/``replace`` fails) makes it not a candidate when the entry fires
+    today; every entry is looked at, their order does not matter; a slot
+    exactly at ``now`` has passed.
+    """
+    if job.interval_s is not None:
+        return False
+    entries = job.calendar
+    if entries is None:
+        return False
+
+    saw_today_slot = False
+    for entry in entries:
+        if entry.hour is None:
+            return False
+        if not runs_today(entry, now):
+            continue
+        try:
+            scheduled = now.replace(
+                hour=int(entry.hour),
+                minute=int(entry.minute if entry.minute is not None else 0),
+                second=0,
+                microsecond=0,
+            )
+        except (TypeError, ValueError):
+            return False
+        if scheduled > now:
+            continue
+        saw_today_slot = True
+    return saw_today_slot
+
+
+def skipped_today(marker: Marker | None, now: datetime) -> bool:
+    """The latest marker is a ``job_skipped`` dated ``now``'s day (in ``now``'s zone)."""
+    return marker is not None and marker.skipped and marker.at.astimezone(now.tzinfo).date() == now.date()
+
+
+def is_candidate(job: JobRegistered, marker: Marker | None, now: datetime) -> bool:
+    """Seed 002's filters: guarded, skipped today and not kicked since, a slot of today passed."""
+    return (
+        job.guarded
+        and marker is not None
+        and skipped_today(marker, now)
+        and not marker.kicked
+        and calendar_slot_passed(job, now)
+    )
+
+
+def circuit_open(open_until: datetime | None, closed_since: bool, now: datetime) -> bool:
+    """Open: ``now`` is before the latest ``open_until`` and no ``circuit_closed`` came after it."""
+    return open_until is not None and not closed_since and now < open_until
+
+
+# --- the fold --------------------------------------------------------------------------
+
+
+class Catchup:
+    """Which of today's skipped scheduled jobs to re-run."""
+
+    name = "catchup"
+
+    def __init__(self) -> None:
+        self.jobs: dict[str, JobRegistered] = {}
+        self.markers: dict[str, Marker] = {}
+        self.open_until: datetime | None = None
+        self.closed_since = False
+
+    # -- queries ------------------------------------------------------------------------
+
+    def candidates(self, as_of: datetime) -> list[Candidate]:
+        """The jobs to re-run as of ``as_of``, sorted by label."""
+        return [
+            Candidate(label, job)
+            for label, job in sorted(self.jobs.items())
+            if is_candidate(job, self.markers.get(label), as_of)
+        ]
+
+    def circuit_open(self, as_of: datetime) -> bool:
+        """Whether the quota circuit is open as of ``as_of``."""
+        return circuit_open(self.open_until, self.closed_since, as_of)
+
+    def view(self, as_of: datetime) -> dict[str, Any]:
+        """The ``catchup`` part of the dump."""
+        labels = [c.label for c in self.candidates(as_of)]
+        is_open = self.circuit_open(as_of)
+        return {"candidates": labels, "probe": bool(labels) and not is_open, "circuit": "open" if is_open else "closed"}
+
+    # -- handlers -----------------------------------------------------------------------
+
+    def _job_registered(self, ev: JobRegistered, line: int, at: datetime) -> FoldResult:
+        self.jobs[ev.label] = ev
+        return None
+
+    def _job_skipped(self, ev: JobSkipped, line: int, at: datetime) -> FoldResult:
+        self.markers[ev.label] = Marker(skipped=True, at=at)
+        return None
+
+    def _job_ran(self, ev: JobRan, line: int, at: datetime) -> FoldResult:
+        self.markers[ev.label] = Marker(skipped=False, at=at)
+        return None
+
+    def _catchup_kicked(self, ev: CatchupKicked, line: int, at: datetime) -> FoldResult:
+        marker = self.markers.get(ev.label)
+        if marker is not None:
+            marker.kicked = True
+        return None
+
+    def _circuit_opened(self, ev: CircuitOpened, line: int, at: datetime) -> FoldResult:
+        self.open_until = parse_time(ev.open_until)
+        self.closed_since = False
+        return None
+
+    def _circuit_closed(self, ev: CircuitClosed, line: int, at: datetime) -> FoldResult:
+        self.closed_since = True
+        return None
+
+    handlers: dict[type[Event], Handler] = {
+        JobRegistered: _job_registered,
+        JobSkipped: _job_skipped,
+        JobRan: _job_ran,
+        CatchupKicked: _catchup_kicked,
+        CircuitOpened: _circuit_opened,
+        CircuitClosed: _circuit_closed,
+    }

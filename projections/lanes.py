@@ -1,0 +1,213 @@
+"""Lane stall verdicts (seed 001, spec section 4): finished work not picked up, quiet progress.
+
+Every rule is in :func:`evaluate`, a copy of the seed's function with the
+product and the thresholds as arguments. The fold only keeps, per product,
+the latest ``status_updated`` (time and state), ``job_finished`` and
+``repo_commit`` (by log order), whether the lane is stopped, and the line of
+the latest ``resume_enqueued`` of each (product, kind).
+
+Decisions where the spec is silent (the lead's):
+
+- products are those named by ``status_updated``, ``job_finished``,
+  ``repo_commit``, ``lane_stopped`` or ``lane_started`` (a ``resume_enqueued``
+  alone does not make a lane);
+- a product with no ``status_updated`` yet is never ``status-quiet`` (there is
+  no status to be quiet) but can be ``job-unpicked``;
+- ``lane_started`` lifts the stop.
+
+A **stall** is identified by its product, its kind and the event that anchors
+it: the ``job_finished`` for ``job-unpicked``, the ``status_updated`` for
+``status-quiet``. A ``resume_enqueued`` of that product and kind after the
+anchor (log order) covers it: the runner never enqueues twice for one stall.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from eventlog.events import (
+    Event,
+    JobFinished,
+    LaneCheck,
+    LaneStarted,
+    LaneStopped,
+    RepoCommit,
+    ResumeEnqueued,
+    StatusUpdated,
+)
+from projections.base import FoldResult, Handler
+
+#: The schema of a lane-check record.
+SCHEMA = "impl-lane-watch/v1"
+
+#: The two kinds of stall, as the seed names them.
+JOB_UNPICKED = "job-unpicked"
+STATUS_QUIET = "status-quiet"
+KINDS = (JOB_UNPICKED, STATUS_QUIET)
+
+
+@dataclass
+class Lane:
+    """What a lane's verdict is judged from (the latest of each, by log order)."""
+
+    updated_at: datetime | None = None
+    updated_line: int = 0
+    idle: bool = False
+    finished_at: datetime | None = None
+    finished_line: int = 0
+    commit_at: datetime | None = None
+    stopped: bool = False
+
+
+# --- the rules (seed 001's ``evaluate``) -----------------------------------------------
+
+
+def evaluate(
+    product: str,
+    lane: Lane,
+    now: datetime,
+    unpicked_minutes: float = 90,
+    quiet_hours: float = 8,
+) -> dict[str, Any]:
+    """The seed's verdict for one lane at ``now``: same order, keys, wording and arithmetic."""
+    if lane.stopped:
+        return {"product": product, "stalled": False, "reason": "stopped-on-purpose"}
+    if lane.idle:
+        return {"product": product, "stalled": False, "reason": "lane-idle"}
+
+    finished = lane.finished_at
+    if finished is not None:
+        idle_minutes = (now - finished).total_seconds() / 60
+        moved_after = lane.commit_at is not None and lane.commit_at > finished
+        if idle_minutes >= unpicked_minutes and not moved_after:
+            return {
+                "product": product,
+                "stalled": True,
+                "kind": JOB_UNPICKED,
+                "detail": (
+                    f"作業は{int(idle_minutes // 60)}時間"
+                    f"{int(idle_minutes % 60)}分前に終わっていますが、"
+                    "その成果がまだ取り込まれていません"
+                ),
+                "finished_at": finished.isoformat(),
+            }
+
+    updated = lane.updated_at
+    if updated is not None:  # no status yet: nothing to be quiet (lead's decision)
+        quiet = (now - updated).total_seconds() / 3600
+        if quiet >= quiet_hours:
+            return {
+                "product": product,
+                "stalled": True,
+                "kind": STATUS_QUIET,
+                "detail": f"進捗の更新が{int(quiet)}時間止まっています",
+                "updated_at": updated.isoformat(),
+            }
+    return {"product": product, "stalled": False, "reason": "moving"}
+
+
+# --- the fold ------------------------------------------------------------------------
+
+
+class Lanes:
+    """Lanes: finished work not picked up, quiet progress.
+
+    ``checks`` holds the record of every ``lane_check``, in log order.
+    """
+
+    name = "lanes"
+
+    def __init__(self, unpicked_minutes: float = 90, quiet_hours: float = 8) -> None:
+        self.unpicked_minutes = unpicked_minutes
+        self.quiet_hours = quiet_hours
+        self.checks: list[dict[str, Any]] = []
+        self.lanes: dict[str, Lane] = {}
+        #: (product, kind) -> line of the latest ``resume_enqueued``.
+        self.resumes: dict[tuple[str, str], int] = {}
+
+    # -- queries ------------------------------------------------------------------------
+
+    def judge(self, as_of: datetime, checked_at: str) -> dict[str, Any]:
+        """The ``impl-lane-watch/v1`` record of every lane judged at ``as_of``."""
+        return {
+            "schema": SCHEMA,
+            "checked_at": checked_at,
+            "results": [
+                evaluate(product, self.lanes[product], as_of, self.unpicked_minutes, self.quiet_hours)
+                for product in sorted(self.lanes)
+            ],
+        }
+
+    def anchor(self, product: str, kind: str) -> int | None:
+        """The line of the event that anchors a stall of ``kind`` of ``product`` (None: none)."""
+        lane = self.lanes.get(product)
+        if lane is None:
+            return None
+        if kind == JOB_UNPICKED:
+            return lane.finished_line or None
+        if kind == STATUS_QUIET:
+            return lane.updated_line or None
+        return None
+
+    def covered(self, product: str, kind: str) -> bool:
+        """Whether a ``resume_enqueued`` of this product and kind came after the stall's anchor."""
+        anchor = self.anchor(product, kind)
+        resumed = self.resumes.get((product, kind))
+        return anchor is not None and resumed is not None and resumed > anchor
+
+    def view(self, as_of: datetime) -> dict[str, Any]:
+        """The ``lanes`` part of the dump."""
+        return {"checks": list(self.checks)}
+
+    # -- handlers -----------------------------------------------------------------------
+
+    def _lane(self, product: str) -> Lane:
+        lane = self.lanes.get(product)
+        if lane is None:
+            lane = self.lanes[product] = Lane()
+        return lane
+
+    def _status_updated(self, ev: StatusUpdated, line: int, at: datetime) -> FoldResult:
+        lane = self._lane(ev.product)
+        lane.updated_at = at
+        lane.updated_line = line
+        lane.idle = ev.state == "idle"
+        return None
+
+    def _job_finished(self, ev: JobFinished, line: int, at: datetime) -> FoldResult:
+        lane = self._lane(ev.product)
+        lane.finished_at = at
+        lane.finished_line = line
+        return None
+
+    def _repo_commit(self, ev: RepoCommit, line: int, at: datetime) -> FoldResult:
+        self._lane(ev.product).commit_at = at
+        return None
+
+    def _lane_stopped(self, ev: LaneStopped, line: int, at: datetime) -> FoldResult:
+        self._lane(ev.product).stopped = True
+        return None
+
+    def _lane_started(self, ev: LaneStarted, line: int, at: datetime) -> FoldResult:
+        self._lane(ev.product).stopped = False
+        return None
+
+    def _lane_check(self, ev: LaneCheck, line: int, at: datetime) -> FoldResult:
+        self.checks.append(self.judge(at, ev.ts))
+        return None
+
+    def _resume_enqueued(self, ev: ResumeEnqueued, line: int, at: datetime) -> FoldResult:
+        self.resumes[(ev.product, ev.kind)] = line
+        return None
+
+    handlers: dict[type[Event], Handler] = {
+        StatusUpdated: _status_updated,
+        JobFinished: _job_finished,
+        RepoCommit: _repo_commit,
+        LaneStopped: _lane_stopped,
+        LaneStarted: _lane_started,
+        LaneCheck: _lane_check,
+        ResumeEnqueued: _resume_enqueued,
+    }

@@ -1,0 +1,212 @@
+"""``eventlog stalls`` and ``eventlog lanes`` (the runner that sends resumes), with real processes."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from conftest import ROOT, run_cli, write_log
+
+FAKE = ROOT / "tests" / "fakes" / "lanes_enqueue.py"
+SEED_LINE = (
+    '{"schema": "impl-lane-watch/v1", "checked_at": "2026-08-08T10:40:01.288710+09:00", '
+    '"results": [{"product": "sashiko-repair", "stalled": true, "kind": "status-quiet", '
+    '"detail": "進捗の更新が31時間止まっています", "updated_at": "2026-08-07T03:10:00+09:00"}]}'
+)
+
+
+def ago(hours: float) -> str:
+    return (datetime.now().astimezone() - timedelta(hours=hours)).isoformat()
+
+
+def read(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+def enqueue_cmd(record: Path, mode: str = "ok") -> str:
+    return shlex.join([sys.executable, str(FAKE), str(record), mode])
+
+
+def lanes(log: Path, record: Path, mode: str = "ok", *extra: str) -> Any:
+    return run_cli("lanes", str(log), "--enqueue-cmd", enqueue_cmd(record, mode), *extra)
+
+
+# --- eventlog stalls -------------------------------------------------------------------------
+
+
+def test_stalls_prints_the_seed_line_and_exits_1() -> None:
+    out = run_cli("stalls", str(ROOT / "fixtures" / "lanes_seed_sample.jsonl"),
+                  "--at", "2026-08-08T10:40:01.288710+09:00")
+    assert out.returncode == 1
+    assert out.stdout == SEED_LINE + "\n"
+
+
+def test_stalls_exit_0_when_moving(tmp_path: Path) -> None:
+    out = run_cli("stalls", str(ROOT / "fixtures" / "lanes_seed_sample.jsonl"), "--at", "2026-08-07T11:09:59+09:00")
+    assert out.returncode == 0
+    assert json.loads(out.stdout)["results"] == [{"product": "sashiko-repair", "stalled": False, "reason": "moving"}]
+
+
+def test_stalls_now_by_default(tmp_path: Path) -> None:
+    log = write_log(tmp_path / "l.jsonl", [
+        {"type": "status_updated", "ts": ago(31.5), "product": "p", "state": "running"},
+        {"type": "status_updated", "ts": ago(0.5), "product": "q", "state": "running"},
+    ])
+    out = run_cli("stalls", str(log))
+    assert out.returncode == 1
+    record = json.loads(out.stdout)
+    assert datetime.fromisoformat(record["checked_at"]).tzinfo is not None
+    assert [(r["product"], r["stalled"]) for r in record["results"]] == [("p", True), ("q", False)]
+    assert record["results"][0]["detail"] == "進捗の更新が31時間止まっています"
+    assert len(read(log)) == 2  # stalls writes nothing
+
+
+def test_stalls_assume_tz_and_thresholds(tmp_path: Path) -> None:
+    log = write_log(tmp_path / "l.jsonl", [
+        {"type": "job_finished", "ts": "2026-08-05T12:54:00", "product": "p"},
+    ])
+    out = run_cli("stalls", str(log), "--assume-tz", "Asia/Tokyo", "--at", "2026-08-05T13:30:00")
+    assert out.returncode == 0
+    out = run_cli("stalls", str(log), "--assume-tz", "Asia/Tokyo", "--at", "2026-08-05T13:30:00",
+                  "--unpicked-minutes", "30")
+    assert out.returncode == 1
+    record = json.loads(out.stdout)
+    assert record["checked_at"] == "2026-08-05T13:30:00+09:00"
+    assert record["results"][0]["finished_at"] == "2026-08-05T12:54:00+09:00"
+    assert record["results"][0]["detail"].startswith("作業は0時間36分前に")
+
+
+def test_stalls_bad_usage(tmp_path: Path) -> None:
+    assert run_cli("stalls", str(tmp_path / "missing.jsonl")).returncode == 2
+    assert run_cli("stalls", str(ROOT / "fixtures" / "lanes_seed_sample.jsonl"), "--at", "yesterday").returncode == 2
+    assert run_cli("stalls", str(ROOT / "fixtures" / "lanes_seed_sample.jsonl"),
+                   "--at", "2026-08-08T10:40:00").returncode == 2  # no offset, no --assume-tz
+
+
+# --- eventlog lanes ----------------------------------------------------------------------------
+
+
+def stalled_log(tmp_path: Path) -> Path:
+    return write_log(tmp_path / "lanes.jsonl", [
+        {"type": "status_updated", "ts": ago(31), "product": "quiet", "state": "running"},
+        {"type": "status_updated", "ts": ago(30), "product": "unpicked", "state": "running"},
+        {"type": "job_finished", "ts": ago(21), "product": "unpicked", "job_id": "fix-1"},
+        {"type": "status_updated", "ts": ago(40), "product": "idle", "state": "idle"},
+        {"type": "job_finished", "ts": ago(39), "product": "idle"},
+        {"type": "status_updated", "ts": ago(40), "product": "stopped", "state": "running"},
+        {"type": "lane_stopped", "ts": ago(39), "product": "stopped"},
+        {"type": "status_updated", "ts": ago(0.1), "product": "moving", "state": "running"},
+    ])
+
+
+def test_enqueues_once_per_stall(tmp_path: Path) -> None:
+    log, record = stalled_log(tmp_path), tmp_path / "calls.jsonl"
+    out = lanes(log, record)
+    assert out.returncode == 0, out.stderr
+    calls = read(record)
+    # one call per stalled lane, product and kind as the last arguments and in the environment;
+    # none for the idle, stopped and moving lanes.
+    assert sorted((c["argv"][0], c["argv"][1], c["product"], c["kind"]) for c in calls) == [
+        ("quiet", "status-quiet", "quiet", "status-quiet"),
+        ("unpicked", "job-unpicked", "unpicked", "job-unpicked"),
+    ]
+    events = read(log)
+    check = events[8]
+    assert check["type"] == "lane_check"
+    resumes = [e for e in events if e["type"] == "resume_enqueued"]
+    assert [(e["product"], e["kind"], e["task_branch"]) for e in resumes] == [
+        ("quiet", "status-quiet", "resume/quiet/status-quiet"),  # the last non-empty stdout line
+        ("unpicked", "job-unpicked", "resume/unpicked/job-unpicked"),
+    ]
+    assert all(e["seq"] > check["seq"] for e in resumes)
+
+    # a second run: a new lane_check, the same stalls, no call, nothing enqueued again.
+    out = lanes(log, record, "ok", "--json")
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout)
+    assert report["enqueued"] == [] and report["failed"] == []
+    assert sorted(r["product"] for r in report["already_enqueued"]) == ["quiet", "unpicked"]
+    assert len(read(record)) == 2
+    events = read(log)
+    assert [e["type"] for e in events[-1:]] == ["lane_check"]
+    assert len([e for e in events if e["type"] == "resume_enqueued"]) == 2
+    assert report["check"]["checked_at"] == events[-1]["ts"]
+    assert {r["product"]: r.get("reason") for r in report["check"]["results"]} == {
+        "idle": "lane-idle", "moving": "moving", "quiet": None, "stopped": "stopped-on-purpose", "unpicked": None,
+    }
+
+
+def test_a_new_finish_is_a_new_stall(tmp_path: Path) -> None:
+    log, record = stalled_log(tmp_path), tmp_path / "calls.jsonl"
+    assert lanes(log, record).returncode == 0
+    with log.open("a", encoding="utf-8") as f:
+        f.write(json.dumps({"type": "job_finished", "ts": ago(2), "product": "unpicked", "job_id": "fix-2"}) + "\n")
+    out = lanes(log, record, "ok", "--json")
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["enqueued"] == [
+        {"product": "unpicked", "kind": "job-unpicked", "task_branch": "resume/unpicked/job-unpicked"},
+    ]
+    assert [c["product"] for c in read(record)].count("unpicked") == 2
+
+
+def test_a_failing_command_is_retried_next_run(tmp_path: Path) -> None:
+    log, record = stalled_log(tmp_path), tmp_path / "calls.jsonl"
+    out = lanes(log, record, "fail", "--json")
+    assert out.returncode == 1
+    assert "exit 4" in out.stderr and "next run retries" in out.stderr
+    report = json.loads(out.stdout)
+    assert sorted((f["product"], f["error"]) for f in report["failed"]) == [
+        ("quiet", "exit 4"), ("unpicked", "exit 4"),
+    ]
+    assert [e for e in read(log) if e["type"] == "resume_enqueued"] == []
+    out = lanes(log, record, "quiet")  # succeeds, prints no task branch
+    assert out.returncode == 0, out.stderr
+    resumes = [e for e in read(log) if e["type"] == "resume_enqueued"]
+    assert sorted(e["product"] for e in resumes) == ["quiet", "unpicked"]
+    assert all("task_branch" not in e for e in resumes)
+    assert len(read(record)) == 4
+
+
+def test_a_command_over_its_timeout_is_killed_and_not_recorded(tmp_path: Path) -> None:
+    log = write_log(tmp_path / "lanes.jsonl", [
+        {"type": "status_updated", "ts": ago(31), "product": "quiet", "state": "running"},
+    ])
+    record = tmp_path / "calls.jsonl"
+    out = lanes(log, record, "sleep", "--timeout", "1")
+    assert out.returncode == 1
+    assert "timed out after 1 s" in out.stderr
+    assert [e["type"] for e in read(log)] == ["status_updated", "lane_check"]
+
+
+def test_a_command_that_cannot_start(tmp_path: Path) -> None:
+    log = write_log(tmp_path / "lanes.jsonl", [
+        {"type": "status_updated", "ts": ago(31), "product": "quiet", "state": "running"},
+    ])
+    out = run_cli("lanes", str(log), "--enqueue-cmd", str(tmp_path / "no-such-command"))
+    assert out.returncode == 1
+    assert "could not start" in out.stderr
+    assert [e["type"] for e in read(log)] == ["status_updated", "lane_check"]
+
+
+def test_nothing_stalled_runs_nothing(tmp_path: Path) -> None:
+    log = write_log(tmp_path / "lanes.jsonl", [
+        {"type": "status_updated", "ts": ago(1), "product": "p", "state": "running"},
+    ])
+    record = tmp_path / "calls.jsonl"
+    out = lanes(log, record)
+    assert out.returncode == 0
+    assert "p: moving" in out.stdout
+    assert not record.exists()
+
+
+def test_lanes_bad_usage(tmp_path: Path) -> None:
+    assert run_cli("lanes", str(tmp_path / "missing.jsonl"), "--enqueue-cmd", "true").returncode == 2
+    assert not (tmp_path / "missing.jsonl").exists()
+    log = write_log(tmp_path / "l.jsonl", [])
+    assert run_cli("lanes", str(log), "--enqueue-cmd", "'unclosed").returncode == 2
+    assert run_cli("lanes", str(log), "--enqueue-cmd", "").returncode == 2
+    assert log.read_text() == ""
