@@ -39,6 +39,6 @@ class Folder(Protocol):
         """Applied events so far in ``ev``'s stream."""
         ...
 
-    def view(self, as_of: datetime) -> dict[str, Any]:
-        """``rejected`` and the domain parts of the dump."""
+    def view(self, as_of: datetime, as_of_text: str | None = None) -> dict[str, Any]:
+        """``rejected`` and the domain parts of the dump (``as_of_text``: T as written)."""
         ...

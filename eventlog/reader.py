@@ -67,6 +67,50 @@ def iter_lines(f: IO[bytes], offset: int = 0) -> Iterator[tuple[bytes, int, bool
             yield raw, offset, False
 
 
+def iter_blocks(f: IO[bytes], offset: int = 0, size: int = 1 << 20) -> Iterator[tuple[list[bytes], int, bool]]:
+    """Yield ``(complete lines without newlines, end offset, torn)`` from ``offset`` on, a block at a time.
+
+    The fast way through a big file: one ``read`` and one ``split`` per block.
+    An over-long line comes alone as ``[TOO_LONG]`` and is never held whole.
+    The last item has ``torn`` true when the file ends inside a line.
+    """
+    if f.seekable():
+        f.seek(offset)
+    pending = b""
+    skipped = -1  # >= 0: bytes of an over-long line skipped so far
+    while True:
+        chunk = f.read(size)
+        if not chunk:
+            break
+        if skipped >= 0:
+            nl = chunk.find(b"\n")
+            if nl < 0:
+                skipped += len(chunk)
+                continue
+            offset += skipped + nl + 1
+            skipped = -1
+            yield [TOO_LONG], offset, False
+            chunk = chunk[nl + 1:]
+        data = pending + chunk if pending else chunk
+        lines = data.split(b"\n")
+        pending = lines.pop()
+        if lines:
+            complete = len(data) - len(pending)
+            if len(lines[0]) > MAX_LINE_BYTES:  # only the first can hold an earlier pending piece
+                first = len(lines.pop(0)) + 1
+                offset += first
+                complete -= first
+                yield [TOO_LONG], offset, False
+            if lines:
+                offset += complete
+                yield lines, offset, False
+        if len(pending) > MAX_LINE_BYTES:
+            skipped = len(pending)
+            pending = b""
+    if pending or skipped >= 0:
+        yield [], offset, True
+
+
 #: Marker yielded by :func:`iter_lines` in place of an over-long line.
 TOO_LONG = b"\0too_long"
 

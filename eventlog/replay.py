@@ -11,9 +11,9 @@ from collections.abc import Callable
 from datetime import datetime, tzinfo
 from typing import IO, Any
 
-from eventlog.events import Event
+from eventlog.events import CURRENT_VERSION, EVENT_TYPES, TIME_FIELDS, Event
 from eventlog.fold import Folder, FoldResult
-from eventlog.reader import Reader, iter_lines
+from eventlog.reader import Reader, _decoder, iter_blocks
 
 #: Called with (lines read, bytes read) every so often during a long read.
 Progress = Callable[[int, int], None]
@@ -47,33 +47,65 @@ class Replay:
 
         With ``strict``, the first bad line raises :class:`BadLine` instead.
         """
-        decode = self.reader.decode
+        # The hot path of every replay. An ordinary line (a known type at the
+        # current version, a ts with an offset, seq increasing) is decoded and
+        # checked inline; anything else goes to Reader.decode, which holds
+        # every rule and names the reason. Keep the two in step.
+        reader = self.reader
+        decode_fast = _decoder.decode
+        fromiso = datetime.fromisoformat
+        timed = TIME_FIELDS
+        versioned = {EVENT_TYPES[name] for name in CURRENT_VERSION}
         fold = self.folder.fold
         line = self.line
+        last_seq = reader.last_seq
         events = 0
+        last: tuple[Event, datetime] | None = None
         self.torn_tail = False
-        for raw, end, complete in iter_lines(f, self.offset):
-            if not complete:
+        for lines, end, torn in iter_blocks(f, self.offset):
+            if torn:
                 self.torn_tail = True
                 break
-            line += 1
+            start = line
+            for raw in lines:
+                line += 1
+                try:
+                    ev: Event = decode_fast(raw)
+                    cls = type(ev)
+                    at: datetime | str | None = fromiso(ev.ts) if cls not in timed else reader.times(ev)
+                except Exception:  # noqa: BLE001 - named by the slow path below
+                    at = None
+                if (
+                    isinstance(at, datetime)
+                    and at.tzinfo is not None
+                    and ev.v == 1
+                    and cls not in versioned
+                    and (ev.seq or line) > last_seq
+                ):
+                    last_seq = ev.seq or line
+                else:
+                    reader.last_seq = last_seq
+                    decoded = reader.decode(raw, line)
+                    last_seq = reader.last_seq
+                    if isinstance(decoded, str):
+                        if strict:
+                            self.line = line
+                            self.offset = end - sum(len(x) + 1 for x in lines[line - start:])
+                            raise BadLine(line, decoded)
+                        self.bad_lines.append({"line": line, "reason": decoded})
+                        continue
+                    ev, at = decoded
+                fold(ev, line, at)
+                events += 1
+                last = (ev, at)
             self.offset = end
-            decoded = decode(raw, line)
-            if isinstance(decoded, str):
-                if strict:
-                    self.line = line
-                    raise BadLine(line, decoded)
-                self.bad_lines.append({"line": line, "reason": decoded})
-                continue
-            ev, at = decoded
-            fold(ev, line, at)
-            events += 1
-            self.last_ts = ev.ts
-            self.last_at = at
-            if progress is not None and not line & 0xFFFF:
+            if progress is not None:
                 progress(line, end)
+        reader.last_seq = last_seq
         self.line = line
         self.events += events
+        if last is not None:
+            self.last_ts, self.last_at = last[0].ts, last[1]
 
     def apply(self, ev: Event, at: datetime) -> FoldResult:
         """Fold one event that is about to be written as the next line."""
@@ -96,7 +128,7 @@ class Replay:
             "bad_lines": list(self.bad_lines),
             "torn_tail": self.torn_tail,
         }
-        head.update(self.folder.view(at if at is not None else _EPOCH))
+        head.update(self.folder.view(at if at is not None else _EPOCH, at_text))
         return head
 
 

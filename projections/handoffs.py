@@ -206,9 +206,6 @@ class Handoffs:
         self.watcher_at: datetime | None = None
         self.watcher_text: str | None = None
         self.watcher_period_s = 0
-        # The ts text of the latest event folded here, to print T as written when T is that time.
-        self._last_text: str | None = None
-        self._last_at: datetime | None = None
 
     # -- queries (pure: the watcher and the view use them) --------------------------------
 
@@ -252,7 +249,7 @@ class Handoffs:
                 keys.append(((deadline, -h.importance, h.attempt, h.created_at.timestamp(), h.line), hid))
         return keys
 
-    def plan(self, account: str, as_of: datetime) -> dict[str, Any]:
+    def plan(self, account: str, as_of: datetime, as_of_text: str | None = None) -> dict[str, Any]:
         """The probe plan of one account as of ``as_of`` (rules in the module docstring)."""
         acc = self.accounts.get(account)
         if acc is None or acc.pending == 0:
@@ -269,11 +266,11 @@ class Handoffs:
                 until = acc.run_at + timedelta(seconds=wait)
                 if as_of < until:
                     return {"probe": False, "reason": reason, "next_probe_at": _fmt(until)}
-        return {"probe": True, "reason": "due", "next_probe_at": self._as_written(as_of)}
+        return {"probe": True, "reason": "due", "next_probe_at": as_of_text or _fmt(as_of)}
 
-    def probe_plan(self, as_of: datetime) -> dict[str, dict[str, Any]]:
-        """The plan of every account, by account name."""
-        return {account: self.plan(account, as_of) for account in sorted(self.accounts)}
+    def probe_plan(self, as_of: datetime, as_of_text: str | None = None) -> dict[str, dict[str, Any]]:
+        """The plan of every account, by account name (``as_of_text``: T as written, for ``due``)."""
+        return {account: self.plan(account, as_of, as_of_text) for account in sorted(self.accounts)}
 
     def due_accounts(self, as_of: datetime) -> list[str]:
         """Accounts to probe now, sorted."""
@@ -295,15 +292,10 @@ class Handoffs:
             return any(acc.pending for acc in self.accounts.values())
         return (as_of - self.watcher_at).total_seconds() > 2 * self.watcher_period_s
 
-    def _as_written(self, as_of: datetime) -> str:
-        if self._last_at is not None and self._last_text is not None and as_of == self._last_at:
-            return self._last_text
-        return _fmt(as_of)
-
     # -- the view ---------------------------------------------------------------------------
 
-    def view(self, as_of: datetime) -> dict[str, Any]:
-        """The ``handoffs`` part of the dump."""
+    def view(self, as_of: datetime, as_of_text: str | None = None) -> dict[str, Any]:
+        """The ``handoffs`` part of the dump (``as_of_text``: T as written)."""
         items: dict[str, Any] = {}
         by_state: Counter[str] = Counter()
         not_returned: Counter[str] = Counter()
@@ -342,7 +334,7 @@ class Handoffs:
             "stale_claims": stale,
             "latency_s": {key: summary(values) for key, values in self.latency.items()},
             "probes": dict(sorted(self.probes.items())),
-            "probe_plan": self.probe_plan(as_of),
+            "probe_plan": self.probe_plan(as_of, as_of_text),
             "next_claims": self.next_claims(),
             "watcher": {"last_run": self.watcher_text, "late": self.watcher_late(as_of)},
         }
@@ -354,10 +346,6 @@ class Handoffs:
         if acc is None:
             acc = self.accounts[name] = Account()
         return acc
-
-    def _seen(self, ev: Event, at: datetime) -> None:
-        self._last_text = ev.ts
-        self._last_at = at
 
     def _fits(self, ev: Event, hid: str) -> Handoff | Rejected:
         """The handoff ``ev`` moves, or why it does not fit (spec: rejected, state unchanged)."""
@@ -383,7 +371,6 @@ class Handoffs:
         h.last_at = at
 
     def _created(self, ev: HandoffCreated, line: int, at: datetime) -> FoldResult:
-        self._seen(ev, at)
         if ev.handoff_id in self.items:
             return Rejected(f"handoff {ev.handoff_id} already created (line {self.items[ev.handoff_id].line})")
         deadline = None if ev.deadline is None else parse_time(ev.deadline)
@@ -394,7 +381,6 @@ class Handoffs:
         return None
 
     def _local_started(self, ev: LocalStarted, line: int, at: datetime) -> FoldResult:
-        self._seen(ev, at)
         h = self._fits(ev, ev.handoff_id)
         if isinstance(h, Rejected):
             return h
@@ -403,7 +389,6 @@ class Handoffs:
         return None
 
     def _local_start_failed(self, ev: LocalStartFailed, line: int, at: datetime) -> FoldResult:
-        self._seen(ev, at)
         h = self._fits(ev, ev.handoff_id)
         if isinstance(h, Rejected):
             return h
@@ -411,7 +396,6 @@ class Handoffs:
         return None
 
     def _claimed(self, ev: Claimed, line: int, at: datetime) -> FoldResult:
-        self._seen(ev, at)
         h = self._fits(ev, ev.handoff_id)
         if isinstance(h, Rejected):
             return h
@@ -424,7 +408,6 @@ class Handoffs:
         return None
 
     def _released(self, ev: Released, line: int, at: datetime) -> FoldResult:
-        self._seen(ev, at)
         h = self._fits(ev, ev.handoff_id)
         if isinstance(h, Rejected):
             return h
@@ -434,7 +417,6 @@ class Handoffs:
         return None
 
     def _resume_requested(self, ev: ResumeRequested, line: int, at: datetime) -> FoldResult:
-        self._seen(ev, at)
         h = self._fits(ev, ev.handoff_id)
         if isinstance(h, Rejected):
             return h
@@ -446,7 +428,6 @@ class Handoffs:
         return None
 
     def _resume_failed(self, ev: ResumeFailed, line: int, at: datetime) -> FoldResult:
-        self._seen(ev, at)
         h = self._fits(ev, ev.handoff_id)
         if isinstance(h, Rejected):
             return h
@@ -459,7 +440,6 @@ class Handoffs:
         return None
 
     def _verified(self, ev: Verified, line: int, at: datetime) -> FoldResult:
-        self._seen(ev, at)
         h = self._fits(ev, ev.handoff_id)
         if isinstance(h, Rejected):
             return h
@@ -470,7 +450,6 @@ class Handoffs:
         return None
 
     def _conflict(self, ev: Conflict, line: int, at: datetime) -> FoldResult:
-        self._seen(ev, at)
         h = self._fits(ev, ev.handoff_id)
         if isinstance(h, Rejected):
             return h
@@ -479,7 +458,6 @@ class Handoffs:
         return None
 
     def _needs_human(self, ev: NeedsHuman, line: int, at: datetime) -> FoldResult:
-        self._seen(ev, at)
         h = self._fits(ev, ev.handoff_id)
         if isinstance(h, Rejected):
             return h
@@ -488,7 +466,6 @@ class Handoffs:
         return None
 
     def _skip(self, ev: Skip, line: int, at: datetime) -> FoldResult:
-        self._seen(ev, at)
         h = self._fits(ev, ev.handoff_id)
         if isinstance(h, Rejected):
             return h
@@ -497,7 +474,6 @@ class Handoffs:
         return None
 
     def _limit_recorded(self, ev: LimitRecorded, line: int, at: datetime) -> FoldResult:
-        self._seen(ev, at)
         acc = self._account(ev.account)
         acc.reset_text = ev.reset_at
         acc.reset_at = None if ev.reset_at is None else parse_time(ev.reset_at)
@@ -507,7 +483,6 @@ class Handoffs:
         return None
 
     def _probe_result(self, ev: ProbeResult, line: int, at: datetime) -> FoldResult:
-        self._seen(ev, at)
         acc = self._account(ev.account)
         self.probes[ev.outcome] += 1
         kind = "transient" if ev.outcome in TRANSIENT else "quota" if ev.outcome == "quota_limited" else None
@@ -521,7 +496,6 @@ class Handoffs:
         return None
 
     def _watcher_run(self, ev: WatcherRun, line: int, at: datetime) -> FoldResult:
-        self._seen(ev, at)
         self.watcher_at = at
         self.watcher_text = ev.ts
         self.watcher_period_s = ev.period_s

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
 from eventlog.events import EVENT_TYPES, KEY_FIELDS, Event, type_name
-from projections.base import FoldResult, Handler, Projection, Rejected
+from projections.base import FoldResult, Projection, Rejected
 from projections.catchup import Catchup
 from projections.handoffs import Handoffs
 from projections.lanes import Lanes
@@ -17,16 +17,45 @@ from projections.sessions import Sessions
 class Runner:
     """Folds events into all four domains and keeps the log-wide tallies.
 
-    ``revisions`` counts applied events per stream (spec section 2).
+    ``revisions`` counts applied events per stream (spec section 2):
+    key field -> id -> count.
     """
 
-    def __init__(self, stale_after_s: float = 1800, max_inflight: int = 2) -> None:
+    def __init__(
+        self,
+        stale_after_s: float = 1800,
+        max_inflight: int = 2,
+        unpicked_minutes: float = 90,
+        quiet_hours: float = 8,
+    ) -> None:
         self.handoffs = Handoffs(stale_after_s=stale_after_s, max_inflight=max_inflight)
-        self.lanes = Lanes()
+        self.lanes = Lanes(unpicked_minutes=unpicked_minutes, quiet_hours=quiet_hours)
         self.catchup = Catchup()
         self.sessions = Sessions()
         self.rejected: list[dict[str, Any]] = []
-        self.revisions: defaultdict[tuple[str, str], int] = defaultdict(int)
+        self.revisions: dict[str, dict[str, int]] = {name: {} for name in KEY_FIELDS}
+        self._route()
+
+    def _route(self) -> None:
+        """Event class -> (bound handler, the revision counts of its stream's key field, that field)."""
+        self._dispatch: dict[type[Event], tuple[Route, dict[str, int] | None, str]] = {}
+        for cls in EVENT_TYPES.values():
+            field = _stream_field(cls)
+            counts = self.revisions[field] if field is not None else None
+            handler = _NOTHING
+            for part in self.parts:
+                if cls in part.handlers:
+                    handler = part.handlers[cls].__get__(part)  # a bound method: cheaper to call than a partial
+            self._dispatch[cls] = (handler, counts, field or "")
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        del state["_dispatch"]  # bound handlers are rebuilt, not pickled
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._route()
 
     def configure(self, stale_after_s: float = 1800, max_inflight: int = 2) -> None:
         """Set the judging thresholds (they change views, not folded state)."""
@@ -39,46 +68,41 @@ class Runner:
         return (self.handoffs, self.lanes, self.catchup, self.sessions)
 
     def fold(self, ev: Event, line: int, at: datetime) -> FoldResult:
-        """Fold one event into its domain; record a rejection."""
-        cls = type(ev)
-        route = _ROUTES.get(cls)
-        result = None if route is None else route[1](getattr(self, route[0]), ev, line, at)
+        """Fold one event into its domain; count it in its stream or record its rejection."""
+        handler, counts, field = self._dispatch[type(ev)]
+        result = handler(ev, line, at)
         if result is None:
-            field = _STREAM_FIELD[cls]
-            if field is not None:
-                self.revisions[(field, getattr(ev, field))] += 1
-        elif isinstance(result, Rejected):
+            if counts is not None:
+                key = getattr(ev, field)
+                counts[key] = counts.get(key, 0) + 1
+        elif result.__class__ is Rejected:
             self.rejected.append({"line": line, "type": type_name(ev), "reason": result.reason})
         return result
 
     def revision(self, ev: Event) -> int:
         """How many events of ``ev``'s stream were applied so far."""
-        field = _STREAM_FIELD[type(ev)]
-        if field is None:
-            return 0
-        return self.revisions.get((field, getattr(ev, field)), 0)
+        _handler, counts, field = self._dispatch[type(ev)]
+        return 0 if counts is None else counts.get(getattr(ev, field), 0)
 
-    def view(self, as_of: datetime) -> dict[str, Any]:
-        """``rejected`` and every domain's part of the dump."""
+    def view(self, as_of: datetime, as_of_text: str | None = None) -> dict[str, Any]:
+        """``rejected`` and every domain's part of the dump (``as_of_text``: T as written)."""
         out: dict[str, Any] = {"rejected": list(self.rejected)}
         for part in self.parts:
-            out[part.name] = part.view(as_of)
+            out[part.name] = part.view(as_of, as_of_text) if part is self.handoffs else part.view(as_of)
         return out
 
 
-def _routes() -> dict[type[Event], tuple[str, Handler]]:
-    probe = Runner()
-    routes: dict[type[Event], tuple[str, Handler]] = {}
-    for attr in ("handoffs", "lanes", "catchup", "sessions"):
-        for cls, handler in getattr(probe, attr).handlers.items():
-            routes[cls] = (attr, handler)
-    return routes
+Route = Callable[[Any, int, datetime], FoldResult]
+
+
+def _nothing(ev: Event, line: int, at: datetime) -> FoldResult:
+    """Events no projection folds are applied and change nothing."""
+    return None
+
+
+_NOTHING: Route = _nothing
 
 
 def _stream_field(cls: type[Event]) -> str | None:
     fields = set(cls.__struct_fields__)
     return next((name for name in KEY_FIELDS if name in fields), None)
-
-
-_ROUTES = _routes()
-_STREAM_FIELD = {cls: _stream_field(cls) for cls in EVENT_TYPES.values()}

@@ -30,9 +30,8 @@ SEED_LINE = (
 
 def fold(events: list[dict[str, Any]], lanes: Lanes | None = None) -> Runner:
     """Fold hand-written events (line numbers as seq) through the replay's runner."""
-    runner = Runner()
-    if lanes is not None:
-        runner.lanes = lanes
+    runner = Runner() if lanes is None else Runner(unpicked_minutes=lanes.unpicked_minutes,
+                                                    quiet_hours=lanes.quiet_hours)
     reader = Reader()
     for line, obj in enumerate(events, 1):
         decoded = reader.decode(json.dumps(obj).encode(), line)

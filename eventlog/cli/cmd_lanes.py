@@ -36,7 +36,6 @@ from typing import Any
 from eventlog.appender import AppendError, EventLog
 from eventlog.cli.cmd_catchup import command, now_local, run_bounded, runner_lock, state_of
 from eventlog.cli.common import UsageError, dumps, error, parse_at, replay_log, zone
-from projections.lanes import Lanes
 from projections.runner import Runner
 
 #: How long CMD may take to enqueue one resume.
@@ -79,8 +78,7 @@ def run_stalls(args: argparse.Namespace) -> int:
     except UsageError as err:
         error(str(err))
         return 2
-    runner = Runner()
-    runner.lanes = Lanes(unpicked_minutes=args.unpicked_minutes, quiet_hours=args.quiet_hours)
+    runner = Runner(unpicked_minutes=args.unpicked_minutes, quiet_hours=args.quiet_hours)
     try:
         replay_log(args.log, assume_tz=tz, runner=runner)
     except OSError as err:
