@@ -4,7 +4,8 @@ The appender does not re-read the log on every append: a sidecar file beside
 the log (``LOG.sidecar``) holds the folded state, the byte offset it reached and
 a fingerprint of the bytes before that offset. It is checked against the file
 under the lock and rebuilt from the log when anything does not match; only
-lines after its offset are read. The transition check is the folder's: the
+lines after its offset are read, and it is saved again once the log has
+grown :data:`SIDECAR_LAG` past it. The transition check is the folder's: the
 appender receives a function that makes an empty one.
 """
 
@@ -28,6 +29,10 @@ from eventlog.reader import MAX_LINE_BYTES, validate_object
 from eventlog.replay import Replay
 
 _encoder = msgspec.json.Encoder()
+
+#: The sidecar is saved again once the log has grown this much past it: saving
+#: costs O(entities), folding the lag costs O(lag), and the lag stays small.
+SIDECAR_LAG = 256 << 10
 
 
 class AppendError(Exception):
@@ -122,8 +127,7 @@ class EventLog:
     def state(self) -> Replay:
         """The folded state of the whole log (through the sidecar, under the lock)."""
         with _locked(self.path) as fd:
-            replay, _ = self._load(fd)
-            return replay
+            return self._load(fd)[0]
 
     # -- under the lock -------------------------------------------------------
 
@@ -135,7 +139,7 @@ class EventLog:
         check: bool,
         fsync: bool,
     ) -> AppendResult:
-        replay, notes = self._load(fd)
+        replay, notes, saved_at = self._load(fd)
         size = os.fstat(fd).st_size
         cut = size - replay.offset
         if expect_revision is not None:
@@ -164,21 +168,26 @@ class EventLog:
             os.fsync(fd)
         replay.offset += len(data)
         replay.torn_tail = False
-        self._save(fd, replay)
+        if saved_at is None or replay.offset - saved_at > SIDECAR_LAG:
+            self._save(fd, replay)
         return AppendResult(first_seq, replay.reader.last_seq, len(checked), replay.offset, cut, notes)
 
-    def _load(self, fd: int) -> tuple[Replay, list[str]]:
-        """The sidecar's state if it still matches the file, caught up to its end."""
+    def _load(self, fd: int) -> tuple[Replay, list[str], int | None]:
+        """The sidecar's state if it still matches the file, caught up to its end.
+
+        Also returns the offset the sidecar was saved at (None: it was rebuilt).
+        """
         notes: list[str] = []
         fresh = Replay(self.new_folder())
         with os.fdopen(os.dup(fd), "rb") as f:
             replay, why = snapshot.load(self.sidecar, f, snapshot.folder_version(fresh))
+            saved_at = None if replay is None else replay.offset
             if replay is None:
                 if why != "no snapshot":
                     notes.append(f"{why}; rebuilt it from the log")
                 replay = fresh
             replay.feed(f)
-        return replay, notes
+        return replay, notes, saved_at
 
     def _save(self, fd: int, replay: Replay) -> None:
         """Save the sidecar; it is only a cache, so a failure to save is not an error."""

@@ -15,13 +15,16 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
 from eventlog.events import Event
 from eventlog.fold import NOT_APPLIED, FoldResult, Rejected
 
-__all__ = ["NOT_APPLIED", "FoldResult", "Handler", "Projection", "Rejected", "nearest_rank", "num", "summary"]
+__all__ = [
+    "NOT_APPLIED", "FoldResult", "Handler", "Projection", "Rejected", "micros", "nearest_rank", "num", "seconds",
+    "summary",
+]
 
 
 Handler = Callable[[Any, Any, int, datetime], FoldResult]
@@ -38,6 +41,20 @@ class Projection(Protocol):
     def view(self, as_of: datetime) -> dict[str, Any]:
         """This domain's part of the dump, judged at ``as_of``."""
         ...
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MICRO = timedelta(microseconds=1)
+
+
+def micros(at: datetime) -> int:
+    """An aware time as integer microseconds since the epoch: exact, small to keep and to pickle."""
+    return (at - _EPOCH) // _MICRO
+
+
+def seconds(us: int) -> float:
+    """Microseconds as seconds (exact for whole and decimal-fraction seconds, as ``total_seconds``)."""
+    return us / 1_000_000
 
 
 def nearest_rank(values: Sequence[float], p: float) -> float | None:

@@ -59,9 +59,10 @@ from __future__ import annotations
 
 import heapq
 from collections import Counter
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
+
+import msgspec
 
 from eventlog.events import (
     Claimed,
@@ -82,7 +83,7 @@ from eventlog.events import (
     parse_time,
     type_name,
 )
-from projections.base import FoldResult, Handler, Rejected, num, summary
+from projections.base import FoldResult, Handler, Rejected, micros, num, seconds, summary
 
 # --- the rules (spec section 3) ------------------------------------------------------
 
@@ -141,30 +142,28 @@ def backoff_s(first_s: float, run: int, cap_s: float) -> float:
 # --- state ---------------------------------------------------------------------------
 
 
-@dataclass(slots=True)
-class Handoff:
+class Handoff(msgspec.Struct, gc=False):
     """One handoff as folded so far."""
 
     account: str
-    created_at: datetime
+    created_us: int
     line: int
-    deadline: datetime | None
+    deadline_us: int | None
     importance: int
     repo: str | None
     branch: str | None
     head: str | None
-    last_at: datetime
+    last_us: int
     state: str = PENDING
     attempt: int = 0
     watcher: str | None = None
     local_started: bool = False
     reason: str | None = None
-    first_claimed_at: datetime | None = None
-    first_requested_at: datetime | None = None
+    first_claimed_us: int | None = None
+    first_requested_us: int | None = None
 
 
-@dataclass(slots=True)
-class Account:
+class Account(msgspec.Struct, gc=False):
     """The limit ledger of one account and the probes since its latest limit."""
 
     pending: int = 0
@@ -215,7 +214,7 @@ class Handoffs:
         if h is None or h.state not in LIVE:
             return None
         limit = self.stale_after_s if stale_after_s is None else stale_after_s
-        if (as_of - h.last_at).total_seconds() > limit:
+        if seconds(micros(as_of) - h.last_us) > limit:
             return STALE_KIND[h.state]
         return None
 
@@ -245,8 +244,8 @@ class Handoffs:
         keys = []
         for hid, h in self.items.items():
             if h.state == PENDING:
-                deadline = (1, 0.0) if h.deadline is None else (0, h.deadline.timestamp())
-                keys.append(((deadline, -h.importance, h.attempt, h.created_at.timestamp(), h.line), hid))
+                deadline = (1, 0) if h.deadline_us is None else (0, h.deadline_us)
+                keys.append(((deadline, -h.importance, h.attempt, h.created_us, h.line), hid))
         return keys
 
     def plan(self, account: str, as_of: datetime, as_of_text: str | None = None) -> dict[str, Any]:
@@ -301,7 +300,7 @@ class Handoffs:
         not_returned: Counter[str] = Counter()
         skip_reasons: Counter[str] = Counter()
         started = 0
-        oldest: datetime | None = None
+        oldest: int | None = None
         stale: dict[str, list[str]] = {"retryable": [], "unknown_effect": []}
         for hid in sorted(self.items):
             h = self.items[hid]
@@ -316,8 +315,8 @@ class Handoffs:
                 not_returned[h.reason or ""] += 1
             elif h.state != RETURNED:
                 not_returned[h.state] += 1
-            if h.state == PENDING and (oldest is None or h.created_at < oldest):
-                oldest = h.created_at
+            if h.state == PENDING and (oldest is None or h.created_us < oldest):
+                oldest = h.created_us
         total = len(self.items)
         return {
             "total": total,
@@ -329,7 +328,7 @@ class Handoffs:
             "skip_reasons": dict(sorted(skip_reasons.items())),
             "pending": {
                 "count": by_state[PENDING],
-                "oldest_age_s": None if oldest is None else num((as_of - oldest).total_seconds()),
+                "oldest_age_s": None if oldest is None else num(seconds(micros(as_of) - oldest)),
             },
             "stale_claims": stale,
             "latency_s": {key: summary(values) for key, values in self.latency.items()},
@@ -368,14 +367,14 @@ class Handoffs:
         if (h.state == PENDING) != (state == PENDING):
             self._account(h.account).pending += 1 if state == PENDING else -1
         h.state = state
-        h.last_at = at
+        h.last_us = micros(at)
 
     def _created(self, ev: HandoffCreated, line: int, at: datetime) -> FoldResult:
         if ev.handoff_id in self.items:
             return Rejected(f"handoff {ev.handoff_id} already created (line {self.items[ev.handoff_id].line})")
-        deadline = None if ev.deadline is None else parse_time(ev.deadline)
+        deadline = None if ev.deadline is None else micros(parse_time(ev.deadline))
         self.items[ev.handoff_id] = Handoff(
-            ev.account, at, line, deadline, ev.importance, ev.repo, ev.branch, ev.head, last_at=at
+            ev.account, micros(at), line, deadline, ev.importance, ev.repo, ev.branch, ev.head, last_us=micros(at)
         )
         self._account(ev.account).pending += 1
         return None
@@ -385,14 +384,14 @@ class Handoffs:
         if isinstance(h, Rejected):
             return h
         h.local_started = True
-        h.last_at = at
+        h.last_us = micros(at)
         return None
 
     def _local_start_failed(self, ev: LocalStartFailed, line: int, at: datetime) -> FoldResult:
         h = self._fits(ev, ev.handoff_id)
         if isinstance(h, Rejected):
             return h
-        h.last_at = at
+        h.last_us = micros(at)
         return None
 
     def _claimed(self, ev: Claimed, line: int, at: datetime) -> FoldResult:
@@ -403,8 +402,8 @@ class Handoffs:
         h.attempt = ev.attempt
         h.watcher = ev.watcher
         h.reason = None
-        if h.first_claimed_at is None:
-            h.first_claimed_at = at
+        if h.first_claimed_us is None:
+            h.first_claimed_us = micros(at)
         return None
 
     def _released(self, ev: Released, line: int, at: datetime) -> FoldResult:
@@ -421,10 +420,10 @@ class Handoffs:
         if isinstance(h, Rejected):
             return h
         self._move(h, REQUESTED, at)
-        if h.first_requested_at is None:
-            h.first_requested_at = at
-            if h.first_claimed_at is not None:
-                self.latency["claimed_to_requested"].append((at - h.first_claimed_at).total_seconds())
+        if h.first_requested_us is None:
+            h.first_requested_us = micros(at)
+            if h.first_claimed_us is not None:
+                self.latency["claimed_to_requested"].append(seconds(h.first_requested_us - h.first_claimed_us))
         return None
 
     def _resume_failed(self, ev: ResumeFailed, line: int, at: datetime) -> FoldResult:
@@ -444,9 +443,10 @@ class Handoffs:
         if isinstance(h, Rejected):
             return h
         self._move(h, RETURNED, at)
-        self.latency["created_to_returned"].append((at - h.created_at).total_seconds())
-        if h.first_requested_at is not None:
-            self.latency["requested_to_verified"].append((at - h.first_requested_at).total_seconds())
+        now = micros(at)
+        self.latency["created_to_returned"].append(seconds(now - h.created_us))
+        if h.first_requested_us is not None:
+            self.latency["requested_to_verified"].append(seconds(now - h.first_requested_us))
         return None
 
     def _conflict(self, ev: Conflict, line: int, at: datetime) -> FoldResult:

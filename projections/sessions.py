@@ -41,9 +41,11 @@ Where the spec is silent (the lead's decisions, and this module's):
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final
+
+import msgspec
 
 from eventlog.events import (
     CheckpointCommitted,
@@ -91,8 +93,7 @@ INCOMPATIBLE_CHECKPOINT: Final = "incompatible_checkpoint"
 OUTCOME_UNKNOWN: Final = "outcome_unknown"
 
 
-@dataclass(slots=True)
-class Session:
+class Session(msgspec.Struct):
     """One session's state (the dump item, plus what the rules need)."""
 
     admission_state: str = ADMITTED
@@ -104,15 +105,15 @@ class Session:
     revision: int = 0
     resumable: bool = False
     #: Unknown turn -> line of its latest ``turn_finished`` ``outcome_unknown``.
-    unknown: dict[str, int] = field(default_factory=dict)
+    unknown: dict[str, int] = msgspec.field(default_factory=dict)
     #: Turn -> its place in the turn order (0, 1, ...).
-    turns: dict[str, int] = field(default_factory=dict)
+    turns: dict[str, int] = msgspec.field(default_factory=dict)
     #: Place of the last turn the checkpoint covers; None: no checkpoint (or dropped).
     covered: int | None = None
     #: Line of the latest ``execution_gone``; 0: none yet.
     gone_line: int = 0
     #: Idempotency key -> the first receipt's result.
-    keys: dict[str, str] = field(default_factory=dict)
+    keys: dict[str, str] = msgspec.field(default_factory=dict)
 
     def item(self) -> dict[str, Any]:
         """The dump's item for this session."""

@@ -394,7 +394,7 @@ _EVENTS = st.one_of(
 
 
 def _state(h: Handoffs) -> dict[str, Any]:
-    return {k: v for k, v in vars(h).items() if k not in ("_last_text", "_last_at")}
+    return dict(vars(h))
 
 
 @settings(max_examples=150, deadline=None)

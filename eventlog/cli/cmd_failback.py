@@ -66,6 +66,7 @@ import msgspec
 from eventlog.appender import AppendError, Conflict, EventLog
 from eventlog.cli.common import dumps, error
 from eventlog.probe import EXPECTED, classify
+from projections.base import micros, seconds
 from projections.handoffs import GUESSED, Handoff, Handoffs
 
 Clock = Callable[[], datetime]
@@ -308,7 +309,7 @@ def _pass(
     released: set[str] = set()
     for hid in stale["retryable"]:
         item = h.items[hid]
-        age = (clock() - item.last_at).total_seconds()
+        age = seconds(micros(clock()) - item.last_us)
         reason = f"stale claim: {item.watcher} sent no resume_requested in {age:.0f}s (attempt {item.attempt})"
         if append([{"type": "released", "ts": stamp(), "handoff_id": hid, "reason": reason}]):
             released.add(hid)
