@@ -60,7 +60,8 @@ class Replay:
         line = self.line
         last_seq = reader.last_seq
         events = 0
-        last: tuple[Event, datetime] | None = None
+        last_ev: Event | None = None
+        last_at: datetime | None = None
         self.torn_tail = False
         for lines, end, torn in iter_blocks(f, self.offset):
             if torn:
@@ -75,12 +76,12 @@ class Replay:
                     at: datetime | str | None = fromiso(ev.ts) if cls not in timed else reader.times(ev)
                 except Exception:  # noqa: BLE001 - named by the slow path below
                     at = None
-                if (
+                if (  # `ev` is only looked at once `at` proved the line decoded
                     isinstance(at, datetime)
                     and at.tzinfo is not None
                     and ev.v == 1
                     and cls not in versioned
-                    and (ev.seq or line) > last_seq
+                    and (ev.seq or line) > last_seq  # seq is >= 1 when given
                 ):
                     last_seq = ev.seq or line
                 else:
@@ -97,15 +98,15 @@ class Replay:
                     ev, at = decoded
                 fold(ev, line, at)
                 events += 1
-                last = (ev, at)
+                last_ev, last_at = ev, at
             self.offset = end
             if progress is not None:
                 progress(line, end)
         reader.last_seq = last_seq
         self.line = line
         self.events += events
-        if last is not None:
-            self.last_ts, self.last_at = last[0].ts, last[1]
+        if last_ev is not None:
+            self.last_ts, self.last_at = last_ev.ts, last_at
 
     def apply(self, ev: Event, at: datetime) -> FoldResult:
         """Fold one event that is about to be written as the next line."""
