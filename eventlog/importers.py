@@ -224,24 +224,28 @@ class Known:
 
 def known(path: str, assume_tz: tzinfo | None = None) -> Known:
     """Read the registrations and markers of the log at ``path`` (absent: nothing known)."""
-    out = Known()
     if not os.path.exists(path):
-        return out
-    reader = Reader(assume_tz)
+        return Known()
     with open(path, "rb") as f:
-        for number, (raw, _end, complete) in enumerate(iter_lines(f), 1):
-            if not complete:
-                break
-            decoded = reader.decode(raw, number)
-            if isinstance(decoded, str):
-                continue
-            ev, at = decoded
-            if isinstance(ev, JobRegistered):
-                out.registrations[ev.label] = _registration_key(ev.guarded, ev.calendar, ev.interval_s)
-            elif isinstance(ev, JobSkipped | JobRan):
-                kind = "job_skipped" if isinstance(ev, JobSkipped) else "job_ran"
-                out.markers.add((kind, ev.label, instant(at)))
-                out.latest[ev.label] = instant(at)
+        return known_lines(((n, raw) for n, (raw, _end, complete) in enumerate(iter_lines(f), 1) if complete),
+                           assume_tz)
+
+
+def known_lines(lines: Iterable[tuple[int, bytes]], assume_tz: tzinfo | None = None) -> Known:
+    """The registrations and markers of a log's numbered complete lines (a file's or a stream's)."""
+    out = Known()
+    reader = Reader(assume_tz)
+    for number, raw in lines:
+        decoded = reader.decode(raw, number)
+        if isinstance(decoded, str):
+            continue
+        ev, at = decoded
+        if isinstance(ev, JobRegistered):
+            out.registrations[ev.label] = _registration_key(ev.guarded, ev.calendar, ev.interval_s)
+        elif isinstance(ev, JobSkipped | JobRan):
+            kind = "job_skipped" if isinstance(ev, JobSkipped) else "job_ran"
+            out.markers.add((kind, ev.label, instant(at)))
+            out.latest[ev.label] = instant(at)
     return out
 
 

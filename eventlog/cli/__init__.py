@@ -15,9 +15,9 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from eventlog.cli import append, cmd_catchup, cmd_failback, cmd_lanes, cmd_sessions, live, replay
+from eventlog.cli import append, cmd_catchup, cmd_failback, cmd_lanes, cmd_sessions, live, replay, transfer
 
-COMMANDS = (replay, append, live, cmd_failback, cmd_lanes, cmd_catchup, cmd_sessions)
+COMMANDS = (replay, append, live, cmd_failback, cmd_lanes, cmd_catchup, cmd_sessions, transfer)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,4 +1,7 @@
-"""``eventlog append`` (events from stdin, all or none) and ``eventlog schema``."""
+"""``eventlog append`` (events from stdin, all or none) and ``eventlog schema``.
+
+LOG is a file or a ``nats://HOST:PORT/STREAM`` JetStream stream (:mod:`eventlog.logs`).
+"""
 
 from __future__ import annotations
 
@@ -8,9 +11,10 @@ from typing import Any
 
 import msgspec
 
-from eventlog.appender import AppendError, EventLog
+from eventlog.appender import AppendError
 from eventlog.cli.common import dumps, error
 from eventlog.events import schema
+from eventlog.logs import LogUnavailable, open_log
 from eventlog.reader import MAX_LINE_BYTES, TOO_LONG, describe_bad_json, iter_lines
 
 
@@ -58,9 +62,11 @@ def run(args: argparse.Namespace) -> int:
             error(problem)
         return 2
     try:
-        result = EventLog(args.log).append(
-            objs, expect_revision=args.expect_revision, check=args.check, fsync=args.fsync
-        )
+        with open_log(args.log) as log:
+            result = log.append(objs, expect_revision=args.expect_revision, check=args.check, fsync=args.fsync)
+    except LogUnavailable as err:
+        error(str(err))
+        return 2
     except AppendError as err:
         for message in err.messages:
             error(f"{args.log}: stdin {message}" if message.startswith("line ") else f"{args.log}: {message}")

@@ -46,8 +46,9 @@ from datetime import datetime
 from typing import Any
 
 from eventlog import importers
-from eventlog.appender import AppendError, EventLog
+from eventlog.appender import AppendError
 from eventlog.cli.common import UsageError, dumps, error, parse_at, zone
+from eventlog.logs import Log, LogUnavailable, is_url, lock_path, open_log
 from projections.runner import Runner
 
 #: Spec section 5: a re-run over this is killed.
@@ -140,8 +141,11 @@ def _killpg(pgid: int, sig: int) -> None:
 
 @contextmanager
 def runner_lock(log: str, name: str, *, wait: bool) -> Iterator[bool]:
-    """Hold ``LOG.<name>.lock`` exclusively; yields False when ``wait`` is off and another holds it."""
-    fd = os.open(f"{log}.{name}.lock", os.O_RDWR | os.O_CREAT, 0o640)
+    """Hold ``LOG.<name>.lock`` exclusively; yields False when ``wait`` is off and another holds it.
+
+    For a ``nats://`` LOG the lock file is on this host only (:func:`eventlog.logs.lock_path`).
+    """
+    fd = os.open(lock_path(log, name), os.O_RDWR | os.O_CREAT, 0o640)
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -153,7 +157,7 @@ def runner_lock(log: str, name: str, *, wait: bool) -> Iterator[bool]:
         os.close(fd)
 
 
-def state_of(log: EventLog) -> Runner:
+def state_of(log: Log) -> Runner:
     """The projections of the whole log."""
     folder = log.state().folder
     assert isinstance(folder, Runner)
@@ -218,9 +222,12 @@ def run_catchup(args: argparse.Namespace) -> int:
                 raise UsageError("--probe-cmd and --kick-cmd are needed (or --dry-run)")
             probe_argv = command(args.probe_cmd, "--probe-cmd")
             kick_argv = command(args.kick_cmd, "--kick-cmd")
-        if not os.path.isfile(args.log):
+        if not log_exists(args.log):
             raise UsageError(f"cannot read {args.log}: no such log file")
     except UsageError as err:
+        error(str(err))
+        return 2
+    except LogUnavailable as err:
         error(str(err))
         return 2
     try:
@@ -252,7 +259,17 @@ def _catchup(
     probe_argv: list[str] | None,
     kick_argv: list[str] | None,
 ) -> int:
-    log = EventLog(args.log)
+    with open_log(args.log) as log:
+        return _catchup_on(log, args, at, probe_argv, kick_argv)
+
+
+def _catchup_on(
+    log: Log,
+    args: argparse.Namespace,
+    at: tuple[datetime, str] | None,
+    probe_argv: list[str] | None,
+    kick_argv: list[str] | None,
+) -> int:
     when, when_text = at or _now_pair()
     state = state_of(log).catchup
     labels = [c.label for c in state.candidates(when)]
@@ -354,7 +371,7 @@ def run_import_launchd(args: argparse.Namespace) -> int:
         error(problem)
     try:
         with runner_lock(args.log, "import", wait=True):  # two imports at once do not add the same twice
-            new = importers.new_registrations(events, importers.known(args.log))
+            new = importers.new_registrations(events, known(args.log))
             status = _append(args.log, new)
     except OSError as err:
         error(f"cannot read {args.log}: {err.strerror or err}")
@@ -392,7 +409,7 @@ def run_import_quota_log(args: argparse.Namespace) -> int:
         error(problem)
     try:
         with runner_lock(args.log, "import", wait=True):
-            plan = importers.new_markers(events, importers.known(args.log))
+            plan = importers.new_markers(events, known(args.log))
             status = _append(args.log, plan.new)
     except OSError as err:
         error(f"cannot read {args.log}: {err.strerror or err}")
@@ -409,11 +426,28 @@ def run_import_quota_log(args: argparse.Namespace) -> int:
     return 1 if problems else 0
 
 
+def known(target: str) -> importers.Known:
+    """What the log (a file or a stream; absent: nothing) already holds, for an import."""
+    if not is_url(target):
+        return importers.known(target)
+    with open_log(target) as log:
+        if not log.exists():
+            return importers.Known()
+        return importers.known_lines(log.lines())
+
+
+def log_exists(target: str) -> bool:
+    """Whether the log a LOG argument names is there (raises LogUnavailable when that cannot be told)."""
+    with open_log(target) as log:
+        return log.exists()
+
+
 def _append(path: str, events: list[dict[str, Any]]) -> int:
     if not events:
         return 0
     try:
-        EventLog(path).append(events)
+        with open_log(path) as log:
+            log.append(events)
     except AppendError as err:
         for message in err.messages:
             error(message)
@@ -421,4 +455,4 @@ def _append(path: str, events: list[dict[str, Any]]) -> int:
     return 0
 
 
-__all__ = ["Ran", "command", "now_local", "register", "run_bounded", "runner_lock", "state_of"]
+__all__ = ["Ran", "command", "known", "log_exists", "now_local", "register", "run_bounded", "runner_lock", "state_of"]

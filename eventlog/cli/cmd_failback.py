@@ -63,8 +63,9 @@ from typing import Any, Literal
 
 import msgspec
 
-from eventlog.appender import AppendError, Conflict, EventLog
+from eventlog.appender import AppendError, Conflict
 from eventlog.cli.common import dumps, error
+from eventlog.logs import Log, LogUnavailable, is_url, open_log
 from eventlog.probe import EXPECTED, classify
 from projections.base import micros, seconds
 from projections.handoffs import GUESSED, Handoff, Handoffs
@@ -154,6 +155,15 @@ def _check(opts: Options) -> None:
         raise ValueError("--max-inflight must not be negative")
     if not opts.expected:
         raise ValueError("--expect is empty")
+    if is_url(opts.log):
+        try:
+            with open_log(opts.log) as log:
+                there = log.exists()
+        except LogUnavailable as err:
+            raise ValueError(str(err)) from err
+        if not there:
+            raise ValueError(f"cannot read {opts.log}: no such stream")
+        return
     if os.path.isdir(opts.log):
         raise ValueError(f"{opts.log} is a directory, not a log file")
     if not os.path.isfile(opts.log):
@@ -248,7 +258,18 @@ class _Stop(Exception):
 
 def run_pass(opts: Options, clock: Clock = _local_now) -> Report:
     """One watcher pass over ``opts.log`` (see the module docstring); never raises on a refused append."""
-    log = EventLog(opts.log)
+    try:
+        log = open_log(opts.log)
+    except LogUnavailable as err:
+        report = Report(opts.watcher, clock().isoformat(timespec="milliseconds"))
+        report.errors.append(str(err))
+        report.write_failed = True
+        return report
+    with log:
+        return _run_pass(opts, log, clock)
+
+
+def _run_pass(opts: Options, log: Log, clock: Clock) -> Report:
 
     def stamp() -> str:
         return clock().isoformat(timespec="milliseconds")
@@ -288,7 +309,7 @@ def run_pass(opts: Options, clock: Clock = _local_now) -> Report:
 
 def _pass(
     opts: Options,
-    log: EventLog,
+    log: Log,
     stamp: Callable[[], str],
     clock: Clock,
     append: Callable[[list[dict[str, Any]]], bool],
@@ -356,7 +377,7 @@ def _pass(
 
 def _env(opts: Options, values: dict[str, str]) -> dict[str, str]:
     env = dict(os.environ)
-    env["FAILBACK_LOG"] = os.path.abspath(opts.log)
+    env["FAILBACK_LOG"] = opts.log if is_url(opts.log) else os.path.abspath(opts.log)
     env["FAILBACK_WATCHER"] = opts.watcher
     for name, value in values.items():
         env["FAILBACK_" + name.upper()] = value

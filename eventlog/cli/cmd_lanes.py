@@ -30,12 +30,12 @@ are never stalled, so never resumed.
 from __future__ import annotations
 
 import argparse
-import os
 from typing import Any
 
-from eventlog.appender import AppendError, EventLog
-from eventlog.cli.cmd_catchup import command, now_local, run_bounded, runner_lock, state_of
+from eventlog.appender import AppendError
+from eventlog.cli.cmd_catchup import command, log_exists, now_local, run_bounded, runner_lock, state_of
 from eventlog.cli.common import UsageError, dumps, error, parse_at, replay_log, zone
+from eventlog.logs import Log, LogUnavailable, open_log
 from projections.runner import Runner
 
 #: How long CMD may take to enqueue one resume.
@@ -96,9 +96,9 @@ def run_lanes(args: argparse.Namespace) -> int:
     """``eventlog lanes``: see the module's docstring."""
     try:
         argv = command(args.enqueue_cmd, "--enqueue-cmd")
-        if not os.path.isfile(args.log):
+        if not log_exists(args.log):
             raise UsageError(f"cannot read {args.log}: no such log file")
-    except UsageError as err:
+    except (UsageError, LogUnavailable) as err:
         error(str(err))
         return 2
     try:
@@ -114,7 +114,11 @@ def run_lanes(args: argparse.Namespace) -> int:
 
 
 def _lanes(args: argparse.Namespace, argv: list[str]) -> int:
-    log = EventLog(args.log)
+    with open_log(args.log) as log:
+        return _lanes_on(log, args, argv)
+
+
+def _lanes_on(log: Log, args: argparse.Namespace, argv: list[str]) -> int:
     checked_at = now_local().isoformat()
     log.append([{"type": "lane_check", "ts": checked_at}])
     lanes = state_of(log).lanes

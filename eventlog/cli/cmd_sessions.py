@@ -18,12 +18,12 @@ which decisions would be accepted now.
 from __future__ import annotations
 
 import argparse
-import os
 from datetime import datetime
 from typing import Any
 
 from eventlog.appender import AppendError, EventLog
 from eventlog.cli.common import UsageError, dumps, error, parse_at, replay_log, zone
+from eventlog.logs import Log, LogUnavailable, open_log
 from eventlog.replay import BadLine
 from projections.sessions import (
     CLOSED,
@@ -72,7 +72,7 @@ def register(sub: Any) -> None:
 
 
 def decide(
-    log: EventLog,
+    log: Log | EventLog,
     session_id: str,
     decision: str,
     *,
@@ -108,13 +108,23 @@ def decide(
 
 def run_decide(args: argparse.Namespace) -> int:
     """``eventlog decide``: exit 0 accepted, 3 refused, 2 bad input."""
-    if not os.path.isfile(args.log):
-        error(f"{args.log}: no such log file")
+    try:
+        log = open_log(args.log)
+        there = log.exists()
+    except LogUnavailable as err:
+        error(str(err))
         return 2
-    if not args.idempotency_key or not args.reason.strip():
-        error("--idempotency-key and --reason must not be empty")
-        return 2
-    log = EventLog(args.log)
+    with log:
+        if not there:
+            error(f"{args.log}: no such log file")
+            return 2
+        if not args.idempotency_key or not args.reason.strip():
+            error("--idempotency-key and --reason must not be empty")
+            return 2
+        return _decide(log, args)
+
+
+def _decide(log: Log, args: argparse.Namespace) -> int:
     try:
         before = log.state().folder.sessions  # type: ignore[attr-defined]
         if args.session not in before.sessions:

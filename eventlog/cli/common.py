@@ -10,6 +10,7 @@ from datetime import datetime, tzinfo
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from eventlog.logs import is_url, open_log
 from eventlog.replay import Progress, Replay
 from projections.runner import Runner
 
@@ -52,18 +53,13 @@ def replay_log(
     runner: Runner | None = None,
     show_progress: bool = True,
 ) -> Replay:
-    """Replay one log file from empty state (raises OSError when it cannot be read)."""
-    if os.path.isdir(path):
-        raise IsADirectoryError(21, "is a directory", path)
-    replay = Replay(runner if runner is not None else Runner(), assume_tz)
-    with open(path, "rb") as f:
-        progress = terminal_progress(path, os.fstat(f.fileno()).st_size) if show_progress else None
-        try:
-            replay.feed(f, progress=progress, strict=strict)
-        finally:
-            if progress is not None:
-                progress(-1, 0)
-    return replay
+    """Replay one log (a file or a ``nats://`` stream) from empty state (raises OSError when it cannot be read)."""
+    with open_log(path) as log:
+        progress = None
+        if show_progress and not is_url(path) and os.path.isfile(path):
+            progress = terminal_progress(path, os.path.getsize(path))
+        return log.replay(assume_tz=assume_tz, strict=strict, runner=runner if runner is not None else Runner(),
+                          progress=progress)
 
 
 def terminal_progress(label: str, total: int) -> Progress | None:

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from eventlog.cli.common import UsageError, dumps, error, parse_at, replay_log, zone
 from eventlog.events import KEY_FIELDS, type_name
 from eventlog.follow import Follower, follow, write_atomic
+from eventlog.logs import is_url, open_log
 from eventlog.prom import exposition
-from eventlog.reader import Reader, iter_lines
+from eventlog.reader import Reader
 from projections.runner import Runner
 
 
@@ -50,9 +52,26 @@ def run_follow(args: argparse.Namespace) -> int:
         if args.prom:
             write_atomic(args.prom, exposition(dump))
 
+    if is_url(args.log):
+        return _follow_stream(args, write)
     follower = Follower(args.log, Runner, args.snapshot)
     try:
         follow(follower, write, lambda note: error(note))
+    except OSError as err:
+        error(f"cannot follow {args.log}: {err}")
+        return 2
+    return 0
+
+
+def _follow_stream(args: argparse.Namespace, write: Callable[[Any], None]) -> int:
+    """Follow a JetStream stream with an ordered consumer (:func:`eventlog.jetstream.follow`)."""
+    try:
+        from eventlog.jetstream import JetStreamLog, StreamFollower
+        from eventlog.jetstream import follow as follow_stream
+
+        with open_log(args.log, Runner) as log:
+            assert isinstance(log, JetStreamLog)
+            follow_stream(StreamFollower(log, args.snapshot), write, lambda note: error(note))
     except OSError as err:
         error(f"cannot follow {args.log}: {err}")
         return 2
@@ -143,13 +162,11 @@ def _seconds(value: float | None) -> str:
 
 
 def lines_of(path: str, ident: str, assume_tz: Any = None) -> list[dict[str, Any]]:
-    """Every line of ``path`` whose event names ``ident`` in its stream key field, with its line number."""
+    """Every line of ``path`` (a file or a stream) whose event names ``ident`` in its stream key field."""
     found: list[dict[str, Any]] = []
     reader = Reader(assume_tz)
-    with open(path, "rb") as f:
-        for n, (raw, _end, complete) in enumerate(iter_lines(f), 1):
-            if not complete:
-                break
+    with open_log(path) as log:
+        for n, raw in log.lines():
             decoded = reader.decode(raw, n)
             if isinstance(decoded, str):
                 continue

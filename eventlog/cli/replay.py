@@ -1,4 +1,8 @@
-"""``eventlog replay`` (and ``tools/replay``): dumps, checks, and the lane-check records."""
+"""``eventlog replay`` (and ``tools/replay``): dumps, checks, and the lane-check records.
+
+A LOG is a file or a ``nats://HOST:PORT/STREAM`` JetStream stream; a stream's dump is
+the same as its file's would be (its ``torn_tail`` is always false).
+"""
 
 from __future__ import annotations
 
@@ -10,6 +14,7 @@ from typing import Any
 
 from eventlog import snapshot
 from eventlog.cli.common import UsageError, dumps, error, parse_at, replay_log, zone
+from eventlog.logs import is_url, open_log
 from eventlog.replay import BadLine, Replay
 from projections.runner import Runner
 
@@ -84,6 +89,13 @@ def run(args: argparse.Namespace) -> int:
 
 def replay_from_snapshot(path: str, snap: str, tz: tzinfo | None, strict: bool) -> Replay:
     """Replay ``path`` from the snapshot when it matches (else from the start), then save the snapshot."""
+    if is_url(path):
+        from eventlog.jetstream import JetStreamLog
+        from eventlog.jetstream import replay_from_snapshot as from_stream
+
+        with open_log(path) as log:
+            assert isinstance(log, JetStreamLog)
+            return from_stream(log, snap, tz, strict, error)
     with open(path, "rb") as f:
         fresh = Replay(Runner(), tz)
         replay, why = snapshot.load(snap, f, snapshot.folder_version(fresh))

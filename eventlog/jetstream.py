@@ -1,0 +1,1132 @@
+"""The log on NATS JetStream: the same events, one subject per stream, checked appends.
+
+A LOG of the form ``nats://[USER:PASS@]HOST:PORT[,HOST:PORT...]/STREAM[?prefix=P&replicas=N&timeout=S]``
+names a JetStream stream. This module is imported only for such a LOG, so
+``nats-py`` is needed only then (the ``nats`` extra).
+
+The mapping (docs: README, "When to move from a file to JetStream, and how"):
+
+- **Subjects.** An event goes to ``<prefix>.<kind>.<id>`` where ``kind`` names
+  its stream key: ``handoff`` (``handoff_id``), ``account``, ``product``,
+  ``label``, ``session`` (``session_id``). An event with no stream key
+  (``lane_check``, ``watcher_run``, ``circuit_*``, ...) goes to ``<prefix>.log``;
+  a line that is not an event (only ``import-log`` writes those) goes to
+  ``<prefix>.bad``. The stream takes ``<prefix>.>``; ``prefix`` is ``events``
+  unless the URL says otherwise (an existing stream's own prefix is read
+  from its configuration).
+- **Ids in subjects** (:func:`encode_id`): every byte of the UTF-8 id other
+  than ``A-Z a-z 0-9 - _`` is written ``%XX`` (upper-case hex), so ``.``,
+  ``*``, ``>``, spaces and ``%`` itself never reach the subject; the empty id
+  is ``%``. The mapping is one to one (:func:`decode_id` undoes it).
+- **Bodies.** The message body is the event's JSON object, the same schema as
+  a file line. The stream sequence IS the event's ``seq`` and its line
+  number: an appended body carries no ``seq`` and the reader gives it the
+  stream sequence. A body that carries ``seq`` (imported from a file) keeps it,
+  so an imported log replays exactly as its file. A newline in a body reads as
+  a space (a line cannot hold one).
+- **Reading** is bounded: an ordered consumer (``nats-py``'s ``ordered_consumer``)
+  from a sequence up to the stream's last sequence when the read started;
+  a few messages are fetched one by one from the stream leader instead.
+- **Checked appends.** The state is the replay of the stream (kept in memory
+  by a :class:`JetStreamLog` and caught up from where it stopped). The events
+  are checked against it with the same projections as a file append, then
+  published with ``Nats-Expected-Last-Subject-Sequence`` = the last sequence
+  on the event's subject (0 if none) when the append checks the transition or
+  expects a revision; events with no stream key carry no expectation (no rule
+  refuses them). JetStream refuses a publish whose subject moved meanwhile
+  (error 10071, or 10164 in a batch): that is a lost race. The append then
+  re-reads and re-checks against the new state, as a file writer does once it
+  gets the lock: the check refuses what no longer fits (:class:`Conflict`),
+  else it is published again; after :data:`MAX_RACES` lost races in a row it
+  gives up with :class:`Conflict`.
+- **Batches** of several events are all or nothing: an atomic batch
+  (``Nats-Batch-Id``/``-Sequence``/``-Commit``, nats-server 2.12+, stream
+  ``allow_atomic``, at most 1000 events). The expectation goes on the first
+  message of each subject in the batch. A batch whose commit is not
+  acknowledged in time may or may not be stored (:class:`AppendError` says so).
+- ``fsync`` is the server's business (its ``sync_interval``); ``torn_tail`` is
+  always false (a message is whole or absent).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import hashlib
+import json
+import os
+import pickle
+import random
+import re
+import sys
+import threading
+import time
+import uuid
+from collections import deque
+from collections.abc import Callable, Coroutine, Iterable, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime, tzinfo
+from types import TracebackType
+from typing import IO, Any, TypeVar
+from urllib.parse import parse_qs, unquote
+
+import msgspec
+import nats
+import nats.errors
+from nats.aio.client import Client
+from nats.aio.msg import Msg
+from nats.js import JetStreamContext
+from nats.js.api import ConsumerConfig, DeliverPolicy, StorageType, StreamConfig, StreamInfo
+from nats.js.errors import APIError, NotFoundError
+
+from eventlog.appender import AppendError, AppendResult, BadInput, Conflict
+from eventlog.events import KEY_FIELDS, Event, stream_of, type_name
+from eventlog.fold import Folder, Rejected
+from eventlog.logs import LogUnavailable
+from eventlog.reader import Reader, check_object, iter_lines, validate_object
+from eventlog.replay import BadLine, Progress, Replay
+
+T = TypeVar("T")
+
+#: The subject kind of each stream key field.
+KINDS: dict[str, str] = {
+    "handoff_id": "handoff",
+    "account": "account",
+    "product": "product",
+    "label": "label",
+    "session_id": "session",
+}
+assert tuple(KINDS) == KEY_FIELDS
+
+DEFAULT_PREFIX = "events"
+#: JetStream error codes of a publish whose expected last (subject) sequence did not hold.
+LOST_RACE_CODES = frozenset({10071, 10164})
+#: Lost races in a row before an append gives up with Conflict.
+MAX_RACES = 16
+#: The server's limit on the messages of one atomic batch.
+MAX_BATCH = 1000
+#: Fewer messages than this are fetched one by one instead of through a consumer.
+FEW = 32
+#: Messages read per consumer.
+CHUNK = 50_000
+
+_SAFE = re.compile(r"[A-Za-z0-9_-]+")
+_SAFE_BYTES = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
+_TOKEN = re.compile(r"[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*")
+_STREAM_NAME = re.compile(r"[A-Za-z0-9_-]{1,255}")
+_encoder = msgspec.json.Encoder()
+_untyped = msgspec.json.Decoder()
+
+EXPECTED_LAST_SUBJECT_SEQUENCE = "Nats-Expected-Last-Subject-Sequence"
+EXPECTED_LAST_SEQUENCE = "Nats-Expected-Last-Sequence"
+BATCH_ID = "Nats-Batch-Id"
+BATCH_SEQUENCE = "Nats-Batch-Sequence"
+BATCH_COMMIT = "Nats-Batch-Commit"
+
+
+# --- the URL and the subjects ------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where a stream is: servers, stream name, subject prefix, replicas for a new stream, timeout."""
+
+    servers: tuple[str, ...]
+    stream: str
+    prefix: str | None
+    replicas: int = 1
+    timeout: float = 10.0
+
+
+def parse_url(url: str) -> Target:
+    """Parse ``nats://[USER:PASS@]HOST:PORT[,HOST:PORT...]/STREAM[?prefix=P&replicas=N&timeout=S]``."""
+    if not url.startswith("nats://"):
+        raise ValueError("not a nats:// URL")
+    rest = url[len("nats://"):]
+    rest, _, query = rest.partition("?")
+    netloc, slash, path = rest.partition("/")
+    stream = unquote(path)
+    if not slash or not stream:
+        raise ValueError("no stream: write nats://HOST:PORT/STREAM")
+    if not _STREAM_NAME.fullmatch(stream):
+        raise ValueError(f"stream name {stream!r}: use letters, digits, - and _ only")
+    userinfo, at, hosts = netloc.rpartition("@")
+    if not hosts:
+        raise ValueError("no server: write nats://HOST:PORT/STREAM")
+    servers = []
+    for host in hosts.split(","):
+        if not host:
+            raise ValueError("an empty server in the list")
+        servers.append(f"nats://{userinfo}{at}{host}")
+    params = {k: v[-1] for k, v in parse_qs(query, keep_blank_values=True, strict_parsing=False).items()}
+    unknown = set(params) - {"prefix", "replicas", "timeout"}
+    if unknown:
+        raise ValueError(f"unknown option(s) {', '.join(sorted(unknown))} (known: prefix, replicas, timeout)")
+    prefix = params.get("prefix")
+    if prefix is not None and not _TOKEN.fullmatch(prefix):
+        raise ValueError(f"prefix {prefix!r}: dot-separated tokens of letters, digits, - and _")
+    try:
+        replicas = int(params.get("replicas", "1"))
+        timeout = float(params.get("timeout", "10"))
+    except ValueError as err:
+        raise ValueError(f"replicas or timeout: {err}") from None
+    if not 1 <= replicas <= 5:
+        raise ValueError("replicas must be 1 to 5")
+    if not 0 < timeout <= 3600:
+        raise ValueError("timeout must be more than 0 seconds")
+    return Target(tuple(servers), stream, prefix, replicas, timeout)
+
+
+def encode_id(value: str) -> str:
+    """An id as one subject token: bytes outside ``A-Z a-z 0-9 - _`` as ``%XX``; the empty id as ``%``."""
+    if not value:
+        return "%"
+    if _SAFE.fullmatch(value):
+        return value
+    return "".join(chr(b) if b in _SAFE_BYTES else f"%{b:02X}" for b in value.encode("utf-8", "surrogatepass"))
+
+
+def decode_id(text: str) -> str:
+    """The id an :func:`encode_id` token stands for."""
+    if text == "%":
+        return ""
+    return unquote(text, errors="surrogatepass")
+
+
+def subject_of(prefix: str, ev: Event) -> str:
+    """``<prefix>.<kind>.<id>`` of the event's stream, or ``<prefix>.log`` when it has none."""
+    key = stream_of(ev)
+    if key is None:
+        return f"{prefix}.log"
+    return f"{prefix}.{KINDS[key[0]]}.{encode_id(key[1])}"
+
+
+# --- folding messages -------------------------------------------------------------------
+
+
+@dataclass
+class StreamState:
+    """A stream folded up to ``read_to``: the replay, the stream's identity, the last sequence of each subject."""
+
+    replay: Replay
+    created: str | None = None
+    read_to: int = 0
+    subjects: dict[str, int] = field(default_factory=dict)
+
+    def fold(self, seq: int, subject: str, data: bytes, strict: bool = False) -> None:
+        """Fold one message: its sequence is its line number and, when the body has none, its ``seq``."""
+        replay = self.replay
+        raw = data.replace(b"\n", b" ") if b"\n" in data else data
+        replay.line = seq
+        decoded = replay.reader.decode(raw, seq)
+        if isinstance(decoded, str):
+            if strict:
+                raise BadLine(seq, decoded)
+            replay.bad_lines.append({"line": seq, "reason": decoded})
+        else:
+            ev, at = decoded
+            if ev.seq is None:
+                ev.seq = seq
+            replay.folder.fold(ev, seq, at)
+            replay.events += 1
+            replay.last_ts = ev.ts
+            replay.last_at = at
+        self.subjects[subject] = seq
+        self.read_to = seq
+
+
+def _copy(replay: Replay) -> Replay:
+    copied: Replay = pickle.loads(pickle.dumps(replay, protocol=pickle.HIGHEST_PROTOCOL))  # noqa: S301 - our own bytes
+    return copied
+
+
+def _default_folder() -> Folder:
+    from projections.runner import Runner  # the same projections as a file log's
+
+    return Runner()
+
+
+class _LostRace(Exception):
+    """A publish refused because the subject moved since the state was read."""
+
+
+class _NoAtomic(Exception):
+    """The stream does not take atomic batches."""
+
+
+def _position(reply: str) -> tuple[int, int]:
+    """The stream sequence and the pending count from a JetStream ack subject (both layouts)."""
+    tokens = reply.split(".")
+    if len(tokens) == 9:  # $JS.ACK.<stream>.<consumer>.<delivered>.<sseq>.<cseq>.<ts>.<pending>
+        return int(tokens[5]), int(tokens[8])
+    # $JS.ACK.<domain>.<hash>.<stream>.<consumer>.<delivered>.<sseq>.<cseq>.<ts>.<pending>[.<token>]
+    return int(tokens[7]), int(tokens[10])
+
+
+# --- the log --------------------------------------------------------------------------------
+
+
+class JetStreamLog:
+    """A log that is a JetStream stream; the same API as :class:`eventlog.logs.FileLog`.
+
+    The connection runs on a private event loop in a background thread, so the
+    methods are plain blocking calls; one thread at a time may use an object.
+    ``before_publish(attempt)``, when given, is called after the check and
+    before each publish (a seam for tests that force a race).
+    """
+
+    def __init__(
+        self,
+        url: str,
+        new_folder: Callable[[], Folder] | None = None,
+        *,
+        before_publish: Callable[[int], None] | None = None,
+    ) -> None:
+        self.name = url
+        self.target = parse_url(url)
+        self.new_folder = new_folder or _default_folder
+        self.before_publish = before_publish
+        #: Publishes refused as lost races so far (each was re-checked).
+        self.races_lost = 0
+        self._prefix = self.target.prefix
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._nc: Client | None = None
+        self._js: JetStreamContext | None = None
+        self._cache: StreamState | None = None
+        self._atomic_checked = False
+
+    # -- plumbing --------------------------------------------------------------------
+
+    @property
+    def closed(self) -> bool:
+        """Whether the connection was opened and is now closed for good (the client gave up reconnecting)."""
+        return self._nc is not None and self._nc.is_closed
+
+    @property
+    def prefix(self) -> str:
+        """The subject prefix (known once the stream was looked up or created)."""
+        return self._prefix or DEFAULT_PREFIX
+
+    def _run(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
+        """Run ``coro`` on the connection's loop and wait for it."""
+        if self._loop is None:
+            loop = asyncio.new_event_loop()
+            thread = threading.Thread(target=loop.run_forever, name=f"eventlog-nats-{self.target.stream}", daemon=True)
+            thread.start()
+            self._loop, self._thread = loop, thread
+        future = asyncio.run_coroutine_threadsafe(coro, self._loop)
+        try:
+            return future.result(timeout if timeout is not None else self.target.timeout * 6 + 30)
+        except TimeoutError:
+            future.cancel()
+            raise
+
+    async def _connection(self) -> tuple[Client, JetStreamContext]:
+        if self._nc is None or self._nc.is_closed:
+            errors: list[str] = []
+
+            async def quiet(err: Exception) -> None:
+                errors.append(str(err) or type(err).__name__)
+
+            try:
+                self._nc = await nats.connect(
+                    servers=list(self.target.servers),
+                    name="eventlog",
+                    connect_timeout=max(1, int(self.target.timeout)),
+                    max_reconnect_attempts=10,
+                    reconnect_time_wait=1.0,
+                    error_cb=quiet,
+                )
+            except (nats.errors.Error, OSError, TimeoutError) as err:
+                why = str(err) or type(err).__name__
+                raise LogUnavailable(f"cannot connect to {', '.join(self.target.servers)}: {why}") from err
+            self._js = self._nc.jetstream(timeout=self.target.timeout)
+        assert self._js is not None
+        return self._nc, self._js
+
+    def close(self) -> None:
+        """Close the connection and stop its loop."""
+        if self._loop is None:
+            return
+        if self._nc is not None and not self._nc.is_closed:
+            try:
+                self._run(self._nc.close(), timeout=10)
+            except Exception:  # noqa: BLE001, S110 - closing is best effort
+                pass
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        if self._thread is not None:
+            self._thread.join(10)
+        self._loop.close()
+        self._loop = self._thread = self._nc = self._js = None
+
+    def __enter__(self) -> JetStreamLog:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, value: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        if sys.is_finalizing():  # the loop's thread may be frozen already: leave the socket to the OS
+            return
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001, S110 - never raise from a finaliser
+            pass
+
+    # -- the stream ------------------------------------------------------------------
+
+    async def _info(self) -> StreamInfo | None:
+        """The stream's info, or None when there is no such stream; learns its prefix."""
+        _, js = await self._connection()
+        try:
+            info = await js.stream_info(self.target.stream)
+        except NotFoundError:
+            return None
+        except (nats.errors.Error, OSError) as err:
+            raise LogUnavailable(f"{self.name}: cannot get the stream's info: {err or type(err).__name__}") from err
+        self._learn_prefix(info)
+        return info
+
+    def _learn_prefix(self, info: StreamInfo) -> None:
+        subjects = info.config.subjects or []
+        if len(subjects) != 1 or not subjects[0].endswith(".>"):
+            raise LogUnavailable(
+                f"{self.name}: stream {self.target.stream} takes {subjects}, not one '<prefix>.>': not an event log"
+            )
+        prefix = subjects[0][:-2]
+        if self.target.prefix is not None and self.target.prefix != prefix:
+            raise LogUnavailable(f"{self.name}: stream {self.target.stream} has prefix {prefix!r}, "
+                                 f"not {self.target.prefix!r}")
+        self._prefix = prefix
+
+    async def _ensure_stream(self) -> StreamInfo:
+        """The stream's info, creating the stream when there is none."""
+        info = await self._info()
+        if info is not None:
+            return info
+        _, js = await self._connection()
+        config = StreamConfig(
+            name=self.target.stream,
+            description="recovery-ledger event log (eventlog)",
+            subjects=[f"{self.prefix}.>"],
+            storage=StorageType.FILE,
+            num_replicas=self.target.replicas,
+            allow_atomic=True,
+            deny_delete=True,
+            deny_purge=True,
+        )
+        try:
+            info = await js.add_stream(config)
+        except APIError as err:
+            if err.err_code == 10058:  # created meanwhile by another writer
+                again = await self._info()
+                if again is not None:
+                    return again
+            raise AppendError([f"cannot create stream {self.target.stream}: {_api_text(err)}"]) from err
+        except (nats.errors.Error, OSError) as err:
+            raise AppendError([f"cannot create stream {self.target.stream}: {err or type(err).__name__}"]) from err
+        self._learn_prefix(info)
+        self._atomic_checked = True
+        return info
+
+    def exists(self) -> bool:
+        """Whether the stream is there (raises :class:`LogUnavailable` when the server cannot be asked)."""
+        return self._run(self._info()) is not None
+
+    def info(self) -> StreamInfo | None:
+        """The stream's info, or None."""
+        return self._run(self._info())
+
+    # -- reading ---------------------------------------------------------------------
+
+    async def _get_next(self, seq: int) -> tuple[int, str, bytes] | None:
+        """The first message at or after ``seq``, from the stream leader (None: there is none)."""
+        nc, _ = await self._connection()
+        request = json.dumps({"seq": seq, "next_by_subj": f"{self.prefix}.>"}).encode()
+        try:
+            reply = await nc.request(f"$JS.API.STREAM.MSG.GET.{self.target.stream}", request,
+                                     timeout=self.target.timeout)
+        except (nats.errors.Error, OSError) as err:
+            raise LogUnavailable(f"{self.name}: cannot read seq {seq}: {err or type(err).__name__}") from err
+        resp = json.loads(reply.data)
+        if "error" in resp:
+            if resp["error"].get("code") == 404:
+                return None
+            raise LogUnavailable(f"{self.name}: cannot read seq {seq}: {resp['error'].get('description')}")
+        msg = resp["message"]
+        data = base64.b64decode(msg["data"]) if msg.get("data") else b""
+        return int(msg["seq"]), str(msg["subject"]), data
+
+    async def _fetch(self, start: int, end: int) -> list[tuple[int, str, bytes]]:
+        """Every message with ``start <= seq <= end``, in order (an empty list when none is left)."""
+        if end - start < FEW:
+            out: list[tuple[int, str, bytes]] = []
+            seq = start
+            while seq <= end:
+                got = await self._get_next(seq)
+                if got is None or got[0] > end:
+                    break
+                out.append(got)
+                seq = got[0] + 1
+            return out
+        return await self._consume(start, end)
+
+    async def _consume(self, start: int, end: int) -> list[tuple[int, str, bytes]]:
+        """Read ``start..end`` with an ordered consumer; stop at ``end`` or when nothing is pending."""
+        _, js = await self._connection()
+        out: list[tuple[int, str, bytes]] = []
+        done = asyncio.Event()
+        moved = asyncio.Event()
+
+        async def take(msg: Msg) -> None:
+            if done.is_set() or not msg.reply:
+                return
+            seq, pending = _position(msg.reply)
+            if seq <= end:
+                out.append((seq, msg.subject, msg.data))
+            if seq >= end or pending == 0:
+                done.set()
+            moved.set()
+
+        config = ConsumerConfig(deliver_policy=DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=start)
+        try:
+            sub = await js.subscribe(f"{self.prefix}.>", stream=self.target.stream, ordered_consumer=True,
+                                     cb=take, config=config)
+        except (nats.errors.Error, OSError) as err:
+            raise LogUnavailable(f"{self.name}: cannot read from seq {start}: {err or type(err).__name__}") from err
+        try:
+            while not done.is_set():
+                moved.clear()
+                try:
+                    await asyncio.wait_for(moved.wait(), self.target.timeout)
+                except TimeoutError:
+                    raise LogUnavailable(f"{self.name}: the stream sent nothing for {self.target.timeout:g} s "
+                                         f"(at seq {out[-1][0] if out else start - 1} of {end})") from None
+        finally:
+            try:
+                await sub.unsubscribe()
+            except (nats.errors.Error, OSError):
+                pass
+        return out
+
+    def messages(self, start: int = 1, end: int | None = None) -> Iterator[tuple[int, str, bytes]]:
+        """``(seq, subject, body)`` of every message from ``start`` to ``end`` (default: the last one now)."""
+        if end is None:
+            info = self._run(self._info())
+            if info is None:
+                raise LogUnavailable(f"{self.name}: no stream {self.target.stream} on {self.target.servers[0]}")
+            end = info.state.last_seq
+        while start <= end:
+            chunk = self._run(self._fetch(start, min(end, start + CHUNK - 1)))
+            if not chunk:
+                if end - start < CHUNK:
+                    return
+                start += CHUNK  # a whole chunk deleted: go on after it
+                continue
+            yield from chunk
+            start = chunk[-1][0] + 1
+
+    def lines(self) -> Iterator[tuple[int, bytes]]:
+        """Every message as ``(seq, body)``, a newline in a body read as a space."""
+        for seq, _subject, data in self.messages():
+            yield seq, data.replace(b"\n", b" ")
+
+    def replay(
+        self,
+        *,
+        assume_tz: tzinfo | None = None,
+        strict: bool = False,
+        runner: Folder | None = None,
+        progress: Progress | None = None,
+    ) -> Replay:
+        """Replay the stream from empty state up to its last sequence now."""
+        state = StreamState(Replay(runner if runner is not None else self.new_folder(), assume_tz))
+        try:
+            for seq, subject, data in self.messages():
+                state.fold(seq, subject, data, strict)
+                if progress is not None and not seq & 0xFFFF:
+                    progress(seq, 0)
+        finally:
+            if progress is not None:
+                progress(-1, 0)
+        return state.replay
+
+    def catch_up(self, state: StreamState, info: StreamInfo | None = None) -> StreamState:
+        """Fold what the stream got after ``state``; a fresh state when the stream was replaced."""
+        if info is None:
+            info = self._run(self._info())
+        if info is None:
+            return StreamState(Replay(self.new_folder(), state.replay.reader.assume_tz))
+        created = info.created.isoformat() if info.created else None
+        last = info.state.last_seq
+        if state.created != created or last < state.read_to:
+            state = StreamState(Replay(self.new_folder(), state.replay.reader.assume_tz), created)
+        for seq, subject, data in self.messages(state.read_to + 1, last):
+            state.fold(seq, subject, data)
+        state.read_to = max(state.read_to, last)
+        return state
+
+    def _state(self, create: bool = False) -> StreamState:
+        info = self._run(self._ensure_stream() if create else self._info())
+        base = self._cache or StreamState(Replay(self.new_folder()))
+        self._cache = self.catch_up(base, info)
+        return self._cache
+
+    def state(self) -> Replay:
+        """The folded state of the whole stream now (a copy; the log keeps its own and catches it up)."""
+        try:
+            return _copy(self._state().replay)
+        except LogUnavailable as err:
+            raise AppendError([str(err)]) from err
+
+    # -- appending -------------------------------------------------------------------
+
+    def append(
+        self,
+        events: Iterable[dict[str, Any] | Event],
+        *,
+        expect_revision: int | None = None,
+        check: bool = True,
+        fsync: bool = False,
+        now: Callable[[], datetime] | None = None,
+    ) -> AppendResult:
+        """Check and publish all events or none (see the module's docstring); ``fsync`` is the server's."""
+        checked = _validated(events, now)
+        if len(checked) > MAX_BATCH:
+            raise BadInput([f"{len(checked)} events: a JetStream append takes at most {MAX_BATCH} at once"])
+        for attempt in range(MAX_RACES):
+            try:
+                plan = self._prepare(checked, expect_revision, check)
+            except LogUnavailable as err:
+                raise AppendError([f"{err}; nothing was written"]) from err
+            if self.before_publish is not None:
+                self.before_publish(attempt)
+            try:
+                first, last = self._run(self._publish(plan))
+            except _LostRace:
+                self.races_lost += 1
+                time.sleep(random.uniform(0, 0.002) * (attempt + 1))  # noqa: S311 - jitter, not crypto
+                continue
+            except LogUnavailable as err:
+                raise AppendError([f"{err}; nothing was written"]) from err
+            return AppendResult(first, last, len(checked), offset=last)  # a stream's position is its sequence
+        raise Conflict([f"line 1: lost the race for {plan[0][0]} {MAX_RACES} times in a row; nothing was written"])
+
+    def _prepare(
+        self,
+        checked: list[tuple[dict[str, Any], Event, datetime]],
+        expect_revision: int | None,
+        check: bool,
+    ) -> list[tuple[str, bytes, int | None]]:
+        """Catch up, check the events on a copy of the state; ``(subject, body, expected)`` of each."""
+        state = self._state(create=True)
+        replay = _copy(state.replay)
+        if expect_revision is not None:
+            have = replay.folder.revision(checked[0][1])
+            if have != expect_revision:
+                raise Conflict([f"line 1: expected revision {expect_revision}, stream is at {have}"])
+        if replay.reader.last_seq > state.read_to:
+            raise AppendError([
+                f"the stream's events carry seq values up to {replay.reader.last_seq}, ahead of its last sequence "
+                f"{state.read_to} (imported from a file whose seq ran ahead of its line numbers): an event "
+                "appended now would be a bad_seq line; nothing was written"
+            ])
+        guard = check or expect_revision is not None
+        refused: list[str] = []
+        plan: list[tuple[str, bytes, int | None]] = []
+        seen: set[str] = set()
+        limit = self._nc.max_payload if self._nc is not None else 1 << 20
+        for i, (obj, ev, at) in enumerate(checked, 1):
+            ev.seq = state.read_to + i
+            result = replay.apply(ev, at)
+            if check and isinstance(result, Rejected):
+                refused.append(f"line {i}: {type_name(ev)} rejected: {result.reason}")
+            out = {"type": obj["type"], "ts": obj["ts"]}
+            out.update(obj)
+            body = _encoder.encode(out)
+            if len(body) > limit - 256:
+                raise BadInput([f"line {i}: too_long: {len(body)} bytes, more than the server takes ({limit})"])
+            subject = subject_of(self.prefix, ev)
+            expected = None
+            if guard and stream_of(ev) is not None and subject not in seen:
+                expected = state.subjects.get(subject, 0)
+            seen.add(subject)
+            plan.append((subject, body, expected))
+        if refused:
+            raise Conflict(refused)
+        return plan
+
+    async def _publish(self, plan: list[tuple[str, bytes, int | None]]) -> tuple[int, int]:
+        """Publish one message, or an atomic batch; the first and last stream sequence."""
+        if len(plan) == 1:
+            subject, body, expected = plan[0]
+            headers = {EXPECTED_LAST_SUBJECT_SEQUENCE: str(expected)} if expected is not None else None
+            ack = await self._request(subject, body, headers)
+            seq = int(ack["seq"])
+            return seq, seq
+        try:
+            return await self._publish_batch(plan)
+        except _NoAtomic:
+            if self._atomic_checked:
+                raise AppendError([f"stream {self.target.stream} does not take atomic batches "
+                                   "(needs nats-server 2.12+ and allow_atomic); nothing was written"]) from None
+            await self._allow_atomic()
+            return await self._publish_batch(plan)
+
+    async def _publish_batch(self, plan: list[tuple[str, bytes, int | None]]) -> tuple[int, int]:
+        nc, _ = await self._connection()
+        batch = uuid.uuid4().hex
+        n = len(plan)
+        for i, (subject, body, expected) in enumerate(plan, 1):
+            headers = {BATCH_ID: batch, BATCH_SEQUENCE: str(i)}
+            if expected is not None:
+                headers[EXPECTED_LAST_SUBJECT_SEQUENCE] = str(expected)
+            if i == n:
+                headers[BATCH_COMMIT] = "1"
+                ack = await self._request(subject, body, headers)
+                if ack.get("batch") != batch or int(ack.get("count", 0)) != n:
+                    raise AppendError([f"the batch's acknowledgement does not match it ({ack}); replay to see "
+                                       "whether it was written"])
+                last = int(ack["seq"])
+                return last - n + 1, last
+            if i == 1:
+                await self._request(subject, body, headers, first_of_batch=True)
+            else:
+                try:
+                    await nc.publish(subject, body, headers=headers)
+                except (nats.errors.Error, OSError) as err:
+                    raise AppendError([f"cannot publish to {subject}: {err or type(err).__name__}; the batch "
+                                       "was not committed: nothing was written"]) from err
+        raise AssertionError("unreachable")
+
+    async def _request(
+        self, subject: str, body: bytes, headers: dict[str, str] | None, first_of_batch: bool = False
+    ) -> dict[str, Any]:
+        """Publish and read the acknowledgement; raise what a refusal means."""
+        nc, _ = await self._connection()
+        try:
+            reply = await nc.request(subject, body, timeout=self.target.timeout, headers=headers)
+        except nats.errors.NoRespondersError as err:
+            raise AppendError([f"no stream takes {subject} (is stream {self.target.stream} there?); "
+                               "nothing was written"]) from err
+        except (nats.errors.TimeoutError, TimeoutError) as err:
+            unsure = "the batch was not committed: nothing was written" if first_of_batch else \
+                "the events may or may not have been written: replay the log to see"
+            raise AppendError([f"no acknowledgement from JetStream in {self.target.timeout:g} s; {unsure}"]) from err
+        except (nats.errors.Error, OSError) as err:
+            raise AppendError([f"cannot publish to {subject}: {err or type(err).__name__}; nothing was written"]) \
+                from err
+        if first_of_batch and not reply.data:
+            return {}
+        try:
+            resp = json.loads(reply.data)
+        except ValueError as err:
+            raise AppendError([f"JetStream answered {reply.data[:200]!r}; replay the log to see what was written"]) \
+                from err
+        error = resp.get("error")
+        if error is None:
+            return dict(resp)
+        code = error.get("err_code")
+        if code in LOST_RACE_CODES:
+            raise _LostRace(error.get("description"))
+        if code in (10174, 10175) or "atomic publish" in str(error.get("description", "")).lower():
+            raise _NoAtomic(error.get("description"))
+        raise AppendError([f"JetStream refused the write: {error.get('description')} (err_code {code}); "
+                           "nothing was written"])
+
+    async def _allow_atomic(self) -> None:
+        """Turn on ``allow_atomic`` on an existing stream (once)."""
+        self._atomic_checked = True
+        _, js = await self._connection()
+        info = await self._info()
+        if info is None:
+            raise AppendError([f"no stream {self.target.stream}; nothing was written"])
+        try:
+            await js.update_stream(info.config.evolve(allow_atomic=True))
+        except (nats.errors.Error, OSError) as err:
+            raise AppendError([f"stream {self.target.stream} does not take atomic batches and could not be "
+                               f"changed to ({err}); nothing was written"]) from err
+
+
+def _api_text(err: APIError) -> str:
+    return f"{err.description} (err_code {err.err_code})"
+
+
+def _validated(
+    events: Iterable[dict[str, Any] | Event], now: Callable[[], datetime] | None
+) -> list[tuple[dict[str, Any], Event, datetime]]:
+    """Each event checked as :meth:`EventLog.append` checks it (``seq`` dropped, a missing ``ts`` set)."""
+    stamp = (now or (lambda: datetime.now().astimezone()))().isoformat()
+    problems: list[str] = []
+    checked: list[tuple[dict[str, Any], Event, datetime]] = []
+    for i, ev in enumerate(events, 1):
+        if isinstance(ev, Event):
+            obj: dict[str, Any] = msgspec.to_builtins(ev)
+        elif isinstance(ev, dict):
+            obj = dict(ev)
+        else:
+            problems.append(f"line {i}: not_object: expected a JSON object, got {type(ev).__name__}")
+            continue
+        obj.pop("seq", None)
+        obj.setdefault("ts", stamp)
+        result = validate_object(obj)
+        if isinstance(result, str):
+            problems.append(f"line {i}: {result}")
+        else:
+            checked.append((obj, *result))
+    if problems:
+        raise BadInput(problems)
+    if not checked:
+        raise BadInput(["no events on input"])
+    return checked
+
+
+# --- export and import ------------------------------------------------------------------------
+
+
+def export_line(seq: int, data: bytes) -> bytes:
+    """A message as a file line (without the newline): an event without ``seq`` gets the stream sequence."""
+    raw = data.replace(b"\n", b" ") if b"\n" in data else data
+    try:
+        obj = _untyped.decode(raw)
+    except msgspec.DecodeError:
+        return raw
+    if not isinstance(obj, dict) or "seq" in obj or isinstance(check_object(dict(obj)), str):
+        return raw
+    out = {k: obj[k] for k in ("type", "ts") if k in obj}
+    out["seq"] = seq
+    out.update(obj)
+    return _encoder.encode(out)
+
+
+def export(log: JetStreamLog, out: IO[bytes]) -> int:
+    """Write every message as one line, in stream order; returns how many."""
+    n = 0
+    for seq, _subject, data in log.messages():
+        out.write(export_line(seq, data) + b"\n")
+        n += 1
+    return n
+
+
+@dataclass
+class ImportReport:
+    """What ``import-log`` did."""
+
+    imported: int = 0
+    bad_lines: int = 0
+    torn_tail: bool = False
+    first_seq: int = 0
+    last_seq: int = 0
+    error: str | None = None
+
+
+def import_log(source: IO[bytes], log: JetStreamLog, window: int = 2000) -> ImportReport:
+    """Publish every complete line of ``source`` in order into the EMPTY stream of ``log`` (created if needed).
+
+    Line N becomes stream sequence N: each message expects the one before it
+    (``Nats-Expected-Last-Sequence``), so nothing can slip in between. A line that
+    is not an event goes to ``<prefix>.bad`` as it is; a torn last line is left
+    out (``torn_tail``). Raises :class:`LogUnavailable` when the stream is not empty.
+    """
+    info = log._run(log._ensure_stream())
+    if info.state.last_seq != 0:
+        raise LogUnavailable(f"{log.name}: stream {log.target.stream} is not empty ({info.state.messages} "
+                             f"message(s), last seq {info.state.last_seq}): import-log writes only into an empty "
+                             "stream")
+    report = ImportReport()
+    reader = Reader()
+    pending: deque[tuple[int, bytes, str]] = deque()
+
+    def flush() -> bool:
+        batch = list(pending)
+        pending.clear()
+        error = log._run(_publish_lines(log, batch))
+        if error is not None:
+            report.error = error
+            return False
+        report.imported += len(batch)
+        return True
+
+    for n, (raw, _end, complete) in enumerate(iter_lines(source), 1):
+        if not complete:
+            report.torn_tail = True
+            break
+        decoded = reader.decode(raw, n)
+        if isinstance(decoded, str):
+            subject = f"{log.prefix}.bad"
+            report.bad_lines += 1
+        else:
+            subject = subject_of(log.prefix, decoded[0])
+        pending.append((n, raw, subject))
+        if len(pending) >= window and not flush():
+            break
+    if pending and report.error is None:
+        flush()
+    if report.imported:
+        report.first_seq, report.last_seq = 1, report.imported
+    return report
+
+
+async def _publish_lines(log: JetStreamLog, batch: list[tuple[int, bytes, str]]) -> str | None:
+    """Publish lines pipelined, line N expecting sequence N-1; the first failure, or None."""
+    nc, _ = await log._connection()
+    inbox = nc.new_inbox()
+    replies: dict[int, Msg] = {}
+    complete = asyncio.Event()
+
+    async def take(msg: Msg) -> None:
+        replies[int(msg.subject.rsplit(".", 1)[1])] = msg
+        if len(replies) == len(batch):
+            complete.set()
+
+    sub = await nc.subscribe(f"{inbox}.*", cb=take)
+    try:
+        for n, raw, subject in batch:
+            if len(raw) > nc.max_payload - 256:
+                return f"line {n}: {len(raw)} bytes, more than the server takes ({nc.max_payload})"
+            await nc.publish(subject, raw, reply=f"{inbox}.{n}", headers={EXPECTED_LAST_SEQUENCE: str(n - 1)})
+        try:
+            await asyncio.wait_for(complete.wait(), log.target.timeout)
+        except TimeoutError:
+            pass
+    finally:
+        await sub.unsubscribe()
+    for n, _raw, _subject in batch:
+        msg = replies.get(n)
+        if msg is None:
+            return f"line {n}: no acknowledgement in {log.target.timeout:g} s"
+        if not msg.data:
+            status = (msg.headers or {}).get("Status")
+            return f"line {n}: no stream takes it" if status == "503" else f"line {n}: status {status}"
+        resp = json.loads(msg.data)
+        if "error" in resp:
+            return f"line {n}: {resp['error'].get('description')} (err_code {resp['error'].get('err_code')})"
+        if int(resp.get("seq", 0)) != n:
+            return f"line {n}: stored as seq {resp.get('seq')}"
+    return None
+
+
+# --- follow and snapshots ---------------------------------------------------------------------------
+
+
+class Snapshot(msgspec.Struct):
+    """A saved stream state: the projections' version, the stream's identity, the position, the state."""
+
+    format: int
+    version: str
+    stream: str
+    created: str | None
+    read_to: int
+    last_sha256: str
+    state: bytes
+
+
+SNAPSHOT_FORMAT = 1
+
+
+def _version(replay: Replay) -> str:
+    from eventlog import snapshot
+
+    return "jetstream/" + snapshot.folder_version(replay)
+
+
+def save_snapshot(path: str, log: JetStreamLog, state: StreamState) -> None:
+    """Write ``state`` to ``path`` atomically, with what proves it belongs to the stream."""
+    last = b""
+    if state.read_to:
+        got = log._run(log._get_next(state.read_to))
+        last = got[2] if got is not None and got[0] == state.read_to else b""
+    snap = Snapshot(SNAPSHOT_FORMAT, _version(state.replay), log.target.stream, state.created, state.read_to,
+                    hashlib.sha256(last).hexdigest(), pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL))
+    tmp = f"{path}.{os.getpid()}.tmp"
+    try:
+        with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o640), "wb") as f:
+            f.write(msgspec.msgpack.encode(snap))
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def load_snapshot(path: str, log: JetStreamLog, fresh: Replay) -> tuple[StreamState | None, str]:
+    """The state saved at ``path`` if it still belongs to the stream and the code; else None and why."""
+    try:
+        with open(path, "rb") as f:
+            snap = msgspec.msgpack.decode(f.read(), type=Snapshot)
+    except FileNotFoundError:
+        return None, "no snapshot"
+    except (OSError, msgspec.DecodeError, msgspec.ValidationError) as err:
+        return None, f"snapshot {path} is unreadable ({err})"
+    if snap.format != SNAPSHOT_FORMAT or snap.version != _version(fresh):
+        return None, f"snapshot {path} was written by another version"
+    info = log.info()
+    created = info.created.isoformat() if info is not None and info.created else None
+    if info is None or snap.stream != log.target.stream or snap.created != created:
+        return None, f"snapshot {path} belongs to another stream (the stream was replaced)"
+    if info.state.last_seq < snap.read_to:
+        return None, f"snapshot {path} is ahead of the stream"
+    if snap.read_to:
+        got = log._run(log._get_next(snap.read_to))
+        data = got[2] if got is not None and got[0] == snap.read_to else None
+        if data is None or hashlib.sha256(data).hexdigest() != snap.last_sha256:
+            return None, f"snapshot {path} does not match the stream's message {snap.read_to}"
+    try:
+        state = pickle.loads(snap.state)  # noqa: S301 - our own file, checked above
+    except Exception as err:  # noqa: BLE001 - any broken state is ignored, never trusted
+        return None, f"snapshot {path} state is unreadable ({type(err).__name__})"
+    if not isinstance(state, StreamState) or state.read_to != snap.read_to:
+        return None, f"snapshot {path} state does not match its position"
+    return state, "ok"
+
+
+def replay_from_snapshot(log: JetStreamLog, path: str, tz: tzinfo | None, strict: bool,
+                         report: Callable[[str], None]) -> Replay:
+    """Start from the snapshot when it matches, read the rest, save the snapshot again."""
+    fresh = Replay(log.new_folder(), tz)
+    state, why = load_snapshot(path, log, fresh)
+    if state is None:
+        if why != "no snapshot":
+            report(f"{why}; replaying from the start")
+        info = log.info()
+        if info is None:
+            raise LogUnavailable(f"{log.name}: no stream {log.target.stream}")
+        state = StreamState(fresh, info.created.isoformat() if info.created else None)
+    for seq, subject, data in log.messages(state.read_to + 1):
+        state.fold(seq, subject, data, strict)
+    try:
+        save_snapshot(path, log, state)
+    except OSError as err:
+        report(f"cannot save the snapshot {path}: {err.strerror or err}")
+    return state.replay
+
+
+class StreamFollower:
+    """A stream's folded state kept level with it by an ordered consumer (``eventlog follow nats://...``)."""
+
+    def __init__(self, log: JetStreamLog, snapshot_path: str | None = None) -> None:
+        self.log = log
+        self.path = log.name
+        self.snapshot_path = snapshot_path
+        self.state = StreamState(Replay(log.new_folder()))
+        self._inbox: deque[tuple[int, str, bytes]] = deque()
+        self._arrived = threading.Event()
+
+    @property
+    def replay(self) -> Replay:
+        """The folded state."""
+        return self.state.replay
+
+    def start(self) -> str | None:
+        """Load the snapshot when it matches, then catch up; a note for a person, if any."""
+        note = None
+        if self.snapshot_path:
+            loaded, why = load_snapshot(self.snapshot_path, self.log, self.state.replay)
+            if loaded is not None:
+                self.state = loaded
+            elif why != "no snapshot":
+                note = f"{why}; replaying from the start"
+        self.state = self.log.catch_up(self.state)
+        return note
+
+    def dump(self) -> dict[str, Any]:
+        """The dump ``tools/replay LOG`` would print now."""
+        return self.state.replay.dump(self.path)
+
+    def save_snapshot(self) -> None:
+        """Write the snapshot (if one was asked for)."""
+        if self.snapshot_path:
+            save_snapshot(self.snapshot_path, self.log, self.state)
+
+    async def _subscribe(self, start: int) -> Any:
+        _, js = await self.log._connection()
+
+        async def take(msg: Msg) -> None:
+            if msg.reply:
+                seq, _pending = _position(msg.reply)
+                self._inbox.append((seq, msg.subject, msg.data))
+                self._arrived.set()
+
+        config = ConsumerConfig(deliver_policy=DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=start)
+        return await js.subscribe(f"{self.log.prefix}.>", stream=self.log.target.stream, ordered_consumer=True,
+                                  cb=take, config=config)
+
+    def drain(self) -> int:
+        """Fold what arrived; how many messages."""
+        n = 0
+        while self._inbox:
+            seq, subject, data = self._inbox.popleft()
+            if seq > self.state.read_to:
+                self.state.fold(seq, subject, data)
+                n += 1
+        return n
+
+
+def follow(
+    follower: StreamFollower,
+    on_change: Callable[[StreamFollower], None],
+    report: Callable[[str], None],
+    stop: threading.Event | None = None,
+    snapshot_every_s: float = 10.0,
+) -> None:
+    """Catch up, call ``on_change``, then again after every delivery until ``stop`` is set (SIGINT/SIGTERM)."""
+    import signal
+
+    stop = stop or threading.Event()
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, lambda *_: stop.set())
+    if follower.log.info() is None:
+        raise LogUnavailable(f"{follower.path}: no stream {follower.log.target.stream}")
+    note = follower.start()
+    if note:
+        report(note)
+    on_change(follower)
+    sub = follower.log._run(follower._subscribe(follower.state.read_to + 1))
+    saved = time.monotonic()
+    try:
+        while not stop.is_set():
+            if not follower._arrived.wait(0.2):
+                if follower.log.closed:
+                    raise LogUnavailable(f"{follower.path}: the connection to the server is lost (no reconnect "
+                                         "in 10 tries); start again to resume")
+                continue
+            follower._arrived.clear()
+            if follower.drain():
+                on_change(follower)
+            if follower.snapshot_path and time.monotonic() - saved > snapshot_every_s:
+                follower.save_snapshot()
+                saved = time.monotonic()
+    finally:
+        try:
+            follower.log._run(sub.unsubscribe(), timeout=10)
+        except Exception:  # noqa: BLE001, S110 - the connection may be gone already
+            pass
+    follower.save_snapshot()
+
+
+__all__ = [
+    "DEFAULT_PREFIX",
+    "KINDS",
+    "LOST_RACE_CODES",
+    "MAX_BATCH",
+    "ImportReport",
+    "JetStreamLog",
+    "StreamFollower",
+    "StreamState",
+    "Target",
+    "decode_id",
+    "encode_id",
+    "export",
+    "export_line",
+    "follow",
+    "import_log",
+    "parse_url",
+    "replay_from_snapshot",
+    "subject_of",
+]

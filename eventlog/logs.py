@@ -1,0 +1,183 @@
+"""The log seam: one interface, two places a log can live.
+
+``open_log(target)`` gives the log named by a CLI ``LOG`` argument:
+
+- a path: :class:`FileLog`, the JSONL file (the default; :class:`~eventlog.appender.EventLog`);
+- ``nats://HOST:PORT/STREAM``: a NATS JetStream stream (:mod:`eventlog.jetstream`,
+  imported only then, so the core never needs ``nats-py``).
+
+Both have ``append`` (same arguments, result and exceptions as
+:meth:`EventLog.append`), ``state`` (the folded :class:`~eventlog.replay.Replay`
+of the whole log, for checks and runners), ``replay`` (a replay from empty
+state, for ``tools/replay``), ``lines`` (every stored line or message with its
+number) and ``exists``. Use them as context managers: a JetStream log holds a
+connection until closed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+from collections.abc import Callable, Iterable, Iterator
+from datetime import tzinfo
+from types import TracebackType
+from typing import Any, Protocol
+
+from eventlog.appender import AppendResult, EventLog
+from eventlog.events import Event
+from eventlog.fold import Folder
+from eventlog.reader import iter_lines
+from eventlog.replay import Progress, Replay
+
+#: A LOG argument that starts with this names a JetStream stream.
+NATS_SCHEME = "nats://"
+
+
+class LogUnavailable(OSError):
+    """A log that cannot be opened or read: a bad URL, a missing client, an unreachable server (exit 2)."""
+
+
+class Log(Protocol):
+    """What the CLI needs of a log, wherever it lives."""
+
+    #: The LOG argument as given (the dump's ``log``).
+    name: str
+
+    def append(
+        self,
+        events: Iterable[dict[str, Any] | Event],
+        *,
+        expect_revision: int | None = None,
+        check: bool = True,
+        fsync: bool = False,
+    ) -> AppendResult:
+        """Write all events or none; raises BadInput, Conflict or AppendError (eventlog.appender)."""
+        ...
+
+    def state(self) -> Replay:
+        """The folded state of the whole log now (a copy the caller may keep)."""
+        ...
+
+    def replay(
+        self,
+        *,
+        assume_tz: tzinfo | None = None,
+        strict: bool = False,
+        runner: Folder | None = None,
+        progress: Progress | None = None,
+    ) -> Replay:
+        """A replay from empty state (raises OSError when the log cannot be read, BadLine in strict mode).
+
+        ``progress`` is called now and then with (lines, bytes) and once with (-1, 0) at the end.
+        """
+        ...
+
+    def lines(self) -> Iterator[tuple[int, bytes]]:
+        """Every complete line (a file) or message (JetStream) with its number, in order."""
+        ...
+
+    def exists(self) -> bool:
+        """Whether the log is there (raises OSError when that cannot be told)."""
+        ...
+
+    def close(self) -> None:
+        """Release what the log holds (a connection)."""
+        ...
+
+    def __enter__(self) -> Log: ...
+
+    def __exit__(
+        self, kind: type[BaseException] | None, value: BaseException | None, tb: TracebackType | None
+    ) -> None: ...
+
+
+class FileLog(EventLog):
+    """A JSONL file: :class:`EventLog` plus the reading side of :class:`Log`."""
+
+    def __init__(self, path: str | os.PathLike[str], new_folder: Callable[[], Folder] | None = None) -> None:
+        super().__init__(path, new_folder)
+        self.name = self.path
+
+    def replay(
+        self,
+        *,
+        assume_tz: tzinfo | None = None,
+        strict: bool = False,
+        runner: Folder | None = None,
+        progress: Progress | None = None,
+    ) -> Replay:
+        """Replay the file from empty state (raises OSError when it cannot be read)."""
+        if os.path.isdir(self.path):
+            raise IsADirectoryError(21, "is a directory", self.path)
+        replay = Replay(runner if runner is not None else self.new_folder(), assume_tz)
+        with open(self.path, "rb") as f:
+            try:
+                replay.feed(f, progress=progress, strict=strict)
+            finally:
+                if progress is not None:
+                    progress(-1, 0)
+        return replay
+
+    def lines(self) -> Iterator[tuple[int, bytes]]:
+        """Every complete line with its number (a torn tail is left out)."""
+        with open(self.path, "rb") as f:
+            for n, (raw, _end, complete) in enumerate(iter_lines(f), 1):
+                if not complete:
+                    return
+                yield n, raw
+
+    def exists(self) -> bool:
+        """Whether the file is there (a directory is not a log)."""
+        return os.path.isfile(self.path)
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+    def __enter__(self) -> FileLog:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, value: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+
+def is_url(target: str) -> bool:
+    """Whether a LOG argument names a JetStream stream rather than a file."""
+    return target.startswith(NATS_SCHEME)
+
+
+def open_log(target: str | os.PathLike[str], new_folder: Callable[[], Folder] | None = None) -> Log:
+    """The log a LOG argument names; raises :class:`LogUnavailable` for a bad URL or a missing ``nats-py``."""
+    text = os.fspath(target)
+    if not is_url(text):
+        return FileLog(text, new_folder)
+    try:
+        from eventlog.jetstream import JetStreamLog
+    except ImportError as err:
+        raise LogUnavailable(
+            f"{text}: a nats:// LOG needs the NATS client: pip install 'recovery-ledger[nats]' ({err})"
+        ) from err
+    try:
+        return JetStreamLog(text, new_folder)
+    except ValueError as err:
+        raise LogUnavailable(f"{text}: {err}") from err
+
+
+def lock_path(target: str, name: str) -> str:
+    """The lock file of a runner (``catchup``, ``lanes``, ``import``) on a log.
+
+    A file's is ``LOG.<name>.lock`` beside it. A stream's is a file in a
+    per-user directory of this host, so it keeps out a second runner on the
+    same host only (see README: where to run the runners).
+    """
+    if not is_url(target):
+        return f"{target}.{name}.lock"
+    directory = os.path.join(tempfile.gettempdir(), f"eventlog-locks-{os.getuid()}")
+    os.makedirs(directory, mode=0o700, exist_ok=True)
+    digest = hashlib.sha256(target.encode()).hexdigest()[:24]
+    return os.path.join(directory, f"{digest}.{name}.lock")
+
+
+__all__ = ["NATS_SCHEME", "FileLog", "Log", "LogUnavailable", "is_url", "lock_path", "open_log"]
