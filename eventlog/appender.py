@@ -102,25 +102,7 @@ class EventLog:
         (refused transition or revision mismatch) or :class:`AppendError`
         (the file could not be written; nothing partial is left).
         """
-        objs = [_as_object(ev) for ev in events]
-        stamp = (now or _local_now)().isoformat()
-        problems: list[str] = []
-        checked: list[tuple[dict[str, Any], Event, datetime]] = []
-        for i, obj in enumerate(objs, 1):
-            if isinstance(obj, str):
-                problems.append(f"line {i}: {obj}")
-                continue
-            obj.pop("seq", None)
-            obj.setdefault("ts", stamp)
-            result = validate_object(obj)
-            if isinstance(result, str):
-                problems.append(f"line {i}: {result}")
-            else:
-                checked.append((obj, *result))
-        if problems:
-            raise BadInput(problems)
-        if not checked:
-            raise BadInput(["no events on input"])
+        checked = validated(events, now)
         with _locked(self.path) as fd:
             return self._append_locked(fd, checked, expect_revision, check, fsync)
 
@@ -198,12 +180,36 @@ class EventLog:
                 pass
 
 
-def _as_object(ev: dict[str, Any] | Event) -> dict[str, Any] | str:
-    if isinstance(ev, Event):
-        return msgspec.to_builtins(ev)  # type: ignore[no-any-return]
-    if not isinstance(ev, dict):
-        return f"not_object: expected a JSON object, got {type(ev).__name__}"
-    return dict(ev)
+def validated(
+    events: Iterable[dict[str, Any] | Event], now: Callable[[], datetime] | None = None
+) -> list[tuple[dict[str, Any], Event, datetime]]:
+    """Each event checked for appending: ``seq`` dropped, a missing ``ts`` set to now; BadInput otherwise.
+
+    Returns (the object to write, keeping unknown fields; the typed event; its time).
+    """
+    stamp = (now or _local_now)().isoformat()
+    problems: list[str] = []
+    checked: list[tuple[dict[str, Any], Event, datetime]] = []
+    for i, ev in enumerate(events, 1):
+        if isinstance(ev, Event):
+            obj: dict[str, Any] = msgspec.to_builtins(ev)
+        elif isinstance(ev, dict):
+            obj = dict(ev)
+        else:
+            problems.append(f"line {i}: not_object: expected a JSON object, got {type(ev).__name__}")
+            continue
+        obj.pop("seq", None)
+        obj.setdefault("ts", stamp)
+        result = validate_object(obj)
+        if isinstance(result, str):
+            problems.append(f"line {i}: {result}")
+        else:
+            checked.append((obj, *result))
+    if problems:
+        raise BadInput(problems)
+    if not checked:
+        raise BadInput(["no events on input"])
+    return checked
 
 
 def _local_now() -> datetime:

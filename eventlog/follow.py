@@ -108,12 +108,9 @@ def _identity(path: str) -> tuple[int, int]:
     return st.st_dev, st.st_ino
 
 
-def write_atomic(path: str, text: str) -> None:
-    """Replace ``path`` with ``text`` (temporary file, then rename)."""
-    tmp = f"{path}.{os.getpid()}.tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
-    os.replace(tmp, path)
+def write_text(path: str, text: str) -> None:
+    """Replace ``path`` with ``text`` atomically, readable by the dashboards (mode 0644)."""
+    snapshot.write_atomic(path, text.encode("utf-8"), mode=0o644)
 
 
 def follow(

@@ -54,7 +54,6 @@ import asyncio
 import base64
 import hashlib
 import json
-import os
 import pickle
 import random
 import re
@@ -79,12 +78,13 @@ from nats.js import JetStreamContext
 from nats.js.api import ConsumerConfig, DeliverPolicy, StorageType, StreamConfig, StreamInfo
 from nats.js.errors import APIError, NotFoundError
 
-from eventlog.appender import AppendError, AppendResult, BadInput, Conflict
+from eventlog.appender import AppendError, AppendResult, BadInput, Conflict, validated
 from eventlog.events import KEY_FIELDS, Event, stream_of, type_name
 from eventlog.fold import Folder, Rejected
 from eventlog.logs import LogUnavailable
-from eventlog.reader import Reader, check_object, iter_lines, validate_object
-from eventlog.replay import BadLine, Progress, Replay
+from eventlog.reader import Reader, check_object, iter_lines
+from eventlog.replay import Progress, Replay
+from eventlog.snapshot import write_atomic
 
 T = TypeVar("T")
 
@@ -215,22 +215,8 @@ class StreamState:
 
     def fold(self, seq: int, subject: str, data: bytes, strict: bool = False) -> None:
         """Fold one message: its sequence is its line number and, when the body has none, its ``seq``."""
-        replay = self.replay
         raw = data.replace(b"\n", b" ") if b"\n" in data else data
-        replay.line = seq
-        decoded = replay.reader.decode(raw, seq)
-        if isinstance(decoded, str):
-            if strict:
-                raise BadLine(seq, decoded)
-            replay.bad_lines.append({"line": seq, "reason": decoded})
-        else:
-            ev, at = decoded
-            if ev.seq is None:
-                ev.seq = seq
-            replay.folder.fold(ev, seq, at)
-            replay.events += 1
-            replay.last_ts = ev.ts
-            replay.last_at = at
+        self.replay.fold_line(raw, seq, strict)
         self.subjects[subject] = seq
         self.read_to = seq
 
@@ -594,7 +580,7 @@ class JetStreamLog:
         now: Callable[[], datetime] | None = None,
     ) -> AppendResult:
         """Check and publish all events or none (see the module's docstring); ``fsync`` is the server's."""
-        checked = _validated(events, now)
+        checked = validated(events, now)
         if len(checked) > MAX_BATCH:
             raise BadInput([f"{len(checked)} events: a JetStream append takes at most {MAX_BATCH} at once"])
         for attempt in range(MAX_RACES):
@@ -755,35 +741,6 @@ def _api_text(err: APIError) -> str:
     return f"{err.description} (err_code {err.err_code})"
 
 
-def _validated(
-    events: Iterable[dict[str, Any] | Event], now: Callable[[], datetime] | None
-) -> list[tuple[dict[str, Any], Event, datetime]]:
-    """Each event checked as :meth:`EventLog.append` checks it (``seq`` dropped, a missing ``ts`` set)."""
-    stamp = (now or (lambda: datetime.now().astimezone()))().isoformat()
-    problems: list[str] = []
-    checked: list[tuple[dict[str, Any], Event, datetime]] = []
-    for i, ev in enumerate(events, 1):
-        if isinstance(ev, Event):
-            obj: dict[str, Any] = msgspec.to_builtins(ev)
-        elif isinstance(ev, dict):
-            obj = dict(ev)
-        else:
-            problems.append(f"line {i}: not_object: expected a JSON object, got {type(ev).__name__}")
-            continue
-        obj.pop("seq", None)
-        obj.setdefault("ts", stamp)
-        result = validate_object(obj)
-        if isinstance(result, str):
-            problems.append(f"line {i}: {result}")
-        else:
-            checked.append((obj, *result))
-    if problems:
-        raise BadInput(problems)
-    if not checked:
-        raise BadInput(["no events on input"])
-    return checked
-
-
 # --- export and import ------------------------------------------------------------------------
 
 
@@ -941,17 +898,7 @@ def save_snapshot(path: str, log: JetStreamLog, state: StreamState) -> None:
         last = got[2] if got is not None and got[0] == state.read_to else b""
     snap = Snapshot(SNAPSHOT_FORMAT, _version(state.replay), log.target.stream, state.created, state.read_to,
                     hashlib.sha256(last).hexdigest(), pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL))
-    tmp = f"{path}.{os.getpid()}.tmp"
-    try:
-        with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o640), "wb") as f:
-            f.write(msgspec.msgpack.encode(snap))
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    write_atomic(path, msgspec.msgpack.encode(snap))
 
 
 def load_snapshot(path: str, log: JetStreamLog, fresh: Replay) -> tuple[StreamState | None, str]:

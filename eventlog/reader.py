@@ -146,7 +146,7 @@ class Reader:
         if seq <= self.last_seq:
             word = "repeated" if seq == self.last_seq else "decreasing"
             return f"bad_seq: {word} seq {seq} (last was {self.last_seq})"
-        self.last_seq = seq
+        self.last_seq = ev.seq = seq  # a line without seq: its line number stands in
         return ev, at
 
 

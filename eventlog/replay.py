@@ -84,18 +84,20 @@ class Replay:
                     and (ev.seq or line) > last_seq  # seq is >= 1 when given
                 ):
                     last_seq = ev.seq or line
-                else:
+                    ev.seq = last_seq
+                else:  # the slow path: hand the tallies over, fold_line keeps them
                     reader.last_seq = last_seq
-                    decoded = reader.decode(raw, line)
+                    self.events += events
+                    events = 0
+                    if last_ev is not None:
+                        self.last_ts, self.last_at, last_ev = last_ev.ts, last_at, None
+                    try:
+                        self.fold_line(raw, line, strict)
+                    except BadLine:
+                        self.offset = end - sum(len(x) + 1 for x in lines[line - start:])
+                        raise
                     last_seq = reader.last_seq
-                    if isinstance(decoded, str):
-                        if strict:
-                            self.line = line
-                            self.offset = end - sum(len(x) + 1 for x in lines[line - start:])
-                            raise BadLine(line, decoded)
-                        self.bad_lines.append({"line": line, "reason": decoded})
-                        continue
-                    ev, at = decoded
+                    continue
                 fold(ev, line, at)
                 events += 1
                 last_ev, last_at = ev, at
@@ -107,6 +109,21 @@ class Replay:
         self.events += events
         if last_ev is not None:
             self.last_ts, self.last_at = last_ev.ts, last_at
+
+    def fold_line(self, raw: bytes, line: int, strict: bool = False) -> tuple[Event, datetime] | None:
+        """Decode and fold one line as line number ``line``; a bad line is recorded (or raised when ``strict``)."""
+        self.line = line
+        decoded = self.reader.decode(raw, line)
+        if isinstance(decoded, str):
+            if strict:
+                raise BadLine(line, decoded)
+            self.bad_lines.append({"line": line, "reason": decoded})
+            return None
+        ev, at = decoded
+        self.folder.fold(ev, line, at)
+        self.events += 1
+        self.last_ts, self.last_at = ev.ts, at
+        return decoded
 
     def apply(self, ev: Event, at: datetime) -> FoldResult:
         """Fold one event that is about to be written as the next line."""

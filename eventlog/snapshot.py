@@ -82,10 +82,15 @@ def position(f: IO[bytes], replay: Replay) -> Position:
 def save(path: str, f: IO[bytes], replay: Replay, version: str) -> None:
     """Write the snapshot of ``replay`` (taken at its offset in ``f``) atomically to ``path``."""
     snap = Snapshot(FORMAT, version, position(f, replay), pickle.dumps(replay, protocol=pickle.HIGHEST_PROTOCOL))
+    write_atomic(path, msgspec.msgpack.encode(snap))
+
+
+def write_atomic(path: str, data: bytes, mode: int = 0o640) -> None:
+    """Replace ``path`` with ``data``: a temporary file beside it, then a rename (readers never see half)."""
     tmp = f"{path}.{os.getpid()}.tmp"
     try:
-        with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o640), "wb") as out:
-            out.write(msgspec.msgpack.encode(snap))
+        with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode), "wb") as out:
+            out.write(data)
         os.replace(tmp, path)
     except BaseException:
         try:

@@ -33,22 +33,17 @@ input could not be read (the rest is imported), 2 bad usage.
 from __future__ import annotations
 
 import argparse
-import fcntl
 import os
-import shlex
 import signal
-import subprocess
 import types
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from eventlog import importers
 from eventlog.appender import AppendError
 from eventlog.cli.common import UsageError, dumps, error, parse_at, zone
-from eventlog.logs import Log, LogUnavailable, is_url, lock_path, open_log
+from eventlog.cli.process import Ran, command, run_bounded, runner_lock
+from eventlog.logs import Log, LogUnavailable, is_url, open_log
 from projections.runner import Runner
 
 #: Spec section 5: a re-run over this is killed.
@@ -57,104 +52,6 @@ KICK_TIMEOUT_S = 2700.0
 KILL_GRACE_S = 30.0
 #: How long the probe may take.
 PROBE_TIMEOUT_S = 300.0
-
-
-# --- running commands and locking (shared with ``eventlog lanes``) ------------------------
-
-
-@dataclass
-class Ran:
-    """How a command ended: its exit status (negative: killed by that signal) and whether it timed out."""
-
-    exit: int
-    timed_out: bool
-    stdout: str = ""
-
-
-def command(text: str, option: str) -> list[str]:
-    """A command line split as a shell would (no shell runs it)."""
-    try:
-        argv = shlex.split(text)
-    except ValueError as err:
-        raise UsageError(f"{option} {text!r}: {err}") from err
-    if not argv:
-        raise UsageError(f"{option} is empty")
-    return argv
-
-
-def run_bounded(
-    argv: list[str],
-    *,
-    env: Mapping[str, str],
-    timeout: float,
-    grace: float,
-    capture: bool = False,
-) -> Ran:
-    """Run ``argv`` in a new session and wait at most ``timeout`` seconds.
-
-    Over the timeout its process group gets SIGTERM, then SIGKILL after
-    ``grace`` seconds (and SIGKILL in any case, for what is left of the group).
-    With ``capture`` its stdout is returned, else it goes to our stderr; stdin
-    is empty. Raises OSError when it cannot start. An interruption of ours
-    (KeyboardInterrupt) kills its group the same way before going on.
-    """
-    proc = subprocess.Popen(
-        argv,
-        env={**os.environ, **env},
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE if capture else 2,
-        start_new_session=True,
-        text=True,
-        errors="replace",
-    )
-    try:
-        try:
-            out, _ = proc.communicate(timeout=timeout)
-            return Ran(proc.returncode, False, out or "")
-        except subprocess.TimeoutExpired:
-            out = _stop(proc, grace)
-            return Ran(proc.returncode, True, out)
-    except BaseException:
-        if proc.returncode is None:
-            _stop(proc, grace)
-        raise
-
-
-def _stop(proc: subprocess.Popen[str], grace: float) -> str:
-    """SIGTERM the process group, SIGKILL it after ``grace``; reap the leader."""
-    _killpg(proc.pid, signal.SIGTERM)
-    try:
-        out, _ = proc.communicate(timeout=grace)
-    except subprocess.TimeoutExpired:
-        _killpg(proc.pid, signal.SIGKILL)
-        out, _ = proc.communicate()
-    _killpg(proc.pid, signal.SIGKILL)  # whatever of the group outlived its leader
-    return out or ""
-
-
-def _killpg(pgid: int, sig: int) -> None:
-    try:
-        os.killpg(pgid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
-@contextmanager
-def runner_lock(log: str, name: str, *, wait: bool) -> Iterator[bool]:
-    """Hold ``LOG.<name>.lock`` exclusively; yields False when ``wait`` is off and another holds it.
-
-    For a ``nats://`` LOG the lock file is on this host only (:func:`eventlog.logs.lock_path`).
-    """
-    fd = os.open(lock_path(log, name), os.O_RDWR | os.O_CREAT, 0o640)
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            yield False
-            return
-        yield True
-    finally:
-        os.close(fd)
 
 
 def state_of(log: Log) -> Runner:
@@ -455,4 +352,4 @@ def _append(path: str, events: list[dict[str, Any]]) -> int:
     return 0
 
 
-__all__ = ["Ran", "command", "known", "log_exists", "now_local", "register", "run_bounded", "runner_lock", "state_of"]
+__all__ = ["known", "log_exists", "now_local", "register", "state_of"]

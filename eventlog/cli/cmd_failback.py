@@ -51,7 +51,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import shlex
 import signal
 import socket
 import subprocess
@@ -64,7 +63,8 @@ from typing import Any, Literal
 import msgspec
 
 from eventlog.appender import AppendError, Conflict
-from eventlog.cli.common import dumps, error
+from eventlog.cli.common import UsageError, dumps, error
+from eventlog.cli.process import command
 from eventlog.logs import Log, LogUnavailable, is_url, open_log
 from eventlog.probe import EXPECTED, classify
 from projections.base import micros, seconds
@@ -113,8 +113,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         opts = Options(
             log=args.log,
-            probe_cmd=_argv("--probe-cmd", args.probe_cmd),
-            resume_cmd=_argv("--resume-cmd", args.resume_cmd),
+            probe_cmd=command(args.probe_cmd, "--probe-cmd"),
+            resume_cmd=command(args.resume_cmd, "--resume-cmd"),
             watcher=args.watcher,
             period_s=args.period,
             timeout_s=args.timeout,
@@ -123,23 +123,13 @@ def run(args: argparse.Namespace) -> int:
             expected=args.expect,
         )
         _check(opts)
-    except ValueError as err:
+    except (ValueError, UsageError) as err:
         error(str(err))
         return 2
     report = run_pass(opts)
     print(dumps(report.as_dict()) if args.json else report.text())
     sys.stdout.flush()
     return 1 if report.write_failed else 0
-
-
-def _argv(flag: str, text: str) -> list[str]:
-    try:
-        argv = shlex.split(text)
-    except ValueError as err:
-        raise ValueError(f"{flag}: {err}") from err
-    if not argv:
-        raise ValueError(f"{flag} is empty")
-    return argv
 
 
 def _check(opts: Options) -> None:

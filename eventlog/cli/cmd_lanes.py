@@ -33,8 +33,9 @@ import argparse
 from typing import Any
 
 from eventlog.appender import AppendError
-from eventlog.cli.cmd_catchup import command, log_exists, now_local, run_bounded, runner_lock, state_of
-from eventlog.cli.common import UsageError, dumps, error, parse_at, replay_log, zone
+from eventlog.cli.cmd_catchup import log_exists, now_local, state_of
+from eventlog.cli.common import UsageError, dumps, error, judging, replay_log
+from eventlog.cli.process import command, run_bounded, runner_lock
 from eventlog.logs import Log, LogUnavailable, open_log
 from projections.runner import Runner
 
@@ -73,8 +74,7 @@ def register(sub: Any) -> None:
 def run_stalls(args: argparse.Namespace) -> int:
     """``eventlog stalls``: the record of every lane as of TIME; exit 1 when one is stalled."""
     try:
-        tz = zone(args.assume_tz)
-        at = parse_at(args.at, tz)
+        tz, at = judging(args)
     except UsageError as err:
         error(str(err))
         return 2

@@ -22,7 +22,7 @@ from datetime import datetime
 from typing import Any
 
 from eventlog.appender import AppendError, EventLog
-from eventlog.cli.common import UsageError, dumps, error, parse_at, replay_log, zone
+from eventlog.cli.common import UsageError, dumps, error, judging, replay_log
 from eventlog.logs import Log, LogUnavailable, open_log
 from eventlog.replay import BadLine
 from projections.sessions import (
@@ -164,8 +164,7 @@ def _decide(log: Log, args: argparse.Namespace) -> int:
 def run_sessions(args: argparse.Namespace) -> int:
     """``eventlog sessions``: exit 1 when a shown session waits for an operator's decision."""
     try:
-        tz = zone(args.assume_tz)
-        at = parse_at(args.at, tz)
+        tz, at = judging(args)
         replay = replay_log(args.log, assume_tz=tz)
     except UsageError as err:
         error(str(err))

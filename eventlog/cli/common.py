@@ -45,6 +45,12 @@ def parse_at(text: str | None, assume_tz: tzinfo | None = None) -> tuple[datetim
     return value, text
 
 
+def judging(args: Any) -> tuple[tzinfo | None, tuple[datetime, str] | None]:
+    """The zone of ``--assume-tz`` and the time of ``--at`` (None: the log's own T); UsageError when bad."""
+    tz = zone(args.assume_tz)
+    return tz, parse_at(args.at, tz)
+
+
 def replay_log(
     path: str,
     *,

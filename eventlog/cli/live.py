@@ -7,9 +7,9 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from eventlog.cli.common import UsageError, dumps, error, parse_at, replay_log, zone
+from eventlog.cli.common import UsageError, dumps, error, judging, replay_log, zone
 from eventlog.events import KEY_FIELDS, type_name
-from eventlog.follow import Follower, follow, write_atomic
+from eventlog.follow import Follower, follow, write_text
 from eventlog.logs import is_url, open_log
 from eventlog.prom import exposition
 from eventlog.reader import Reader
@@ -48,9 +48,9 @@ def run_follow(args: argparse.Namespace) -> int:
 
     def write(follower: Follower) -> None:
         dump = follower.dump()
-        write_atomic(args.dump, dumps(dump) + "\n")
+        write_text(args.dump, dumps(dump) + "\n")
         if args.prom:
-            write_atomic(args.prom, exposition(dump))
+            write_text(args.prom, exposition(dump))
 
     if is_url(args.log):
         return _follow_stream(args, write)
@@ -126,8 +126,7 @@ def headline(dump: dict[str, Any]) -> dict[str, Any]:
 def run_status(args: argparse.Namespace) -> int:
     """Print what needs a person; exit 1 when anything does."""
     try:
-        tz = zone(args.assume_tz)
-        at = parse_at(args.at, tz)
+        tz, at = judging(args)
         replay = replay_log(args.log, assume_tz=tz)
     except UsageError as err:
         error(str(err))

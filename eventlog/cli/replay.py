@@ -13,7 +13,7 @@ from datetime import tzinfo
 from typing import Any
 
 from eventlog import snapshot
-from eventlog.cli.common import UsageError, dumps, error, parse_at, replay_log, zone
+from eventlog.cli.common import UsageError, dumps, error, judging, replay_log
 from eventlog.logs import is_url, open_log
 from eventlog.replay import BadLine, Replay
 from projections.runner import Runner
@@ -38,8 +38,7 @@ def register(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     """Replay each LOG on its own and print or check its dump."""
     try:
-        tz = zone(args.assume_tz)
-        at = parse_at(args.at, tz)
+        tz, at = judging(args)
     except UsageError as err:
         error(str(err))
         return 2
