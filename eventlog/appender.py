@@ -5,7 +5,7 @@ the log (``LOG.sidecar``) holds the folded state, the byte offset it reached and
 a fingerprint of the bytes before that offset. It is checked against the file
 under the lock and rebuilt from the log when anything does not match; only
 lines after its offset are read, and it is saved again once the log has
-grown :data:`SIDECAR_LAG` past it. The transition check is the folder's: the
+grown past it by a quarter of its size (see :data:`SIDECAR_LAG`). The transition check is the folder's: the
 appender receives a function that makes an empty one.
 """
 
@@ -30,8 +30,9 @@ from eventlog.replay import Replay
 
 _encoder = msgspec.json.Encoder()
 
-#: The sidecar is saved again once the log has grown this much past it: saving
-#: costs O(entities), folding the lag costs O(lag), and the lag stays small.
+#: The sidecar is saved again once the log has grown past it by a quarter of the
+#: sidecar's own size, at least 16 KiB and at most this much: saving costs about
+#: its size, folding the lag costs about the lag, so both stay small.
 SIDECAR_LAG = 256 << 10
 
 
@@ -150,7 +151,7 @@ class EventLog:
             os.fsync(fd)
         replay.offset += len(data)
         replay.torn_tail = False
-        if saved_at is None or replay.offset - saved_at > SIDECAR_LAG:
+        if saved_at is None or replay.offset - saved_at > self._lag_allowed():
             self._save(fd, replay)
         return AppendResult(first_seq, replay.reader.last_seq, len(checked), replay.offset, cut, notes)
 
@@ -170,6 +171,14 @@ class EventLog:
                 replay = fresh
             replay.feed(f)
         return replay, notes, saved_at
+
+    def _lag_allowed(self) -> int:
+        """How far the log may run ahead of the sidecar before it is saved again."""
+        try:
+            size = os.stat(self.sidecar).st_size
+        except OSError:
+            return 0
+        return min(SIDECAR_LAG, max(16 << 10, size // 4))
 
     def _save(self, fd: int, replay: Replay) -> None:
         """Save the sidecar; it is only a cache, so a failure to save is not an error."""
