@@ -373,8 +373,9 @@ class Handoffs:
         if ev.handoff_id in self.items:
             return Rejected(f"handoff {ev.handoff_id} already created (line {self.items[ev.handoff_id].line})")
         deadline = None if ev.deadline is None else micros(parse_time(ev.deadline))
+        now = micros(at)
         self.items[ev.handoff_id] = Handoff(
-            ev.account, micros(at), line, deadline, ev.importance, ev.repo, ev.branch, ev.head, last_us=micros(at)
+            ev.account, now, line, deadline, ev.importance, ev.repo, ev.branch, ev.head, last_us=now
         )
         self._account(ev.account).pending += 1
         return None
@@ -403,7 +404,7 @@ class Handoffs:
         h.watcher = ev.watcher
         h.reason = None
         if h.first_claimed_us is None:
-            h.first_claimed_us = micros(at)
+            h.first_claimed_us = h.last_us
         return None
 
     def _released(self, ev: Released, line: int, at: datetime) -> FoldResult:
@@ -421,7 +422,7 @@ class Handoffs:
             return h
         self._move(h, REQUESTED, at)
         if h.first_requested_us is None:
-            h.first_requested_us = micros(at)
+            h.first_requested_us = h.last_us
             if h.first_claimed_us is not None:
                 self.latency["claimed_to_requested"].append(seconds(h.first_requested_us - h.first_claimed_us))
         return None
@@ -443,7 +444,7 @@ class Handoffs:
         if isinstance(h, Rejected):
             return h
         self._move(h, RETURNED, at)
-        now = micros(at)
+        now = h.last_us
         self.latency["created_to_returned"].append(seconds(now - h.created_us))
         if h.first_requested_us is not None:
             self.latency["requested_to_verified"].append(seconds(now - h.first_requested_us))
