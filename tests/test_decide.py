@@ -116,7 +116,7 @@ def _race(log: str, sid: str, key: str, barrier: Any, out: Any) -> None:
 
 def test_two_deciders_with_the_same_revision_only_one_wins(tmp_path: Path) -> None:
     log = tmp_path / "log.jsonl"
-    rounds = 20
+    rounds = 50  # issue 8: at least 50 rounds
     write_log(log, [{"type": "execution_gone", "ts": T, "session_id": f"s{i}"} for i in range(rounds)])
     ctx = multiprocessing.get_context("fork")
     for i in range(rounds):
