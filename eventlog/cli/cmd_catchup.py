@@ -41,7 +41,7 @@ from typing import Any
 
 from eventlog import importers
 from eventlog.appender import AppendError
-from eventlog.cli.common import UsageError, dumps, error, parse_at, zone
+from eventlog.cli.common import UsageError, append_failed, dumps, error, parse_at, zone
 from eventlog.cli.process import Ran, command, run_bounded, runner_lock
 from eventlog.logs import Log, LogUnavailable, is_url, open_log
 from projections.runner import Runner
@@ -138,9 +138,7 @@ def run_catchup(args: argparse.Namespace) -> int:
             finally:
                 signal.signal(signal.SIGTERM, previous)
     except AppendError as err:
-        for message in err.messages:
-            error(message)
-        return err.exit_code
+        return append_failed(err)
     except OSError as err:
         error(f"{args.log}: {err.strerror or err}")
         return 2
@@ -346,9 +344,7 @@ def _append(path: str, events: list[dict[str, Any]]) -> int:
         with open_log(path) as log:
             log.append(events)
     except AppendError as err:
-        for message in err.messages:
-            error(message)
-        return err.exit_code
+        return append_failed(err)
     return 0
 
 

@@ -34,7 +34,7 @@ from typing import Any
 
 from eventlog.appender import AppendError
 from eventlog.cli.cmd_catchup import log_exists, now_local, state_of
-from eventlog.cli.common import UsageError, dumps, error, judging, replay_log
+from eventlog.cli.common import UsageError, append_failed, dumps, error, judging, replay_log
 from eventlog.cli.process import command, run_bounded, runner_lock
 from eventlog.logs import Log, LogUnavailable, open_log
 from projections.runner import Runner
@@ -105,9 +105,7 @@ def run_lanes(args: argparse.Namespace) -> int:
         with runner_lock(args.log, "lanes", wait=True):
             return _lanes(args, argv)
     except AppendError as err:
-        for message in err.messages:
-            error(message)
-        return err.exit_code
+        return append_failed(err)
     except OSError as err:
         error(f"{args.log}: {err.strerror or err}")
         return 2

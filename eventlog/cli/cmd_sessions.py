@@ -22,7 +22,7 @@ from datetime import datetime
 from typing import Any
 
 from eventlog.appender import AppendError, EventLog
-from eventlog.cli.common import UsageError, dumps, error, judging, replay_log
+from eventlog.cli.common import UsageError, append_failed, dumps, error, judging, replay_log
 from eventlog.logs import Log, LogUnavailable, open_log
 from eventlog.replay import BadLine
 from projections.sessions import (
@@ -141,9 +141,7 @@ def _decide(log: Log, args: argparse.Namespace) -> int:
             evidence_ref=args.evidence_ref,
         )
     except AppendError as err:
-        for message in err.messages:
-            error(message)
-        return err.exit_code
+        return append_failed(err)
     accepted = receipt["result"] == "accepted"
     if args.json:
         print(dumps({**receipt, "session": s.item()}))

@@ -10,6 +10,7 @@ from datetime import datetime, tzinfo
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from eventlog.appender import AppendError
 from eventlog.logs import is_url, open_log
 from eventlog.replay import Progress, Replay
 from projections.runner import Runner
@@ -93,6 +94,13 @@ def terminal_progress(label: str, total: int) -> Progress | None:
 def dumps(value: Any) -> str:
     """One line of JSON, UTF-8 left as is."""
     return json.dumps(value, ensure_ascii=False)
+
+
+def append_failed(err: AppendError) -> int:
+    """Report a refused or failed append, one line per problem; its exit status."""
+    for message in err.messages:
+        error(message)
+    return err.exit_code
 
 
 def error(message: str) -> None:
