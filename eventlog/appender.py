@@ -5,8 +5,11 @@ the log (``LOG.sidecar``) holds the folded state, the byte offset it reached and
 a fingerprint of the bytes before that offset. It is checked against the file
 under the lock and rebuilt from the log when anything does not match; only
 lines after its offset are read, and it is saved again once the log has
-grown past it by a quarter of its size (see :data:`SIDECAR_LAG`). The transition check is the folder's: the
-appender receives a function that makes an empty one.
+grown past it by a quarter of its size (see :data:`SIDECAR_LAG`). An
+:class:`EventLog` also keeps the state of its last successful append in
+memory, checked against the file the same way, so a process that appends
+again and again loads the sidecar once. The transition check is the
+folder's: the appender receives a function that makes an empty one.
 """
 
 from __future__ import annotations
@@ -87,6 +90,9 @@ class EventLog:
         self.path = os.fspath(path)
         self.sidecar = self.path + ".sidecar"
         self.new_folder = new_folder or _default_folder
+        #: The state after this object's last successful append, where it stood in the file,
+        #: and the offset the sidecar was saved at (None: not yet).
+        self._kept: tuple[Replay, snapshot.Position, int | None] | None = None
 
     def append(
         self,
@@ -122,7 +128,7 @@ class EventLog:
         check: bool,
         fsync: bool,
     ) -> AppendResult:
-        replay, notes, saved_at = self._load(fd)
+        replay, notes, saved_at = self._load(fd)  # takes the kept state: a failure below must not keep it
         size = os.fstat(fd).st_size
         cut = size - replay.offset
         if expect_revision is not None:
@@ -152,7 +158,10 @@ class EventLog:
         replay.offset += len(data)
         replay.torn_tail = False
         if saved_at is None or replay.offset - saved_at > self._lag_allowed():
-            self._save(fd, replay)
+            if self._save(fd, replay):
+                saved_at = replay.offset
+        with os.fdopen(os.dup(fd), "rb") as f:
+            self._kept = (replay, snapshot.position(f, replay), saved_at)
         return AppendResult(first_seq, replay.reader.last_seq, len(checked), replay.offset, cut, notes)
 
     def _load(self, fd: int) -> tuple[Replay, list[str], int | None]:
@@ -161,8 +170,13 @@ class EventLog:
         Also returns the offset the sidecar was saved at (None: it was rebuilt).
         """
         notes: list[str] = []
-        fresh = Replay(self.new_folder())
+        kept, self._kept = self._kept, None
         with os.fdopen(os.dup(fd), "rb") as f:
+            if kept is not None and snapshot.differs(f, kept[1]) is None:
+                replay, _, saved_at = kept
+                replay.feed(f)  # what other writers appended since
+                return replay, notes, saved_at
+            fresh = Replay(self.new_folder())
             replay, why = snapshot.load(self.sidecar, f, snapshot.folder_version(fresh))
             saved_at = None if replay is None else replay.offset
             if replay is None:
@@ -180,13 +194,14 @@ class EventLog:
             return 0
         return min(SIDECAR_LAG, max(16 << 10, size // 4))
 
-    def _save(self, fd: int, replay: Replay) -> None:
-        """Save the sidecar; it is only a cache, so a failure to save is not an error."""
+    def _save(self, fd: int, replay: Replay) -> bool:
+        """Save the sidecar; it is only a cache, so a failure to save is not an error (False)."""
         with os.fdopen(os.dup(fd), "rb") as f:
             try:
                 snapshot.save(self.sidecar, f, replay, snapshot.folder_version(replay))
             except OSError:
-                pass
+                return False
+        return True
 
 
 def validated(

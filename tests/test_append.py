@@ -139,3 +139,37 @@ def test_a_log_path_that_is_a_directory(tmp_path: Path) -> None:
     out = run_cli("append", str(tmp_path), stdin=json.dumps(created()) + "\n")
     assert out.returncode == 1
     assert "is a directory" in out.stderr
+
+
+def claimed(hid: str = "h1") -> dict[str, object]:
+    return {"type": "claimed", "ts": TS, "handoff_id": hid, "watcher": "w", "attempt": 1}
+
+
+def test_a_kept_state_sees_what_other_writers_appended(tmp_path: Path) -> None:
+    log = tmp_path / "log.jsonl"
+    mine, theirs = EventLog(log), EventLog(log)
+    mine.append([created()])
+    theirs.append([claimed()])
+    with pytest.raises(Conflict, match="already has a live claim"):
+        mine.append([claimed()])  # a kept state that missed their claim would write a second one
+    assert [e["type"] for e in lines(log)] == ["handoff_created", "claimed"]
+
+
+def test_a_refused_batch_leaves_nothing_in_the_kept_state(tmp_path: Path) -> None:
+    log = tmp_path / "log.jsonl"
+    el = EventLog(log)
+    el.append([created()])
+    with pytest.raises(Conflict):
+        el.append([claimed(), claimed()])  # the first is fine, the second refused: neither is written
+    el.append([claimed()])  # so this claim is the first live one
+    assert [e["type"] for e in lines(log)] == ["handoff_created", "claimed"]
+
+
+def test_a_kept_state_is_dropped_when_the_log_is_rewritten(tmp_path: Path) -> None:
+    log = tmp_path / "log.jsonl"
+    el = EventLog(log)
+    el.append([created(), claimed()])
+    Path(str(log) + ".sidecar").unlink()
+    log.write_text(json.dumps(created()) + "\n")  # same inode, other bytes: h1 is pending again
+    el.append([claimed()])
+    assert [e["type"] for e in lines(log)] == ["handoff_created", "claimed"]

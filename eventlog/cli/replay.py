@@ -87,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def replay_from_snapshot(path: str, snap: str, tz: tzinfo | None, strict: bool) -> Replay:
-    """Replay ``path`` from the snapshot when it matches (else from the start), then save the snapshot."""
+    """Replay ``path`` from the snapshot when it matches (else from the start); save the snapshot if it moved."""
     if is_url(path):
         from eventlog.jetstream import JetStreamLog
         from eventlog.jetstream import replay_from_snapshot as from_stream
@@ -102,7 +102,10 @@ def replay_from_snapshot(path: str, snap: str, tz: tzinfo | None, strict: bool) 
             if why != "no snapshot":
                 error(f"{why}; replaying from the start")
             replay = fresh
+        loaded_at = None if replay is fresh else replay.offset
         replay.feed(f, strict=strict)
+        if replay.offset == loaded_at:
+            return replay  # the snapshot is still up to date: writing it again would change nothing
         try:
             snapshot.save(snap, f, replay, snapshot.folder_version(replay))
         except OSError as err:
