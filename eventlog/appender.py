@@ -173,16 +173,15 @@ class EventLog:
         kept, self._kept = self._kept, None
         with os.fdopen(os.dup(fd), "rb") as f:
             if kept is not None and snapshot.differs(f, kept[1]) is None:
-                replay, _, saved_at = kept
-                replay.feed(f)  # what other writers appended since
-                return replay, notes, saved_at
+                state, _, saved_at = kept
+                state.feed(f)  # what other writers appended since
+                return state, notes, saved_at
             fresh = Replay(self.new_folder())
-            replay, why = snapshot.load(self.sidecar, f, snapshot.folder_version(fresh))
-            saved_at = None if replay is None else replay.offset
-            if replay is None:
-                if why != "no snapshot":
-                    notes.append(f"{why}; rebuilt it from the log")
-                replay = fresh
+            loaded, why = snapshot.load(self.sidecar, f, snapshot.folder_version(fresh))
+            saved_at = None if loaded is None else loaded.offset
+            if loaded is None and why != "no snapshot":
+                notes.append(f"{why}; rebuilt it from the log")
+            replay = loaded or fresh
             replay.feed(f)
         return replay, notes, saved_at
 
