@@ -48,14 +48,17 @@ class Replay:
         With ``strict``, the first bad line raises :class:`BadLine` instead.
         """
         # The hot path of every replay. An ordinary line (a known type at the
-        # current version, a ts with an offset, seq increasing) is decoded and
+        # current version, times with an offset, seq increasing) is decoded and
         # checked inline; anything else goes to Reader.decode, which holds
         # every rule and names the reason. Keep the two in step.
         reader = self.reader
         decode_fast = _decoder.decode
         fromiso = datetime.fromisoformat
-        timed = TIME_FIELDS
-        versioned = {EVENT_TYPES[name] for name in CURRENT_VERSION}
+        # Types at their first version (later ones are upcast on the slow
+        # path): ``plain`` have no time but ``ts``, ``timed`` have more.
+        first = {cls for name, cls in EVENT_TYPES.items() if name not in CURRENT_VERSION}
+        plain = {cls for cls in first if cls not in TIME_FIELDS}
+        timed = first - plain
         fold = self.folder.fold
         line = self.line
         last_seq = reader.last_seq
@@ -73,34 +76,28 @@ class Replay:
                 try:
                     ev: Event = decode_fast(raw)
                     cls = type(ev)
-                    at: datetime | str | None = fromiso(ev.ts) if cls not in timed else reader.times(ev)
+                    at = fromiso(ev.ts) if cls in plain else reader.times(ev) if cls in timed else None
+                    seq = ev.seq or line  # seq is >= 1 when given
                 except Exception:  # noqa: BLE001 - named by the slow path below
                     at = None
-                if (  # `ev` is only looked at once `at` proved the line decoded
-                    isinstance(at, datetime)
-                    and at.tzinfo is not None
-                    and ev.v == 1
-                    and cls not in versioned
-                    and (ev.seq or line) > last_seq  # seq is >= 1 when given
-                ):
-                    last_seq = ev.seq or line
-                    ev.seq = last_seq
-                else:  # the slow path: hand the tallies over, fold_line keeps them
-                    reader.last_seq = last_seq
-                    self.events += events
-                    events = 0
-                    if last_ev is not None:
-                        self.last_ts, self.last_at, last_ev = last_ev.ts, last_at, None
-                    try:
-                        self.fold_line(raw, line, strict)
-                    except BadLine:
-                        self.offset = end - sum(len(x) + 1 for x in lines[line - start:])
-                        raise
-                    last_seq = reader.last_seq
+                if isinstance(at, datetime) and at.tzinfo is not None and seq > last_seq and ev.v == 1:
+                    last_seq = ev.seq = seq
+                    fold(ev, line, at)
+                    events += 1
+                    last_ev, last_at = ev, at
                     continue
-                fold(ev, line, at)
-                events += 1
-                last_ev, last_at = ev, at
+                # the slow path: hand the tallies over, fold_line keeps them
+                reader.last_seq = last_seq
+                self.events += events
+                events = 0
+                if last_ev is not None:
+                    self.last_ts, self.last_at, last_ev = last_ev.ts, last_at, None
+                try:
+                    self.fold_line(raw, line, strict)
+                except BadLine:
+                    self.offset = end - sum(len(x) + 1 for x in lines[line - start:])
+                    raise
+                last_seq = reader.last_seq
             self.offset = end
             if progress is not None:
                 progress(line, end)

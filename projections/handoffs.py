@@ -81,7 +81,6 @@ from eventlog.events import (
     Verified,
     WatcherRun,
     parse_time,
-    type_name,
 )
 from projections.base import FoldResult, Handler, Rejected, micros, num, seconds, summary
 
@@ -153,7 +152,8 @@ class Handoff(msgspec.Struct, gc=False):
     repo: str | None
     branch: str | None
     head: str | None
-    last_us: int
+    #: The time of its last applied event (for stale): kept as read, since converting costs more than the fold.
+    last_at: datetime
     state: str = PENDING
     attempt: int = 0
     watcher: str | None = None
@@ -214,7 +214,7 @@ class Handoffs:
         if h is None or h.state not in LIVE:
             return None
         limit = self.stale_after_s if stale_after_s is None else stale_after_s
-        if seconds(micros(as_of) - h.last_us) > limit:
+        if (as_of - h.last_at).total_seconds() > limit:
             return STALE_KIND[h.state]
         return None
 
@@ -346,10 +346,9 @@ class Handoffs:
             acc = self.accounts[name] = Account()
         return acc
 
-    def _fits(self, ev: Event, hid: str) -> Handoff | Rejected:
-        """The handoff ``ev`` moves, or why it does not fit (spec: rejected, state unchanged)."""
+    def _fits(self, kind: str, hid: str) -> Handoff | Rejected:
+        """The handoff an event of type ``kind`` moves, or why it does not fit (spec: rejected, state unchanged)."""
         h = self.items.get(hid)
-        kind = type_name(ev)
         if h is None:
             return Rejected(f"unknown handoff {hid}: never created")
         allowed = RULES[kind]
@@ -367,7 +366,7 @@ class Handoffs:
         if (h.state == PENDING) != (state == PENDING):
             self._account(h.account).pending += 1 if state == PENDING else -1
         h.state = state
-        h.last_us = micros(at)
+        h.last_at = at
 
     def _created(self, ev: HandoffCreated, line: int, at: datetime) -> FoldResult:
         if ev.handoff_id in self.items:
@@ -375,28 +374,28 @@ class Handoffs:
         deadline = None if ev.deadline is None else micros(parse_time(ev.deadline))
         now = micros(at)
         self.items[ev.handoff_id] = Handoff(
-            ev.account, now, line, deadline, ev.importance, ev.repo, ev.branch, ev.head, last_us=now
+            ev.account, now, line, deadline, ev.importance, ev.repo, ev.branch, ev.head, last_at=at
         )
         self._account(ev.account).pending += 1
         return None
 
     def _local_started(self, ev: LocalStarted, line: int, at: datetime) -> FoldResult:
-        h = self._fits(ev, ev.handoff_id)
+        h = self._fits("local_started", ev.handoff_id)
         if isinstance(h, Rejected):
             return h
         h.local_started = True
-        h.last_us = micros(at)
+        h.last_at = at
         return None
 
     def _local_start_failed(self, ev: LocalStartFailed, line: int, at: datetime) -> FoldResult:
-        h = self._fits(ev, ev.handoff_id)
+        h = self._fits("local_start_failed", ev.handoff_id)
         if isinstance(h, Rejected):
             return h
-        h.last_us = micros(at)
+        h.last_at = at
         return None
 
     def _claimed(self, ev: Claimed, line: int, at: datetime) -> FoldResult:
-        h = self._fits(ev, ev.handoff_id)
+        h = self._fits("claimed", ev.handoff_id)
         if isinstance(h, Rejected):
             return h
         self._move(h, CLAIMED, at)
@@ -404,11 +403,11 @@ class Handoffs:
         h.watcher = ev.watcher
         h.reason = None
         if h.first_claimed_us is None:
-            h.first_claimed_us = h.last_us
+            h.first_claimed_us = micros(at)
         return None
 
     def _released(self, ev: Released, line: int, at: datetime) -> FoldResult:
-        h = self._fits(ev, ev.handoff_id)
+        h = self._fits("released", ev.handoff_id)
         if isinstance(h, Rejected):
             return h
         self._move(h, PENDING, at)
@@ -417,18 +416,18 @@ class Handoffs:
         return None
 
     def _resume_requested(self, ev: ResumeRequested, line: int, at: datetime) -> FoldResult:
-        h = self._fits(ev, ev.handoff_id)
+        h = self._fits("resume_requested", ev.handoff_id)
         if isinstance(h, Rejected):
             return h
         self._move(h, REQUESTED, at)
         if h.first_requested_us is None:
-            h.first_requested_us = h.last_us
+            h.first_requested_us = micros(at)
             if h.first_claimed_us is not None:
                 self.latency["claimed_to_requested"].append(seconds(h.first_requested_us - h.first_claimed_us))
         return None
 
     def _resume_failed(self, ev: ResumeFailed, line: int, at: datetime) -> FoldResult:
-        h = self._fits(ev, ev.handoff_id)
+        h = self._fits("resume_failed", ev.handoff_id)
         if isinstance(h, Rejected):
             return h
         if ev.effect == "none":
@@ -440,18 +439,18 @@ class Handoffs:
         return None
 
     def _verified(self, ev: Verified, line: int, at: datetime) -> FoldResult:
-        h = self._fits(ev, ev.handoff_id)
+        h = self._fits("verified", ev.handoff_id)
         if isinstance(h, Rejected):
             return h
         self._move(h, RETURNED, at)
-        now = h.last_us
+        now = micros(at)
         self.latency["created_to_returned"].append(seconds(now - h.created_us))
         if h.first_requested_us is not None:
             self.latency["requested_to_verified"].append(seconds(now - h.first_requested_us))
         return None
 
     def _conflict(self, ev: Conflict, line: int, at: datetime) -> FoldResult:
-        h = self._fits(ev, ev.handoff_id)
+        h = self._fits("conflict", ev.handoff_id)
         if isinstance(h, Rejected):
             return h
         self._move(h, NEEDS_HUMAN, at)
@@ -459,7 +458,7 @@ class Handoffs:
         return None
 
     def _needs_human(self, ev: NeedsHuman, line: int, at: datetime) -> FoldResult:
-        h = self._fits(ev, ev.handoff_id)
+        h = self._fits("needs_human", ev.handoff_id)
         if isinstance(h, Rejected):
             return h
         self._move(h, NEEDS_HUMAN, at)
@@ -467,7 +466,7 @@ class Handoffs:
         return None
 
     def _skip(self, ev: Skip, line: int, at: datetime) -> FoldResult:
-        h = self._fits(ev, ev.handoff_id)
+        h = self._fits("skip", ev.handoff_id)
         if isinstance(h, Rejected):
             return h
         self._move(h, SKIPPED, at)

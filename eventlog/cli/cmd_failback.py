@@ -67,7 +67,6 @@ from eventlog.cli.common import UsageError, dumps, error
 from eventlog.cli.process import command
 from eventlog.logs import Log, LogUnavailable, is_url, open_log
 from eventlog.probe import EXPECTED, classify
-from projections.base import micros, seconds
 from projections.handoffs import GUESSED, Handoff, Handoffs
 
 Clock = Callable[[], datetime]
@@ -320,7 +319,7 @@ def _pass(
     released: set[str] = set()
     for hid in stale["retryable"]:
         item = h.items[hid]
-        age = seconds(micros(clock()) - item.last_us)
+        age = (clock() - item.last_at).total_seconds()
         reason = f"stale claim: {item.watcher} sent no resume_requested in {age:.0f}s (attempt {item.attempt})"
         if append([{"type": "released", "ts": stamp(), "handoff_id": hid, "reason": reason}]):
             released.add(hid)
