@@ -1,6 +1,6 @@
 """``tools/bench``: generate a log of all four domains, measure, print figures against targets.
 
-Usage: ``tools/bench [--events N] [--entities N] [--out DIR] [--json] [--only NAME,...]``.
+Usage: ``tools/bench [--events N] [--entities N] [--log LOG] [--out DIR] [--json] [--only NAME,...]``.
 Measurements: replay, rebuild, memory, follow, snapshot, append (docs/PERFORMANCE.md).
 Exit status: 0 done (a MISS is a figure, not a failure); 1 a measurement failed; 2 bad usage.
 """
@@ -32,6 +32,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--entities", type=int, default=d.entities, help=f"streams in the main log ({d.entities:,})")
     p.add_argument("--out", type=Path, default=d.out, metavar="DIR",
                    help="where logs are generated (kept and reused by name) and scratch files go (bench-out/)")
+    p.add_argument("--log", type=Path, metavar="LOG",
+                   help="measure replay, rebuild, snapshot and appends on this log instead of a generated one "
+                   "(memory and follow still use generated logs of --events and --entities)")
     p.add_argument("--json", action="store_true", help="print the figures as JSON instead of a table")
     p.add_argument("--only", metavar="NAME,...", help=f"run only these measurements: {','.join(MEASURES)}")
     p.add_argument("--seed", type=int, default=d.seed, help="generator seed")
@@ -78,11 +81,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             parser.error(f"--only: unknown measurement {', '.join(unknown)} (known: {', '.join(MEASURES)})")
     if args.events < 2 * args.entities or args.entities < 10:
         parser.error("need --entities >= 10 and at least two events per entity")
+    if args.log is not None and not args.log.is_file():
+        parser.error(f"--log: {args.log} is not a readable file")
     cfg = Config(
         events=args.events, entities=args.entities, out=args.out.resolve(), seed=args.seed,
         repeat=max(1, args.repeat), follow_events=args.follow_events, follow_samples=args.follow_samples,
         append_count=args.append_count, checked_appends=max(1, args.checked_appends),
-        cli_appends=max(1, args.cli_appends),
+        cli_appends=max(1, args.cli_appends), log=None if args.log is None else args.log.resolve(),
     )
     cfg.out.mkdir(parents=True, exist_ok=True)
     tty = sys.stderr.isatty()
@@ -115,6 +120,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "command": ["tools/bench", *(argv if argv is not None else sys.argv[1:])],
             "machine": info,
             "sizes": {"events": cfg.events, "entities": cfg.entities},
+            "log": None if cfg.log is None else str(cfg.log),
             "measurements": names,
             "elapsed_s": round(elapsed, 1),
             "generated_s": {k: round(v, 1) for k, v in ctx.generated.items()},
@@ -122,7 +128,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         }, indent=1))
     else:
         gen = sum(ctx.generated.values())
-        print(f"tools/bench: {cfg.events:,} events, {cfg.entities:,} entities; {', '.join(names)}")
+        sizes = f"{cfg.events:,} events, {cfg.entities:,} entities"
+        print(f"tools/bench: {sizes if cfg.log is None else f'{cfg.log} (memory, follow: {sizes})'}; "
+              f"{', '.join(names)}")
         load = info["loadavg_1m"]
         print(f"machine: {info['nproc']} cores, Python {info['python']}, {info['platform']}; "
               f"load average (1 min) {load['start']} at the start, {load['end']} at the end")

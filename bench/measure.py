@@ -59,6 +59,8 @@ class Config:
     append_procs: tuple[int, ...] = (1, 2, 4)
     checked_appends: int = 5
     cli_appends: int = 3
+    #: A log of one's own to measure replay, rebuild, snapshot and appends on, instead of the generated one.
+    log: Path | None = None
 
 
 @dataclass
@@ -72,6 +74,7 @@ class Context:
     #: ``tools/replay LOG > /dev/null`` of the main log, seconds.
     tools_replay_s: float | None = None
     generated: dict[str, float] = field(default_factory=dict)
+    lines: int | None = None
 
     def log(self, events: int, entities: int) -> Path:
         """A generated log (cached in ``out`` by its name)."""
@@ -85,7 +88,19 @@ class Context:
         return path
 
     def main_log(self) -> Path:
+        """The log the replay, rebuild, snapshot and append figures are taken on (``--log`` or generated)."""
+        if self.cfg.log is not None:
+            return self.cfg.log
         return self.log(self.cfg.events, self.cfg.entities)
+
+    def main_lines(self) -> int:
+        """How many lines the main log has (counted once for ``--log``)."""
+        if self.cfg.log is None:
+            return self.cfg.events
+        if self.lines is None:
+            with open(self.cfg.log, "rb") as f:
+                self.lines = sum(block.count(b"\n") for block in iter(lambda: f.read(1 << 20), b""))
+        return self.lines
 
 
 def _timed(fn: Callable[[], object]) -> float:
@@ -129,7 +144,7 @@ def replay(cfg: Config, ctx: Context) -> list[Row]:
     """
     best = f"best of {cfg.repeat}"
     log = ctx.main_log()
-    n = cfg.events
+    n = ctx.main_lines()
     ctx.say("replay: floor")
     floor = min(_timed(lambda: decode_floor(log)) for _ in range(cfg.repeat))
     runs: list[tuple[float, float, float]] = []
@@ -524,7 +539,7 @@ def append(cfg: Config, ctx: Context) -> list[Row]:
     ctx.say("append: checked appends on an empty log")
     _, empty_api, empty_cli = _checked_appends(empty, cfg.checked_appends, cfg.cli_appends, "empty")
     sidecar = Path(str(big) + ".sidecar").stat().st_size / 2**20
-    n = f"{cfg.events:,}"
+    n = f"{ctx.main_lines():,}"
     rows += [
         compared("append", f"checked append, API, {n}-event log, median of {cfg.checked_appends}", big_api, "ms",
                  empty_api, "empty log", "<= 2.0",

@@ -92,3 +92,19 @@ def test_table_and_unknown_measurement(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert "replay_log + dump in-process" in done.stdout
     assert bench(tmp_path, "--only", "nope").returncode == 2
+
+
+def test_a_log_of_ones_own_is_measured_whatever_its_key_order(tmp_path: Path) -> None:
+    src = tmp_path / "gen.jsonl"
+    write_log(src, 3000, 150)
+    mine = tmp_path / "mine.jsonl"  # keys reversed: "type" last, as another writer might put it
+    mine.write_text("".join(json.dumps(dict(reversed(json.loads(x).items()))) + "\n"
+                            for x in src.read_text().splitlines()))
+    done = bench(tmp_path / "out", "--json", "--only", "replay,snapshot", "--log", str(mine))
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["log"] == str(mine)
+    replay = [r for r in report["rows"] if r["group"] == "replay"]
+    assert replay and all(isinstance(r["value"], float) for r in replay)
+    assert not list((tmp_path / "out").glob("log-*.jsonl"))  # nothing was generated for replay
+    assert bench(tmp_path / "out", "--log", str(tmp_path / "absent.jsonl")).returncode == 2
