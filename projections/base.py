@@ -16,14 +16,16 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any, Protocol
+from typing import Any, Generic, Protocol, TypeVar
+
+import msgspec
 
 from eventlog.events import Event
 from eventlog.fold import NOT_APPLIED, FoldResult, Rejected
 
 __all__ = [
-    "NOT_APPLIED", "FoldResult", "Handler", "Projection", "Rejected", "micros", "nearest_rank", "num", "seconds",
-    "summary",
+    "NOT_APPLIED", "EntityCodec", "FoldResult", "Handler", "Projection", "Rejected", "micros", "nearest_rank", "num",
+    "seconds", "summary",
 ]
 
 
@@ -76,3 +78,28 @@ def num(value: float | None) -> float | int | None:
 def summary(values: Sequence[float]) -> dict[str, Any]:
     """``{"n", "p50", "p95"}`` of durations in seconds."""
     return {"n": len(values), "p50": num(nearest_rank(values, 50)), "p95": num(nearest_rank(values, 95))}
+
+
+S = TypeVar("S", bound=msgspec.Struct)
+
+
+class EntityCodec(Generic[S]):
+    """Packs a projection's map of entity structs (id -> struct) for snapshots and sidecars.
+
+    Pickle rebuilds each struct by calling its class; msgspec's msgpack decoder
+    builds them in C, about twice as fast for 100k handoffs, and a snapshot's
+    load is what a restart waits for. Aware datetimes come back as the same
+    instant in UTC: keep only times that are compared, never printed, in them.
+    """
+
+    def __init__(self, kind: type[S]) -> None:
+        self._encoder = msgspec.msgpack.Encoder()
+        self._decoder = msgspec.msgpack.Decoder(dict[str, kind])  # type: ignore[valid-type]
+
+    def pack(self, entities: dict[str, S]) -> bytes:
+        """The map as msgpack."""
+        return self._encoder.encode(entities)
+
+    def unpack(self, data: bytes) -> dict[str, S]:
+        """The map again."""
+        return self._decoder.decode(data)

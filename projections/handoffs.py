@@ -82,7 +82,7 @@ from eventlog.events import (
     WatcherRun,
     parse_time,
 )
-from projections.base import FoldResult, Handler, Rejected, micros, num, seconds, summary
+from projections.base import EntityCodec, FoldResult, Handler, Rejected, micros, num, seconds, summary
 
 # --- the rules (spec section 3) ------------------------------------------------------
 
@@ -141,8 +141,8 @@ def backoff_s(first_s: float, run: int, cap_s: float) -> float:
 # --- state ---------------------------------------------------------------------------
 
 
-class Handoff(msgspec.Struct, gc=False):
-    """One handoff as folded so far."""
+class Handoff(msgspec.Struct, gc=False, array_like=True):
+    """One handoff as folded so far (``array_like``: packed as a list in snapshots)."""
 
     account: str
     created_us: int
@@ -152,7 +152,8 @@ class Handoff(msgspec.Struct, gc=False):
     repo: str | None
     branch: str | None
     head: str | None
-    #: The time of its last applied event (for stale): kept as read, since converting costs more than the fold.
+    #: The time of its last applied event (for stale): kept as read, since converting costs more than the
+    #: fold. Only compared (a snapshot gives it back in UTC).
     last_at: datetime
     state: str = PENDING
     attempt: int = 0
@@ -176,6 +177,9 @@ class Account(msgspec.Struct, gc=False):
     run_kind: str | None = None
     run: int = 0
     run_at: datetime | None = None
+
+
+_ITEMS = EntityCodec(Handoff)
 
 
 def _fmt(value: datetime) -> str:
@@ -205,6 +209,15 @@ class Handoffs:
         self.watcher_at: datetime | None = None
         self.watcher_text: str | None = None
         self.watcher_period_s = 0
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["items"] = _ITEMS.pack(self.items)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        state["items"] = _ITEMS.unpack(state["items"])
+        self.__dict__.update(state)
 
     # -- queries (pure: the watcher and the view use them) --------------------------------
 

@@ -61,7 +61,7 @@ from eventlog.events import (
     WorkerReady,
     WorkerStopped,
 )
-from projections.base import NOT_APPLIED, FoldResult, Handler
+from projections.base import NOT_APPLIED, EntityCodec, FoldResult, Handler
 
 # --- words of the seed -------------------------------------------------------------
 
@@ -93,8 +93,8 @@ INCOMPATIBLE_CHECKPOINT: Final = "incompatible_checkpoint"
 OUTCOME_UNKNOWN: Final = "outcome_unknown"
 
 
-class Session(msgspec.Struct):
-    """One session's state (the dump item, plus what the rules need)."""
+class Session(msgspec.Struct, array_like=True):
+    """One session's state (the dump item, plus what the rules need; ``array_like``: packed as a list)."""
 
     admission_state: str = ADMITTED
     attention: str | None = None
@@ -153,6 +153,9 @@ class Session(msgspec.Struct):
         return self.gone_line > self.unknown[turn_id]
 
 
+_SESSIONS = EntityCodec(Session)
+
+
 @dataclass(frozen=True, slots=True)
 class Judgement:
     """A receipt's result, whether it repeats an earlier one, and why (for people)."""
@@ -176,6 +179,15 @@ class Sessions:
         self.sessions: dict[str, Session] = {}
         #: One per ``recovery_decision`` in log order: (line, seq, session, decision, result, replayed).
         self.receipts: list[tuple[int, int | None, str, str, str, bool]] = []
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["sessions"] = _SESSIONS.pack(self.sessions)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        state["sessions"] = _SESSIONS.unpack(state["sessions"])
+        self.__dict__.update(state)
 
     def session(self, session_id: str) -> Session:
         """The session's state, created on its first event."""
