@@ -42,7 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--follow-events", type=int, default=d.follow_events, help="size of the followed log (10,000)")
     p.add_argument("--follow-samples", type=int, default=d.follow_samples, help="appended lines timed (200)")
     p.add_argument("--append-count", type=int, default=d.append_count, help="appends per writer process (500)")
-    p.add_argument("--checked-appends", type=int, default=d.checked_appends, help="timed checked API appends (5)")
+    p.add_argument("--checked-appends", type=int, default=d.checked_appends, help="timed checked API appends (25)")
     p.add_argument("--cli-appends", type=int, default=d.cli_appends, help="timed eventlog append runs (3)")
     return p
 

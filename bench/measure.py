@@ -57,7 +57,7 @@ class Config:
     follow_gap_s: float = 0.02
     append_count: int = 500
     append_procs: tuple[int, ...] = (1, 2, 4)
-    checked_appends: int = 5
+    checked_appends: int = 25
     cli_appends: int = 3
     #: A log of one's own to measure replay, rebuild, snapshot and appends on, instead of the generated one.
     log: Path | None = None
