@@ -293,7 +293,7 @@ def memory(cfg: Config, ctx: Context) -> list[Row]:
 
 # --- follow latency ------------------------------------------------------------------
 
-_EVENTS = re.compile(rb'"events": (\d+)')
+_EVENTS = re.compile(rb'"events": ?(\d+)')
 
 
 def _dump_events(path: Path) -> int | None:

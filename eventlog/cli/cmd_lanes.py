@@ -34,7 +34,7 @@ from typing import Any
 
 from eventlog.appender import AppendError
 from eventlog.cli.cmd_catchup import log_exists, now_local, state_of
-from eventlog.cli.common import UsageError, append_failed, dumps, error, judging, replay_log
+from eventlog.cli.common import UsageError, append_failed, dumps, error, judging, record_line, replay_log
 from eventlog.cli.process import command, run_bounded, runner_lock
 from eventlog.logs import Log, LogUnavailable, open_log
 from projections.runner import Runner
@@ -88,7 +88,7 @@ def run_stalls(args: argparse.Namespace) -> int:
         now = now_local()
         at = (now, now.isoformat())
     record = runner.lanes.judge(*at)
-    print(dumps(record))
+    print(record_line(record))
     return 1 if any(result["stalled"] for result in record["results"]) else 0
 
 

@@ -13,7 +13,7 @@ from datetime import tzinfo
 from typing import Any
 
 from eventlog import snapshot
-from eventlog.cli.common import UsageError, dumps, error, judging, replay_log
+from eventlog.cli.common import UsageError, dumps, error, judging, record_line, replay_log
 from eventlog.logs import is_url, open_log
 from eventlog.replay import BadLine, Replay
 from projections.runner import Runner
@@ -75,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
             return 2
         if args.checks:
             for record in runner.lanes.checks:
-                print(json.dumps(record, ensure_ascii=False))
+                print(record_line(record))
             continue
         dump = replay.dump(path, *(at or (None, None)))
         if args.check:
