@@ -24,8 +24,8 @@ from eventlog.events import Event
 from eventlog.fold import NOT_APPLIED, FoldResult, Rejected
 
 __all__ = [
-    "NOT_APPLIED", "EntityCodec", "FoldResult", "Handler", "Projection", "Rejected", "micros", "nearest_rank", "num",
-    "seconds", "summary",
+    "NOT_APPLIED", "EntityCodec", "FoldResult", "Handler", "Projection", "Rejected", "elapsed_s", "micros",
+    "nearest_rank", "num", "seconds", "summary",
 ]
 
 
@@ -52,6 +52,16 @@ _MICRO = timedelta(microseconds=1)
 def micros(at: datetime) -> int:
     """An aware time as integer microseconds since the epoch: exact, small to keep and to pickle."""
     return (at - _EPOCH) // _MICRO
+
+
+def elapsed_s(later: datetime, earlier: datetime) -> float:
+    """Real seconds from ``earlier`` to ``later``.
+
+    Not ``later - earlier``: Python subtracts wall clocks when both times share
+    one tzinfo object (every time read with ``--assume-tz``), which is an hour
+    off across a DST change. Through epoch microseconds it is exact.
+    """
+    return seconds(micros(later) - micros(earlier))
 
 
 def seconds(us: int) -> float:

@@ -82,7 +82,7 @@ from eventlog.events import (
     WatcherRun,
     parse_time,
 )
-from projections.base import EntityCodec, FoldResult, Handler, Rejected, micros, num, seconds, summary
+from projections.base import EntityCodec, FoldResult, Handler, Rejected, elapsed_s, micros, num, seconds, summary
 
 # --- the rules (spec section 3) ------------------------------------------------------
 
@@ -227,7 +227,7 @@ class Handoffs:
         if h is None or h.state not in LIVE:
             return None
         limit = self.stale_after_s if stale_after_s is None else stale_after_s
-        if (as_of - h.last_at).total_seconds() > limit:
+        if elapsed_s(as_of, h.last_at) > limit:
             return STALE_KIND[h.state]
         return None
 
@@ -302,7 +302,7 @@ class Handoffs:
         """Spec: the last ``watcher_run`` is older than twice its period, or none while work is pending."""
         if self.watcher_at is None:
             return any(acc.pending for acc in self.accounts.values())
-        return (as_of - self.watcher_at).total_seconds() > 2 * self.watcher_period_s
+        return elapsed_s(as_of, self.watcher_at) > 2 * self.watcher_period_s
 
     # -- the view ---------------------------------------------------------------------------
 

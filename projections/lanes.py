@@ -37,7 +37,7 @@ from eventlog.events import (
     ResumeEnqueued,
     StatusUpdated,
 )
-from projections.base import FoldResult, Handler
+from projections.base import FoldResult, Handler, elapsed_s
 
 #: The schema of a lane-check record.
 SCHEMA = "impl-lane-watch/v1"
@@ -79,7 +79,7 @@ def evaluate(
 
     finished = lane.finished_at
     if finished is not None:
-        idle_minutes = (now - finished).total_seconds() / 60
+        idle_minutes = elapsed_s(now, finished) / 60  # the seed's (now - finished), through UTC
         moved_after = lane.commit_at is not None and lane.commit_at > finished
         if idle_minutes >= unpicked_minutes and not moved_after:
             return {
@@ -96,7 +96,7 @@ def evaluate(
 
     updated = lane.updated_at
     if updated is not None:  # no status yet: nothing to be quiet (lead's decision)
-        quiet = (now - updated).total_seconds() / 3600
+        quiet = elapsed_s(now, updated) / 3600
         if quiet >= quiet_hours:
             return {
                 "product": product,

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import pickle
 from datetime import datetime
 from pathlib import Path
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import pytest
 from hypothesis import given, settings
@@ -426,3 +428,21 @@ def test_fixture_has_its_expected_dump(name: str) -> None:
     actual = dump(name)
     assert actual["handoffs"] == expected["handoffs"]
     assert actual["rejected"] == expected["rejected"]
+
+
+def test_durations_with_an_assumed_zone_are_real_time_across_dst(tmp_path: Path) -> None:
+    """New York springs forward at 02:00 on 2026-03-08: 01:50 to 03:10 is 20 minutes, not 80."""
+    log = tmp_path / "dst.jsonl"
+    lines = [
+        {"type": "handoff_created", "ts": "2026-03-08T01:40:00", "handoff_id": "h1", "account": "a"},
+        {"type": "claimed", "ts": "2026-03-08T01:50:00", "handoff_id": "h1", "watcher": "w", "attempt": 1},
+        {"type": "watcher_run", "ts": "2026-03-08T01:55:00", "watcher": "w", "exit": "ok", "period_s": 600},
+        {"type": "lane_check", "ts": "2026-03-08T03:10:00"},
+    ]
+    log.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    replay = replay_log(str(log), assume_tz=ZoneInfo("America/New_York"), show_progress=False)
+    got = replay.dump(str(log))["handoffs"]
+    assert got["items"]["h1"]["stale"] is None  # 20 min < stale_after 30 min
+    assert got["watcher"]["late"] is False  # 15 min since the run, not more than 2 x 10 min
+    restored = pickle.loads(pickle.dumps(replay))  # a snapshot judges the same
+    assert restored.dump(str(log))["handoffs"] == got

@@ -67,6 +67,7 @@ from eventlog.cli.common import UsageError, dumps, error
 from eventlog.cli.process import command
 from eventlog.logs import Log, LogUnavailable, is_url, open_log
 from eventlog.probe import EXPECTED, classify
+from projections.base import elapsed_s
 from projections.handoffs import GUESSED, Handoff, Handoffs
 
 Clock = Callable[[], datetime]
@@ -319,7 +320,7 @@ def _pass(
     released: set[str] = set()
     for hid in stale["retryable"]:
         item = h.items[hid]
-        age = (clock() - item.last_at).total_seconds()
+        age = elapsed_s(clock(), item.last_at)
         reason = f"stale claim: {item.watcher} sent no resume_requested in {age:.0f}s (attempt {item.attempt})"
         if append([{"type": "released", "ts": stamp(), "handoff_id": hid, "reason": reason}]):
             released.add(hid)
