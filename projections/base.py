@@ -100,16 +100,21 @@ class EntityCodec(Generic[S]):
     builds them in C, about twice as fast for 100k handoffs, and a snapshot's
     load is what a restart waits for. Aware datetimes come back as the same
     instant in UTC: keep only times that are compared, never printed, in them.
+    A map msgpack cannot hold (an integer past 64 bits, a time outside years
+    1-9999 in UTC, both valid input) is left as it is, for pickle.
     """
 
     def __init__(self, kind: type[S]) -> None:
         self._encoder = msgspec.msgpack.Encoder()
         self._decoder = msgspec.msgpack.Decoder(dict[str, kind])  # type: ignore[valid-type]
 
-    def pack(self, entities: dict[str, S]) -> bytes:
-        """The map as msgpack."""
-        return self._encoder.encode(entities)
+    def pack(self, entities: dict[str, S]) -> bytes | dict[str, S]:
+        """The map as msgpack, or the map itself when msgpack cannot hold it."""
+        try:
+            return self._encoder.encode(entities)
+        except (OverflowError, ValueError, TypeError):  # msgspec.EncodeError is a ValueError
+            return entities
 
-    def unpack(self, data: bytes) -> dict[str, S]:
+    def unpack(self, data: bytes | dict[str, S]) -> dict[str, S]:
         """The map again."""
-        return self._decoder.decode(data)
+        return self._decoder.decode(data) if isinstance(data, bytes) else data

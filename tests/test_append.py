@@ -173,3 +173,15 @@ def test_a_kept_state_is_dropped_when_the_log_is_rewritten(tmp_path: Path) -> No
     log.write_text(json.dumps(created()) + "\n")  # same inode, other bytes: h1 is pending again
     el.append([claimed()])
     assert [e["type"] for e in lines(log)] == ["handoff_created", "claimed"]
+
+
+def test_integers_past_64_bits_are_valid_and_survive_sidecar_and_dump(tmp_path: Path) -> None:
+    log = tmp_path / "log.jsonl"
+    big = 2**64  # the spec bounds no integer; msgpack and orjson stop at 64 bits
+    EventLog(log).append([created(importance=big), {**claimed(), "attempt": big}])
+    EventLog(log).append([created("h2")])  # another process: loads the sidecar the first one saved
+    snap = tmp_path / "snap"
+    for args in ([str(log)], ["--snapshot", str(snap), str(log)], ["--snapshot", str(snap), str(log)]):
+        out = run_cli("replay", *args)
+        assert out.returncode == 0, out.stderr
+        assert json.loads(out.stdout)["handoffs"]["items"]["h1"]["attempt"] == big

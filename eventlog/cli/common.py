@@ -100,7 +100,10 @@ def record_line(record: dict[str, Any]) -> str:
 
 def dumps(value: Any) -> str:
     """One line of compact JSON, UTF-8 left as is (orjson: a 14 MB dump in 0.03 s, not 0.3 s)."""
-    return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode()
+    try:
+        return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode()
+    except orjson.JSONEncodeError:  # an integer past 64 bits (valid input): the slower encoder takes any
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
 def append_failed(err: AppendError) -> int:
