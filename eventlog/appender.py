@@ -7,9 +7,10 @@ under the lock and rebuilt from the log when anything does not match; only
 lines after its offset are read, and it is saved again once the log has
 grown past it by a quarter of its size (see :data:`SIDECAR_LAG`). An
 :class:`EventLog` also keeps the state of its last successful append in
-memory, checked against the file the same way, so a process that appends
-again and again loads the sidecar once. The transition check is the
-folder's: the appender receives a function that makes an empty one.
+memory and uses it again while the file is exactly as that append left it
+(same file, size, modification and change times), so a process that is the
+only writer loads the sidecar once. The transition check is the folder's: the
+appender receives a function that makes an empty one.
 """
 
 from __future__ import annotations
@@ -90,9 +91,9 @@ class EventLog:
         self.path = os.fspath(path)
         self.sidecar = self.path + ".sidecar"
         self.new_folder = new_folder or _default_folder
-        #: The state after this object's last successful append, where it stood in the file,
-        #: and the offset the sidecar was saved at (None: not yet).
-        self._kept: tuple[Replay, snapshot.Position, int | None] | None = None
+        #: The state after this object's last successful append, the file's stat as that
+        #: append left it, and the offset the sidecar was saved at (None: not yet).
+        self._kept: tuple[Replay, _Stamp, int | None] | None = None
 
     def append(
         self,
@@ -160,8 +161,7 @@ class EventLog:
         if saved_at is None or replay.offset - saved_at > self._lag_allowed():
             if self._save(fd, replay):
                 saved_at = replay.offset
-        with os.fdopen(os.dup(fd), "rb") as f:
-            self._kept = (replay, snapshot.position(f, replay), saved_at)
+        self._kept = (replay, _stamp(fd), saved_at)
         return AppendResult(first_seq, replay.reader.last_seq, len(checked), replay.offset, cut, notes)
 
     def _load(self, fd: int) -> tuple[Replay, list[str], int | None]:
@@ -171,11 +171,11 @@ class EventLog:
         """
         notes: list[str] = []
         kept, self._kept = self._kept, None
+        if kept is not None and kept[1] == _stamp(fd):
+            # Nobody wrote since: the bytes the kept state was folded from are all still there.
+            # Had anyone written, the sidecar's own check and a re-read from its offset decide.
+            return kept[0], notes, kept[2]
         with os.fdopen(os.dup(fd), "rb") as f:
-            if kept is not None and snapshot.differs(f, kept[1]) is None:
-                state, _, saved_at = kept
-                state.feed(f)  # what other writers appended since
-                return state, notes, saved_at
             fresh = Replay(self.new_folder())
             loaded, why = snapshot.load(self.sidecar, f, snapshot.folder_version(fresh))
             saved_at = None if loaded is None else loaded.offset
@@ -201,6 +201,15 @@ class EventLog:
             except OSError:
                 return False
         return True
+
+
+_Stamp = tuple[int, int, int, int, int]
+
+
+def _stamp(fd: int) -> _Stamp:
+    """What any write to the file changes: identity, size, modification and change times."""
+    st = os.fstat(fd)
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
 
 def validated(

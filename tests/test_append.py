@@ -185,3 +185,24 @@ def test_integers_past_64_bits_are_valid_and_survive_sidecar_and_dump(tmp_path: 
         out = run_cli("replay", *args)
         assert out.returncode == 0, out.stderr
         assert json.loads(out.stdout)["handoffs"]["items"]["h1"]["attempt"] == big
+
+
+def test_a_kept_state_is_not_trusted_once_anyone_else_wrote(tmp_path: Path) -> None:
+    log = tmp_path / "log.jsonl"
+    el = EventLog(log)
+    checks = [{"type": "lane_check", "ts": TS}] * 80  # > 4 KiB: the edge hashes do not reach the middle
+    el.append([*checks, created()])  # the first append saves the sidecar here
+    el.append([{"type": "local_start_failed", "ts": TS, "handoff_id": "h1", "error": "e"}])
+    el.append(checks)
+    data = log.read_bytes()
+    at = data.index(b'"local_start_failed"')
+    start, end = data.rindex(b"\n", 0, at) + 1, data.index(b"\n", at)
+    skip = json.loads(data[start:end]) | {"type": "skip", "reason": "r"}
+    del skip["error"]
+    line = json.dumps(skip, separators=(",", ":")).encode()
+    line = line[:-1] + b" " * (end - start - len(line)) + line[-1:]  # same size (spaces before the brace)
+    with open(log, "r+b") as f:  # rewritten in place: only the file's stat tells
+        f.seek(start)
+        f.write(line)
+    with pytest.raises(Conflict, match="skipped"):
+        el.append([claimed()])  # h1 is skipped now; a kept state would still see it pending
