@@ -21,12 +21,12 @@ import os
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, tzinfo
 from typing import Any
 
 import msgspec
 
-from eventlog import snapshot
+from eventlog import clock, snapshot
 from eventlog.events import Event, type_name
 from eventlog.fold import Folder, Rejected
 from eventlog.reader import MAX_LINE_BYTES, validate_object
@@ -87,10 +87,18 @@ class EventLog:
     by default it is the same runner ``tools/replay`` uses.
     """
 
-    def __init__(self, path: str | os.PathLike[str], new_folder: Callable[[], Folder] | None = None) -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        new_folder: Callable[[], Folder] | None = None,
+        *,
+        assume_tz: tzinfo | None = None,
+    ) -> None:
         self.path = os.fspath(path)
         self.sidecar = self.path + ".sidecar"
         self.new_folder = new_folder or _default_folder
+        #: The zone the log's own lines without an offset are read in (None: they are bad lines).
+        self.assume_tz = assume_tz
         #: The state after this object's last successful append, the file's stat as that
         #: append left it, and the offset the sidecar was saved at (None: not yet).
         self._kept: tuple[Replay, _Stamp, int | None] | None = None
@@ -176,7 +184,7 @@ class EventLog:
             # Had anyone written, the sidecar's own check and a re-read from its offset decide.
             return kept[0], notes, kept[2]
         with os.fdopen(os.dup(fd), "rb") as f:
-            fresh = Replay(self.new_folder())
+            fresh = Replay(self.new_folder(), self.assume_tz)
             loaded, why = snapshot.load(self.sidecar, f, snapshot.folder_version(fresh))
             saved_at = None if loaded is None else loaded.offset
             if loaded is None and why != "no snapshot":
@@ -219,7 +227,7 @@ def validated(
 
     Returns (the object to write, keeping unknown fields; the typed event; its time).
     """
-    stamp = (now or _local_now)().isoformat()
+    stamp = (now or clock.now)().isoformat()
     problems: list[str] = []
     checked: list[tuple[dict[str, Any], Event, datetime]] = []
     for i, ev in enumerate(events, 1):
@@ -242,10 +250,6 @@ def validated(
     if not checked:
         raise BadInput(["no events on input"])
     return checked
-
-
-def _local_now() -> datetime:
-    return datetime.now().astimezone()
 
 
 def _write_all(fd: int, data: bytes, at: int) -> None:

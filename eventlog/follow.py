@@ -14,6 +14,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable
+from datetime import datetime, tzinfo
 from pathlib import Path
 from typing import Any
 
@@ -31,12 +32,21 @@ STEP_MS = 1
 class Follower:
     """One log's folded state, kept level with the file."""
 
-    def __init__(self, path: str, new_folder: Callable[[], Folder], snapshot_path: str | None = None) -> None:
+    def __init__(
+        self,
+        path: str,
+        new_folder: Callable[[], Folder],
+        snapshot_path: str | None = None,
+        *,
+        assume_tz: tzinfo | None = None,
+    ) -> None:
         self.path = path
         self.new_folder = new_folder
         self.snapshot_path = snapshot_path
-        self.replay = Replay(new_folder())
+        self.replay = Replay(new_folder(), assume_tz)
         self.identity: tuple[int, int] | None = None
+        #: The file is not there (not yet, or not any more): it is waited for.
+        self.missing = False
         self._edge: tuple[str, str] | None = None
 
     def start(self) -> str | None:
@@ -63,8 +73,14 @@ class Follower:
         except FileNotFoundError:
             if self.replay.offset or self.identity is not None:
                 self._reset()
+                self.missing = True
                 return f"{self.path} is gone; waiting for it to come back"
+            if not self.missing:
+                self.missing = True
+                return f"{self.path} does not exist yet; waiting for it"
             return None
+        came = self.missing
+        self.missing = False
         with f:
             st = os.fstat(f.fileno())
             note = None
@@ -80,18 +96,18 @@ class Follower:
             self.identity = ident
             self.replay.feed(f)
             self._edge = self._edges(f)
-            return note
+            return note or (f"{self.path} is there now; following it" if came else None)
 
     def save_snapshot(self) -> None:
         """Write the snapshot (if one was asked for) at the current position."""
-        if not self.snapshot_path:
+        if not self.snapshot_path or self.missing:
             return
         with open(self.path, "rb") as f:
             snapshot.save(self.snapshot_path, f, self.replay, snapshot.folder_version(self.replay))
 
-    def dump(self) -> dict[str, Any]:
-        """The dump ``tools/replay LOG`` would print now."""
-        return self.replay.dump(self.path)
+    def dump(self, at: datetime | None = None, at_text: str | None = None) -> dict[str, Any]:
+        """The dump ``tools/replay --at AT LOG`` would print now (no ``at``: as of the last line)."""
+        return self.replay.dump(self.path, at, at_text)
 
     def _reset(self) -> None:
         self.replay = Replay(self.new_folder(), self.replay.reader.assume_tz)
@@ -145,11 +161,12 @@ def follow(
     ):
         if stop.is_set():
             break
-        before = follower.replay.offset, follower.replay.line, follower.replay.torn_tail
+        before = follower.replay.offset, follower.replay.line, follower.replay.torn_tail, follower.missing
         note = follower.catch_up()
         if note:
             report(note)
-        if note or (follower.replay.offset, follower.replay.line, follower.replay.torn_tail) != before:
+        after = follower.replay.offset, follower.replay.line, follower.replay.torn_tail, follower.missing
+        if note or after != before:
             on_change(follower)
         if follower.snapshot_path and time.monotonic() - saved > snapshot_every_s:
             follower.save_snapshot()

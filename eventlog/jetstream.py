@@ -267,8 +267,11 @@ class JetStreamLog:
         new_folder: Callable[[], Folder] | None = None,
         *,
         before_publish: Callable[[int], None] | None = None,
+        assume_tz: tzinfo | None = None,
     ) -> None:
         self.name = url
+        #: The zone the stream's lines without an offset are read in by ``state`` and ``append``'s check.
+        self.assume_tz = assume_tz
         self.target = parse_url(url)
         self.new_folder = new_folder or _default_folder
         self.before_publish = before_publish
@@ -557,7 +560,7 @@ class JetStreamLog:
 
     def _state(self, create: bool = False) -> StreamState:
         info = self._run(self._ensure_stream() if create else self._info())
-        base = self._cache or StreamState(Replay(self.new_folder()))
+        base = self._cache or StreamState(Replay(self.new_folder(), self.assume_tz))
         self._cache = self.catch_up(base, info)
         return self._cache
 
@@ -960,7 +963,7 @@ class StreamFollower:
         self.log = log
         self.path = log.name
         self.snapshot_path = snapshot_path
-        self.state = StreamState(Replay(log.new_folder()))
+        self.state = StreamState(Replay(log.new_folder(), log.assume_tz))
         self._inbox: deque[tuple[int, str, bytes]] = deque()
         self._arrived = threading.Event()
 
@@ -981,9 +984,9 @@ class StreamFollower:
         self.state = self.log.catch_up(self.state)
         return note
 
-    def dump(self) -> dict[str, Any]:
-        """The dump ``tools/replay LOG`` would print now."""
-        return self.state.replay.dump(self.path)
+    def dump(self, at: datetime | None = None, at_text: str | None = None) -> dict[str, Any]:
+        """The dump ``tools/replay --at AT LOG`` would print now (no ``at``: as of the last line)."""
+        return self.state.replay.dump(self.path, at, at_text)
 
     def save_snapshot(self) -> None:
         """Write the snapshot (if one was asked for)."""

@@ -95,8 +95,14 @@ class Log(Protocol):
 class FileLog(EventLog):
     """A JSONL file: :class:`EventLog` plus the reading side of :class:`Log`."""
 
-    def __init__(self, path: str | os.PathLike[str], new_folder: Callable[[], Folder] | None = None) -> None:
-        super().__init__(path, new_folder)
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        new_folder: Callable[[], Folder] | None = None,
+        *,
+        assume_tz: tzinfo | None = None,
+    ) -> None:
+        super().__init__(path, new_folder, assume_tz=assume_tz)
         self.name = self.path
 
     def replay(
@@ -148,11 +154,19 @@ def is_url(target: str) -> bool:
     return target.startswith(NATS_SCHEME)
 
 
-def open_log(target: str | os.PathLike[str], new_folder: Callable[[], Folder] | None = None) -> Log:
-    """The log a LOG argument names; raises :class:`LogUnavailable` for a bad URL or a missing ``nats-py``."""
+def open_log(
+    target: str | os.PathLike[str],
+    new_folder: Callable[[], Folder] | None = None,
+    *,
+    assume_tz: tzinfo | None = None,
+) -> Log:
+    """The log a LOG argument names; raises :class:`LogUnavailable` for a bad URL or a missing ``nats-py``.
+
+    ``assume_tz`` is the zone its lines without an offset are read in by ``state`` and ``append``'s check.
+    """
     text = os.fspath(target)
     if not is_url(text):
-        return FileLog(text, new_folder)
+        return FileLog(text, new_folder, assume_tz=assume_tz)
     try:
         from eventlog.jetstream import JetStreamLog
     except ImportError as err:
@@ -160,7 +174,7 @@ def open_log(target: str | os.PathLike[str], new_folder: Callable[[], Folder] | 
             f"{text}: a nats:// LOG needs the NATS client: pip install 'recovery-ledger[nats]' ({err})"
         ) from err
     try:
-        return JetStreamLog(text, new_folder)
+        return JetStreamLog(text, new_folder, assume_tz=assume_tz)
     except ValueError as err:
         raise LogUnavailable(f"{text}: {err}") from err
 

@@ -253,6 +253,28 @@ def validate_object(obj: dict[str, Any], assume_tz: tzinfo | None = None) -> tup
     return ev, at
 
 
+def zoned(obj: dict[str, Any], assume_tz: tzinfo) -> dict[str, Any]:
+    """``obj`` with each time written without an offset given ``assume_tz``'s (as ``--assume-tz`` reads it).
+
+    An object that is no valid event, or a time that is no time, is left as it
+    is: validating it names the problem.
+    """
+    ev = check_object(obj)
+    if isinstance(ev, str):
+        return obj
+    out = dict(obj)
+    for name in ("ts", *TIME_FIELDS.get(type(ev), ())):
+        text = out.get(name)
+        if isinstance(text, str):
+            try:
+                value = datetime.fromisoformat(text)
+            except ValueError:
+                continue
+            if value.tzinfo is None:
+                out[name] = value.replace(tzinfo=assume_tz).isoformat()
+    return out
+
+
 def _validation_reason(message: str) -> str:
     m = _MISSING.fullmatch(message)
     if m:

@@ -6,6 +6,7 @@ import json
 import multiprocessing
 import shutil
 import sys
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -171,8 +172,13 @@ def test_sessions_unknown_turn_after_execution_gone(tmp_path: Path) -> None:
 
 def test_sessions_retry_due_as_of(tmp_path: Path) -> None:
     log = prefix(tmp_path, "restore_backoff", 4)  # backoff until 10:01:30+09:00
-    early = json.loads(run_cli("sessions", str(log), "--json").stdout)["items"]["s-restore"]
+    early = json.loads(run_cli("sessions", str(log), "--json", "--at", "log").stdout)["items"]["s-restore"]
     assert early["retry_at"] == "2026-08-03T10:01:30+09:00" and early["retry_due"] is False
+    # now (the default): judged at the wall clock
+    started = datetime.now().astimezone()
+    now = json.loads(run_cli("sessions", str(log), "--json").stdout)
+    assert datetime.fromisoformat(now["as_of"]) >= started
+    assert now["items"]["s-restore"]["retry_due"] is (started >= datetime.fromisoformat(early["retry_at"]))
     late = run_cli("sessions", str(log), "--json", "--at", "2026-08-03T01:01:30+00:00")
     assert late.returncode == 0  # backoff: nothing for a person to decide
     assert json.loads(late.stdout)["items"]["s-restore"]["retry_due"] is True

@@ -12,8 +12,9 @@ from typing import Any
 import pytest
 
 from eventlog.appender import Conflict, EventLog
-from eventlog.cli.cmd_failback import Options, read_handshake, run_pass
 from eventlog.cli.common import replay_log
+from eventlog.clock import At
+from eventlog.runners.failback import Options, Report, read_handshake, run_pass
 from tests.conftest import ROOT, write_log
 
 FAKES = ROOT / "tests" / "fakes"
@@ -22,14 +23,10 @@ RESUME = str(FAKES / "failback_resume.py")
 T0 = datetime.fromisoformat("2026-08-03T10:00:00+09:00")
 
 
-class Clock:
-    """A clock that stands still unless moved."""
-
-    def __init__(self, now: datetime = T0) -> None:
-        self.now = now
-
-    def __call__(self) -> datetime:
-        return self.now
+def pass_at(opts: Options, when: datetime = T0) -> Report:
+    """One pass with its clock pinned at ``when`` (what ``--at`` does)."""
+    opts.at = At(when)
+    return run_pass(opts)
 
 
 def ts(minutes: float = 0) -> str:
@@ -72,7 +69,7 @@ def test_no_pending_means_no_probe_at_all(tmp_path: Path) -> None:
         created("h1"), {"type": "skip", "ts": ts(-30), "handoff_id": "h1", "reason": "obsolete"},
     ])
     # A probe that cannot even be started would show up as an error if it were called.
-    report = run_pass(options(log, probe=["/nonexistent/probe"]), Clock())
+    report = pass_at(options(log, probe=["/nonexistent/probe"]))
     assert report.probes == [] and report.errors == []
     added = new_lines(log, 2)
     assert types(added) == ["watcher_run"]
@@ -83,7 +80,7 @@ def test_ok_probe_claims_requests_before_resuming_and_verifies(tmp_path: Path, m
     record = tmp_path / "record.jsonl"
     log = write_log(tmp_path / "log.jsonl", [created("h1", repo="team/app", branch="feature/x", head="abc1234")])
     monkeypatch.setenv("FAKE_RECORD", str(record))
-    report = run_pass(options(log), Clock())
+    report = pass_at(options(log))
     added = new_lines(log, 1)
     assert types(added) == ["probe_result", "claimed", "resume_requested", "verified", "watcher_run"]
     assert added[0]["outcome"] == "ok" and added[0]["account"] == "cloud-account-a"
@@ -105,7 +102,7 @@ def test_placeholders_are_filled_and_then_no_id_is_appended(tmp_path: Path, monk
     record = tmp_path / "record.jsonl"
     log = write_log(tmp_path / "log.jsonl", [created("h1")])
     monkeypatch.setenv("FAKE_RECORD", str(record))
-    run_pass(options(log, resume=[sys.executable, RESUME, "verified", "--account={account}", "{handoff_id}"]), Clock())
+    pass_at(options(log, resume=[sys.executable, RESUME, "verified", "--account={account}", "{handoff_id}"]))
     assert json.loads(record.read_text())["argv"] == ["verified", "--account=cloud-account-a", "h1"]
 
 
@@ -113,7 +110,7 @@ def test_claims_follow_claim_order(tmp_path: Path) -> None:
     log = write_log(tmp_path / "log.jsonl", [
         created("old", -300), created("urgent", -10, deadline=ts(120)), created("important", -20, importance=5),
     ])
-    run_pass(options(log), Clock())
+    pass_at(options(log))
     claims = [e["handoff_id"] for e in lines(log) if e["type"] == "claimed"]
     assert claims == ["urgent", "important", "old"]
 
@@ -124,7 +121,7 @@ def test_no_free_slot_means_no_probe_and_no_claim(tmp_path: Path) -> None:
         {"type": "claimed", "ts": ts(-5), "handoff_id": "h1", "watcher": "watcher-b", "attempt": 1},
         {"type": "claimed", "ts": ts(-5), "handoff_id": "h2", "watcher": "watcher-c", "attempt": 1},
     ])
-    report = run_pass(options(log), Clock())
+    report = pass_at(options(log))
     assert types(new_lines(log, 5)) == ["watcher_run"]
     assert report.pending == 1 and report.free_slots == 0
 
@@ -135,17 +132,17 @@ def test_waiting_reset_is_not_probed(tmp_path: Path) -> None:
         {"type": "limit_recorded", "ts": ts(-60), "account": "cloud-account-a", "limited_at": ts(-60),
          "reset_at": ts(1), "source": "parsed-limit-message", "confidence": "explicit"},
     ])
-    report = run_pass(options(log, probe=["/nonexistent/probe"]), Clock())
+    report = pass_at(options(log, probe=["/nonexistent/probe"]))
     assert report.not_probed == {"cloud-account-a": {"probe": False, "reason": "waiting_reset", "next_probe_at": ts(1)}}
     assert types(new_lines(log, 2)) == ["watcher_run"]
     # One minute later the reset has come: probe, claim, verify.
-    run_pass(options(log), Clock(T0 + timedelta(minutes=1)))
+    pass_at(options(log), T0 + timedelta(minutes=1))
     assert types(new_lines(log, 3)) == ["probe_result", "claimed", "resume_requested", "verified", "watcher_run"]
 
 
 def test_quota_probe_records_an_explicit_limit_and_claims_nothing(tmp_path: Path) -> None:
     log = write_log(tmp_path / "log.jsonl", [created("h1")])
-    report = run_pass(options(log, probe="quota_explicit"), Clock())
+    report = pass_at(options(log, probe="quota_explicit"))
     added = new_lines(log, 1)
     assert types(added) == ["probe_result", "limit_recorded", "watcher_run"]
     assert added[0]["outcome"] == "quota_limited"
@@ -158,26 +155,26 @@ def test_quota_probe_records_an_explicit_limit_and_claims_nothing(tmp_path: Path
 
 def test_weekly_estimate_is_recorded_once_then_backed_off_wider(tmp_path: Path) -> None:
     log = write_log(tmp_path / "log.jsonl", [created("h1")])
-    run_pass(options(log, probe="quota_weekly"), Clock())
+    pass_at(options(log, probe="quota_weekly"))
     added = new_lines(log, 1)
     assert types(added) == ["probe_result", "limit_recorded", "watcher_run"]
     assert added[1]["confidence"] == "estimated" and added[1]["reset_at"] == "2026-08-04T10:00:00+09:00"
     # After the estimated reset the probe still says limited: no new estimate, the backoff starts (30 min).
     day = T0 + timedelta(days=1)
-    run_pass(options(log, probe="quota_weekly"), Clock(day))
+    pass_at(options(log, probe="quota_weekly"), day)
     assert types(new_lines(log, 4)) == ["probe_result", "watcher_run"]
     plan = handoffs_view(log, day)["probe_plan"]["cloud-account-a"]
     assert plan == {"probe": False, "reason": "backoff_estimate", "next_probe_at": "2026-08-04T10:30:00+09:00"}
     # Wrong again at 10:30: the next wait is 1 h.
     later = day + timedelta(minutes=30)
-    run_pass(options(log, probe="quota_weekly"), Clock(later))
+    pass_at(options(log, probe="quota_weekly"), later)
     plan = handoffs_view(log, later)["probe_plan"]["cloud-account-a"]
     assert plan == {"probe": False, "reason": "backoff_estimate", "next_probe_at": "2026-08-04T11:30:00+09:00"}
 
 
 def test_transient_probe_backs_off_and_claims_nothing(tmp_path: Path) -> None:
     log = write_log(tmp_path / "log.jsonl", [created("h1")])
-    run_pass(options(log, probe="congestion"), Clock())
+    pass_at(options(log, probe="congestion"))
     added = new_lines(log, 1)
     assert types(added) == ["probe_result", "watcher_run"]
     assert added[0]["outcome"] == "transient" and added[0]["status"] == 529
@@ -187,7 +184,7 @@ def test_transient_probe_backs_off_and_claims_nothing(tmp_path: Path) -> None:
 def test_another_watcher_winning_the_claim_is_skipped(tmp_path: Path) -> None:
     log = write_log(tmp_path / "log.jsonl", [created("h1")])
     # The probe lets watcher-b claim h1 between our plan and our claim.
-    report = run_pass(options(log, probe=[sys.executable, PROBE, "race", "h1"]), Clock())
+    report = pass_at(options(log, probe=[sys.executable, PROBE, "race", "h1"]))
     assert report.claimed == [] and report.exit == "ok"
     assert report.lost[0]["handoff_id"] == "h1" and "live claim" in report.lost[0]["reason"]
     claims = [e for e in lines(log) if e["type"] == "claimed"]
@@ -200,13 +197,13 @@ def test_stale_retryable_claim_is_released_then_retried_on_a_later_pass(tmp_path
         created("h1"),
         {"type": "claimed", "ts": ts(-31), "handoff_id": "h1", "watcher": "watcher-dead", "attempt": 1},
     ])
-    report = run_pass(options(log), Clock())
+    report = pass_at(options(log))
     added = new_lines(log, 2)
     # Released with its reason, and not claimed again in the same pass: nothing else pending, no probe.
     assert types(added) == ["released", "watcher_run"]
     assert "stale claim" in added[0]["reason"] and "watcher-dead" in added[0]["reason"]
     assert report.released[0]["handoff_id"] == "h1"
-    run_pass(options(log), Clock(T0 + timedelta(minutes=15)))
+    pass_at(options(log), T0 + timedelta(minutes=15))
     added = new_lines(log, 4)
     assert types(added) == ["probe_result", "claimed", "resume_requested", "verified", "watcher_run"]
     assert added[1]["attempt"] == 2
@@ -217,9 +214,9 @@ def test_claim_not_yet_stale_is_left_alone(tmp_path: Path) -> None:
         created("h1"),
         {"type": "claimed", "ts": ts(-30), "handoff_id": "h1", "watcher": "watcher-b", "attempt": 1},
     ])
-    report = run_pass(options(log), Clock())  # exactly 30 min: not longer than stale_after
+    report = pass_at(options(log))  # exactly 30 min: not longer than stale_after
     assert report.released == []
-    report = run_pass(options(log, stale_after_s=600), Clock())
+    report = pass_at(options(log, stale_after_s=600))
     assert [r["handoff_id"] for r in report.released] == ["h1"]
 
 
@@ -229,8 +226,10 @@ def test_stale_resume_requested_is_left_for_a_person(tmp_path: Path) -> None:
         {"type": "claimed", "ts": ts(-41), "handoff_id": "h1", "watcher": "watcher-b", "attempt": 1},
         {"type": "resume_requested", "ts": ts(-40), "handoff_id": "h1", "attempt": 1},
     ])
-    report = run_pass(options(log), Clock())
+    report = pass_at(options(log))
     assert report.left_for_person == ["h1"]
+    assert report.status == 1 and report.problems == [
+        "h1: resume requested and silent for more than 1800 s: effect unknown, left for a person"]
     assert types(new_lines(log, 3)) == ["watcher_run"]
     assert handoffs_view(log)["stale_claims"]["unknown_effect"] == ["h1"]
 
@@ -245,7 +244,7 @@ def test_resume_command_that_cannot_start_is_effect_none(tmp_path: Path, missing
         script.write_text("#!/bin/sh\necho hi\n")
         script.chmod(0o644)
         cmd = [str(script)]
-    report = run_pass(options(log, resume=cmd), Clock())
+    report = pass_at(options(log, resume=cmd))
     added = new_lines(log, 1)
     assert types(added) == ["probe_result", "claimed", "resume_requested", "resume_failed", "watcher_run"]
     assert added[3]["effect"] == "none"
@@ -262,20 +261,22 @@ def test_resume_that_started_and_failed_is_effect_unknown_and_not_retried(
     tmp_path: Path, mode: str, words: str
 ) -> None:
     log = write_log(tmp_path / "log.jsonl", [created("h1")])
-    report = run_pass(options(log, resume=mode, timeout_s=0.5), Clock())
+    report = pass_at(options(log, resume=mode, timeout_s=0.5))
     added = new_lines(log, 1)
     assert types(added) == ["probe_result", "claimed", "resume_requested", "resume_failed", "watcher_run"]
     assert added[3]["effect"] == "unknown" and words in added[3]["error"]
     assert added[4]["exit"] == "ok" and report.exit == "ok"
+    assert report.to_person == ["h1"] and report.status == 1  # new work for a person
+    assert "h1: resume_failed (effect unknown)" in report.problems[0]
     assert handoffs_view(log)["items"]["h1"]["state"] == "needs_human"
     # The next pass does not touch it: nothing pending, no probe.
-    run_pass(options(log), Clock(T0 + timedelta(minutes=15)))
+    pass_at(options(log), T0 + timedelta(minutes=15))
     assert types(new_lines(log, 6)) == ["watcher_run"]
 
 
 def test_conflict_handshake_goes_to_a_person(tmp_path: Path) -> None:
     log = write_log(tmp_path / "log.jsonl", [created("h1", branch="feature/x", head="abc1234")])
-    run_pass(options(log, resume="conflict"), Clock())
+    pass_at(options(log, resume="conflict"))
     added = new_lines(log, 1)
     assert types(added) == ["probe_result", "claimed", "resume_requested", "conflict", "watcher_run"]
     assert "HEAD moved" in added[3]["detail"]
@@ -284,7 +285,7 @@ def test_conflict_handshake_goes_to_a_person(tmp_path: Path) -> None:
 
 def test_heartbeat_is_the_last_line_and_says_error_when_the_probe_cannot_start(tmp_path: Path) -> None:
     log = write_log(tmp_path / "log.jsonl", [created("h1")])
-    report = run_pass(options(log, probe=["/nonexistent/probe"], period_s=300), Clock())
+    report = pass_at(options(log, probe=["/nonexistent/probe"], period_s=300))
     last = lines(log)[-1]
     assert last["type"] == "watcher_run" and last["exit"] == "error" and last["period_s"] == 300
     assert "could not be started" in last["detail"]

@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from datetime import datetime
 from pathlib import Path
 
 from eventlog.follow import Follower
@@ -69,6 +70,7 @@ def test_follow_command_updates_the_dump_and_stops_cleanly(tmp_path: Path) -> No
     dump = tmp_path / "dump.json"
     prom = tmp_path / "m.prom"
     log.write_text(LINE % 0)
+    started = datetime.now().astimezone()
     proc = subprocess.Popen(
         [sys.executable, "-m", "eventlog", "follow", str(log), "--dump", str(dump), "--prom", str(prom)],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -78,8 +80,10 @@ def test_follow_command_updates_the_dump_and_stops_cleanly(tmp_path: Path) -> No
         with log.open("a") as out:
             out.write(LINE % 1)
         assert _wait_for(lambda: json.loads(dump.read_text())["events"] == 2)
-        expected = json.loads(run_cli("replay", str(log)).stdout)
-        assert json.loads(dump.read_text()) == expected
+        written = json.loads(dump.read_text())
+        # judged as of now when written: the dump `tools/replay --at NOW LOG` prints
+        assert datetime.fromisoformat(written["as_of"]) >= started
+        assert written == json.loads(run_cli("replay", "--at", written["as_of"], str(log)).stdout)
         assert "recovery_events" in prom.read_text()
     finally:
         proc.send_signal(signal.SIGTERM)

@@ -13,7 +13,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from eventlog.cli.common import parse_at, replay_log
+from eventlog.cli.common import replay_log
+from eventlog.clock import LAST_LINE, parse_at
 from eventlog.reader import validate_object
 from projections.base import Rejected
 from projections.handoffs import Handoffs, backoff_s
@@ -28,8 +29,8 @@ def dump(name: str, at: str | None = None, **runner: Any) -> dict[str, Any]:
     """The dump of a fixture, as ``tools/replay [--at AT]`` prints it."""
     path = str(FIX / f"{name}.jsonl")
     replay = replay_log(path, runner=Runner(**runner), show_progress=False)
-    when = parse_at(at)
-    return replay.dump(path, *(when or (None, None)))
+    when = parse_at(at, default=LAST_LINE)
+    return replay.dump(path, *when.resolve(replay.last_at, replay.last_ts))
 
 
 def handoffs(name: str, at: str | None = None, **runner: Any) -> dict[str, Any]:

@@ -90,19 +90,19 @@ def test_guard_pattern_and_odd_plists(tmp_path: Path) -> None:
 def test_import_launchd_twice_adds_nothing(tmp_path: Path) -> None:
     d = agents(tmp_path / "LaunchAgents")
     log = tmp_path / "log.jsonl"
-    out = run_cli("import", "launchd", str(d), "--log", str(log))
+    out = run_cli("import", "launchd", str(log), str(d))
     assert out.returncode == 0, out.stderr
     assert [e["label"] for e in read(log)] == ["com.lily.daily-brief", "com.lily.plain", "com.lily.post",
                                                "com.lily.replies"]
     assert all(e["type"] == "job_registered" for e in read(log))
-    out = run_cli("import", "launchd", str(d), "--log", str(log), "--json")
+    out = run_cli("import", "launchd", str(log), str(d), "--json")
     assert out.returncode == 0
     assert json.loads(out.stdout)["registered"] == []
     assert len(read(log)) == 4
     # a changed schedule is registered again; the rest is unchanged
     plist(d, "com.lily.plain.plist", {"Label": "com.lily.plain", "ProgramArguments": ["/bin/echo"],
                                       "StartCalendarInterval": {"Hour": 8}})
-    out = run_cli("import", "launchd", str(d), "--log", str(log), "--json")
+    out = run_cli("import", "launchd", str(log), str(d), "--json")
     assert json.loads(out.stdout)["registered"] == ["com.lily.plain"]
     assert read(log)[-1]["calendar"] == [{"Hour": 8}]
 
@@ -111,12 +111,14 @@ def test_import_launchd_problems(tmp_path: Path) -> None:
     d = agents(tmp_path / "LaunchAgents")
     (d / "broken.plist").write_bytes(b"<plist")
     log = tmp_path / "log.jsonl"
-    out = run_cli("import", "launchd", str(d), "--log", str(log))
+    out = run_cli("import", "launchd", str(log), str(d))
     assert out.returncode == 1
     assert "broken.plist" in out.stderr
     assert len(read(log)) == 4  # the others are imported
-    assert run_cli("import", "launchd", str(tmp_path / "nowhere"), "--log", str(log)).returncode == 2
-    assert run_cli("import", "launchd", str(d)).returncode == 2  # --log is required
+    assert run_cli("import", "launchd", str(log), str(tmp_path / "nowhere")).returncode == 2
+    assert run_cli("import", "launchd", str(d)).returncode == 2  # LOG and DIR are both needed
+    old = run_cli("import", "launchd", str(d), "--log", str(log))  # the old grammar says what changed
+    assert old.returncode == 2 and "LOG is now the first argument" in old.stderr
 
 
 # --- quota-guard markers --------------------------------------------------------------------------
@@ -158,7 +160,7 @@ def test_import_quota_log_local_zone_and_twice(tmp_path: Path) -> None:
     other = write_markers(tmp_path / "b.err", f"CLAUDE_QUOTA_JOB_RAN job=b exit=0 ts={skip - 60}\n")
     log = tmp_path / "log.jsonl"
     env = {**os.environ, "TZ": "Asia/Tokyo"}
-    cmd = [sys.executable, "-m", "eventlog", "import", "quota-log", str(stderr_log), str(other), "--log", str(log)]
+    cmd = [sys.executable, "-m", "eventlog", "import", "quota-log", str(log), str(stderr_log), str(other)]
     out = subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True, timeout=60, check=False)
     assert out.returncode == 0, out.stderr
     # in time order (b's marker is a minute earlier), ts in the local zone
@@ -170,7 +172,7 @@ def test_import_quota_log_local_zone_and_twice(tmp_path: Path) -> None:
     assert out.returncode == 0
     assert "0 marker(s) imported, 2 already in the log" in out.stdout
     # another zone writes the same instants: still nothing new
-    out = run_cli("import", "quota-log", str(stderr_log), str(other), "--log", str(log), "--tz", "UTC", "--json")
+    out = run_cli("import", "quota-log", str(log), str(stderr_log), str(other), "--assume-tz", "UTC", "--json")
     assert json.loads(out.stdout) == {"imported": 0, "already": 2, "older": 0, "problems": []}
     assert len(read(log)) == 2
 
@@ -180,16 +182,16 @@ def test_older_markers_are_not_appended_after_newer(tmp_path: Path) -> None:
     log = tmp_path / "log.jsonl"
     newer = write_markers(tmp_path / "new.err", f"CLAUDE_QUOTA_JOB_SKIPPED job=a reason=quota remaining=5s ts={now}\n")
     older = write_markers(tmp_path / "old.err", f"CLAUDE_QUOTA_JOB_RAN job=a exit=0 ts={now - 86400}\n")
-    assert run_cli("import", "quota-log", str(newer), "--log", str(log), "--tz", "Asia/Tokyo").returncode == 0
-    out = run_cli("import", "quota-log", str(older), "--log", str(log), "--tz", "Asia/Tokyo", "--json")
+    assert run_cli("import", "quota-log", str(log), str(newer), "--assume-tz", "Asia/Tokyo").returncode == 0
+    out = run_cli("import", "quota-log", str(log), str(older), "--assume-tz", "Asia/Tokyo", "--json")
     assert json.loads(out.stdout)["older"] == 1
     assert [e["type"] for e in read(log)] == ["job_skipped"]
 
 
 def test_import_quota_log_bad_usage(tmp_path: Path) -> None:
     log = tmp_path / "log.jsonl"
-    assert run_cli("import", "quota-log", str(tmp_path / "x"), "--log", str(log), "--tz", "Mars/Base").returncode == 2
-    out = run_cli("import", "quota-log", str(tmp_path / "missing.err"), "--log", str(log))
+    assert run_cli("import", "quota-log", str(log), str(tmp_path / "x"), "--assume-tz", "Mars/Base").returncode == 2
+    out = run_cli("import", "quota-log", str(log), str(tmp_path / "missing.err"))
     assert out.returncode == 1
     assert "cannot read" in out.stderr
 
@@ -212,7 +214,7 @@ def test_seed_stories_end_to_end(tmp_path: Path) -> None:
     plist(d, "com.lily.interval.plist", {"Label": "com.lily.interval", "ProgramArguments": [*GUARD],
                                          "StartCalendarInterval": {"Hour": 9}, "StartInterval": 1800})
     log = tmp_path / "log.jsonl"
-    assert run_cli("import", "launchd", str(d), "--log", str(log)).returncode == 0
+    assert run_cli("import", "launchd", str(log), str(d)).returncode == 0
     today = epoch("2026-08-21T13:00:00+09:00")
     text = (
         f"CLAUDE_QUOTA_JOB_SKIPPED job=com.lily.test reason=quota remaining=1s ts={today - 4 * 3600}\n"
@@ -222,7 +224,7 @@ def test_seed_stories_end_to_end(tmp_path: Path) -> None:
         f"CLAUDE_QUOTA_JOB_SKIPPED job=com.lily.interval reason=quota remaining=1s ts={today - 3600}\n"
     )
     markers = write_markers(tmp_path / "guard.err", text)
-    assert run_cli("import", "quota-log", str(markers), "--log", str(log), "--tz", "Asia/Tokyo").returncode == 0
+    assert run_cli("import", "quota-log", str(log), str(markers), "--assume-tz", "Asia/Tokyo").returncode == 0
     # 13:00: the 9:00 slot passed (18:00 still to come); RAN after SKIPPED; a skip 3 days old; StartInterval
     assert candidates(log, "2026-08-21T13:00:00+09:00") == ["com.lily.test"]
     assert candidates(log, "2026-08-22T13:00:00+09:00") == []

@@ -25,9 +25,9 @@ import pytest
 
 from eventlog.appender import AppendResult, BadInput, Conflict, EventLog
 from eventlog.cli import main
-from eventlog.cli.cmd_failback import Options, run_pass
 from eventlog.cli.common import replay_log
 from eventlog.cli.replay import differences
+from eventlog.clock import At
 from eventlog.events import HandoffCreated, LaneCheck
 from eventlog.jetstream import (
     JetStreamLog,
@@ -43,6 +43,7 @@ from eventlog.jetstream import (
     subject_of,
 )
 from eventlog.logs import FileLog, LogUnavailable, lock_path, open_log
+from eventlog.runners.failback import Options, run_pass
 from tests import natsserver
 from tests.conftest import ROOT, run_cli
 
@@ -386,8 +387,8 @@ def test_failback_pass_writes_the_same_lines_to_a_stream_as_to_a_file(single: na
     for target in (str(path), url):
         opts = Options(log=target, probe_cmd=[sys.executable, str(FAKES / "failback_probe.py"), "ok"],
                        resume_cmd=[sys.executable, str(FAKES / "failback_resume.py"), "verified"],
-                       watcher="watcher-a", timeout_s=20)
-        reports.append(run_pass(opts, lambda: now).as_dict())
+                       watcher="watcher-a", timeout_s=20, at=At(now))
+        reports.append(run_pass(opts).as_dict())
     assert reports[0] == reports[1]
     assert reports[1]["claimed"] == ["h1", "h2"] and reports[1]["errors"] == []
     out = io.BytesIO()

@@ -35,4 +35,6 @@ def test_explain_lists_the_lines_and_the_rejection() -> None:
     claims = [x for x in got["lines"] if x["type"] == "claimed"]
     assert len(claims) == 2 and "rejected" not in claims[0] and "live claim" in claims[1]["rejected"]
     assert got["verdict"]["handoff"]["state"] == "returned"
-    assert run_cli("explain", "fixtures/handoffs_two_watchers.jsonl", "nobody").returncode == 1
+    unknown = run_cli("explain", "fixtures/handoffs_two_watchers.jsonl", "nobody", "--json")
+    assert unknown.returncode == 2 and unknown.stdout == ""
+    assert unknown.stderr == "eventlog: fixtures/handoffs_two_watchers.jsonl: no line names 'nobody'\n"

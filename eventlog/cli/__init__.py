@@ -12,21 +12,45 @@ and returns an exit status:
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import sys
 from collections.abc import Sequence
 
-from eventlog.cli import append, cmd_catchup, cmd_failback, cmd_lanes, cmd_sessions, live, replay, transfer
+from eventlog.cli import (
+    append,
+    cmd_catchup,
+    cmd_failback,
+    cmd_import,
+    cmd_lanes,
+    cmd_sessions,
+    live,
+    replay,
+    transfer,
+)
 
-COMMANDS = (replay, append, live, cmd_failback, cmd_lanes, cmd_catchup, cmd_sessions, transfer)
+COMMANDS = (replay, append, live, cmd_failback, cmd_lanes, cmd_catchup, cmd_import, cmd_sessions, transfer)
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The parser of every ``eventlog`` subcommand."""
-    parser = argparse.ArgumentParser(prog="eventlog", description=__doc__.splitlines()[0] if __doc__ else None)
+    parser = argparse.ArgumentParser(
+        prog="eventlog",
+        description="The ledger of interrupted automated work: append events, replay, judge, and act on the verdicts.",
+        epilog="Every COMMAND --help says what it does and what its exit status means: 0 done, 1 something "
+        "needs a person, 2 bad usage, an unreadable file or bad input, 3 a conflict.",
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for module in COMMANDS:
         module.register(sub)
     return parser
+
+
+def _version() -> str:
+    try:
+        return importlib.metadata.version("recovery-ledger")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown (not installed)"
 
 
 def main(argv: Sequence[str] | None = None) -> int:

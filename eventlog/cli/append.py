@@ -12,22 +12,40 @@ from typing import Any
 import msgspec
 
 from eventlog.appender import AppendError
-from eventlog.cli.common import dumps, error
+from eventlog.cli.common import UsageError, add_assume_tz, add_log, command_parser, dumps, error, zone
 from eventlog.events import schema
 from eventlog.logs import LogUnavailable, open_log
-from eventlog.reader import MAX_LINE_BYTES, TOO_LONG, describe_bad_json, iter_lines
+from eventlog.reader import MAX_LINE_BYTES, TOO_LONG, describe_bad_json, iter_lines, zoned
+
+APPEND = """\
+Read events from stdin, one JSON object per line, validate every one, then write
+all of them or none, under an exclusive lock on LOG (created if absent). seq is
+set, continuing from the log's last; a given ts is kept, a missing one is set to
+now. A transition a replay would reject is refused unless --no-check. Prints
+{"log", "written", "first_seq", "last_seq", "torn_tail_cut"} as one JSON line.
+
+With --assume-tz, times written without an offset in the input are read in
+ZONE and written with its offset; the log's own lines are read in ZONE too."""
+
+APPEND_EXITS = """\
+0  written
+1  the log could not be written (nothing partial is left)
+2  bad input (each bad line named on stderr) or bad usage
+3  a conflict: a refused transition or a revision mismatch"""
 
 
 def register(sub: Any) -> None:
     """Add the ``append`` and ``schema`` subcommands."""
-    p = sub.add_parser("append", help="append events from stdin to LOG, all or none", description=__doc__)
-    p.add_argument("log", metavar="LOG")
+    p = command_parser(sub, "append", help="append events from stdin to LOG, all or none", description=APPEND,
+                       exits=APPEND_EXITS)
+    add_log(p)
     p.add_argument("--expect-revision", type=int, metavar="N", help="the first event's stream must be at revision N")
     p.add_argument("--no-check", dest="check", action="store_false",
                    help="write valid events without the transition check")
     p.add_argument("--fsync", action="store_true", help="fsync the log before returning")
+    add_assume_tz(p)
     p.set_defaults(run=run)
-    s = sub.add_parser("schema", help="print the JSON Schema of the event union")
+    s = command_parser(sub, "schema", help="print the JSON Schema of the event union", exits="0  done")
     s.set_defaults(run=lambda args: print(dumps(schema())) or 0)
 
 
@@ -56,13 +74,20 @@ def read_stdin(stream: Any) -> tuple[list[dict[str, Any]], list[str]]:
 
 def run(args: argparse.Namespace) -> int:
     """Append stdin's events to LOG; print what was written as JSON."""
+    try:
+        tz = zone(args.assume_tz)
+    except UsageError as err:
+        error(str(err))
+        return 2
     objs, problems = read_stdin(sys.stdin.buffer)
+    if tz is not None:
+        objs = [zoned(obj, tz) for obj in objs]
     if problems:
         for problem in problems:
             error(problem)
         return 2
     try:
-        with open_log(args.log) as log:
+        with open_log(args.log, assume_tz=tz) as log:
             result = log.append(objs, expect_revision=args.expect_revision, check=args.check, fsync=args.fsync)
     except LogUnavailable as err:
         error(str(err))

@@ -1,18 +1,22 @@
-"""What the subcommands share: opening logs, times, zones, JSON and progress."""
+"""What the subcommands share: the grammar (LOG, --at, --assume-tz, durations), output, logs and progress."""
 
 from __future__ import annotations
 
+import argparse
 import json
+import math
 import os
+import re
 import sys
 import time
-from datetime import datetime, tzinfo
+from datetime import tzinfo
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import orjson
 
 from eventlog.appender import AppendError
+from eventlog.clock import NOW, At, parse_at
 from eventlog.logs import is_url, open_log
 from eventlog.replay import Progress, Replay
 from projections.runner import Runner
@@ -20,6 +24,53 @@ from projections.runner import Runner
 
 class UsageError(Exception):
     """Bad usage or an unreadable file: exit 2."""
+
+
+# --- the grammar ---------------------------------------------------------------------------
+
+
+def command_parser(sub: Any, name: str, *, help: str, description: str | None = None,
+                   exits: str) -> argparse.ArgumentParser:
+    """A subcommand whose help shows ``description`` as written and its exit codes (``exits``) last."""
+    parser: argparse.ArgumentParser = sub.add_parser(
+        name, help=help, description=plain(description or help),
+        epilog="exit status:\n" + "\n".join(f"  {line}" for line in exits.strip().splitlines()),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    return parser
+
+
+def plain(doc: str) -> str:
+    """Help text without reStructuredText markup: ``x`` and :func:`~a.b.x` become x."""
+    doc = re.sub(r":[a-z]+:`~?(?:[\w.]+\.)?([^`]+)`", r"\1", doc)
+    return re.sub(r"``([^`]+)``", r"\1", doc)
+
+
+def add_log(parser: argparse.ArgumentParser, help: str | None = None) -> None:
+    """LOG: the first positional argument of every command that reads or writes a log."""
+    parser.add_argument("log", metavar="LOG", help=help or "a JSONL file, or nats://HOST:PORT/STREAM")
+
+
+def add_judging(parser: argparse.ArgumentParser, default: str = "now") -> None:
+    """``--at`` and ``--assume-tz``."""
+    parser.add_argument("--at", metavar="TIME",
+                        help=f"judge as of TIME (ISO 8601), or 'log' for the log's last line (default: {default})")
+    add_assume_tz(parser)
+
+
+def add_assume_tz(parser: argparse.ArgumentParser) -> None:
+    """``--assume-tz``: the zone of times written without an offset."""
+    parser.add_argument("--assume-tz", metavar="ZONE",
+                        help="read times written without an offset (in LOG and --at) in ZONE, e.g. Asia/Tokyo")
+
+
+def judging(args: Any, default: At = NOW) -> tuple[tzinfo | None, At]:
+    """The zone of ``--assume-tz`` and the time of ``--at``; UsageError when bad."""
+    tz = zone(args.assume_tz)
+    try:
+        return tz, parse_at(args.at, tz, default)
+    except ValueError as err:
+        raise UsageError(str(err)) from None
 
 
 def zone(name: str | None) -> tzinfo | None:
@@ -32,26 +83,132 @@ def zone(name: str | None) -> tzinfo | None:
         raise UsageError(f"unknown time zone {name!r}") from err
 
 
-def parse_at(text: str | None, assume_tz: tzinfo | None = None) -> tuple[datetime, str] | None:
-    """The ``--at`` time and the text to print for it."""
-    if text is None:
-        return None
+_DURATION = re.compile(
+    r"(?:(?P<d>\d+(?:\.\d+)?)d)?(?:(?P<h>\d+(?:\.\d+)?)h)?(?:(?P<m>\d+(?:\.\d+)?)m)?(?:(?P<s>\d+(?:\.\d+)?)s)?"
+)
+_UNITS = {"d": 86400, "h": 3600, "m": 60, "s": 1}
+
+
+def parse_duration(text: str) -> float:
+    """Seconds in ``90m``, ``8h``, ``30s``, ``1h30m``, ``2d`` (units in that order) or a plain number of seconds."""
+    t = text.strip()
     try:
-        value = datetime.fromisoformat(text)
+        value = float(t)
+    except ValueError:
+        m = _DURATION.fullmatch(t)
+        if m is None or not any(m.groups()):
+            raise ValueError(f"{text!r} is not a duration (e.g. 90m, 8h, 1h30m, 30s, 2d; a plain number is "
+                             "seconds)") from None
+        return sum(float(v) * _UNITS[unit] for unit, v in m.groupdict().items() if v is not None)
+    if not math.isfinite(value) or value < 0:
+        raise ValueError(f"{text!r} is not a duration: it must be a number of seconds, 0 or more")
+    return value
+
+
+def duration(text: str) -> float:
+    """An argparse ``type``: a duration in seconds (:func:`parse_duration`)."""
+    try:
+        return parse_duration(text)
     except ValueError as err:
-        raise UsageError(f"--at {text!r} is not an ISO 8601 time") from err
-    if value.tzinfo is None:
-        if assume_tz is None:
-            raise UsageError(f"--at {text!r} has no UTC offset (add one, or give --assume-tz)")
-        value = value.replace(tzinfo=assume_tz)
-        text = value.isoformat()
-    return value, text
+        raise argparse.ArgumentTypeError(str(err)) from None
 
 
-def judging(args: Any) -> tuple[tzinfo | None, tuple[datetime, str] | None]:
-    """The zone of ``--assume-tz`` and the time of ``--at`` (None: the log's own T); UsageError when bad."""
-    tz = zone(args.assume_tz)
-    return tz, parse_at(args.at, tz)
+def whole_duration(text: str) -> int:
+    """An argparse ``type``: a duration in whole seconds."""
+    value = duration(text)
+    if not value.is_integer():
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of seconds")
+    return int(value)
+
+
+class Deprecated(argparse.Action):
+    """A hidden old flag that still works: its value is converted for the new flag, with a line on stderr.
+
+    ``scale`` (when given) turns the old number into seconds: ``--unpicked-minutes 30`` is ``--unpicked 1800``.
+    """
+
+    def __init__(self, option_strings: list[str], dest: str, *, new: str, scale: float | None = None,
+                 **kw: Any) -> None:
+        super().__init__(option_strings, dest, help=argparse.SUPPRESS, **kw)
+        self.new = new
+        self.scale = scale
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        value: Any = values
+        if self.scale is not None:
+            try:
+                value = float(values) * self.scale
+            except ValueError:
+                parser.error(f"{option_string}: {values!r} is not a number")
+            if not math.isfinite(value) or value < 0:
+                parser.error(f"{option_string}: {values!r} must be 0 or more")
+        shown = f"{value:g}s" if self.scale is not None else value
+        error(f"{option_string} is deprecated: use {self.new} (here: {self.new} {shown})")
+        setattr(namespace, self.dest, value)
+
+
+def add_thresholds(parser: argparse.ArgumentParser) -> None:
+    """The lane thresholds ``--unpicked`` and ``--quiet`` (and their deprecated spellings)."""
+    parser.add_argument("--unpicked", type=duration, default=90 * 60.0, metavar="DURATION",
+                        help="a finished job not picked up for this long is stalled (90m)")
+    parser.add_argument("--quiet", type=duration, default=8 * 3600.0, metavar="DURATION",
+                        help="progress not updated for this long is stalled (8h)")
+    parser.add_argument("--unpicked-minutes", dest="unpicked", action=Deprecated, new="--unpicked", scale=60)
+    parser.add_argument("--quiet-hours", dest="quiet", action=Deprecated, new="--quiet", scale=3600)
+
+
+# --- output ----------------------------------------------------------------------------------
+
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def escape(text: str) -> str:
+    """``text`` with control characters (C0, DEL, C1, line separators, bidi overrides) written as escapes.
+
+    Every human-readable line goes through it: an id or a text from the log can
+    never start a line of its own or drive the terminal.
+    """
+    return _CONTROL.sub(lambda m: _NAMED.get(m[0]) or _code(m[0]), text)
+
+
+def _code(char: str) -> str:
+    n = ord(char)
+    return f"\\x{n:02x}" if n < 0x100 else f"\\u{n:04x}"
+
+
+def say(line: str = "") -> None:
+    """One line on stdout, for a person (escaped)."""
+    print(escape(line))
+
+
+def error(message: str) -> None:
+    """One line on stderr, for a person (escaped)."""
+    print(f"eventlog: {escape(message)}", file=sys.stderr)
+
+
+def record_line(record: dict[str, Any]) -> str:
+    """An ``impl-lane-watch/v1`` record exactly as seed 001 prints it (spec: ``json.dumps``, ``ensure_ascii=False``)."""
+    return json.dumps(record, ensure_ascii=False)
+
+
+def dumps(value: Any) -> str:
+    """One line of compact JSON, UTF-8 left as is (orjson: a 14 MB dump in 0.03 s, not 0.3 s)."""
+    try:
+        return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode()
+    except orjson.JSONEncodeError:  # an integer past 64 bits (valid input): the slower encoder takes any
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def append_failed(err: AppendError) -> int:
+    """Report a refused or failed append, one line per problem; its exit status."""
+    for message in err.messages:
+        error(message)
+    return err.exit_code
+
+
+# --- logs ------------------------------------------------------------------------------------
 
 
 def replay_log(
@@ -91,28 +248,3 @@ def terminal_progress(label: str, total: int) -> Progress | None:
         sys.stderr.flush()
 
     return show
-
-
-def record_line(record: dict[str, Any]) -> str:
-    """An ``impl-lane-watch/v1`` record exactly as seed 001 prints it (spec: ``json.dumps``, ``ensure_ascii=False``)."""
-    return json.dumps(record, ensure_ascii=False)
-
-
-def dumps(value: Any) -> str:
-    """One line of compact JSON, UTF-8 left as is (orjson: a 14 MB dump in 0.03 s, not 0.3 s)."""
-    try:
-        return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode()
-    except orjson.JSONEncodeError:  # an integer past 64 bits (valid input): the slower encoder takes any
-        return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-
-
-def append_failed(err: AppendError) -> int:
-    """Report a refused or failed append, one line per problem; its exit status."""
-    for message in err.messages:
-        error(message)
-    return err.exit_code
-
-
-def error(message: str) -> None:
-    """One line on stderr, for a person."""
-    print(f"eventlog: {message}", file=sys.stderr)

@@ -7,7 +7,18 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from eventlog.cli.common import UsageError, dumps, error, judging, replay_log, zone
+from eventlog.cli.common import (
+    UsageError,
+    add_judging,
+    add_log,
+    command_parser,
+    dumps,
+    error,
+    judging,
+    replay_log,
+    say,
+)
+from eventlog.clock import At
 from eventlog.events import KEY_FIELDS, type_name
 from eventlog.follow import Follower, follow, write_text
 from eventlog.logs import is_url, open_log
@@ -15,61 +26,105 @@ from eventlog.prom import exposition
 from eventlog.reader import Reader
 from projections.runner import Runner
 
+FOLLOW = """\
+Replay LOG, then watch it: on every change fold only the new complete lines and
+rewrite the dump (atomically: a temporary file, then rename), and with --prom the
+Prometheus text exposition. The dump is the one `tools/replay --at NOW LOG` would
+print when it is written (judged as of now, or --at). A partial last line is
+waited for; a truncated or replaced log is replayed from the start (said on
+stderr). A LOG that does not exist yet is waited for (said on stderr); meanwhile
+the dump holds "log_missing": true and no verdict, never an all-clear.
+SIGINT and SIGTERM end it cleanly."""
+
+FOLLOW_EXITS = """\
+0  stopped by SIGINT or SIGTERM
+2  bad usage, or a log that cannot be followed (its directory is missing, the stream is lost)"""
+
+STATUS_EXITS = """\
+0  nothing needs a person
+1  something needs a person (each on its own line, or in needs_person)
+2  bad usage or a log that cannot be read"""
+
+EXPLAIN_EXITS = """\
+0  done
+2  bad usage, a log that cannot be read, or an id no line of LOG names"""
+
 
 def register(sub: Any) -> None:
     """Add ``follow``, ``status`` and ``explain``."""
-    p = sub.add_parser("follow", help="keep a dump (and Prometheus metrics) of LOG fresh")
-    p.add_argument("log", metavar="LOG")
+    p = command_parser(sub, "follow", help="keep a dump (and Prometheus metrics) of LOG fresh",
+                       description=FOLLOW, exits=FOLLOW_EXITS)
+    add_log(p)
     p.add_argument("--dump", required=True, metavar="PATH", help="rewritten atomically on every change")
     p.add_argument("--prom", metavar="PATH", help="also write the Prometheus text exposition here")
     p.add_argument("--snapshot", metavar="PATH", help="start from this snapshot and keep it up to date")
+    add_judging(p)
     p.set_defaults(run=run_follow)
 
-    s = sub.add_parser("status", help="what needs a person now, then the headline numbers")
-    s.add_argument("log", metavar="LOG")
-    s.add_argument("--at", metavar="TIME", help="judge as of TIME (default: the last event's ts)")
-    s.add_argument("--assume-tz", metavar="ZONE")
+    s = command_parser(sub, "status", help="what needs a person now, then the headline numbers",
+                       description="What needs a person as of now (or --at), one line each, then the "
+                       "headline numbers.", exits=STATUS_EXITS)
+    add_log(s)
+    add_judging(s)
     s.add_argument("--json", action="store_true", help="one JSON object for machines")
     s.set_defaults(run=run_status)
 
-    e = sub.add_parser("explain", help="the lines that brought one id to its state, and the verdict")
-    e.add_argument("log", metavar="LOG")
+    e = command_parser(sub, "explain", help="the lines that brought one id to its state, and the verdict",
+                       description="Every line of LOG that names ID (file:line and the event; rejections "
+                       "marked), then the verdict\nas of now (or --at) in each domain that knows ID.",
+                       exits=EXPLAIN_EXITS)
+    add_log(e)
     e.add_argument("id", metavar="ID", help="a handoff, account, session, product or job label")
-    e.add_argument("--assume-tz", metavar="ZONE")
-    e.add_argument("--json", action="store_true")
+    add_judging(e)
+    e.add_argument("--json", action="store_true", help="one JSON object for machines")
     e.set_defaults(run=run_explain)
 
 
 # -- follow ----------------------------------------------------------------------
 
 
+def follow_dump(follower: Any, at: At) -> dict[str, Any]:
+    """The follower's dump judged as of ``at`` (now by default); ``log_missing`` when the log is not there."""
+    replay = follower.replay
+    when, text = at.resolve(replay.last_at, replay.last_ts)
+    dump: dict[str, Any] = follower.dump(when, text)
+    if getattr(follower, "missing", False):
+        dump["log_missing"] = True
+    return dump
+
+
 def run_follow(args: argparse.Namespace) -> int:
     """Follow LOG until SIGINT/SIGTERM; exit 0 then."""
+    try:
+        tz, at = judging(args)
+    except UsageError as err:
+        error(str(err))
+        return 2
 
-    def write(follower: Follower) -> None:
-        dump = follower.dump()
+    def write(follower: Any) -> None:
+        dump = follow_dump(follower, at)
         write_text(args.dump, dumps(dump) + "\n")
         if args.prom:
             write_text(args.prom, exposition(dump))
 
     if is_url(args.log):
-        return _follow_stream(args, write)
-    follower = Follower(args.log, Runner, args.snapshot)
+        return _follow_stream(args, tz, write)
+    follower = Follower(args.log, Runner, args.snapshot, assume_tz=tz)
     try:
         follow(follower, write, lambda note: error(note))
     except OSError as err:
-        error(f"cannot follow {args.log}: {err}")
+        error(f"cannot follow {args.log}: {err.strerror or err}")
         return 2
     return 0
 
 
-def _follow_stream(args: argparse.Namespace, write: Callable[[Any], None]) -> int:
-    """Follow a JetStream stream with an ordered consumer (:func:`eventlog.jetstream.follow`)."""
+def _follow_stream(args: argparse.Namespace, tz: Any, write: Callable[[Any], None]) -> int:
+    """Follow a JetStream stream with an ordered consumer (``eventlog.jetstream.follow``)."""
     try:
         from eventlog.jetstream import JetStreamLog, StreamFollower
         from eventlog.jetstream import follow as follow_stream
 
-        with open_log(args.log, Runner) as log:
+        with open_log(args.log, Runner, assume_tz=tz) as log:
             assert isinstance(log, JetStreamLog)
             follow_stream(StreamFollower(log, args.snapshot), write, lambda note: error(note))
     except OSError as err:
@@ -134,21 +189,21 @@ def run_status(args: argparse.Namespace) -> int:
     except OSError as err:
         error(f"cannot read {args.log}: {err.strerror or err}")
         return 2
-    dump = replay.dump(args.log, *(at or (None, None)))
+    dump = replay.dump(args.log, *at.resolve(replay.last_at, replay.last_ts))
     attention = needs_person(dump)
     numbers = headline(dump)
     if args.json:
         print(dumps({"log": args.log, "as_of": dump["as_of"], "needs_person": attention, "headline": numbers}))
     else:
-        print(f"{args.log} as of {dump['as_of']}")
+        say(f"{args.log} as of {dump['as_of']}")
         if attention:
-            print(f"Needs a person ({len(attention)}):")
+            say(f"Needs a person ({len(attention)}):")
             for line in attention:
-                print(f"  - {line}")
+                say(f"  - {line}")
         else:
-            print("Nothing needs a person.")
+            say("Nothing needs a person.")
         p50, p95 = (_seconds(numbers[k]) for k in ("return_p50_s", "return_p95_s"))
-        print(f"Failover {numbers['failover']}, failback {numbers['failback']}, return p50 {p50}, p95 {p95}, "
+        say(f"Failover {numbers['failover']}, failback {numbers['failback']}, return p50 {p50}, p95 {p95}, "
               f"pending {numbers['pending']}, rejected {numbers['rejected']}")
     return 1 if attention else 0
 
@@ -198,9 +253,9 @@ def verdict(dump: dict[str, Any], ident: str) -> dict[str, Any]:
 
 
 def run_explain(args: argparse.Namespace) -> int:
-    """Print the lines behind one id and the verdict they lead to; exit 1 when the id is unknown."""
+    """Print the lines behind one id and the verdict they lead to; exit 2 when no line names the id."""
     try:
-        tz = zone(args.assume_tz)
+        tz, at = judging(args)
         replay = replay_log(args.log, assume_tz=tz)
         found = lines_of(args.log, args.id, tz)
     except UsageError as err:
@@ -209,7 +264,10 @@ def run_explain(args: argparse.Namespace) -> int:
     except OSError as err:
         error(f"cannot read {args.log}: {err.strerror or err}")
         return 2
-    dump = replay.dump(args.log)
+    if not found:
+        error(f"{args.log}: no line names {args.id!r}")
+        return 2
+    dump = replay.dump(args.log, *at.resolve(replay.last_at, replay.last_ts))
     judged = verdict(dump, args.id)
     rejected = judged.pop("rejected_lines")
     for item in found:
@@ -217,16 +275,12 @@ def run_explain(args: argparse.Namespace) -> int:
             item["rejected"] = rejected[item["line"]]["reason"]
     if args.json:
         print(dumps({"log": args.log, "id": args.id, "as_of": dump["as_of"], "lines": found, "verdict": judged}))
-        return 0 if found else 1
-    if not found:
-        print(f"{args.id}: no line of {args.log} names it")
-        return 1
+        return 0
     for item in found:
         mark = f"   <- rejected: {item['rejected']}" if "rejected" in item else ""
-        print(f"{args.log}:{item['line']}: {item['event']}{mark}")
-    print(f"as of {dump['as_of']}:")
+        say(f"{args.log}:{item['line']}: {item['event']}{mark}")
+    say(f"as of {dump['as_of']}:")
     for domain, value in judged.items():
-        print(f"  {domain}: {dumps(value)}")
+        say(f"  {domain}: {dumps(value)}")
     sys.stdout.flush()
     return 0
-

@@ -23,19 +23,24 @@ import sys
 from typing import Any
 
 from eventlog.appender import AppendError
-from eventlog.cli.common import dumps, error
+from eventlog.cli.common import command_parser, dumps, error
 from eventlog.logs import LogUnavailable, is_url, open_log
+
+IMPORT_EXITS = """\
+0  done
+1  the import stopped partway (the lines before the one named are in the stream)
+2  bad usage, an unreadable file or stream, a stream that is not empty"""
 
 
 def register(sub: Any) -> None:
     """Add ``export`` and ``import-log``."""
     parts = (__doc__ or "").split("\n\n")
-    p = sub.add_parser("export", help="write a log (a nats:// stream) as JSONL lines on stdout",
-                       description=parts[1])
+    p = command_parser(sub, "export", help="write a log (a nats:// stream) as JSONL lines on stdout",
+                       description=parts[1], exits="0  done\n2  a log that cannot be read")
     p.add_argument("log", metavar="LOG")
     p.set_defaults(run=run_export)
-    q = sub.add_parser("import-log", help="publish a JSONL file into an empty nats:// stream, line N as seq N",
-                       description=parts[2])
+    q = command_parser(sub, "import-log", help="publish a JSONL file into an empty nats:// stream, line N as seq N",
+                       description=parts[2], exits=IMPORT_EXITS)
     q.add_argument("file", metavar="FILE")
     q.add_argument("log", metavar="LOG", help="nats://HOST:PORT/STREAM[?prefix=P&replicas=N]")
     q.set_defaults(run=run_import_log)

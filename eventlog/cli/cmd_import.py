@@ -1,0 +1,120 @@
+"""``eventlog import``: launchd jobs and the quota guard's markers into a log (seed 002).
+
+A thin shell over ``eventlog.runners.imports``.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+import msgspec
+
+from eventlog import importers
+from eventlog.appender import AppendError
+from eventlog.cli.common import (
+    Deprecated,
+    UsageError,
+    add_log,
+    append_failed,
+    command_parser,
+    dumps,
+    error,
+    say,
+    zone,
+)
+from eventlog.runners import imports
+
+DESCRIPTION = """\
+Append what users already have to LOG (created when absent); importing the same
+input again adds nothing.
+
+  eventlog import launchd LOG DIR          job_registered from DIR's *.plist files
+  eventlog import quota-log LOG FILE...    job_skipped/job_ran from CLAUDE_QUOTA_JOB_* markers"""
+
+EXITS = """\
+0  done
+1  some input could not be read (the rest is imported), or LOG could not be written
+2  bad usage, or LOG cannot be read
+3  a conflict (an event the log refuses)"""
+
+
+class _OldLog(argparse.Action):
+    """``--log LOG`` of the old grammar: refused with the new one."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        parser.error(f"LOG is now the first argument: {parser.prog} LOG ... (not --log LOG)")
+
+
+def register(sub: Any) -> None:
+    """Add ``import launchd`` and ``import quota-log``."""
+    imp = command_parser(sub, "import", help="import launchd jobs or quota-guard markers into a log",
+                         description=DESCRIPTION, exits=EXITS)
+    isub = imp.add_subparsers(dest="source", required=True, metavar="SOURCE")
+    ld = command_parser(isub, "launchd", help="job_registered from the *.plist files of DIR", exits=EXITS,
+                        description="One job_registered per *.plist of DIR, unless the label's current\n"
+                        "registration in LOG is the same: guarded when ProgramArguments holds the\n"
+                        "guard's name, calendar from StartCalendarInterval, interval_s from StartInterval.")
+    add_log(ld, "the log to append to (created if absent)")
+    ld.add_argument("directory", metavar="DIR", help="e.g. ~/Library/LaunchAgents")
+    ld.add_argument("--guard-pattern", default=importers.GUARD_PATTERN, metavar="TEXT",
+                    help="ProgramArguments holding TEXT make a job guarded (claude-quota-guard)")
+    ld.add_argument("--log", dest="old_log", action=_OldLog, help=argparse.SUPPRESS)
+    ld.add_argument("--json", action="store_true", help="print one JSON object")
+    ld.set_defaults(run=run_import_launchd)
+
+    ql = command_parser(isub, "quota-log", help="job_skipped/job_ran from CLAUDE_QUOTA_JOB_* marker lines",
+                        exits=EXITS,
+                        description="job_skipped/job_ran from the CLAUDE_QUOTA_JOB_SKIPPED and\n"
+                        "CLAUDE_QUOTA_JOB_RAN lines of FILEs, in time order; a marker already in LOG\n"
+                        "(the same instant), or older than its job's latest marker in LOG, is not appended.")
+    add_log(ql, "the log to append to (created if absent)")
+    ql.add_argument("files", nargs="+", metavar="FILE")
+    ql.add_argument("--assume-tz", metavar="ZONE", help="zone of the written ts (default: the local zone)")
+    ql.add_argument("--tz", dest="assume_tz", action=Deprecated, new="--assume-tz")
+    ql.add_argument("--log", dest="old_log", action=_OldLog, help=argparse.SUPPRESS)
+    ql.add_argument("--json", action="store_true", help="print one JSON object")
+    ql.set_defaults(run=run_import_quota_log)
+
+
+def run_import_launchd(args: argparse.Namespace) -> int:
+    """``eventlog import launchd``: one ``job_registered`` per plist, unless unchanged."""
+    return _run(args, lambda: imports.import_launchd(
+        imports.LaunchdImport(log=args.log, directory=args.directory, guard_pattern=args.guard_pattern)))
+
+
+def run_import_quota_log(args: argparse.Namespace) -> int:
+    """``eventlog import quota-log``: the guard's markers, unless already in the log."""
+    try:
+        tz = zone(args.assume_tz)
+    except UsageError as err:
+        error(str(err))
+        return 2
+    return _run(args, lambda: imports.import_quota_log(
+        imports.QuotaLogImport(log=args.log, files=args.files, assume_tz=tz)))
+
+
+def _run(args: argparse.Namespace, do: Any) -> int:
+    try:
+        report = do()
+    except ValueError as err:
+        error(str(err))
+        return 2
+    except AppendError as err:
+        return append_failed(err)
+    except OSError as err:
+        error(f"cannot read {args.log}: {err.strerror or err}")
+        return 2
+    for problem in report.problems:
+        error(problem)
+    if args.json:
+        print(dumps(msgspec.to_builtins(report)))
+    elif isinstance(report, imports.LaunchdReport):
+        say(f"{len(report.registered)} job(s) registered, {report.unchanged} unchanged"
+            + (f", {len(report.problems)} plist(s) not read" if report.problems else ""))
+    else:
+        say(f"{report.imported} marker(s) imported, {report.already} already in the log, "
+            f"{report.older} older than their job's latest marker in the log"
+            + (f", {len(report.problems)} problem(s)" if report.problems else ""))
+    return int(report.status)

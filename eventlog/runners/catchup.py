@@ -1,0 +1,222 @@
+"""The catch-up runner (seed 002): re-run today's quota-skipped jobs once the quota is back, one at a time.
+
+:func:`run_catchup`:
+
+- the candidates are those of ``projections.catchup`` as of now (or ``at``);
+- no candidates: no probe, nothing kicked;
+- a dry run: the candidates, no probe, nothing kicked, and nothing written:
+  the log is only read (no lock file, so it works in a read-only directory);
+- circuit open: no probe, nothing kicked;
+- the probe (no shell) fails (non-zero exit, timeout, cannot start): nothing
+  kicked, a problem;
+- else each candidate in turn, never two at once: re-judged on the log as it
+  is then (a job that ran meanwhile, or a circuit that opened again, stops
+  it), ``catchup_kicked`` appended, the kick command run with the label as
+  its last argument and in ``CATCHUP_LABEL``, waited for; over the timeout
+  its process group gets SIGTERM, then SIGKILL after the grace; then
+  ``catchup_finished`` appended (``exited`` with ``exit``, or
+  ``timeout_killed``) before the next starts. A kick command that cannot
+  start is recorded as ``exited`` with exit 127 (the shell's "not found").
+- one catch-up at a time per log: a second one finds ``LOG.catchup.lock``
+  held, says so in ``notes`` and does nothing (``busy``).
+
+The report's ``problems`` (one line each) make ``status`` 1: a probe that
+failed, a re-run that did not exit 0, a log that could not be read or written,
+bad lines in the log. ``notes`` are for a person too but change nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, tzinfo
+from typing import Any
+
+import msgspec
+
+from eventlog.appender import AppendError
+from eventlog.clock import NOW, At, Clock
+from eventlog.logs import Log, open_log
+from eventlog.runners.common import BadLines, RunnerError, bad_lines, folder, require_log, runner_lock
+from eventlog.runners.process import Ran, run
+from projections.catchup import Catchup
+
+#: Spec section 5: a re-run over this is stopped.
+KICK_TIMEOUT_S = 2700.0
+#: Spec section 5: SIGTERM, then SIGKILL after this.
+KILL_GRACE_S = 30.0
+#: How long the probe may take.
+PROBE_TIMEOUT_S = 300.0
+
+
+@dataclass(kw_only=True)
+class Options:
+    """What :func:`run_catchup` is told (commands are needed unless ``dry_run``)."""
+
+    log: str
+    probe_cmd: list[str] | None = None
+    kick_cmd: list[str] | None = None
+    dry_run: bool = False
+    #: When to judge and act: now (the default), a fixed time, or the log's last line.
+    at: At = NOW
+    timeout_s: float = KICK_TIMEOUT_S
+    kill_grace_s: float = KILL_GRACE_S
+    probe_timeout_s: float = PROBE_TIMEOUT_S
+    assume_tz: tzinfo | None = None
+
+    def check(self) -> None:
+        """RunnerError when the runner cannot run with these options (nothing is written then)."""
+        if not self.dry_run and (not self.probe_cmd or not self.kick_cmd):
+            raise RunnerError("--probe-cmd and --kick-cmd are needed (or --dry-run)")
+        if self.timeout_s <= 0 or self.probe_timeout_s <= 0:
+            raise RunnerError("--timeout and --probe-timeout must be more than 0")
+        if self.kill_grace_s < 0:
+            raise RunnerError("--kill-grace must not be negative")
+        require_log(self.log, self.assume_tz)
+
+
+class Report(msgspec.Struct, kw_only=True):
+    """What a catch-up did."""
+
+    as_of: str | None = None
+    candidates: list[str] = msgspec.field(default_factory=list)
+    circuit: str = "closed"
+    #: None: not probed; "ok" or "failed".
+    probe: str | None = None
+    runs: list[dict[str, Any]] = msgspec.field(default_factory=list)
+    not_kicked: list[str] = msgspec.field(default_factory=list)
+    #: Another catch-up held the log's lock: nothing was done.
+    busy: bool = False
+    note: str = ""
+    bad_lines: BadLines = msgspec.field(default_factory=BadLines)
+    notes: list[str] = msgspec.field(default_factory=list)
+    problems: list[str] = msgspec.field(default_factory=list)
+
+    @property
+    def status(self) -> int:
+        """1 when a problem needs a person, else 0."""
+        return 1 if self.problems else 0
+
+    def text(self) -> list[str]:
+        """The report for people, one line each."""
+        out = [f"{r['label']}: {r['outcome']}" + (f" (exit {r['exit']})" if r["exit"] is not None else "")
+               for r in self.runs]
+        return [*out, self.note]
+
+
+def run_catchup(opts: Options) -> Report:
+    """One catch-up (see the module docstring); call ``opts.check()`` first.
+
+    Never raises for a command or a log that fails: that is in the report. An
+    interruption (KeyboardInterrupt) stops the running re-run's process group
+    and leaves its ``catchup_kicked`` without a ``catchup_finished``.
+    """
+    report = Report()
+    if opts.dry_run:
+        with open_log(opts.log) as log:
+            try:
+                replay = log.replay(assume_tz=opts.assume_tz)
+            except OSError as err:
+                report.problems.append(f"cannot read {opts.log}: {err.strerror or err}")
+                report.note = "the log could not be read: nothing judged"
+                return report
+        _judge(opts, report, replay.last_at, replay.last_ts, folder(replay).catchup, replay)
+        if report.candidates:
+            report.note = "dry run, no probe: candidates " + " ".join(report.candidates)
+        return report
+    with runner_lock(opts.log, "catchup", wait=False) as mine:
+        if not mine:
+            report.busy = True
+            report.note = "nothing done"
+            report.notes.append(f"another catch-up holds the lock of {opts.log}: nothing done")
+            return report
+        with open_log(opts.log, assume_tz=opts.assume_tz) as log:
+            _catchup(opts, log, report)
+    return report
+
+
+def _judge(opts: Options, report: Report, last_at: datetime | None, last_ts: str | None, state: Catchup,
+           replay: Any) -> datetime:
+    """Fill the judgement of ``report``; the time it was judged at."""
+    when, text = opts.at.resolve(last_at, last_ts)
+    if when is None:
+        when = opts.at.clock(None)()
+        text = when.isoformat()
+    report.as_of = text
+    report.candidates = [c.label for c in state.candidates(when)]
+    report.circuit = "open" if state.circuit_open(when) else "closed"
+    report.bad_lines = bad_lines(replay)
+    bad = report.bad_lines.problem(opts.log)
+    if bad:
+        report.problems.append(bad)
+    if not report.candidates:
+        report.note = "no candidates: no probe, nothing kicked"
+    return when
+
+
+def _catchup(opts: Options, log: Log, report: Report) -> None:
+    try:
+        replay = log.state()
+    except AppendError as err:
+        report.problems.append(f"cannot read {opts.log}: " + "; ".join(err.messages))
+        report.note = "the log could not be read: nothing kicked"
+        return
+    clock: Clock = opts.at.clock(replay.last_at)
+    state = folder(replay).catchup
+    _judge(opts, report, replay.last_at, replay.last_ts, state, replay)
+    if not report.candidates:
+        return
+    if report.circuit == "open":
+        until = state.open_until.isoformat() if state.open_until else "?"
+        report.note = f"circuit open until {until}: no probe, nothing kicked"
+        return
+    assert opts.probe_cmd is not None and opts.kick_cmd is not None
+    probe = run(opts.probe_cmd, timeout_s=opts.probe_timeout_s, grace_s=opts.kill_grace_s, capture_stdout=False)
+    failure = probe.failure(opts.probe_timeout_s)
+    if failure is not None:
+        report.probe = "failed"
+        report.problems.append(f"probe failed ({failure}): nothing kicked")
+        report.note = f"probe failed ({failure}): nothing kicked"
+        return
+    report.probe = "ok"
+    labels = report.candidates
+    try:
+        for i, label in enumerate(labels):
+            now = clock()
+            fresh = folder(log.state()).catchup
+            if fresh.circuit_open(now):
+                report.not_kicked.extend(labels[i:])
+                report.notes.append("the circuit opened again: no more re-runs")
+                break
+            if label not in {c.label for c in fresh.candidates(now)}:
+                report.not_kicked.append(label)
+                report.notes.append(f"{label}: no longer a candidate, not kicked")
+                continue
+            log.append([{"type": "catchup_kicked", "ts": clock().isoformat(), "label": label}])
+            ran = run([*opts.kick_cmd, label], env={"CATCHUP_LABEL": label}, timeout_s=opts.timeout_s,
+                      grace_s=opts.kill_grace_s, capture_stdout=False)
+            problem = None
+            if not ran.started:
+                problem = f"{label}: kick command could not start: {ran.error}"
+                ran = Ran(True, 127)
+            finished: dict[str, Any] = {"type": "catchup_finished", "ts": clock().isoformat(), "label": label}
+            run_: dict[str, Any]
+            if ran.timed_out:
+                finished["outcome"] = "timeout_killed"
+                run_ = {"label": label, "outcome": "timeout_killed", "exit": None}
+                problem = f"{label}: re-run timed out after {opts.timeout_s:g} s; stopped"
+            else:
+                finished.update(outcome="exited", exit=ran.exit)
+                run_ = {"label": label, "outcome": "exited", "exit": ran.exit}
+                if ran.exit != 0:
+                    problem = problem or f"{label}: re-run exit {ran.exit}"
+            if problem:
+                report.problems.append(problem)
+            log.append([finished])
+            report.runs.append(run_)
+    except AppendError as err:
+        report.problems.append(f"cannot append to {opts.log}: " + "; ".join(err.messages))
+    kicked = len(report.runs)
+    report.note = f"{kicked} re-run(s) done" if kicked else "nothing kicked"
+
+
+__all__ = ["KICK_TIMEOUT_S", "KILL_GRACE_S", "PROBE_TIMEOUT_S", "Options", "Report", "run_catchup"]

@@ -1,0 +1,84 @@
+"""What the runners share: usage errors, the per-log runner lock, the log's state and its bad lines."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import tzinfo
+from typing import Any
+
+import msgspec
+
+from eventlog.logs import LogUnavailable, lock_path, open_log
+from eventlog.replay import Replay
+from projections.runner import Runner
+
+#: How many bad lines a runner names (it counts them all).
+BAD_LINES_SHOWN = 3
+
+
+class RunnerError(ValueError):
+    """Options a runner cannot run with, or a log that is not there: nothing was done (a CLI's exit 2)."""
+
+
+class BadLines(msgspec.Struct, kw_only=True):
+    """The bad lines of the log a runner read: how many, and the first few (``line``, ``reason``)."""
+
+    count: int = 0
+    first: list[dict[str, Any]] = msgspec.field(default_factory=list)
+
+    def problem(self, log: str) -> str | None:
+        """One line for a person, or None when there is none."""
+        if not self.count:
+            return None
+        shown = "; ".join(f"line {b['line']}: {b['reason']}" for b in self.first)
+        more = ", first" if self.count > len(self.first) else ""
+        return f"{log}: {self.count} bad line(s) skipped{more}: {shown}"
+
+
+def bad_lines(replay: Replay) -> BadLines:
+    """The bad lines of a replayed log."""
+    return BadLines(count=len(replay.bad_lines), first=[dict(b) for b in replay.bad_lines[:BAD_LINES_SHOWN]])
+
+
+def folder(replay: Replay) -> Runner:
+    """The projections of a replayed log."""
+    runner = replay.folder
+    assert isinstance(runner, Runner)
+    return runner
+
+
+def require_log(target: str, assume_tz: tzinfo | None = None) -> None:
+    """RunnerError unless the log a LOG argument names is there (a file, or a stream that exists)."""
+    try:
+        with open_log(target, assume_tz=assume_tz) as log:
+            there = log.exists()
+    except LogUnavailable as err:
+        raise RunnerError(str(err)) from err
+    if os.path.isdir(target):
+        raise RunnerError(f"{target} is a directory, not a log file")
+    if not there:
+        raise RunnerError(f"cannot read {target}: no such log")
+
+
+@contextmanager
+def runner_lock(log: str, name: str, *, wait: bool) -> Iterator[bool]:
+    """Hold ``LOG.<name>.lock`` exclusively; yields False when ``wait`` is off and another holds it.
+
+    For a ``nats://`` LOG the lock file is on this host only (:func:`eventlog.logs.lock_path`).
+    """
+    fd = os.open(lock_path(log, name), os.O_RDWR | os.O_CREAT, 0o640)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+            return
+        yield True
+    finally:
+        os.close(fd)
+
+
+__all__ = ["BAD_LINES_SHOWN", "BadLines", "RunnerError", "bad_lines", "folder", "require_log", "runner_lock"]

@@ -1,0 +1,488 @@
+"""One pass of the failback watcher (seed 000), as cron or launchd would run it every 15 minutes.
+
+A pass (claim one at a time, save the state, then go on):
+
+1. Stale retryable claims (``claimed``, no request, quiet for longer than
+   ``stale_after_s``) are ``released`` with the reason; they are tried again on
+   a later pass, not this one. Stale ``resume_requested`` claims are left for a
+   person (something may have happened outside) and reported.
+2. No pending handoff (or no free slot of ``max_inflight``): no probe at all.
+3. Every account the projection's probe plan says is due, and that has a
+   pending handoff, is probed with the probe command;
+   ``eventlog.probe.classify`` names the outcome; a ``probe_result`` is
+   appended, and a ``limit_recorded`` when the probe read a limit: always when
+   it stated a reset time (explicit); an estimate only when the account has no
+   estimated or unknown limit since its last ``ok`` probe (re-recording it
+   would restart the backoff that is meant to widen while the estimate keeps
+   proving wrong).
+4. Pending handoffs of accounts whose probe said ``ok`` are claimed in claim
+   order, one at a time, each with a checked append (a refused claim means
+   another watcher won: it is skipped). For each claim, ``resume_requested`` is
+   appended before the resume command runs (intent before the act); the
+   command reports the handshake as one JSON object on stdout (the last line
+   that is one): ``{"handoff_id", "branch", "head", "dirty", "todos":
+   "taken_over" | "already_done"}`` gives ``verified``, ``{"conflict":
+   "detail"}`` gives ``conflict``. A command that could not be started gives
+   ``resume_failed`` with ``effect: none`` (pending again). One that started
+   and then exited non-zero, timed out (its process group is stopped) or
+   printed no valid handshake gives ``resume_failed`` with ``effect:
+   unknown``: it goes to a person and is never retried automatically.
+5. The heartbeat ``watcher_run`` (``exit`` ok or error, ``period_s``) is
+   appended at the END of the pass: a pass that hangs or dies midway leaves
+   none, so the watcher shows as late instead of alive. ``exit: error`` means
+   the pass could not do all of its own work (a command that could not be
+   started, a log that could not be read or written, bad lines in the log); it
+   then carries a ``detail`` (an extra field, ignored by projections).
+
+Commands run through ``eventlog.runners.process.run`` (no shell, own process
+group, timeout, SIGTERM, grace, SIGKILL). They get, in the environment,
+``FAILBACK_LOG``, ``FAILBACK_WATCHER``, ``FAILBACK_ACCOUNT`` and, for the
+resume command, ``FAILBACK_HANDOFF_ID``, ``FAILBACK_ATTEMPT``,
+``FAILBACK_REPO``, ``FAILBACK_BRANCH``, ``FAILBACK_HEAD`` (empty when
+unknown). The same names in lower case in braces (``{account}``,
+``{handoff_id}``, ...) are replaced in the arguments; a resume command without
+``{handoff_id}`` gets the handoff id as its last argument. A probe's HTTP
+status, when it has one, is read from its output (``HTTP 429``, ``API Error:
+429``, ``"status": 429``).
+
+The report's ``status`` is 0 when nothing new needs a person, 1 when the pass
+could not do its own work or sent work to a person; ``problems`` says why, one
+line each.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, tzinfo
+from typing import Any, Literal
+
+import msgspec
+
+from eventlog.appender import AppendError, Conflict
+from eventlog.clock import NOW, At, Clock
+from eventlog.logs import Log, LogUnavailable, is_url, open_log
+from eventlog.probe import EXPECTED, classify
+from eventlog.runners.common import BadLines, RunnerError, bad_lines, folder, require_log
+from eventlog.runners.process import Ran, run
+from projections.base import elapsed_s
+from projections.handoffs import GUESSED, Handoff, Handoffs
+
+#: SIGTERM to SIGKILL for a command over its timeout.
+KILL_GRACE_S = 5.0
+
+
+@dataclass(kw_only=True)
+class Options:
+    """What one pass is told."""
+
+    log: str
+    probe_cmd: list[str]
+    resume_cmd: list[str]
+    watcher: str
+    period_s: int = 900
+    timeout_s: float = 120
+    kill_grace_s: float = KILL_GRACE_S
+    stale_after_s: float = 1800
+    max_inflight: int = 2
+    expected: str = EXPECTED
+    #: When the pass acts: now (the default), a fixed time, or the log's last line.
+    at: At = NOW
+    #: The zone the log's lines without an offset are read in (None: they are bad lines).
+    assume_tz: tzinfo | None = None
+
+    def check(self) -> None:
+        """RunnerError when the pass cannot run with these options (nothing is written then)."""
+        if not self.watcher:
+            raise RunnerError("--watcher is empty")
+        if not self.probe_cmd or not self.resume_cmd:
+            raise RunnerError("the probe and resume commands must not be empty")
+        if self.period_s < 1:
+            raise RunnerError("--period must be at least 1 second")
+        if self.timeout_s <= 0:
+            raise RunnerError("--timeout must be more than 0")
+        if self.kill_grace_s < 0:
+            raise RunnerError("--kill-grace must not be negative")
+        if self.stale_after_s < 0:
+            raise RunnerError("--stale-after must not be negative")
+        if self.max_inflight < 0:
+            raise RunnerError("--max-inflight must not be negative")
+        if not self.expected:
+            raise RunnerError("--expect is empty")
+        require_log(self.log, self.assume_tz)
+        if not is_url(self.log) and not os.access(self.log, os.R_OK | os.W_OK):
+            raise RunnerError(f"cannot read and write {self.log}")
+
+
+class Report(msgspec.Struct, kw_only=True):
+    """What a pass did. ``status`` 0: nothing new needs a person; 1: see ``problems`` (one line each)."""
+
+    watcher: str
+    started_at: str
+    released: list[dict[str, Any]] = msgspec.field(default_factory=list)
+    left_for_person: list[str] = msgspec.field(default_factory=list)
+    pending: int = 0
+    free_slots: int = 0
+    probes: list[dict[str, Any]] = msgspec.field(default_factory=list)
+    not_probed: dict[str, dict[str, Any]] = msgspec.field(default_factory=dict)
+    claimed: list[str] = msgspec.field(default_factory=list)
+    lost: list[dict[str, str]] = msgspec.field(default_factory=list)
+    resumed: list[dict[str, Any]] = msgspec.field(default_factory=list)
+    #: Handoffs this pass handed to a person (a resume that failed with effect unknown, a conflict).
+    to_person: list[str] = msgspec.field(default_factory=list)
+    exit: Literal["ok", "error"] = "ok"
+    errors: list[str] = msgspec.field(default_factory=list)
+    bad_lines: BadLines = msgspec.field(default_factory=BadLines)
+    write_failed: bool = False
+    heartbeat: str | None = None
+    problems: list[str] = msgspec.field(default_factory=list)
+
+    @property
+    def status(self) -> int:
+        """The exit status: 1 when a problem needs a person, else 0."""
+        return 1 if self.problems else 0
+
+    def as_dict(self) -> dict[str, Any]:
+        """The report for machines (``--json``)."""
+        out: dict[str, Any] = msgspec.to_builtins(self)
+        return out
+
+    def text(self) -> list[str]:
+        """The report for people, one line each."""
+        out = [f"failback pass by {self.watcher} at {self.started_at}: {self.exit}"]
+        out += [f"  released stale claim {r['handoff_id']}: {r['reason']}" for r in self.released]
+        out += [f"  left for a person (stale resume_requested): {hid}" for hid in self.left_for_person]
+        if self.write_failed:
+            pass
+        elif not self.pending:
+            out.append("  nothing pending: no probe")
+        elif not self.free_slots:
+            out.append(f"  {self.pending} pending, no free slot: no probe")
+        for p in self.probes:
+            limit = p.get("limit")
+            more = f"; limit recorded, reset {limit['reset_at']} ({limit['confidence']})" if limit else ""
+            out.append(f"  probe {p['account']}: {p['outcome']}{more}")
+        for account, why in self.not_probed.items():
+            when = f" until {why['next_probe_at']}" if why.get("next_probe_at") else ""
+            out.append(f"  not probed {account}: {why['reason']}{when}")
+        out += [f"  claimed {hid}" for hid in self.claimed]
+        out += [f"  not claimed {x['handoff_id']}: {x['reason']}" for x in self.lost]
+        for r in self.resumed:
+            out.append(f"  {r['handoff_id']} (attempt {r['attempt']}): {r['result']} - {r['detail']}")
+        out += [f"  error: {e}" for e in self.errors]
+        out.append(f"  heartbeat: {self.heartbeat or 'NOT written'}")
+        return out
+
+    def finish(self, opts: Options) -> Report:
+        """Set ``exit`` and ``problems`` from what the pass found."""
+        self.exit = "error" if self.errors else "ok"
+        self.problems = list(self.errors)
+        self.problems += [f"{r['handoff_id']}: {r['result']} ({r['detail']}): handed to a person"
+                          for r in self.resumed if r["handoff_id"] in self.to_person]
+        self.problems += [f"{hid}: resume requested and silent for more than {opts.stale_after_s:g} s: "
+                          "effect unknown, left for a person" for hid in self.left_for_person]
+        return self
+
+
+# --- the pass -------------------------------------------------------------------------
+
+
+class _Stop(Exception):
+    """The log could not be read or written: the pass stops."""
+
+
+def run_pass(opts: Options) -> Report:
+    """One watcher pass over ``opts.log`` (see the module docstring); never raises on a refused append.
+
+    Call ``opts.check()`` first: a pass over a log that is not there fails in its report.
+    """
+    try:
+        log = open_log(opts.log, assume_tz=opts.assume_tz)
+    except LogUnavailable as err:
+        report = Report(watcher=opts.watcher, started_at=_stamp(opts.at.clock(None)))
+        report.errors.append(str(err))
+        report.write_failed = True
+        return report.finish(opts)
+    with log:
+        return _run_pass(opts, log)
+
+
+def _stamp(clock: Clock) -> str:
+    return clock().isoformat(timespec="milliseconds")
+
+
+def _run_pass(opts: Options, log: Log) -> Report:
+    clock: Clock = opts.at.clock(None)
+    report = Report(watcher=opts.watcher, started_at="")
+
+    def stamp() -> str:
+        return _stamp(clock)
+
+    def append(events: list[dict[str, Any]]) -> bool:
+        """Append with the transition check; False when refused (someone else moved first)."""
+        try:
+            log.append(events)
+        except Conflict as err:
+            report.lost.append({"handoff_id": str(events[0].get("handoff_id", "")), "reason": "; ".join(err.messages)})
+            return False
+        except AppendError as err:
+            report.errors.append("cannot append to the log: " + "; ".join(err.messages))
+            report.write_failed = True
+            raise _Stop from err
+        return True
+
+    def state() -> Handoffs:
+        try:
+            replay = log.state()
+        except AppendError as err:
+            report.errors.append("cannot read the log: " + "; ".join(err.messages))
+            report.write_failed = True
+            raise _Stop from err
+        return folder(replay).handoffs
+
+    try:
+        first = log.state()
+    except AppendError as err:
+        first = None
+        report.errors.append("cannot read the log: " + "; ".join(err.messages))
+        report.write_failed = True
+    if first is not None:
+        clock = opts.at.clock(first.last_at)
+        report.bad_lines = bad_lines(first)
+        bad = report.bad_lines.problem(opts.log)
+        if bad:
+            report.errors.append(bad)
+    report.started_at = stamp()
+    if first is not None:
+        try:
+            _pass(opts, stamp, clock, state, append, report)
+        except _Stop:
+            pass
+    heartbeat: dict[str, Any] = {
+        "type": "watcher_run", "ts": stamp(), "watcher": opts.watcher,
+        "exit": "error" if report.errors else "ok", "period_s": opts.period_s,
+    }
+    if report.errors:
+        heartbeat["detail"] = "; ".join(report.errors)[:500]
+    try:
+        log.append([heartbeat])
+        report.heartbeat = heartbeat["ts"]
+    except AppendError as err:
+        report.errors.append("cannot append the heartbeat: " + "; ".join(err.messages))
+        report.write_failed = True
+    return report.finish(opts)
+
+
+def _pass(
+    opts: Options,
+    stamp: Callable[[], str],
+    clock: Clock,
+    state: Callable[[], Handoffs],
+    append: Callable[[list[dict[str, Any]]], bool],
+    report: Report,
+) -> None:
+    # 1. stale claims: release the retryable ones, leave the rest to a person.
+    h = state()
+    stale = h.stale_claims(clock(), opts.stale_after_s)
+    released: set[str] = set()
+    for hid in stale["retryable"]:
+        item = h.items[hid]
+        age = elapsed_s(clock(), item.last_at)
+        reason = f"stale claim: {item.watcher} sent no resume_requested in {age:.0f}s (attempt {item.attempt})"
+        if append([{"type": "released", "ts": stamp(), "handoff_id": hid, "reason": reason}]):
+            released.add(hid)
+            report.released.append({"handoff_id": hid, "reason": reason})
+    report.left_for_person = stale["unknown_effect"]
+
+    # 2. no pending (that this pass may claim) or no free slot: no probe.
+    h = state()
+    candidates = [hid for hid in h.claim_order() if hid not in released]
+    report.pending = len(candidates)
+    report.free_slots = max(0, opts.max_inflight - h.live)
+    if not candidates or not report.free_slots:
+        return
+
+    # 3. probe the due accounts that have work to bring back.
+    wanted = {h.items[hid].account for hid in candidates}
+    now = clock()
+    ok_accounts: set[str] = set()
+    for account in sorted(wanted):
+        plan = h.plan(account, now)
+        if not plan["probe"]:
+            report.not_probed[account] = plan
+            continue
+        outcome = _probe(opts, h, account, stamp, clock, append, report)
+        if outcome == "ok":
+            ok_accounts.add(account)
+
+    # 4. claim in claim order, one at a time; resume each right after its claim. The checked
+    #    append is the guard: a handoff another watcher moved meanwhile is refused there.
+    for hid in candidates:
+        h = state()
+        item = h.items[hid]
+        if item.account not in ok_accounts:
+            continue
+        if opts.max_inflight - h.live <= 0:
+            break
+        attempt = item.attempt + 1
+        claim = {"type": "claimed", "ts": stamp(), "handoff_id": hid, "watcher": opts.watcher, "attempt": attempt}
+        if not append([claim]):
+            continue
+        report.claimed.append(hid)
+        _resume(opts, item, hid, attempt, stamp, append, report)
+
+
+def _env(opts: Options, values: dict[str, str]) -> dict[str, str]:
+    env = {"FAILBACK_LOG": opts.log if is_url(opts.log) else os.path.abspath(opts.log),
+           "FAILBACK_WATCHER": opts.watcher}
+    for name, value in values.items():
+        env["FAILBACK_" + name.upper()] = value
+    return env
+
+
+def _fill(argv: Sequence[str], values: dict[str, str]) -> list[str]:
+    out = []
+    for arg in argv:
+        for name, value in values.items():
+            arg = arg.replace("{" + name + "}", value)
+        out.append(arg)
+    return out
+
+
+def _run(opts: Options, argv: list[str], values: dict[str, str]) -> Ran:
+    return run(argv, env=_env(opts, values), timeout_s=opts.timeout_s, grace_s=opts.kill_grace_s,
+               capture_stdout=True, capture_stderr=True)
+
+
+def _probe(
+    opts: Options,
+    h: Handoffs,
+    account: str,
+    stamp: Callable[[], str],
+    clock: Callable[[], datetime],
+    append: Callable[[list[dict[str, Any]]], bool],
+    report: Report,
+) -> str | None:
+    """Run the probe for one account and record what it said; the outcome (None: not started)."""
+    values = {"account": account}
+    ran = _run(opts, _fill(opts.probe_cmd, values), values)
+    if not ran.started:
+        report.errors.append(f"probe for {account} could not be started: {ran.error}")
+        return None
+    text = ran.stdout + ("\n" + ran.stderr if ran.stderr else "")
+    verdict = classify(None if ran.timed_out else ran.exit, None, text, now=clock(), expected=opts.expected)
+    ts = stamp()
+    probe: dict[str, Any] = {"type": "probe_result", "ts": ts, "account": account, "outcome": verdict.outcome,
+                             "detail": verdict.detail}
+    if verdict.status is not None:
+        probe["status"] = verdict.status
+    events = [probe]
+    limit = verdict.limit
+    record = limit is not None and (
+        limit.confidence == "explicit" or not (h.limit_open(account) and h.limit_confidence(account) in GUESSED)
+    )
+    if limit is not None and record:
+        events.append({"type": "limit_recorded", "ts": ts, "account": account, **msgspec.to_builtins(limit)})
+    append(events)
+    report.probes.append({"account": account, "outcome": verdict.outcome, "status": verdict.status,
+                          "detail": verdict.detail, "limit": msgspec.to_builtins(limit) if record else None})
+    return verdict.outcome
+
+
+class Handshake(msgspec.Struct, forbid_unknown_fields=False):
+    """What a resume command reports when the work was taken back."""
+
+    handoff_id: str
+    branch: str
+    head: str
+    dirty: bool
+    todos: Literal["taken_over", "already_done"]
+
+
+class ConflictReport(msgspec.Struct):
+    """What a resume command reports when the tree was changed by someone else (nothing edited)."""
+
+    conflict: str
+
+
+def read_handshake(stdout: str) -> Handshake | ConflictReport | str:
+    """The handshake in a resume command's stdout (its last line that is a JSON object), or why none."""
+    candidates = [*reversed([line for line in stdout.splitlines() if line.strip()]), stdout]
+    for raw in candidates:
+        try:
+            obj = msgspec.json.decode(raw.strip())
+        except msgspec.DecodeError:
+            continue
+        if not isinstance(obj, dict):
+            continue
+        if "conflict" in obj:
+            try:
+                found = msgspec.convert(obj, ConflictReport)
+            except msgspec.ValidationError as err:
+                return f"bad conflict report: {err}"
+            return found if found.conflict else "conflict report with an empty detail"
+        try:
+            return msgspec.convert(obj, Handshake)
+        except msgspec.ValidationError as err:
+            return f"bad handshake: {err}"
+    return "no handshake (no JSON object on stdout)"
+
+
+def _resume(
+    opts: Options,
+    item: Handoff,
+    hid: str,
+    attempt: int,
+    stamp: Callable[[], str],
+    append: Callable[[list[dict[str, Any]]], bool],
+    report: Report,
+) -> None:
+    """Request the resume (journalled first), run the command, record what the handshake says."""
+    if not append([{"type": "resume_requested", "ts": stamp(), "handoff_id": hid, "attempt": attempt}]):
+        return
+    values = {
+        "handoff_id": hid, "account": item.account, "attempt": str(attempt),
+        "repo": item.repo or "", "branch": item.branch or "", "head": item.head or "",
+    }
+    argv = _fill(opts.resume_cmd, values)
+    if not any("{handoff_id}" in arg for arg in opts.resume_cmd):
+        argv.append(hid)
+    ran = _run(opts, argv, values)
+    base = {"handoff_id": hid, "attempt": attempt}
+    event: dict[str, Any]
+    if not ran.started:
+        event = {"type": "resume_failed", **base, "error": f"could not start: {ran.error}", "effect": "none"}
+        report.errors.append(f"resume command for {hid} could not be started: {ran.error}")
+    elif ran.timed_out:
+        event = {"type": "resume_failed", **base, "effect": "unknown",
+                 "error": f"timed out after {opts.timeout_s:g}s; stopped" + _tail(ran)}
+    elif ran.exit != 0:
+        event = {"type": "resume_failed", **base, "effect": "unknown", "error": f"exit {ran.exit}" + _tail(ran)}
+    else:
+        found = read_handshake(ran.stdout)
+        if isinstance(found, ConflictReport):
+            event = {"type": "conflict", "handoff_id": hid, "detail": found.conflict}
+        elif isinstance(found, Handshake) and found.handoff_id != hid:
+            event = {"type": "resume_failed", **base, "effect": "unknown",
+                     "error": f"handshake names handoff {found.handoff_id!r}, not {hid!r}"}
+        elif isinstance(found, Handshake):
+            event = {"type": "verified", **base, "branch": found.branch, "head": found.head,
+                     "dirty": found.dirty, "todos": found.todos}
+        else:
+            event = {"type": "resume_failed", **base, "effect": "unknown", "error": found + _tail(ran)}
+    event["ts"] = stamp()
+    applied = append([event])
+    detail = event.get("error") or event.get("detail") or f"{event.get('branch')} {event.get('head')}"
+    result = event["type"] + (f" (effect {event['effect']})" if "effect" in event else "")
+    report.resumed.append({"handoff_id": hid, "attempt": attempt, "result": result, "detail": detail})
+    if applied and (event["type"] == "conflict" or event.get("effect") == "unknown"):
+        report.to_person.append(hid)
+
+
+def _tail(ran: Ran) -> str:
+    text = " ".join((ran.stderr or ran.stdout).split())
+    return f": {text[-300:]}" if text else ""
+
+
+__all__ = ["KILL_GRACE_S", "ConflictReport", "Handshake", "Options", "Report", "read_handshake", "run_pass"]

@@ -1,0 +1,252 @@
+"""Lane stalls (seed 001): the stall judge, and the runner that sends one resume per new stall.
+
+:func:`judge_stalls` replays a log and judges every lane as of a time (now by
+default), writing nothing: the ``impl-lane-watch/v1`` record.
+
+:func:`run_lanes` appends a ``lane_check`` (ts: its clock), then for each lane
+that check finds stalled and that no ``resume_enqueued`` covers yet (same
+product and kind, after the stall's anchor), runs the enqueue command with the
+product and the kind as its last two arguments and in ``RESUME_PRODUCT`` and
+``RESUME_KIND``, and then appends ``resume_enqueued``. The last non-empty line
+the command prints on stdout, if any, is its ``task_branch``. Stopped and idle
+lanes are never stalled, so never resumed.
+
+- The command fails (non-zero exit, over its timeout: SIGTERM, then SIGKILL to
+  its process group after the grace, or cannot start): no ``resume_enqueued``
+  is appended and it is a problem; the stall is still uncovered, so the next
+  run tries again.
+- The resume is appended after the command succeeded: a crash between the two
+  sends it again on the next run (at least once, never silently lost).
+- Two runners of one log take turns (``LOG.lanes.lock``), so the second sees
+  the first's ``resume_enqueued`` and does not send the same resume again.
+- The log is replayed with the runner's thresholds, so the check it acts on is
+  the one ``tools/replay --unpicked ... --quiet ...`` shows for that line.
+
+Both reports have ``problems`` (one line each) and ``status``: 0 nothing needs
+a person, 1 a lane is stalled (the judge), or a command failed, the log could
+not be read or written, or it has bad lines.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import tzinfo
+from typing import Any
+
+import msgspec
+
+from eventlog.appender import AppendError
+from eventlog.clock import NOW, At, now
+from eventlog.logs import open_log
+from eventlog.runners.common import BadLines, RunnerError, bad_lines, require_log, runner_lock
+from eventlog.runners.process import run
+from projections.runner import Runner
+
+#: Seed 001: a finished job not picked up after this is stalled (90 minutes).
+UNPICKED_S = 90 * 60.0
+#: Seed 001: progress not updated for this long is stalled (8 hours).
+QUIET_S = 8 * 3600.0
+#: How long the enqueue command may take for one resume.
+ENQUEUE_TIMEOUT_S = 300.0
+#: SIGTERM to SIGKILL for an enqueue command over its timeout.
+KILL_GRACE_S = 5.0
+
+
+def thresholds(unpicked_s: float, quiet_s: float) -> Runner:
+    """An empty set of projections that judges lanes with these thresholds."""
+    return Runner(unpicked_minutes=unpicked_s / 60, quiet_hours=quiet_s / 3600)
+
+
+def _check_thresholds(unpicked_s: float, quiet_s: float) -> None:
+    if unpicked_s <= 0 or quiet_s <= 0:
+        raise RunnerError("--unpicked and --quiet must be more than 0")
+
+
+# --- the judge ---------------------------------------------------------------------------
+
+
+@dataclass(kw_only=True)
+class StallOptions:
+    """What :func:`judge_stalls` is told."""
+
+    log: str
+    at: At = NOW
+    unpicked_s: float = UNPICKED_S
+    quiet_s: float = QUIET_S
+    assume_tz: tzinfo | None = None
+
+
+class StallReport(msgspec.Struct, kw_only=True):
+    """The record of every lane, and the log's bad lines."""
+
+    record: dict[str, Any]
+    bad_lines: BadLines
+    problems: list[str]
+
+    @property
+    def stalled(self) -> bool:
+        """Whether a lane is stalled."""
+        return any(result["stalled"] for result in self.record["results"])
+
+    @property
+    def status(self) -> int:
+        """1 when a lane is stalled or the log has bad lines, else 0."""
+        return 1 if self.stalled or self.problems else 0
+
+
+def judge_stalls(opts: StallOptions) -> StallReport:
+    """Replay ``opts.log`` and judge every lane as of ``opts.at``; writes nothing.
+
+    Raises RunnerError for bad thresholds, OSError when the log cannot be read.
+    """
+    _check_thresholds(opts.unpicked_s, opts.quiet_s)
+    runner = thresholds(opts.unpicked_s, opts.quiet_s)
+    with open_log(opts.log) as log:
+        replay = log.replay(assume_tz=opts.assume_tz, runner=runner)
+    at, text = opts.at.resolve(replay.last_at, replay.last_ts)
+    if at is None:  # no event: no lane either
+        at = now()
+        text = at.isoformat()
+    record = runner.lanes.judge(at, text or at.isoformat())
+    found = bad_lines(replay)
+    problem = found.problem(opts.log)
+    return StallReport(record=record, bad_lines=found, problems=[problem] if problem else [])
+
+
+# --- the runner ---------------------------------------------------------------------------
+
+
+@dataclass(kw_only=True)
+class LanesOptions:
+    """What :func:`run_lanes` is told."""
+
+    log: str
+    enqueue_cmd: list[str]
+    timeout_s: float = ENQUEUE_TIMEOUT_S
+    kill_grace_s: float = KILL_GRACE_S
+    unpicked_s: float = UNPICKED_S
+    quiet_s: float = QUIET_S
+    #: When the check is made: now (the default), a fixed time, or the log's last line.
+    at: At = NOW
+    assume_tz: tzinfo | None = None
+
+    def check(self) -> None:
+        """RunnerError when the runner cannot run with these options (nothing is written then)."""
+        if not self.enqueue_cmd:
+            raise RunnerError("--enqueue-cmd is empty")
+        if self.timeout_s <= 0:
+            raise RunnerError("--timeout must be more than 0")
+        if self.kill_grace_s < 0:
+            raise RunnerError("--kill-grace must not be negative")
+        _check_thresholds(self.unpicked_s, self.quiet_s)
+        require_log(self.log, self.assume_tz)
+
+
+class LanesReport(msgspec.Struct, kw_only=True):
+    """What a lanes run did: the check it made, and each stall enqueued, already enqueued, or failed."""
+
+    check: dict[str, Any] | None = None
+    enqueued: list[dict[str, Any]] = msgspec.field(default_factory=list)
+    already_enqueued: list[dict[str, Any]] = msgspec.field(default_factory=list)
+    failed: list[dict[str, Any]] = msgspec.field(default_factory=list)
+    bad_lines: BadLines = msgspec.field(default_factory=BadLines)
+    problems: list[str] = msgspec.field(default_factory=list)
+
+    @property
+    def status(self) -> int:
+        """1 when a problem needs a person, else 0."""
+        return 1 if self.problems else 0
+
+    def text(self) -> list[str]:
+        """The report for people, one line each."""
+        if self.check is None:
+            return ["no lane check was made"]
+        done = {(e["product"], e["kind"]): e for e in self.enqueued}
+        already = {(e["product"], e["kind"]) for e in self.already_enqueued}
+        failed = {(e["product"], e["kind"]): e for e in self.failed}
+        out = [f"lane check at {self.check['checked_at']}"]
+        for result in self.check["results"]:
+            product = result["product"]
+            if not result["stalled"]:
+                out.append(f"  {product}: {result['reason']}")
+                continue
+            key = (product, result["kind"])
+            if key in done:
+                branch = done[key]["task_branch"]
+                out.append(f"  {product}: {key[1]}, resume enqueued" + (f" (task branch {branch})" if branch else ""))
+            elif key in already:
+                out.append(f"  {product}: {key[1]}, resume already enqueued")
+            elif key in failed:
+                out.append(f"  {product}: {key[1]}, enqueue FAILED ({failed[key]['error']})")
+            else:
+                out.append(f"  {product}: {key[1]}, not enqueued (the run stopped)")
+        return out
+
+
+def run_lanes(opts: LanesOptions) -> LanesReport:
+    """One lanes run (see the module docstring); call ``opts.check()`` first.
+
+    Never raises for a command or a log that fails: that is in the report.
+    """
+    report = LanesReport()
+    with runner_lock(opts.log, "lanes", wait=True), open_log(opts.log, assume_tz=opts.assume_tz) as log:
+        runner = thresholds(opts.unpicked_s, opts.quiet_s)
+        try:
+            replay = log.replay(assume_tz=opts.assume_tz, runner=runner)
+        except OSError as err:
+            report.problems.append(f"cannot read {opts.log}: {err.strerror or err}")
+            return report
+        report.bad_lines = bad_lines(replay)
+        bad = report.bad_lines.problem(opts.log)
+        if bad:
+            report.problems.append(bad)
+        when = opts.at.clock(replay.last_at)()
+        checked_at = when.isoformat()
+        try:
+            log.append([{"type": "lane_check", "ts": checked_at}])
+        except AppendError as err:
+            report.problems.append(f"cannot append to {opts.log}: " + "; ".join(err.messages))
+            return report
+        lanes = runner.lanes
+        report.check = lanes.judge(when, checked_at)
+        for result in report.check["results"]:
+            if not result["stalled"]:
+                continue
+            product, kind = result["product"], result["kind"]
+            if lanes.covered(product, kind):
+                report.already_enqueued.append({"product": product, "kind": kind})
+                continue
+            ran = run([*opts.enqueue_cmd, product, kind], env={"RESUME_PRODUCT": product, "RESUME_KIND": kind},
+                      timeout_s=opts.timeout_s, grace_s=opts.kill_grace_s, capture_stdout=True)
+            failure = ran.failure(opts.timeout_s)
+            if failure is not None:
+                report.failed.append({"product": product, "kind": kind, "error": failure})
+                report.problems.append(f"{product}: {kind}: --enqueue-cmd failed ({failure}); "
+                                       "no resume_enqueued, the next run retries")
+                continue
+            event: dict[str, Any] = {"type": "resume_enqueued", "product": product, "kind": kind}
+            branch = task_branch(ran.stdout)
+            if branch is not None:
+                event["task_branch"] = branch
+            try:
+                log.append([event])
+            except AppendError as err:
+                report.problems.append(f"{product}: {kind}: enqueued, but cannot append resume_enqueued to "
+                                       f"{opts.log} (the next run sends it again): " + "; ".join(err.messages))
+                return report
+            report.enqueued.append({"product": product, "kind": kind, "task_branch": branch})
+    return report
+
+
+def task_branch(stdout: str) -> str | None:
+    """The last non-empty line of the command's stdout, stripped, or None."""
+    for line in reversed(stdout.splitlines()):
+        if line.strip():
+            return line.strip()
+    return None
+
+
+__all__ = [
+    "ENQUEUE_TIMEOUT_S", "KILL_GRACE_S", "QUIET_S", "UNPICKED_S", "LanesOptions", "LanesReport", "StallOptions",
+    "StallReport", "judge_stalls", "run_lanes", "task_branch", "thresholds",
+]
