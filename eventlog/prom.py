@@ -23,6 +23,8 @@ def exposition(dump: dict[str, Any]) -> str:
             out.append(f"{name}{_labels(labels)} {_value(value)}")
 
     log = {"log": str(dump.get("log", ""))}
+    gauge("recovery_log_missing", "1 while the followed log does not exist (no verdict is given then).",
+          [(log, int(bool(dump.get("log_missing"))))])
     gauge("recovery_events", "Lines applied or rejected.", [(log, dump["events"])])
     gauge("recovery_bad_lines", "Lines that are bad input.", [(log, len(dump["bad_lines"]))])
     gauge("recovery_rejected_events", "Events rejected as transitions that do not fit.", [(log, len(dump["rejected"]))])

@@ -251,3 +251,60 @@ def test_an_interrupted_catchup_kills_its_rerun(tmp_path: Path) -> None:
     # the kick is journaled, its end is not (neither outcome fits); it is not kicked again today
     assert [e["type"] for e in s.events()[2:]] == ["catchup_kicked"]
     assert s.run().returncode == 0 and len(s.kicked()) == 1
+
+
+# --- what only reads writes nothing; failures speak ---------------------------------------------
+
+
+def test_dry_run_takes_no_lock_and_writes_nothing(tmp_path: Path) -> None:
+    s = two_jobs(tmp_path)
+    before = sorted(p.name for p in tmp_path.iterdir())
+    out = run_cli("catchup", str(s.log), "--dry-run", "--at", AT)
+    assert out.returncode == 0, out.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == before  # no LOG.catchup.lock, no sidecar
+    # ... so a dry run works while a catch-up holds the lock
+    with open(f"{s.log}.catchup.lock", "w") as held:
+        import fcntl
+
+        fcntl.flock(held, fcntl.LOCK_EX)
+        out = run_cli("catchup", str(s.log), "--dry-run", "--at", AT, "--json")
+    assert out.returncode == 0 and json.loads(out.stdout)["candidates"] == ["com.lily.a", "com.lily.b"]
+
+
+def test_bad_lines_are_named_and_exit_1(tmp_path: Path) -> None:
+    naive = [{**registered("com.lily.test"), "ts": "2026-08-21T07:00:00"},
+             {**skipped("com.lily.test"), "ts": "2026-08-21T09:00:05"}]
+    s = Setup(tmp_path, naive)
+    out = run_cli("catchup", str(s.log), "--dry-run", "--at", AT, "--json")
+    assert out.returncode == 1
+    assert json.loads(out.stdout)["candidates"] == []
+    assert out.stderr.startswith(f"eventlog: {s.log}: 2 bad line(s) skipped: line 1: no_offset: ts ")
+    zoned = run_cli("catchup", str(s.log), "--dry-run", "--at", AT, "--assume-tz", "Asia/Tokyo", "--json")
+    assert zoned.returncode == 0, zoned.stderr
+    assert json.loads(zoned.stdout)["candidates"] == ["com.lily.test"]
+    # a real run says the same and kicks nothing
+    out = s.run()
+    assert out.returncode == 1 and "2 bad line(s) skipped" in out.stderr
+    assert s.probed() == 0 and s.kicked() == []
+
+
+def test_kicks_are_stamped_by_the_runner_clock(tmp_path: Path) -> None:
+    s = Setup(tmp_path, [registered("com.lily.test"), skipped("com.lily.test")])
+    out = s.run("--json")
+    assert out.returncode == 0, out.stderr
+    assert [(e["type"], e["ts"]) for e in s.events()[2:]] == [("catchup_kicked", AT), ("catchup_finished", AT)]
+
+
+def test_a_kick_command_that_cannot_start_says_why(tmp_path: Path) -> None:
+    s = Setup(tmp_path, [registered("com.lily.test"), skipped("com.lily.test")])
+    out = run_cli("catchup", str(s.log), "--probe-cmd", "true", "--kick-cmd", str(tmp_path / "nope"), "--at", AT)
+    assert out.returncode == 1
+    assert f"eventlog: com.lily.test: kick command could not start: {tmp_path / 'nope'}" in out.stderr
+
+
+def test_durations_with_units(tmp_path: Path) -> None:
+    s = two_jobs(tmp_path)
+    out = s.run("--probe-timeout", "1s", "--kill-grace", "500ms", probe="sleep")
+    assert out.returncode == 2 and "'500ms' is not a duration" in out.stderr
+    out = s.run("--probe-timeout", "1s", "--kill-grace", "0.5", probe="sleep")
+    assert out.returncode == 1 and "timed out after 1 s" in out.stderr

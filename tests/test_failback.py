@@ -382,3 +382,72 @@ def test_cli_missing_log_exits_2(tmp_path: Path, cli: Any) -> None:
     out = cli("failback", str(tmp_path / "nope.jsonl"), "--probe-cmd", "p", "--resume-cmd", "r")
     assert out.returncode == 2
     assert not (tmp_path / "nope.jsonl").exists()
+
+
+# --- failures speak (issue 13 point 4, issue 17 point 6) --------------------------------------------
+
+
+def pending_now(path: Path, n: int = 1) -> Path:
+    """A log with ``n`` handoffs created an hour before the wall clock."""
+    at = (datetime.now().astimezone() - timedelta(hours=1)).isoformat()
+    return write_log(path, [{"type": "handoff_created", "ts": at, "handoff_id": f"h{i}", "account": "cloud-account-a"}
+                            for i in range(1, n + 1)])
+
+
+def test_cli_probe_command_that_does_not_exist_exits_1_and_says_why(tmp_path: Path, cli: Any) -> None:
+    log = pending_now(tmp_path / "log.jsonl")
+    out = cli("failback", str(log), "--probe-cmd", str(tmp_path / "no-such-probe"), "--resume-cmd", "true")
+    assert out.returncode == 1
+    [line] = out.stderr.splitlines()
+    assert line.startswith("eventlog: probe for cloud-account-a could not be started: ")
+    assert "no-such-probe" in line
+    heartbeat = lines(log)[-1]
+    assert heartbeat["type"] == "watcher_run" and heartbeat["exit"] == "error"
+    assert "could not be started" in heartbeat["detail"]
+
+
+def test_cli_resume_cmd_false_with_8_pending_exits_1_naming_each(tmp_path: Path, cli: Any) -> None:
+    log = pending_now(tmp_path / "log.jsonl", 8)
+    out = cli("failback", str(log), "--probe-cmd", f"{sys.executable} {PROBE} ok", "--resume-cmd", "false")
+    assert out.returncode == 1
+    problems = out.stderr.splitlines()
+    assert len(problems) == 8
+    for i, line in enumerate(problems, 1):
+        assert line.startswith(f"eventlog: h{i}: resume_failed (effect unknown) (exit 1): handed to a person")
+    view = handoffs_view(log)
+    assert view["by_state"] == {"needs_human": 8}
+    assert lines(log)[-1]["exit"] == "ok"  # the pass itself did all of its work
+
+
+def test_cli_bad_lines_are_named_and_exit_1(tmp_path: Path, cli: Any) -> None:
+    naive = [{"type": "handoff_created", "ts": f"2026-08-03T09:0{i}:00", "handoff_id": f"h{i}",
+              "account": "cloud-account-a"} for i in range(5)]
+    log = write_log(tmp_path / "log.jsonl", naive)
+    probe = f"{sys.executable} {PROBE} ok"
+    resume = f"{sys.executable} {RESUME} verified"
+    at = ["--at", "2026-08-03T10:00:00+09:00"]
+    out = cli("failback", str(log), "--probe-cmd", probe, "--resume-cmd", resume, *at, "--json")
+    assert out.returncode == 1
+    assert json.loads(out.stdout)["bad_lines"]["count"] == 5
+    [line] = out.stderr.splitlines()
+    assert line.startswith(f"eventlog: {log}: 5 bad line(s) skipped, first: line 1: no_offset: ts ")
+    assert line.count("no_offset") == 3  # the first three are named
+    heartbeat = lines(log)[-1]
+    assert heartbeat["exit"] == "error" and "5 bad line(s)" in heartbeat["detail"]
+    assert heartbeat["ts"] == "2026-08-03T10:00:00.000+09:00"  # --at pins the pass's clock
+    # read in the zone they were written in, they are handoffs like any other
+    log = write_log(tmp_path / "zoned.jsonl", naive)
+    zoned = cli("failback", str(log), "--probe-cmd", probe, "--resume-cmd", resume, *at, "--assume-tz", "Asia/Tokyo",
+                "--max-inflight", "5", "--json")
+    assert zoned.returncode == 0, zoned.stderr
+    assert json.loads(zoned.stdout)["claimed"] == ["h0", "h1", "h2", "h3", "h4"]
+
+
+def test_pass_reads_the_one_clock(tmp_path: Path) -> None:
+    from freezegun import freeze_time
+
+    log = write_log(tmp_path / "log.jsonl", [created("h1")])
+    with freeze_time("2026-08-03T01:05:00+00:00"):
+        report = run_pass(options(log, probe=["/nonexistent/probe"]))
+    assert report.started_at == "2026-08-03T01:05:00.000+00:00"
+    assert lines(log)[-1]["ts"] == "2026-08-03T01:05:00.000+00:00"

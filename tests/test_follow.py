@@ -101,3 +101,42 @@ def _wait_for(cond: object, timeout: float = 10.0) -> bool:
             pass
         time.sleep(0.02)
     return False
+
+
+def test_follow_waits_for_a_missing_log_and_never_writes_an_all_clear(tmp_path: Path) -> None:
+    log = tmp_path / "later.jsonl"
+    dump = tmp_path / "dump.json"
+    prom = tmp_path / "m.prom"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "eventlog", "follow", str(log), "--dump", str(dump), "--prom", str(prom)],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        assert _wait_for(lambda: dump.exists())
+        missing = json.loads(dump.read_text())
+        assert missing["log_missing"] is True and missing["events"] == 0
+        assert "recovery_log_missing{" in prom.read_text() and _metric(prom, "recovery_log_missing") == 1
+        log.write_text(LINE % 0)
+        assert _wait_for(lambda: json.loads(dump.read_text())["events"] == 1)
+        there = json.loads(dump.read_text())
+        assert "log_missing" not in there and _metric(prom, "recovery_log_missing") == 0
+        log.unlink()
+        assert _wait_for(lambda: json.loads(dump.read_text()).get("log_missing") is True)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _out, err = proc.communicate(timeout=10)
+    assert proc.returncode == 0, err
+    notes = err.splitlines()
+    assert notes[0] == f"eventlog: {log} does not exist yet; waiting for it"
+    assert f"eventlog: {log} is there now; following it" in notes
+    assert f"eventlog: {log} is gone; waiting for it to come back" in notes
+
+
+def _metric(prom: Path, name: str) -> float:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    for family in text_string_to_metric_families(prom.read_text()):
+        for sample in family.samples:
+            if sample.name == name:
+                return sample.value
+    raise AssertionError(f"{name} not in {prom}")

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import resource
 import shlex
+import subprocess
 import sys
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -210,3 +212,89 @@ def test_lanes_bad_usage(tmp_path: Path) -> None:
     assert run_cli("lanes", str(log), "--enqueue-cmd", "'unclosed").returncode == 2
     assert run_cli("lanes", str(log), "--enqueue-cmd", "").returncode == 2
     assert log.read_text() == ""
+
+
+# --- thresholds, --at, failures that speak ----------------------------------------------------
+
+
+NAIVE = [
+    {"type": "status_updated", "ts": "2026-08-07T03:10:00", "product": "sashiko-repair", "state": "running"},
+    {"type": "status_updated", "ts": "2026-08-07T03:20:00", "product": "other", "state": "running"},
+]
+
+
+def test_stalls_names_bad_lines_and_exits_1(tmp_path: Path) -> None:
+    log = write_log(tmp_path / "naive.jsonl", NAIVE)
+    out = run_cli("stalls", str(log), "--at", "2026-08-08T10:40:01+09:00")
+    assert out.returncode == 1  # no lane is judged: its lines were skipped, and that is said
+    assert json.loads(out.stdout)["results"] == []
+    assert out.stderr == (f"eventlog: {log}: 2 bad line(s) skipped: line 1: no_offset: ts '2026-08-07T03:10:00' has "
+                          "no UTC offset (give --assume-tz); line 2: no_offset: ts '2026-08-07T03:20:00' has no UTC "
+                          "offset (give --assume-tz)\n")
+    zoned = run_cli("stalls", str(log), "--at", "2026-08-08T10:40:01+09:00", "--assume-tz", "Asia/Tokyo")
+    assert zoned.returncode == 1 and zoned.stderr == ""
+    assert [r["stalled"] for r in json.loads(zoned.stdout)["results"]] == [True, True]
+
+
+def test_stalls_thresholds_take_durations_and_the_old_flags_say_they_are_old() -> None:
+    seed = str(ROOT / "fixtures" / "lanes_seed_sample.jsonl")
+    at = ["--at", "2026-08-08T10:40:01.288710+09:00"]
+    assert run_cli("stalls", seed, *at, "--quiet", "32h").returncode == 0  # quiet for 31.5 h: not yet
+    assert run_cli("stalls", seed, *at, "--quiet", "1d7h").returncode == 1
+    old = run_cli("stalls", seed, *at, "--quiet-hours", "32")
+    assert old.returncode == 0
+    assert old.stderr == "eventlog: --quiet-hours is deprecated: use --quiet (here: --quiet 115200s)\n"
+    bad = run_cli("stalls", seed, *at, "--quiet", "8 hours")
+    assert bad.returncode == 2 and "is not a duration" in bad.stderr
+
+
+def test_stalls_at_log_is_the_last_line() -> None:
+    seed = str(ROOT / "fixtures" / "lanes_seed_sample.jsonl")
+    out = run_cli("stalls", seed, "--at", "log")
+    last = json.loads((ROOT / "fixtures" / "lanes_seed_sample.jsonl").read_text().splitlines()[-1])
+    assert json.loads(out.stdout)["checked_at"] == last["ts"]
+
+
+def test_lanes_at_pins_the_check_and_thresholds_apply(tmp_path: Path) -> None:
+    log = write_log(tmp_path / "lanes.jsonl", [
+        {"type": "status_updated", "ts": "2026-08-07T03:10:00+09:00", "product": "quiet", "state": "running"},
+    ])
+    record = tmp_path / "calls.jsonl"
+    at = "2026-08-07T12:00:00+09:00"  # quiet for 8 h 50 min
+    out = lanes(log, record, "ok", "--at", at, "--quiet", "9h", "--json")
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["enqueued"] == [] and not record.exists()
+    assert read(log)[-1] == {"type": "lane_check", "ts": at, "seq": 2}
+    out = lanes(log, record, "ok", "--at", at, "--json")  # the default 8h: stalled
+    assert [e["product"] for e in json.loads(out.stdout)["enqueued"]] == ["quiet"]
+
+
+def test_lanes_names_bad_lines_and_exits_1(tmp_path: Path) -> None:
+    log = write_log(tmp_path / "naive.jsonl", NAIVE)
+    record = tmp_path / "calls.jsonl"
+    out = lanes(log, record, "ok", "--json")
+    assert out.returncode == 1
+    assert json.loads(out.stdout)["bad_lines"]["count"] == 2
+    assert out.stderr.startswith(f"eventlog: {log}: 2 bad line(s) skipped: line 1: no_offset")
+    assert not record.exists()
+    zoned = write_log(tmp_path / "zoned.jsonl", NAIVE)
+    out = lanes(zoned, record, "ok", "--assume-tz", "Asia/Tokyo", "--json")
+    assert out.returncode == 0, out.stderr
+    assert len(json.loads(out.stdout)["enqueued"]) == 2
+
+
+def test_lanes_log_that_cannot_be_written_exits_1(tmp_path: Path) -> None:
+    log = write_log(tmp_path / "lanes.jsonl", [
+        {"type": "status_updated", "ts": ago(31), "product": "quiet", "state": "running"},
+    ])
+    record = tmp_path / "calls.jsonl"
+    size = log.stat().st_size
+
+    def no_growth() -> None:  # the file may not grow: every write past its size fails (EFBIG), even for root
+        resource.setrlimit(resource.RLIMIT_FSIZE, (size, size))
+
+    out = subprocess.run([sys.executable, "-m", "eventlog", "lanes", str(log), "--enqueue-cmd", enqueue_cmd(record)],
+                         cwd=ROOT, capture_output=True, text=True, timeout=60, preexec_fn=no_growth, check=False)
+    assert out.returncode == 1
+    assert f"eventlog: cannot append to {log}: could not write the log" in out.stderr
+    assert log.stat().st_size == size and not record.exists()  # nothing enqueued without its lane_check

@@ -1,0 +1,147 @@
+"""The one subprocess runner (``eventlog.runners.process.run``): every way a command can go."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from eventlog.runners import process
+from eventlog.runners.process import Ran, run, split_command
+
+PY = sys.executable
+
+
+def alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie left for init to reap counts as dead)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def wait_for_file(path: Path, timeout: float = 10.0) -> str:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if path.exists() and path.read_text().strip():
+            return path.read_text()
+        time.sleep(0.01)
+    raise AssertionError(f"{path} was never written")
+
+
+def test_exit_0_with_stdout_and_stderr_captured() -> None:
+    ran = run([PY, "-c", "import sys; print('out'); print('err', file=sys.stderr)"], timeout_s=30, grace_s=1,
+              capture_stdout=True, capture_stderr=True)
+    assert ran == Ran(True, 0, False, "out\n", "err\n")
+    assert ran.ok and ran.failure(30) is None
+
+
+def test_non_zero_exit_is_reported_as_such() -> None:
+    ran = run([PY, "-c", "raise SystemExit(3)"], timeout_s=30, grace_s=1)
+    assert ran.started and ran.exit == 3 and not ran.timed_out
+    assert not ran.ok and ran.failure(30) == "exit 3"
+
+
+@pytest.mark.parametrize("how", ["not_found", "not_executable"])
+def test_a_command_that_cannot_start_is_not_an_exit_status(tmp_path: Path, how: str) -> None:
+    cmd = tmp_path / "cmd"
+    if how == "not_executable":
+        cmd.write_text("#!/bin/sh\necho hi\n")
+        cmd.chmod(0o644)
+    ran = run([str(cmd)], timeout_s=30, grace_s=1)
+    assert not ran.started and ran.exit is None and not ran.timed_out
+    assert ran.error is not None and str(cmd) in ran.error
+    assert ran.failure(30) == f"could not start: {ran.error}"
+
+
+def test_no_shell_reads_the_arguments(tmp_path: Path) -> None:
+    marker = tmp_path / "touched"
+    ran = run([PY, "-c", "import sys; print(sys.argv[1])", f"$(touch {marker}); echo"], timeout_s=30, grace_s=1)
+    assert ran.stdout == f"$(touch {marker}); echo\n"
+    assert not marker.exists()
+
+
+def test_the_environment_is_ours_plus_what_is_given(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FROM_US", "1")
+    ran = run([PY, "-c", "import os; print(os.environ['FROM_US'], os.environ['GIVEN'])"], env={"GIVEN": "2"},
+              timeout_s=30, grace_s=1)
+    assert ran.stdout == "1 2\n"
+
+
+def test_stdout_not_captured_goes_to_our_stderr(capfd: pytest.CaptureFixture[str]) -> None:
+    ran = run([PY, "-c", "print('to stderr')"], timeout_s=30, grace_s=1, capture_stdout=False)
+    assert ran.stdout == "" and ran.ok
+    out, err = capfd.readouterr()
+    assert out == "" and "to stderr" in err
+
+
+def test_a_command_runs_in_its_own_process_group_and_session() -> None:
+    ran = run([PY, "-c", "import os; print(os.getpgid(0) == os.getpid(), os.getsid(0) == os.getpid())"],
+              timeout_s=30, grace_s=1)
+    assert ran.stdout == "True True\n"
+
+
+def test_over_the_timeout_the_group_gets_sigterm(tmp_path: Path) -> None:
+    pids = tmp_path / "pids"
+    script = (
+        "import subprocess, sys, time\n"
+        "child = subprocess.Popen(['sleep', '60'])\n"
+        f"open({str(pids)!r}, 'w').write(str(child.pid))\n"
+        "time.sleep(60)\n"
+    )
+    ran = run([PY, "-c", script], timeout_s=1.5, grace_s=10)
+    assert ran.started and ran.timed_out
+    assert ran.exit == -signal.SIGTERM  # the leader ended by the SIGTERM, within the grace
+    assert not alive(int(wait_for_file(pids)))  # its child, in the same group, too
+    assert ran.failure(1.5) == "timed out after 1.5 s; its process group was stopped"
+
+
+def test_sigterm_ignored_then_sigkill_after_the_grace(tmp_path: Path) -> None:
+    pids = tmp_path / "pids"
+    script = (
+        "import signal, subprocess, time\n"
+        "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+        "child = subprocess.Popen(['sleep', '60'])\n"  # inherits SIG_IGN of SIGTERM
+        f"open({str(pids)!r}, 'w').write(str(child.pid))\n"
+        "time.sleep(60)\n"
+    )
+    ran = run([PY, "-c", script], timeout_s=1.5, grace_s=0.3)
+    assert ran.timed_out and ran.exit == -signal.SIGKILL
+    assert not alive(int(wait_for_file(pids)))
+
+
+def test_output_printed_before_the_timeout_is_kept() -> None:
+    ran = run([PY, "-c", "import time; print('begun', flush=True); time.sleep(60)"], timeout_s=1.5, grace_s=1)
+    assert ran.timed_out and ran.stdout == "begun\n"
+
+
+def test_a_process_that_left_the_group_cannot_hold_the_runner(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(process, "DRAIN_S", 0.5)
+    pids = tmp_path / "pids"
+    script = (
+        "import os, subprocess, time\n"
+        "child = subprocess.Popen(['sleep', '60'], start_new_session=True)\n"  # keeps our stdout pipe open
+        f"open({str(pids)!r}, 'w').write(str(child.pid))\n"
+        "time.sleep(60)\n"
+    )
+    try:
+        ran = run([PY, "-c", script], timeout_s=1.5, grace_s=0.2, capture_stdout=True)
+        # it returns although the pipe is still open: the leader's end is what is reported
+        assert ran.timed_out and ran.exit == -signal.SIGTERM
+    finally:
+        orphan = int(wait_for_file(pids))
+        if alive(orphan):
+            os.kill(orphan, signal.SIGKILL)
+
+
+def test_split_command() -> None:
+    assert split_command("probe --say 'PING OK'", "--probe-cmd") == ["probe", "--say", "PING OK"]
+    with pytest.raises(ValueError, match="--probe-cmd is empty"):
+        split_command("  ", "--probe-cmd")
+    with pytest.raises(ValueError, match="--kick-cmd"):
+        split_command("kick 'unclosed", "--kick-cmd")
