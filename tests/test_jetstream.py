@@ -341,7 +341,8 @@ def test_cli_import_log_and_export(single: natsserver.Servers, tmp_path: Path) -
     # its line 21 carries seq 30: a JetStream append now would be a bad_seq line, so it is refused
     ahead = run_cli("append", url, stdin='{"type":"lane_check"}\n')
     assert ahead.returncode == 1 and "ahead of its last sequence 22" in ahead.stderr
-    explained = [json.loads(run_cli("explain", log, "p", "--json").stdout) for log in (str(path), url)]
+    explained = [json.loads(run_cli("explain", log, "p", "--json", "--at", "log").stdout)
+                 for log in (str(path), url)]
     assert [line["line"] for line in explained[1]["lines"]] == [21]
     assert without(explained[0], "log") == without(explained[1], "log")
 
