@@ -10,9 +10,7 @@ import signal
 import types
 from typing import Any
 
-import msgspec
-
-from eventlog.cli.common import UsageError, add_judging, add_log, command_parser, dumps, duration, error, judging, say
+from eventlog.cli.common import UsageError, add_judging, add_log, command_parser, duration, error, judging, report
 from eventlog.runners import catchup
 from eventlog.runners.process import split_command
 
@@ -83,20 +81,13 @@ def run_catchup(args: argparse.Namespace) -> int:
         return 2
     previous = signal.signal(signal.SIGTERM, _interrupt)
     try:
-        report = catchup.run_catchup(opts)
+        done = catchup.run_catchup(opts)
     except OSError as err:  # the lock file
         error(f"{args.log}: {err.strerror or err}")
         return 2
     finally:
         signal.signal(signal.SIGTERM, previous)
-    if args.json:
-        print(dumps(msgspec.to_builtins(report)))
-    else:
-        for line in report.text():
-            say(line)
-    for line in report.notes + report.problems:
-        error(line)
-    return report.status
+    return report(done, args.json, done.text(), done.notes)
 
 
 def _interrupt(signum: int, frame: types.FrameType | None) -> None:

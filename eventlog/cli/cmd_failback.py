@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import socket
-import sys
 from typing import Any
 
 from eventlog.cli.common import (
@@ -12,11 +11,10 @@ from eventlog.cli.common import (
     add_judging,
     add_log,
     command_parser,
-    dumps,
     duration,
     error,
     judging,
-    say,
+    report,
     whole_duration,
 )
 from eventlog.probe import EXPECTED
@@ -93,14 +91,6 @@ def run(args: argparse.Namespace) -> int:
     except (ValueError, UsageError) as err:  # RunnerError is a ValueError
         error(str(err))
         return 2
-    report = failback.run_pass(opts)
-    if args.json:
-        print(dumps(report.as_dict()))
-    else:
-        for line in report.text():
-            say(line)
-    sys.stdout.flush()
-    for problem in report.problems:
-        error(problem)
-    return report.status
+    done = failback.run_pass(opts)
+    return report(done, args.json, done.text())
 

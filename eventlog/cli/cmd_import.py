@@ -8,8 +8,6 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-import msgspec
-
 from eventlog import importers
 from eventlog.appender import AppendError
 from eventlog.cli.common import (
@@ -18,9 +16,8 @@ from eventlog.cli.common import (
     add_log,
     append_failed,
     command_parser,
-    dumps,
     error,
-    say,
+    report,
     zone,
 )
 from eventlog.runners import imports
@@ -97,7 +94,7 @@ def run_import_quota_log(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace, do: Any) -> int:
     try:
-        report = do()
+        done = do()
     except ValueError as err:
         error(str(err))
         return 2
@@ -106,15 +103,11 @@ def _run(args: argparse.Namespace, do: Any) -> int:
     except OSError as err:
         error(f"cannot read {args.log}: {err.strerror or err}")
         return 2
-    for problem in report.problems:
-        error(problem)
-    if args.json:
-        print(dumps(msgspec.to_builtins(report)))
-    elif isinstance(report, imports.LaunchdReport):
-        say(f"{len(report.registered)} job(s) registered, {report.unchanged} unchanged"
-            + (f", {len(report.problems)} plist(s) not read" if report.problems else ""))
+    if isinstance(done, imports.LaunchdReport):
+        line = (f"{len(done.registered)} job(s) registered, {done.unchanged} unchanged"
+                + (f", {len(done.problems)} plist(s) not read" if done.problems else ""))
     else:
-        say(f"{report.imported} marker(s) imported, {report.already} already in the log, "
-            f"{report.older} older than their job's latest marker in the log"
-            + (f", {len(report.problems)} problem(s)" if report.problems else ""))
-    return int(report.status)
+        line = (f"{done.imported} marker(s) imported, {done.already} already in the log, "
+                f"{done.older} older than their job's latest marker in the log"
+                + (f", {len(done.problems)} problem(s)" if done.problems else ""))
+    return report(done, args.json, [line])

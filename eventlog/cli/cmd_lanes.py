@@ -8,20 +8,17 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-import msgspec
-
 from eventlog.cli.common import (
     UsageError,
     add_judging,
     add_log,
     add_thresholds,
     command_parser,
-    dumps,
     duration,
     error,
     judging,
     record_line,
-    say,
+    report,
 )
 from eventlog.runners import lanes
 from eventlog.runners.process import split_command
@@ -109,15 +106,8 @@ def run_lanes(args: argparse.Namespace) -> int:
         error(str(err))
         return 2
     try:
-        report = lanes.run_lanes(opts)
+        done = lanes.run_lanes(opts)
     except OSError as err:  # the lock file
         error(f"{args.log}: {err.strerror or err}")
         return 2
-    if args.json:
-        print(dumps(msgspec.to_builtins(report)))
-    else:
-        for line in report.text():
-            say(line)
-    for problem in report.problems:
-        error(problem)
-    return report.status
+    return report(done, args.json, done.text())

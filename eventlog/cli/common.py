@@ -13,6 +13,7 @@ from datetime import tzinfo
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+import msgspec
 import orjson
 
 from eventlog.appender import AppendError
@@ -199,6 +200,22 @@ def dumps(value: Any) -> str:
         return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode()
     except orjson.JSONEncodeError:  # an integer past 64 bits (valid input): the slower encoder takes any
         return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def report(result: Any, as_json: bool, text: list[str], notes: list[str] | None = None) -> int:
+    """Print a runner's report (JSON for machines, ``text`` for people), then its notes and problems on stderr.
+
+    Returns the report's ``status`` (its exit status).
+    """
+    if as_json:
+        print(dumps(msgspec.to_builtins(result)))
+    else:
+        for line in text:
+            say(line)
+    sys.stdout.flush()
+    for line in [*(notes or []), *result.problems]:
+        error(line)
+    return int(result.status)
 
 
 def append_failed(err: AppendError) -> int:

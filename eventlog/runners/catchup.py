@@ -36,7 +36,15 @@ import msgspec
 from eventlog.appender import AppendError
 from eventlog.clock import NOW, At, Clock
 from eventlog.logs import Log, open_log
-from eventlog.runners.common import BadLines, RunnerError, bad_lines, folder, require_log, runner_lock
+from eventlog.runners.common import (
+    BadLines,
+    RunnerError,
+    bad_lines,
+    check_bounds,
+    folder,
+    require_log,
+    runner_lock,
+)
 from eventlog.runners.process import Ran, run
 from projections.catchup import Catchup
 
@@ -67,10 +75,7 @@ class Options:
         """RunnerError when the runner cannot run with these options (nothing is written then)."""
         if not self.dry_run and (not self.probe_cmd or not self.kick_cmd):
             raise RunnerError("--probe-cmd and --kick-cmd are needed (or --dry-run)")
-        if self.timeout_s <= 0 or self.probe_timeout_s <= 0:
-            raise RunnerError("--timeout and --probe-timeout must be more than 0")
-        if self.kill_grace_s < 0:
-            raise RunnerError("--kill-grace must not be negative")
+        check_bounds(self.kill_grace_s, timeout_s=self.timeout_s, probe_timeout_s=self.probe_timeout_s)
         require_log(self.log, self.assume_tz)
 
 

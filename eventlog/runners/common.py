@@ -38,6 +38,15 @@ class BadLines(msgspec.Struct, kw_only=True):
         return f"{log}: {self.count} bad line(s) skipped{more}: {shown}"
 
 
+def check_bounds(kill_grace_s: float, **timeouts: float) -> None:
+    """RunnerError unless every timeout (``timeout_s=...``: ``--timeout``) is over 0 and the grace is not negative."""
+    for name, value in timeouts.items():
+        if value <= 0:
+            raise RunnerError(f"--{name.removesuffix('_s').replace('_', '-')} must be more than 0")
+    if kill_grace_s < 0:
+        raise RunnerError("--kill-grace must not be negative")
+
+
 def bad_lines(replay: Replay) -> BadLines:
     """The bad lines of a replayed log."""
     return BadLines(count=len(replay.bad_lines), first=[dict(b) for b in replay.bad_lines[:BAD_LINES_SHOWN]])
@@ -81,4 +90,6 @@ def runner_lock(log: str, name: str, *, wait: bool) -> Iterator[bool]:
         os.close(fd)
 
 
-__all__ = ["BAD_LINES_SHOWN", "BadLines", "RunnerError", "bad_lines", "folder", "require_log", "runner_lock"]
+__all__ = [
+    "BAD_LINES_SHOWN", "BadLines", "RunnerError", "bad_lines", "check_bounds", "folder", "require_log", "runner_lock",
+]

@@ -64,7 +64,7 @@ from eventlog.appender import AppendError, Conflict
 from eventlog.clock import NOW, At, Clock
 from eventlog.logs import Log, LogUnavailable, is_url, open_log
 from eventlog.probe import EXPECTED, classify
-from eventlog.runners.common import BadLines, RunnerError, bad_lines, folder, require_log
+from eventlog.runners.common import BadLines, RunnerError, bad_lines, check_bounds, folder, require_log
 from eventlog.runners.process import Ran, run
 from projections.base import elapsed_s
 from projections.handoffs import GUESSED, Handoff, Handoffs
@@ -100,10 +100,7 @@ class Options:
             raise RunnerError("the probe and resume commands must not be empty")
         if self.period_s < 1:
             raise RunnerError("--period must be at least 1 second")
-        if self.timeout_s <= 0:
-            raise RunnerError("--timeout must be more than 0")
-        if self.kill_grace_s < 0:
-            raise RunnerError("--kill-grace must not be negative")
+        check_bounds(self.kill_grace_s, timeout_s=self.timeout_s)
         if self.stale_after_s < 0:
             raise RunnerError("--stale-after must not be negative")
         if self.max_inflight < 0:

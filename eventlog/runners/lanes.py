@@ -38,7 +38,7 @@ import msgspec
 from eventlog.appender import AppendError
 from eventlog.clock import NOW, At, now
 from eventlog.logs import open_log
-from eventlog.runners.common import BadLines, RunnerError, bad_lines, require_log, runner_lock
+from eventlog.runners.common import BadLines, RunnerError, bad_lines, check_bounds, require_log, runner_lock
 from eventlog.runners.process import run
 from projections.runner import Runner
 
@@ -134,10 +134,7 @@ class LanesOptions:
         """RunnerError when the runner cannot run with these options (nothing is written then)."""
         if not self.enqueue_cmd:
             raise RunnerError("--enqueue-cmd is empty")
-        if self.timeout_s <= 0:
-            raise RunnerError("--timeout must be more than 0")
-        if self.kill_grace_s < 0:
-            raise RunnerError("--kill-grace must not be negative")
+        check_bounds(self.kill_grace_s, timeout_s=self.timeout_s)
         _check_thresholds(self.unpicked_s, self.quiet_s)
         require_log(self.log, self.assume_tz)
 
