@@ -433,11 +433,9 @@ def snapshot(cfg: Config, ctx: Context) -> list[Row]:
         full = min(_timed(lambda: replay_log(str(log), show_progress=False)) for _ in range(cfg.repeat))
         ctx.full_replay_s = full
     size = snap.stat().st_size / 2**20
-    version = snapshot_io.folder_version(Replay(Runner()))
-
     def load() -> None:
         with open(log, "rb") as f:
-            loaded, why = snapshot_io.load(str(snap), f, version)
+            loaded, why = snapshot_io.load(str(snap), f, Replay(Runner()))
         if loaded is None:
             raise RuntimeError(f"snapshot not loaded: {why}")
 

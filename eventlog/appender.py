@@ -41,13 +41,17 @@ SIDECAR_LAG = 256 << 10
 
 
 class AppendError(Exception):
-    """An append that wrote nothing; ``messages`` holds one line per problem."""
+    """An append that wrote nothing; ``messages`` holds one line per problem.
+
+    ``notes`` holds what a person should know besides (a sidecar refused and rebuilt), as on :class:`AppendResult`.
+    """
 
     exit_code = 1
 
     def __init__(self, messages: list[str]) -> None:
         super().__init__("; ".join(messages))
         self.messages = messages
+        self.notes: list[str] = []
 
 
 class BadInput(AppendError):
@@ -138,6 +142,23 @@ class EventLog:
         fsync: bool,
     ) -> AppendResult:
         replay, notes, saved_at = self._load(fd)  # takes the kept state: a failure below must not keep it
+        try:
+            return self._write_checked(fd, replay, notes, saved_at, checked, expect_revision, check, fsync)
+        except AppendError as err:
+            err.notes[:0] = notes
+            raise
+
+    def _write_checked(
+        self,
+        fd: int,
+        replay: Replay,
+        notes: list[str],
+        saved_at: int | None,
+        checked: list[tuple[dict[str, Any], Event, datetime]],
+        expect_revision: int | None,
+        check: bool,
+        fsync: bool,
+    ) -> AppendResult:
         size = os.fstat(fd).st_size
         cut = size - replay.offset
         if expect_revision is not None:
@@ -185,7 +206,7 @@ class EventLog:
             return kept[0], notes, kept[2]
         with os.fdopen(os.dup(fd), "rb") as f:
             fresh = Replay(self.new_folder(), self.assume_tz)
-            loaded, why = snapshot.load(self.sidecar, f, snapshot.folder_version(fresh))
+            loaded, why = snapshot.load(self.sidecar, f, fresh)
             saved_at = None if loaded is None else loaded.offset
             if loaded is None and why != "no snapshot":
                 notes.append(f"{why}; rebuilt it from the log")
@@ -202,11 +223,11 @@ class EventLog:
         return min(SIDECAR_LAG, max(16 << 10, size // 4))
 
     def _save(self, fd: int, replay: Replay) -> bool:
-        """Save the sidecar; it is only a cache, so a failure to save is not an error (False)."""
+        """Save the sidecar; it is only a cache, so a failure to save (or a state msgpack cannot hold) is no error."""
         with os.fdopen(os.dup(fd), "rb") as f:
             try:
                 snapshot.save(self.sidecar, f, replay, snapshot.folder_version(replay))
-            except OSError:
+            except (OSError, snapshot.NotSaved):
                 return False
         return True
 

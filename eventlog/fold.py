@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Final, NamedTuple, Protocol
+from typing import Any, ClassVar, Final, NamedTuple, Protocol, runtime_checkable
+
+import msgspec
 
 from eventlog.events import Event
 
@@ -16,9 +18,6 @@ class Rejected(NamedTuple):
 
 class _NotApplied:
     def __repr__(self) -> str:
-        return "NOT_APPLIED"
-
-    def __reduce__(self) -> str:
         return "NOT_APPLIED"
 
 
@@ -41,4 +40,29 @@ class Folder(Protocol):
 
     def view(self, as_of: datetime, as_of_text: str | None = None) -> dict[str, Any]:
         """``rejected`` and the domain parts of the dump (``as_of_text``: T as written)."""
+        ...
+
+
+@runtime_checkable
+class Stateful(Protocol):
+    """A folder whose folded state can be saved and loaded (snapshots, the sidecar).
+
+    ``State`` is a msgspec Struct type: the schema of the saved state. The
+    codec (:mod:`eventlog.snapshot`) encodes ``save_state()`` with msgpack and
+    decodes it with a typed decoder of ``State``; ``load_state`` takes such a
+    decoded value into a fresh folder.
+    """
+
+    State: ClassVar[type[msgspec.Struct]]
+
+    def save_state(self) -> msgspec.Struct:
+        """The folded state (it shares the folder's containers: encode it, do not keep it)."""
+        ...
+
+    def load_state(self, state: Any) -> None:
+        """Take a decoded ``State`` as this (fresh) folder's state."""
+        ...
+
+    def state_key(self) -> str:
+        """The settings the folded state depends on (a snapshot folded under others is not used)."""
         ...

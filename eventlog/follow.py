@@ -55,7 +55,7 @@ class Follower:
         if self.snapshot_path:
             try:
                 with open(self.path, "rb") as f:
-                    loaded, why = snapshot.load(self.snapshot_path, f, snapshot.folder_version(self.replay))
+                    loaded, why = snapshot.load(self.snapshot_path, f, self.replay)
             except FileNotFoundError:
                 loaded, why = None, "no log yet"
             if loaded is not None:
@@ -98,12 +98,19 @@ class Follower:
             self._edge = self._edges(f)
             return note or (f"{self.path} is there now; following it" if came else None)
 
-    def save_snapshot(self) -> None:
-        """Write the snapshot (if one was asked for) at the current position."""
+    def save_snapshot(self) -> str | None:
+        """Write the snapshot (if one was asked for) at the current position; why it was not saved, if so.
+
+        A state msgpack cannot hold is not saved (a note); OSError when the file cannot be written.
+        """
         if not self.snapshot_path or self.missing:
-            return
+            return None
         with open(self.path, "rb") as f:
-            snapshot.save(self.snapshot_path, f, self.replay, snapshot.folder_version(self.replay))
+            try:
+                snapshot.save(self.snapshot_path, f, self.replay, snapshot.folder_version(self.replay))
+            except snapshot.NotSaved as err:
+                return f"snapshot {self.snapshot_path} not saved: {err}"
+        return None
 
     def dump(self, at: datetime | None = None, at_text: str | None = None) -> dict[str, Any]:
         """The dump ``tools/replay --at AT LOG`` would print now (no ``at``: as of the last line)."""
@@ -149,6 +156,7 @@ def follow(
         report(note)
     on_change(follower)
     saved = time.monotonic()
+    unsaved: str | None = None
     target = Path(follower.path).resolve()
     directory = str(target.parent)
 
@@ -169,6 +177,13 @@ def follow(
         if note or after != before:
             on_change(follower)
         if follower.snapshot_path and time.monotonic() - saved > snapshot_every_s:
-            follower.save_snapshot()
+            unsaved = note_once(follower.save_snapshot(), unsaved, report)
             saved = time.monotonic()
-    follower.save_snapshot()
+    note_once(follower.save_snapshot(), unsaved, report)
+
+
+def note_once(note: str | None, last: str | None, report: Callable[[str], None]) -> str | None:
+    """Report ``note`` unless it repeats ``last`` (a state that cannot be saved is said once, not every 10 s)."""
+    if note is not None and note != last:
+        report(note)
+    return note

@@ -54,13 +54,13 @@ import asyncio
 import base64
 import hashlib
 import json
-import pickle
 import random
 import re
 import sys
 import threading
 import time
 import uuid
+import zlib
 from collections import deque
 from collections.abc import Callable, Coroutine, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -78,9 +78,11 @@ from nats.js import JetStreamContext
 from nats.js.api import ConsumerConfig, DeliverPolicy, StorageType, StreamConfig, StreamInfo
 from nats.js.errors import APIError, NotFoundError
 
+from eventlog import snapshot
 from eventlog.appender import AppendError, AppendResult, BadInput, Conflict, validated
 from eventlog.events import KEY_FIELDS, Event, stream_of, type_name
 from eventlog.fold import Folder, Rejected
+from eventlog.follow import note_once
 from eventlog.logs import LogUnavailable
 from eventlog.reader import Reader, check_object, iter_lines
 from eventlog.replay import Progress, Replay
@@ -221,9 +223,9 @@ class StreamState:
         self.read_to = seq
 
 
-def _copy(replay: Replay) -> Replay:
-    copied: Replay = pickle.loads(pickle.dumps(replay, protocol=pickle.HIGHEST_PROTOCOL))  # noqa: S301 - our own bytes
-    return copied
+def _copy(replay: Replay, new_folder: Callable[[], Folder]) -> Replay:
+    """A copy of ``replay`` to check appends on (through the typed state codec)."""
+    return snapshot.copy(replay, Replay(new_folder(), replay.reader.assume_tz))
 
 
 def _default_folder() -> Folder:
@@ -567,7 +569,7 @@ class JetStreamLog:
     def state(self) -> Replay:
         """The folded state of the whole stream now (a copy; the log keeps its own and catches it up)."""
         try:
-            return _copy(self._state().replay)
+            return _copy(self._state().replay, self.new_folder)
         except LogUnavailable as err:
             raise AppendError([str(err)]) from err
 
@@ -612,7 +614,7 @@ class JetStreamLog:
     ) -> list[tuple[str, bytes, int | None]]:
         """Catch up, check the events on a copy of the state; ``(subject, body, expected)`` of each."""
         state = self._state(create=True)
-        replay = _copy(state.replay)
+        replay = _copy(state.replay, self.new_folder)
         if expect_revision is not None:
             have = replay.folder.revision(checked[0][1])
             if have != expect_revision:
@@ -873,7 +875,10 @@ async def _publish_lines(log: JetStreamLog, batch: list[tuple[int, bytes, str]])
 
 
 class Snapshot(msgspec.Struct):
-    """A saved stream state: the projections' version, the stream's identity, the position, the state."""
+    """A saved stream state: the projections' version, the stream's identity, the position, the state.
+
+    ``state`` is the replay's typed state (:func:`eventlog.snapshot.encode_state`), decoded last.
+    """
 
     format: int
     version: str
@@ -881,37 +886,43 @@ class Snapshot(msgspec.Struct):
     created: str | None
     read_to: int
     last_sha256: str
-    state: bytes
+    subjects: dict[str, int]
+    state_crc32: int
+    state: memoryview
 
 
-SNAPSHOT_FORMAT = 1
+#: Format 1 held untyped state: it is never read again.
+SNAPSHOT_FORMAT = 2
 
 
 def _version(replay: Replay) -> str:
-    from eventlog import snapshot
-
     return "jetstream/" + snapshot.folder_version(replay)
 
 
 def save_snapshot(path: str, log: JetStreamLog, state: StreamState) -> None:
-    """Write ``state`` to ``path`` atomically, with what proves it belongs to the stream."""
+    """Write ``state`` to ``path`` atomically, with what proves it belongs to the stream.
+
+    :class:`eventlog.snapshot.NotSaved` when msgpack cannot hold the state; OSError when it cannot be written.
+    """
+    data = snapshot.encode_state(state.replay)
     last = b""
     if state.read_to:
         got = log._run(log._get_next(state.read_to))
         last = got[2] if got is not None and got[0] == state.read_to else b""
     snap = Snapshot(SNAPSHOT_FORMAT, _version(state.replay), log.target.stream, state.created, state.read_to,
-                    hashlib.sha256(last).hexdigest(), pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL))
+                    hashlib.sha256(last).hexdigest(), state.subjects, zlib.crc32(data), memoryview(data))
     write_atomic(path, msgspec.msgpack.encode(snap))
 
 
 def load_snapshot(path: str, log: JetStreamLog, fresh: Replay) -> tuple[StreamState | None, str]:
-    """The state saved at ``path`` if it still belongs to the stream and the code; else None and why."""
+    """The state saved at ``path`` (in ``fresh``) if it still belongs to the stream and the code; else None and why."""
     try:
-        with open(path, "rb") as f:
-            snap = msgspec.msgpack.decode(f.read(), type=Snapshot)
+        snap = msgspec.msgpack.decode(snapshot.read_regular(path), type=Snapshot)
     except FileNotFoundError:
         return None, "no snapshot"
-    except (OSError, msgspec.DecodeError, msgspec.ValidationError) as err:
+    except OSError as err:
+        return None, f"snapshot {path} is unreadable ({err.strerror or err})"
+    except (msgspec.DecodeError, msgspec.ValidationError) as err:
         return None, f"snapshot {path} is unreadable ({err})"
     if snap.format != SNAPSHOT_FORMAT or snap.version != _version(fresh):
         return None, f"snapshot {path} was written by another version"
@@ -926,13 +937,14 @@ def load_snapshot(path: str, log: JetStreamLog, fresh: Replay) -> tuple[StreamSt
         data = got[2] if got is not None and got[0] == snap.read_to else None
         if data is None or hashlib.sha256(data).hexdigest() != snap.last_sha256:
             return None, f"snapshot {path} does not match the stream's message {snap.read_to}"
-    try:
-        state = pickle.loads(snap.state)  # noqa: S301 - our own file, checked above
-    except Exception as err:  # noqa: BLE001 - any broken state is ignored, never trusted
-        return None, f"snapshot {path} state is unreadable ({type(err).__name__})"
-    if not isinstance(state, StreamState) or state.read_to != snap.read_to:
+    if zlib.crc32(snap.state) != snap.state_crc32:
+        return None, f"snapshot {path} is damaged (its state does not match its CRC-32)"
+    why = snapshot.decode_state(snap.state, fresh)
+    if why is not None:
+        return None, f"snapshot {path} is refused: {why}"
+    if fresh.line > snap.read_to:
         return None, f"snapshot {path} state does not match its position"
-    return state, "ok"
+    return StreamState(fresh, snap.created, snap.read_to, snap.subjects), "ok"
 
 
 def replay_from_snapshot(log: JetStreamLog, path: str, tz: tzinfo | None, strict: bool,
@@ -953,6 +965,8 @@ def replay_from_snapshot(log: JetStreamLog, path: str, tz: tzinfo | None, strict
         save_snapshot(path, log, state)
     except OSError as err:
         report(f"cannot save the snapshot {path}: {err.strerror or err}")
+    except snapshot.NotSaved as err:
+        report(f"snapshot {path} not saved: {err}")
     return state.replay
 
 
@@ -988,10 +1002,14 @@ class StreamFollower:
         """The dump ``tools/replay --at AT LOG`` would print now (no ``at``: as of the last line)."""
         return self.state.replay.dump(self.path, at, at_text)
 
-    def save_snapshot(self) -> None:
-        """Write the snapshot (if one was asked for)."""
+    def save_snapshot(self) -> str | None:
+        """Write the snapshot (if one was asked for); why it was not saved, if so (OSError: cannot be written)."""
         if self.snapshot_path:
-            save_snapshot(self.snapshot_path, self.log, self.state)
+            try:
+                save_snapshot(self.snapshot_path, self.log, self.state)
+            except snapshot.NotSaved as err:
+                return f"snapshot {self.snapshot_path} not saved: {err}"
+        return None
 
     async def _subscribe(self, start: int) -> Any:
         _, js = await self.log._connection()
@@ -1039,6 +1057,7 @@ def follow(
     on_change(follower)
     sub = follower.log._run(follower._subscribe(follower.state.read_to + 1))
     saved = time.monotonic()
+    unsaved: str | None = None
     try:
         while not stop.is_set():
             if not follower._arrived.wait(0.2):
@@ -1050,14 +1069,14 @@ def follow(
             if follower.drain():
                 on_change(follower)
             if follower.snapshot_path and time.monotonic() - saved > snapshot_every_s:
-                follower.save_snapshot()
+                unsaved = note_once(follower.save_snapshot(), unsaved, report)
                 saved = time.monotonic()
     finally:
         try:
             follower.log._run(sub.unsubscribe(), timeout=10)
         except Exception:  # noqa: BLE001, S110 - the connection may be gone already
             pass
-    follower.save_snapshot()
+    note_once(follower.save_snapshot(), unsaved, report)
 
 
 __all__ = [

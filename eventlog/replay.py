@@ -3,16 +3,20 @@
 :class:`Replay` is what ``tools/replay``, ``eventlog append`` (its sidecar)
 and ``eventlog follow`` keep: it reads complete lines from where it stopped,
 names bad lines, notices a torn tail, and hands events to a :class:`Folder`.
+Its own folded state (the tallies and the reader's position) is the typed
+:class:`ReplayState`, which snapshots save with the folder's (:mod:`eventlog.snapshot`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import datetime, tzinfo
-from typing import IO, Any
+from datetime import datetime, timedelta, timezone, tzinfo
+from typing import IO, Annotated, Any, Generic, TypedDict, TypeVar
+
+import msgspec
 
 from eventlog.events import CURRENT_VERSION, EVENT_TYPES, TIME_FIELDS, Event
-from eventlog.fold import Folder, FoldResult
+from eventlog.fold import Folder, FoldResult, Stateful
 from eventlog.reader import Reader, _decoder, iter_blocks
 
 #: Called with (lines read, bytes read) every so often during a long read.
@@ -28,6 +32,64 @@ class BadLine(Exception):
         self.reason = reason
 
 
+class BadLineRecord(TypedDict):
+    """A bad line: its number and the reason (the dump's ``bad_lines``)."""
+
+    line: int
+    reason: str
+
+
+_WALL_EPOCH = datetime(1970, 1, 1)
+_MICRO = timedelta(microseconds=1)
+
+
+class LocalTime(msgspec.Struct, array_like=True, frozen=True, gc=False):
+    """An aware time exactly as it was read, for a snapshot (msgpack itself keeps only the instant in UTC).
+
+    The wall clock in microseconds since 1970-01-01, the UTC offset in
+    microseconds (None: the reader's ``--assume-tz`` zone) and ``fold``; so the
+    time judged "as of" after a snapshot is the one before it, zone included.
+    """
+
+    wall_us: int
+    offset_us: int | None
+    fold: int = 0
+
+    @classmethod
+    def of(cls, value: datetime, zone: tzinfo | None) -> LocalTime:
+        """``value`` (aware) as kept; its zone is ``zone`` or a fixed offset."""
+        wall = (value.replace(tzinfo=None) - _WALL_EPOCH) // _MICRO
+        if zone is not None and value.tzinfo is zone:
+            return cls(wall, None, value.fold)
+        offset = value.utcoffset()
+        return cls(wall, None if offset is None else offset // _MICRO, value.fold)
+
+    def value(self, zone: tzinfo | None) -> datetime:
+        """The time again (ValueError or OverflowError when the fields are out of range)."""
+        tz = zone if self.offset_us is None else timezone(timedelta(microseconds=self.offset_us))
+        if tz is None:
+            raise ValueError("a time of the assumed zone, but no zone is assumed")
+        return (_WALL_EPOCH + timedelta(microseconds=self.wall_us)).replace(tzinfo=tz, fold=self.fold)
+
+
+Count = Annotated[int, msgspec.Meta(ge=0)]
+S = TypeVar("S")
+
+
+class ReplayState(msgspec.Struct, Generic[S]):
+    """A replay's folded state: position, tallies, bad lines, and its folder's state (``S``)."""
+
+    line: Count
+    offset: Count
+    events: Count
+    last_seq: Count
+    torn_tail: bool
+    last_ts: str | None
+    last_at: LocalTime | None
+    bad_lines: list[BadLineRecord]
+    folder: S
+
+
 class Replay:
     """One log, folded up to ``offset`` (always the end of a complete line)."""
 
@@ -37,7 +99,7 @@ class Replay:
         self.line = 0
         self.offset = 0
         self.events = 0
-        self.bad_lines: list[dict[str, Any]] = []
+        self.bad_lines: list[BadLineRecord] = []
         self.torn_tail = False
         self.last_ts: str | None = None
         self.last_at: datetime | None = None
@@ -131,6 +193,29 @@ class Replay:
         self.last_ts = ev.ts
         self.last_at = at
         return result
+
+    def save_state(self) -> ReplayState[msgspec.Struct]:
+        """Its folded state, the folder's included (shared, not copied: encode it, do not keep it).
+
+        TypeError when the folder keeps no typed state (:class:`~eventlog.fold.Stateful`).
+        """
+        if not isinstance(self.folder, Stateful):
+            raise TypeError(f"{type(self.folder).__name__} keeps no typed state")
+        zone = self.reader.assume_tz
+        last_at = None if self.last_at is None else LocalTime.of(self.last_at, zone)
+        return ReplayState(self.line, self.offset, self.events, self.reader.last_seq, self.torn_tail, self.last_ts,
+                           last_at, self.bad_lines, self.folder.save_state())
+
+    def load_state(self, state: ReplayState[Any]) -> None:
+        """Take a decoded state as this (fresh) replay's; ValueError or OverflowError leave it unchanged."""
+        if not isinstance(self.folder, Stateful):
+            raise TypeError(f"{type(self.folder).__name__} keeps no typed state")
+        last_at = None if state.last_at is None else state.last_at.value(self.reader.assume_tz)
+        self.folder.load_state(state.folder)
+        self.line, self.offset, self.events = state.line, state.offset, state.events
+        self.reader.last_seq = state.last_seq
+        self.torn_tail, self.last_ts, self.last_at = state.torn_tail, state.last_ts, last_at
+        self.bad_lines = state.bad_lines
 
     def dump(self, log: str, at: datetime | None = None, at_text: str | None = None) -> dict[str, Any]:
         """The dump of spec/OUTPUTS.md as of ``at`` (default: the last event's time)."""

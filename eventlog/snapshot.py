@@ -1,31 +1,49 @@
-"""Snapshots: folded state plus the log position it belongs to.
+"""Snapshots: folded state plus the log position it belongs to, as typed msgpack.
 
-A snapshot is a msgpack document (msgspec) holding the position in the log
-(byte offset, line, last ``seq``, file identity, hashes of the first and last
-4 KiB before the offset) and the pickled :class:`~eventlog.replay.Replay`.
-It is trusted only when all of that still matches the file and the code's
-projection version; otherwise it is ignored and the caller replays from the
-start. The appender's sidecar and ``follow``/``replay --snapshot`` share it.
+A snapshot is one msgpack document (msgspec): the format, the version of the
+code that wrote it, the position in the log (byte offset, line, last ``seq``,
+file identity, hashes of the first and last 4 KiB before the offset) and the
+state, a :class:`~eventlog.replay.ReplayState` holding the folder's ``State``
+struct. Nothing in it is code: it is decoded by a typed decoder built from
+those declarations, so a forged, truncated or wrong-shaped file is at worst
+refused (the caller then replays the log), never run.
+
+It is used only when the format, the version and the position still match
+the file; the state is decoded only then. The appender's sidecar,
+``follow --snapshot`` and ``replay --snapshot`` share it; a JetStream
+snapshot (:mod:`eventlog.jetstream`) carries the same state bytes.
+
+Loading part of it later: the envelope holds the state as its own msgpack
+bytes, and any reader may declare a smaller struct over them (say
+``handoffs.items`` as ``dict[str, msgspec.Raw]``) to decode one entity
+without building the rest.
 """
 
 from __future__ import annotations
 
+import copy as _copy
 import functools
 import gc
 import hashlib
 import os
-import pickle
+import stat
 import sys
+import zlib
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 import msgspec
 
-from eventlog.replay import Replay
+from eventlog.fold import Stateful
+from eventlog.replay import Replay, ReplayState
 
-#: Bump when this layout changes.
-FORMAT = 1
+#: Bump when the envelope or the state's encoding changes (format 1 held untyped state: never read again).
+FORMAT = 2
 _EDGE = 4096
+
+
+class NotSaved(Exception):
+    """A state msgpack cannot hold (an integer past 64 bits, a time outside years 1-9999 in UTC)."""
 
 
 class Position(msgspec.Struct, frozen=True):
@@ -41,23 +59,33 @@ class Position(msgspec.Struct, frozen=True):
 
 
 class Snapshot(msgspec.Struct):
-    """A saved state: the format, the projections' version, the position, the state."""
+    """A saved state: the format, the projections' version, the position, the state's CRC-32 and the state.
+
+    ``state`` is the msgpack of a :class:`~eventlog.replay.ReplayState`, held
+    as bytes (a view into the file when read): it is decoded, with its own
+    typed decoder, only after everything else matched. The CRC catches a
+    damaged file (a flipped bit, a partial copy) before that; it is no defence
+    against a forger, who can compute it.
+    """
 
     format: int
     version: str
     position: Position
-    state: bytes
+    state_crc32: int
+    state: memoryview
 
 
 def folder_version(replay: Replay) -> str:
-    """What a snapshot of ``replay`` must match: the folder's class, the source of its package, the zone.
+    """What a snapshot of ``replay`` must match: the folder's class and settings, the source of its package, the zone.
 
     The source hash means a snapshot taken by other projection code is never
     trusted, even if nobody bumped a version number.
     """
-    cls = type(replay.folder)
+    folder = replay.folder
+    cls = type(folder)
     tz = replay.reader.assume_tz
-    return f"{cls.__module__}.{cls.__qualname__}/{_source_hash(cls.__module__)}/tz={tz}"
+    key = folder.state_key() if isinstance(folder, Stateful) else "stateless"
+    return f"{cls.__module__}.{cls.__qualname__}/{_source_hash(cls.__module__)}/tz={tz}/{key}"
 
 
 @functools.cache
@@ -72,6 +100,74 @@ def _source_hash(module: str) -> str:
     return digest.hexdigest()[:16]
 
 
+# --- the state codec -------------------------------------------------------------------------
+
+
+_encoder = msgspec.msgpack.Encoder()
+
+
+def encode_state(replay: Replay) -> bytes:
+    """The replay's folded state as msgpack; :class:`NotSaved` when msgpack cannot hold it."""
+    try:
+        state = replay.save_state()
+    except TypeError as err:  # a folder without typed state
+        raise NotSaved(str(err)) from None
+    try:
+        return _encoder.encode(state)
+    except (OverflowError, ValueError, TypeError) as err:  # msgspec.EncodeError is a ValueError
+        raise NotSaved(f"the state holds a value msgpack cannot ({err})") from None
+
+
+@functools.cache
+def _decoder(state_type: type[msgspec.Struct]) -> msgspec.msgpack.Decoder[ReplayState[Any]]:
+    """The typed decoder of a replay state whose folder state is ``state_type`` (built once per type)."""
+    return msgspec.msgpack.Decoder(ReplayState[state_type])  # type: ignore[valid-type]
+
+
+def decode_state(data: bytes | memoryview, fresh: Replay, expect: Position | None = None) -> str | None:
+    """Decode a state into the fresh replay ``fresh``; None when done, else why not (``fresh`` unchanged).
+
+    With ``expect``, a state at another offset, line or ``seq`` is refused too.
+    """
+    folder = fresh.folder
+    if not isinstance(folder, Stateful):
+        return f"{type(folder).__name__} keeps no typed state"
+    # Decoding builds one object per entity; with the cyclic collector on, it
+    # walks the growing heap again and again (about half the load time).
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        state = _decoder(folder.State).decode(data)
+        if expect is not None and (state.offset, state.line, state.last_seq) != (
+            expect.offset, expect.line, expect.last_seq
+        ):
+            return "its state does not match its position"
+        fresh.load_state(state)
+    except (msgspec.DecodeError, msgspec.ValidationError) as err:
+        return f"its state does not fit this code's types ({err})"
+    except (ValueError, OverflowError) as err:
+        return f"its state holds a value out of range ({err})"
+    finally:
+        if was_enabled:
+            gc.enable()
+    return None
+
+
+def copy(replay: Replay, fresh: Replay) -> Replay:
+    """A copy of ``replay`` made in ``fresh`` (an empty replay of a folder like ``replay``'s) through the codec."""
+    try:
+        data = encode_state(replay)
+    except NotSaved:
+        return _copy.deepcopy(replay)  # a state msgpack cannot hold: the slow way
+    why = decode_state(data, fresh)
+    if why is not None:
+        raise AssertionError(f"a state this code encoded does not decode: {why}")
+    return fresh
+
+
+# --- files -----------------------------------------------------------------------------------
+
+
 def position(f: IO[bytes], replay: Replay) -> Position:
     """The position of ``replay`` in the open file ``f``."""
     fd = f.fileno()
@@ -81,9 +177,14 @@ def position(f: IO[bytes], replay: Replay) -> Position:
 
 
 def save(path: str, f: IO[bytes], replay: Replay, version: str) -> None:
-    """Write the snapshot of ``replay`` (taken at its offset in ``f``) atomically to ``path``."""
-    snap = Snapshot(FORMAT, version, position(f, replay), pickle.dumps(replay, protocol=pickle.HIGHEST_PROTOCOL))
-    write_atomic(path, msgspec.msgpack.encode(snap))
+    """Write the snapshot of ``replay`` (taken at its offset in ``f``) atomically to ``path``.
+
+    Raises :class:`NotSaved` (nothing written) when msgpack cannot hold the
+    state, OSError when the file cannot be written.
+    """
+    state = encode_state(replay)
+    snap = Snapshot(FORMAT, version, position(f, replay), zlib.crc32(state), memoryview(state))
+    write_atomic(path, _encoder.encode(snap))
 
 
 def write_atomic(path: str, data: bytes, mode: int = 0o640) -> None:
@@ -101,35 +202,47 @@ def write_atomic(path: str, data: bytes, mode: int = 0o640) -> None:
         raise
 
 
-def load(path: str, f: IO[bytes], version: str) -> tuple[Replay | None, str]:
-    """The snapshot's state if it matches ``f`` and ``version``; else None and why not."""
+def read_regular(path: str) -> bytes:
+    """The bytes of ``path``, which must be a regular file (a FIFO or a device is refused, never read).
+
+    FileNotFoundError when there is none; OSError (with a reason) otherwise.
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     try:
-        with open(path, "rb") as src:
-            snap = msgspec.msgpack.decode(src.read(), type=Snapshot)
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise OSError(f"{path} is not a regular file")
+        chunks = []
+        while chunk := os.read(fd, max(st.st_size, 1 << 16)):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def load(path: str, f: IO[bytes], fresh: Replay) -> tuple[Replay | None, str]:
+    """``fresh`` holding the snapshot's state if it matches ``f`` and ``fresh``'s version; else None and why not."""
+    version = folder_version(fresh)
+    try:
+        snap = msgspec.msgpack.decode(read_regular(path), type=Snapshot)
     except FileNotFoundError:
         return None, "no snapshot"
-    except (OSError, msgspec.DecodeError, msgspec.ValidationError) as err:
+    except OSError as err:
+        return None, f"snapshot {path} is unreadable ({err.strerror or err})"
+    except (msgspec.DecodeError, msgspec.ValidationError) as err:
         return None, f"snapshot {path} is unreadable ({err})"
     if snap.format != FORMAT or snap.version != version:
-        return None, f"snapshot {path} was written by another version ({snap.version}, now {version})"
+        return None, f"snapshot {path} was written by another version ({snap.format}: {snap.version}, now {version})"
     pos = snap.position
     mismatch = differs(f, pos)
     if mismatch is not None:
         return None, f"snapshot {path} {mismatch}"
-    # Unpickling builds one object per entity; with the cyclic collector on, it
-    # walks the growing heap again and again (about half the load time).
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        replay = pickle.loads(snap.state)  # noqa: S301 - our own file, position checked above
-    except Exception as err:  # noqa: BLE001 - any broken state is ignored, never trusted
-        return None, f"snapshot {path} state is unreadable ({type(err).__name__})"
-    finally:
-        if was_enabled:
-            gc.enable()
-    if not isinstance(replay, Replay) or (replay.offset, replay.line) != (pos.offset, pos.line):
-        return None, f"snapshot {path} state does not match its position"
-    return replay, "ok"
+    if zlib.crc32(snap.state) != snap.state_crc32:
+        return None, f"snapshot {path} is damaged (its state does not match its CRC-32)"
+    why = decode_state(snap.state, fresh, pos)
+    if why is not None:
+        return None, f"snapshot {path} is refused: {why}"
+    return fresh, "ok"
 
 
 def differs(f: IO[bytes], pos: Position) -> str | None:

@@ -1,4 +1,4 @@
-"""The projection interface: fold one event, judge a view as of a time.
+"""The projection interface: fold one event, judge a view as of a time; and how folded state is kept.
 
 A projection never reads the clock, the disk or the network. ``fold`` gets one
 event with its line number and its time and returns what became of it:
@@ -9,6 +9,35 @@ event with its line number and its time and returns what became of it:
   recovery decision, which has a receipt instead).
 
 ``view(as_of)`` returns the projection's part of the dump, judged at ``as_of``.
+
+**Folded state is typed msgspec fields.** Everything a projection folds lives
+in one msgspec Struct, its ``State`` class, held in ``self.state``; nothing
+else of the projection is state (thresholds given to its constructor are
+settings). Snapshots and the appender's sidecar encode the state with msgspec
+msgpack and decode it with a typed decoder built from these declarations
+(:mod:`eventlog.snapshot`): the types are the file's schema, a file that does
+not fit them is refused and the log is replayed instead, and nothing in it
+is ever run. So:
+
+- **To add state, add a typed field with a default** to the ``State`` struct
+  (``heartbeats: dict[str, Heartbeat] = {}``) and use it through
+  ``self.state``. The codec follows the types; there is nothing else to write.
+- Use what msgpack holds: ``str``, ``int`` (up to 64 bits; a state holding a
+  bigger one is simply not saved), ``float``, ``bool``, ``None``, lists, dicts
+  with ``str`` keys, and Structs or TypedDicts of those. No sets, tuples as
+  keys, or classes of your own that are not Structs.
+- A ``datetime`` comes back from a snapshot as **the same instant in UTC**.
+  Keep a ``datetime`` only for a time that is compared or measured
+  (:func:`elapsed_s`, :func:`micros`); keep a time that is printed, or that
+  another printed time is computed from, as the text the reader left in the
+  event (``ev.ts``: always with its offset) and read it with
+  :func:`eventlog.events.parse_time` when needed.
+- Prefer small structs for many entities (``array_like=True`` packs them as
+  lists; ``gc=False`` when they hold no containers that could form a cycle).
+
+A snapshot is used only by the same code: its version is a hash of the
+source of ``eventlog/`` and ``projections/``, so changing the state needs no
+migration (old snapshots are rebuilt from the log).
 """
 
 from __future__ import annotations
@@ -16,7 +45,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Protocol
 
 import msgspec
 
@@ -24,8 +53,8 @@ from eventlog.events import Event
 from eventlog.fold import NOT_APPLIED, FoldResult, Rejected
 
 __all__ = [
-    "NOT_APPLIED", "EntityCodec", "FoldResult", "Handler", "Projection", "Rejected", "elapsed_s", "micros",
-    "nearest_rank", "num", "seconds", "summary",
+    "NOT_APPLIED", "FoldResult", "Handler", "Projection", "Rejected", "elapsed_s", "micros", "nearest_rank", "num",
+    "seconds", "summary",
 ]
 
 
@@ -40,6 +69,11 @@ class Projection(Protocol):
     #: Event class -> the method that folds it.
     handlers: dict[type[Event], Handler]
 
+    @property
+    def state(self) -> msgspec.Struct:
+        """Everything it folded: an instance of its ``State`` struct (see the module docstring)."""
+        ...
+
     def view(self, as_of: datetime) -> dict[str, Any]:
         """This domain's part of the dump, judged at ``as_of``."""
         ...
@@ -50,7 +84,7 @@ _MICRO = timedelta(microseconds=1)
 
 
 def micros(at: datetime) -> int:
-    """An aware time as integer microseconds since the epoch: exact, small to keep and to pickle."""
+    """An aware time as integer microseconds since the epoch: exact, and small to keep."""
     return (at - _EPOCH) // _MICRO
 
 
@@ -88,33 +122,3 @@ def num(value: float | None) -> float | int | None:
 def summary(values: Sequence[float]) -> dict[str, Any]:
     """``{"n", "p50", "p95"}`` of durations in seconds."""
     return {"n": len(values), "p50": num(nearest_rank(values, 50)), "p95": num(nearest_rank(values, 95))}
-
-
-S = TypeVar("S", bound=msgspec.Struct)
-
-
-class EntityCodec(Generic[S]):
-    """Packs a projection's map of entity structs (id -> struct) for snapshots and sidecars.
-
-    Pickle rebuilds each struct by calling its class; msgspec's msgpack decoder
-    builds them in C, about twice as fast for 100k handoffs, and a snapshot's
-    load is what a restart waits for. Aware datetimes come back as the same
-    instant in UTC: keep only times that are compared, never printed, in them.
-    A map msgpack cannot hold (an integer past 64 bits, a time outside years
-    1-9999 in UTC, both valid input) is left as it is, for pickle.
-    """
-
-    def __init__(self, kind: type[S]) -> None:
-        self._encoder = msgspec.msgpack.Encoder()
-        self._decoder = msgspec.msgpack.Decoder(dict[str, kind])  # type: ignore[valid-type]
-
-    def pack(self, entities: dict[str, S]) -> bytes | dict[str, S]:
-        """The map as msgpack, or the map itself when msgpack cannot hold it."""
-        try:
-            return self._encoder.encode(entities)
-        except (OverflowError, ValueError, TypeError):  # msgspec.EncodeError is a ValueError
-            return entities
-
-    def unpack(self, data: bytes | dict[str, S]) -> dict[str, S]:
-        """The map again."""
-        return self._decoder.decode(data) if isinstance(data, bytes) else data

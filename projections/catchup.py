@@ -13,9 +13,10 @@ whether a ``catchup_kicked`` came after that marker; and the latest
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, NamedTuple
+
+import msgspec
 
 from eventlog.events import (
     CalendarEntry,
@@ -31,13 +32,30 @@ from eventlog.events import (
 from projections.base import FoldResult, Handler
 
 
-@dataclass
-class Marker:
-    """A job's latest guard marker: skipped or ran, its time, and whether it was kicked since."""
+class Marker(msgspec.Struct, gc=False):
+    """A job's latest guard marker: skipped or ran, its ``ts`` as the reader left it, whether it was kicked since."""
 
     skipped: bool
-    at: datetime
+    ts: str
     kicked: bool = False
+
+    @property
+    def at(self) -> datetime:
+        """The marker's time, in the offset it was written with."""
+        return parse_time(self.ts)
+
+
+class CatchupState(msgspec.Struct):
+    """Everything the catch-up projection folds (projections/base.py: to add state, add a typed field)."""
+
+    #: Label -> its latest ``job_registered``.
+    jobs: dict[str, JobRegistered] = {}
+    #: Label -> its latest marker.
+    markers: dict[str, Marker] = {}
+    #: The latest ``circuit_opened``'s ``open_until``, as the reader left it (printed by the runner).
+    open_until: str | None = None
+    #: Whether a ``circuit_closed`` came after it.
+    closed_since: bool = False
 
 
 class Candidate(NamedTuple):
@@ -127,29 +145,44 @@ def circuit_open(open_until: datetime | None, closed_since: bool, now: datetime)
 
 
 class Catchup:
-    """Which of today's skipped scheduled jobs to re-run."""
+    """Which of today's skipped scheduled jobs to re-run (folded state: :class:`CatchupState`)."""
 
     name = "catchup"
+    State = CatchupState
 
     def __init__(self) -> None:
-        self.jobs: dict[str, JobRegistered] = {}
-        self.markers: dict[str, Marker] = {}
-        self.open_until: datetime | None = None
-        self.closed_since = False
+        self.state = CatchupState()
+
+    @property
+    def jobs(self) -> dict[str, JobRegistered]:
+        """Label -> its latest ``job_registered``."""
+        return self.state.jobs
+
+    @property
+    def markers(self) -> dict[str, Marker]:
+        """Label -> its latest guard marker."""
+        return self.state.markers
+
+    @property
+    def open_until(self) -> datetime | None:
+        """The latest ``circuit_opened``'s ``open_until`` (in its own offset), None before any."""
+        text = self.state.open_until
+        return None if text is None else parse_time(text)
 
     # -- queries ------------------------------------------------------------------------
 
     def candidates(self, as_of: datetime) -> list[Candidate]:
         """The jobs to re-run as of ``as_of``, sorted by label."""
+        markers = self.state.markers
         return [
             Candidate(label, job)
-            for label, job in sorted(self.jobs.items())
-            if is_candidate(job, self.markers.get(label), as_of)
+            for label, job in sorted(self.state.jobs.items())
+            if is_candidate(job, markers.get(label), as_of)
         ]
 
     def circuit_open(self, as_of: datetime) -> bool:
         """Whether the quota circuit is open as of ``as_of``."""
-        return circuit_open(self.open_until, self.closed_since, as_of)
+        return circuit_open(self.open_until, self.state.closed_since, as_of)
 
     def view(self, as_of: datetime) -> dict[str, Any]:
         """The ``catchup`` part of the dump."""
@@ -160,30 +193,30 @@ class Catchup:
     # -- handlers -----------------------------------------------------------------------
 
     def _job_registered(self, ev: JobRegistered, line: int, at: datetime) -> FoldResult:
-        self.jobs[ev.label] = ev
+        self.state.jobs[ev.label] = ev
         return None
 
     def _job_skipped(self, ev: JobSkipped, line: int, at: datetime) -> FoldResult:
-        self.markers[ev.label] = Marker(skipped=True, at=at)
+        self.state.markers[ev.label] = Marker(skipped=True, ts=ev.ts)
         return None
 
     def _job_ran(self, ev: JobRan, line: int, at: datetime) -> FoldResult:
-        self.markers[ev.label] = Marker(skipped=False, at=at)
+        self.state.markers[ev.label] = Marker(skipped=False, ts=ev.ts)
         return None
 
     def _catchup_kicked(self, ev: CatchupKicked, line: int, at: datetime) -> FoldResult:
-        marker = self.markers.get(ev.label)
+        marker = self.state.markers.get(ev.label)
         if marker is not None:
             marker.kicked = True
         return None
 
     def _circuit_opened(self, ev: CircuitOpened, line: int, at: datetime) -> FoldResult:
-        self.open_until = parse_time(ev.open_until)
-        self.closed_since = False
+        self.state.open_until = ev.open_until
+        self.state.closed_since = False
         return None
 
     def _circuit_closed(self, ev: CircuitClosed, line: int, at: datetime) -> FoldResult:
-        self.closed_since = True
+        self.state.closed_since = True
         return None
 
     handlers: dict[type[Event], Handler] = {

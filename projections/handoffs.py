@@ -82,7 +82,7 @@ from eventlog.events import (
     WatcherRun,
     parse_time,
 )
-from projections.base import EntityCodec, FoldResult, Handler, Rejected, elapsed_s, micros, num, seconds, summary
+from projections.base import FoldResult, Handler, Rejected, elapsed_s, micros, num, seconds, summary
 
 # --- the rules (spec section 3) ------------------------------------------------------
 
@@ -168,6 +168,7 @@ class Account(msgspec.Struct, gc=False):
     """The limit ledger of one account and the probes since its latest limit."""
 
     pending: int = 0
+    #: The latest limit's ``reset_at``: as written (printed) and as a time (compared).
     reset_text: str | None = None
     reset_at: datetime | None = None
     confidence: str | None = None
@@ -176,10 +177,32 @@ class Account(msgspec.Struct, gc=False):
     #: Outcome kind of the current run of probes after the latest limit ("transient", "quota" or None).
     run_kind: str | None = None
     run: int = 0
-    run_at: datetime | None = None
+    #: ``ts`` of the run's latest probe, as the reader left it: the backoff's end is computed from it and printed.
+    run_ts: str | None = None
 
 
-_ITEMS = EntityCodec(Handoff)
+class Latency(msgspec.Struct):
+    """Durations in seconds, one list per measure (dump order)."""
+
+    created_to_returned: list[float] = []
+    claimed_to_requested: list[float] = []
+    requested_to_verified: list[float] = []
+
+
+class HandoffsState(msgspec.Struct):
+    """Everything the handoffs projection folds (see projections/base.py: add a typed field with a default)."""
+
+    items: dict[str, Handoff] = {}
+    accounts: dict[str, Account] = {}
+    #: Probe outcome -> count.
+    probes: dict[str, int] = {}
+    latency: Latency = msgspec.field(default_factory=Latency)
+    #: Handoffs in a live state (claimed, resume_requested).
+    live: int = 0
+    #: The last ``watcher_run`` (log order): its time (compared), its ``ts`` as written (printed), its period.
+    watcher_at: datetime | None = None
+    watcher_text: str | None = None
+    watcher_period_s: int = 0
 
 
 def _fmt(value: datetime) -> str:
@@ -190,40 +213,36 @@ def _fmt(value: datetime) -> str:
 
 
 class Handoffs:
-    """Handoffs: failover to local, failback to the cloud."""
+    """Handoffs: failover to local, failback to the cloud (folded state: :class:`HandoffsState`)."""
 
     name = "handoffs"
+    State = HandoffsState
 
     def __init__(self, stale_after_s: float = 1800, max_inflight: int = 2) -> None:
         self.stale_after_s = stale_after_s
         self.max_inflight = max_inflight
-        self.items: dict[str, Handoff] = {}
-        self.accounts: dict[str, Account] = {}
-        self.probes: Counter[str] = Counter()
-        self.latency: dict[str, list[float]] = {
-            "created_to_returned": [],
-            "claimed_to_requested": [],
-            "requested_to_verified": [],
-        }
-        self.live = 0
-        self.watcher_at: datetime | None = None
-        self.watcher_text: str | None = None
-        self.watcher_period_s = 0
+        self.state = HandoffsState()
 
-    def __getstate__(self) -> dict[str, Any]:
-        state = dict(self.__dict__)
-        state["items"] = _ITEMS.pack(self.items)
-        return state
+    @property
+    def items(self) -> dict[str, Handoff]:
+        """Handoff id -> its state."""
+        return self.state.items
 
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        state["items"] = _ITEMS.unpack(state["items"])
-        self.__dict__.update(state)
+    @property
+    def accounts(self) -> dict[str, Account]:
+        """Account -> its limit ledger."""
+        return self.state.accounts
+
+    @property
+    def live(self) -> int:
+        """How many claims are live (claimed or resume_requested)."""
+        return self.state.live
 
     # -- queries (pure: the watcher and the view use them) --------------------------------
 
     def stale(self, hid: str, as_of: datetime, stale_after_s: float | None = None) -> str | None:
         """``retryable``, ``unknown_effect`` or None: is this live claim stale as of ``as_of``?"""
-        h = self.items.get(hid)
+        h = self.state.items.get(hid)
         if h is None or h.state not in LIVE:
             return None
         limit = self.stale_after_s if stale_after_s is None else stale_after_s
@@ -234,7 +253,7 @@ class Handoffs:
     def stale_claims(self, as_of: datetime, stale_after_s: float | None = None) -> dict[str, list[str]]:
         """Stale live claims by kind, ids sorted."""
         out: dict[str, list[str]] = {"retryable": [], "unknown_effect": []}
-        for hid, h in self.items.items():
+        for hid, h in self.state.items.items():
             if h.state in LIVE:
                 kind = self.stale(hid, as_of, stale_after_s)
                 if kind is not None:
@@ -250,12 +269,12 @@ class Handoffs:
     def next_claims(self, max_inflight: int | None = None) -> list[str]:
         """The pending handoffs that fill the free slots of ``max_inflight``, in claim order."""
         limit = self.max_inflight if max_inflight is None else max_inflight
-        free = max(0, limit - self.live)
+        free = max(0, limit - self.state.live)
         return [hid for _, hid in heapq.nsmallest(free, self._claim_keys())] if free else []
 
     def _claim_keys(self) -> list[tuple[tuple[Any, ...], str]]:
         keys = []
-        for hid, h in self.items.items():
+        for hid, h in self.state.items.items():
             if h.state == PENDING:
                 deadline = (1, 0) if h.deadline_us is None else (0, h.deadline_us)
                 keys.append(((deadline, -h.importance, h.attempt, h.created_us, h.line), hid))
@@ -263,26 +282,26 @@ class Handoffs:
 
     def plan(self, account: str, as_of: datetime, as_of_text: str | None = None) -> dict[str, Any]:
         """The probe plan of one account as of ``as_of`` (rules in the module docstring)."""
-        acc = self.accounts.get(account)
+        acc = self.state.accounts.get(account)
         if acc is None or acc.pending == 0:
             return {"probe": False, "reason": "nothing_pending", "next_probe_at": None}
         if acc.reset_at is not None and acc.reset_at > as_of:
             return {"probe": False, "reason": "waiting_reset", "next_probe_at": acc.reset_text}
-        if acc.run and acc.run_at is not None:
+        if acc.run and acc.run_ts is not None:
             reason = None
             if acc.run_kind == "transient":
                 reason, wait = "backoff_transient", backoff_s(TRANSIENT_FIRST_S, acc.run, TRANSIENT_CAP_S)
             elif acc.run_kind == "quota" and acc.confidence in GUESSED:
                 reason, wait = "backoff_estimate", backoff_s(ESTIMATE_FIRST_S, acc.run, ESTIMATE_CAP_S)
             if reason is not None:
-                until = acc.run_at + timedelta(seconds=wait)
+                until = parse_time(acc.run_ts) + timedelta(seconds=wait)
                 if as_of < until:
                     return {"probe": False, "reason": reason, "next_probe_at": _fmt(until)}
         return {"probe": True, "reason": "due", "next_probe_at": as_of_text or _fmt(as_of)}
 
     def probe_plan(self, as_of: datetime, as_of_text: str | None = None) -> dict[str, dict[str, Any]]:
         """The plan of every account, by account name (``as_of_text``: T as written, for ``due``)."""
-        return {account: self.plan(account, as_of, as_of_text) for account in sorted(self.accounts)}
+        return {account: self.plan(account, as_of, as_of_text) for account in sorted(self.state.accounts)}
 
     def due_accounts(self, as_of: datetime) -> list[str]:
         """Accounts to probe now, sorted."""
@@ -290,19 +309,19 @@ class Handoffs:
 
     def limit_open(self, account: str) -> bool:
         """Whether the account's latest ``limit_recorded`` came after its latest ``ok`` probe."""
-        acc = self.accounts.get(account)
+        acc = self.state.accounts.get(account)
         return acc is not None and acc.limit_line > acc.last_ok_line
 
     def limit_confidence(self, account: str) -> str | None:
         """The confidence of the account's latest ``limit_recorded`` (None: none)."""
-        acc = self.accounts.get(account)
+        acc = self.state.accounts.get(account)
         return None if acc is None else acc.confidence
 
     def watcher_late(self, as_of: datetime) -> bool:
         """Spec: the last ``watcher_run`` is older than twice its period, or none while work is pending."""
-        if self.watcher_at is None:
-            return any(acc.pending for acc in self.accounts.values())
-        return elapsed_s(as_of, self.watcher_at) > 2 * self.watcher_period_s
+        if self.state.watcher_at is None:
+            return any(acc.pending for acc in self.state.accounts.values())
+        return elapsed_s(as_of, self.state.watcher_at) > 2 * self.state.watcher_period_s
 
     # -- the view ---------------------------------------------------------------------------
 
@@ -315,8 +334,8 @@ class Handoffs:
         started = 0
         oldest: int | None = None
         stale: dict[str, list[str]] = {"retryable": [], "unknown_effect": []}
-        for hid in sorted(self.items):
-            h = self.items[hid]
+        for hid in sorted(self.state.items):
+            h = self.state.items[hid]
             kind = self.stale(hid, as_of)
             items[hid] = {"state": h.state, "account": h.account, "attempt": h.attempt, "stale": kind}
             if kind is not None:
@@ -330,7 +349,8 @@ class Handoffs:
                 not_returned[h.state] += 1
             if h.state == PENDING and (oldest is None or h.created_us < oldest):
                 oldest = h.created_us
-        total = len(self.items)
+        total = len(self.state.items)
+        latency = self.state.latency
         return {
             "total": total,
             "items": items,
@@ -344,24 +364,24 @@ class Handoffs:
                 "oldest_age_s": None if oldest is None else num(seconds(micros(as_of) - oldest)),
             },
             "stale_claims": stale,
-            "latency_s": {key: summary(values) for key, values in self.latency.items()},
-            "probes": dict(sorted(self.probes.items())),
+            "latency_s": {key: summary(getattr(latency, key)) for key in latency.__struct_fields__},
+            "probes": dict(sorted(self.state.probes.items())),
             "probe_plan": self.probe_plan(as_of, as_of_text),
             "next_claims": self.next_claims(),
-            "watcher": {"last_run": self.watcher_text, "late": self.watcher_late(as_of)},
+            "watcher": {"last_run": self.state.watcher_text, "late": self.watcher_late(as_of)},
         }
 
     # -- the fold ---------------------------------------------------------------------------
 
     def _account(self, name: str) -> Account:
-        acc = self.accounts.get(name)
+        acc = self.state.accounts.get(name)
         if acc is None:
-            acc = self.accounts[name] = Account()
+            acc = self.state.accounts[name] = Account()
         return acc
 
     def _fits(self, kind: str, hid: str) -> Handoff | Rejected:
         """The handoff an event of type ``kind`` moves, or why it does not fit (spec: rejected, state unchanged)."""
-        h = self.items.get(hid)
+        h = self.state.items.get(hid)
         if h is None:
             return Rejected(f"unknown handoff {hid}: never created")
         allowed = RULES[kind]
@@ -375,18 +395,18 @@ class Handoffs:
     def _move(self, h: Handoff, state: str, at: datetime) -> None:
         """Set a handoff's state (keeping the live and per-account pending counts)."""
         if (h.state in LIVE) != (state in LIVE):
-            self.live += 1 if state in LIVE else -1
+            self.state.live += 1 if state in LIVE else -1
         if (h.state == PENDING) != (state == PENDING):
             self._account(h.account).pending += 1 if state == PENDING else -1
         h.state = state
         h.last_at = at
 
     def _created(self, ev: HandoffCreated, line: int, at: datetime) -> FoldResult:
-        if ev.handoff_id in self.items:
-            return Rejected(f"handoff {ev.handoff_id} already created (line {self.items[ev.handoff_id].line})")
+        if ev.handoff_id in self.state.items:
+            return Rejected(f"handoff {ev.handoff_id} already created (line {self.state.items[ev.handoff_id].line})")
         deadline = None if ev.deadline is None else micros(parse_time(ev.deadline))
         now = micros(at)
-        self.items[ev.handoff_id] = Handoff(
+        self.state.items[ev.handoff_id] = Handoff(
             ev.account, now, line, deadline, ev.importance, ev.repo, ev.branch, ev.head, last_at=at
         )
         self._account(ev.account).pending += 1
@@ -436,7 +456,7 @@ class Handoffs:
         if h.first_requested_us is None:
             h.first_requested_us = micros(at)
             if h.first_claimed_us is not None:
-                self.latency["claimed_to_requested"].append(seconds(h.first_requested_us - h.first_claimed_us))
+                self.state.latency.claimed_to_requested.append(seconds(h.first_requested_us - h.first_claimed_us))
         return None
 
     def _resume_failed(self, ev: ResumeFailed, line: int, at: datetime) -> FoldResult:
@@ -457,9 +477,9 @@ class Handoffs:
             return h
         self._move(h, RETURNED, at)
         now = micros(at)
-        self.latency["created_to_returned"].append(seconds(now - h.created_us))
+        self.state.latency.created_to_returned.append(seconds(now - h.created_us))
         if h.first_requested_us is not None:
-            self.latency["requested_to_verified"].append(seconds(now - h.first_requested_us))
+            self.state.latency.requested_to_verified.append(seconds(now - h.first_requested_us))
         return None
 
     def _conflict(self, ev: Conflict, line: int, at: datetime) -> FoldResult:
@@ -492,26 +512,27 @@ class Handoffs:
         acc.reset_at = None if ev.reset_at is None else parse_time(ev.reset_at)
         acc.confidence = ev.confidence
         acc.limit_line = line
-        acc.run_kind, acc.run, acc.run_at = None, 0, None
+        acc.run_kind, acc.run, acc.run_ts = None, 0, None
         return None
 
     def _probe_result(self, ev: ProbeResult, line: int, at: datetime) -> FoldResult:
         acc = self._account(ev.account)
-        self.probes[ev.outcome] += 1
+        probes = self.state.probes
+        probes[ev.outcome] = probes.get(ev.outcome, 0) + 1
         kind = "transient" if ev.outcome in TRANSIENT else "quota" if ev.outcome == "quota_limited" else None
         if kind is not None and kind == acc.run_kind:
             acc.run += 1
         else:
             acc.run_kind, acc.run = kind, 1 if kind else 0
-        acc.run_at = at
+        acc.run_ts = ev.ts
         if ev.outcome == "ok":
             acc.last_ok_line = line
         return None
 
     def _watcher_run(self, ev: WatcherRun, line: int, at: datetime) -> FoldResult:
-        self.watcher_at = at
-        self.watcher_text = ev.ts
-        self.watcher_period_s = ev.period_s
+        self.state.watcher_at = at
+        self.state.watcher_text = ev.ts
+        self.state.watcher_period_s = ev.period_s
         return None
 
     handlers: dict[type[Event], Handler] = {

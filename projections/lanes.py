@@ -23,9 +23,10 @@ anchor (log order) covers it: the runner never enqueues twice for one stall.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, NotRequired, TypedDict
+
+import msgspec
 
 from eventlog.events import (
     Event,
@@ -48,17 +49,59 @@ STATUS_QUIET = "status-quiet"
 KINDS = (JOB_UNPICKED, STATUS_QUIET)
 
 
-@dataclass
-class Lane:
-    """What a lane's verdict is judged from (the latest of each, by log order)."""
+class Lane(msgspec.Struct, gc=False):
+    """What a lane's verdict is judged from (the latest of each, by log order).
+
+    A time a verdict prints is kept twice: as a ``datetime`` to measure from
+    (a snapshot gives it back in UTC) and as the ``ts`` the reader left in the
+    event, with its offset, to print.
+    """
 
     updated_at: datetime | None = None
+    updated_ts: str | None = None
     updated_line: int = 0
     idle: bool = False
     finished_at: datetime | None = None
+    finished_ts: str | None = None
     finished_line: int = 0
     commit_at: datetime | None = None
     stopped: bool = False
+
+
+class Verdict(TypedDict):
+    """One lane's result in an ``impl-lane-watch/v1`` record (keys in the seed's order)."""
+
+    product: str
+    stalled: bool
+    reason: NotRequired[str]
+    kind: NotRequired[str]
+    detail: NotRequired[str]
+    finished_at: NotRequired[str]
+    updated_at: NotRequired[str]
+
+
+class CheckRecord(TypedDict):
+    """An ``impl-lane-watch/v1`` record, as the seed prints it."""
+
+    schema: str
+    checked_at: str
+    results: list[Verdict]
+
+
+class LanesState(msgspec.Struct):
+    """Everything the lanes projection folds (projections/base.py: to add state, add a typed field)."""
+
+    #: The record of every ``lane_check``, in log order.
+    checks: list[CheckRecord] = []
+    #: Product -> what its verdict is judged from.
+    lanes: dict[str, Lane] = {}
+    #: Product -> kind -> line of its latest ``resume_enqueued``.
+    resumes: dict[str, dict[str, int]] = {}
+
+
+def _printed(ts: str | None, at: datetime) -> str:
+    """``at.isoformat()``, as the seed prints it, taken from the text ``at`` was read from (its offset kept)."""
+    return (datetime.fromisoformat(ts) if ts is not None else at).isoformat()
 
 
 # --- the rules (seed 001's ``evaluate``) -----------------------------------------------
@@ -70,7 +113,7 @@ def evaluate(
     now: datetime,
     unpicked_minutes: float = 90,
     quiet_hours: float = 8,
-) -> dict[str, Any]:
+) -> Verdict:
     """The seed's verdict for one lane at ``now``: same order, keys, wording and arithmetic."""
     if lane.stopped:
         return {"product": product, "stalled": False, "reason": "stopped-on-purpose"}
@@ -80,7 +123,7 @@ def evaluate(
     finished = lane.finished_at
     if finished is not None:
         idle_minutes = elapsed_s(now, finished) / 60  # the seed's (now - finished), through UTC
-        moved_after = lane.commit_at is not None and lane.commit_at > finished
+        moved_after = lane.commit_at is not None and elapsed_s(lane.commit_at, finished) > 0  # as instants
         if idle_minutes >= unpicked_minutes and not moved_after:
             return {
                 "product": product,
@@ -91,7 +134,7 @@ def evaluate(
                     f"{int(idle_minutes % 60)}分前に終わっていますが、"
                     "その成果がまだ取り込まれていません"
                 ),
-                "finished_at": finished.isoformat(),
+                "finished_at": _printed(lane.finished_ts, finished),
             }
 
     updated = lane.updated_at
@@ -103,7 +146,7 @@ def evaluate(
                 "stalled": True,
                 "kind": STATUS_QUIET,
                 "detail": f"進捗の更新が{int(quiet)}時間止まっています",
-                "updated_at": updated.isoformat(),
+                "updated_at": _printed(lane.updated_ts, updated),
             }
     return {"product": product, "stalled": False, "reason": "moving"}
 
@@ -112,37 +155,48 @@ def evaluate(
 
 
 class Lanes:
-    """Lanes: finished work not picked up, quiet progress.
+    """Lanes: finished work not picked up, quiet progress (folded state: :class:`LanesState`).
 
-    ``checks`` holds the record of every ``lane_check``, in log order.
+    ``checks`` holds the record of every ``lane_check``, in log order. The
+    thresholds judge those records as they are folded, so a snapshot is only
+    used under the same ones (:meth:`projections.runner.Runner.state_key`).
     """
 
     name = "lanes"
+    State = LanesState
 
     def __init__(self, unpicked_minutes: float = 90, quiet_hours: float = 8) -> None:
         self.unpicked_minutes = unpicked_minutes
         self.quiet_hours = quiet_hours
-        self.checks: list[dict[str, Any]] = []
-        self.lanes: dict[str, Lane] = {}
-        #: (product, kind) -> line of the latest ``resume_enqueued``.
-        self.resumes: dict[tuple[str, str], int] = {}
+        self.state = LanesState()
+
+    @property
+    def checks(self) -> list[CheckRecord]:
+        """The record of every ``lane_check``, in log order."""
+        return self.state.checks
+
+    @property
+    def lanes(self) -> dict[str, Lane]:
+        """Product -> what its verdict is judged from."""
+        return self.state.lanes
 
     # -- queries ------------------------------------------------------------------------
 
-    def judge(self, as_of: datetime, checked_at: str) -> dict[str, Any]:
+    def judge(self, as_of: datetime, checked_at: str) -> CheckRecord:
         """The ``impl-lane-watch/v1`` record of every lane judged at ``as_of``."""
+        lanes = self.state.lanes
         return {
             "schema": SCHEMA,
             "checked_at": checked_at,
             "results": [
-                evaluate(product, self.lanes[product], as_of, self.unpicked_minutes, self.quiet_hours)
-                for product in sorted(self.lanes)
+                evaluate(product, lanes[product], as_of, self.unpicked_minutes, self.quiet_hours)
+                for product in sorted(lanes)
             ],
         }
 
     def anchor(self, product: str, kind: str) -> int | None:
         """The line of the event that anchors a stall of ``kind`` of ``product`` (None: none)."""
-        lane = self.lanes.get(product)
+        lane = self.state.lanes.get(product)
         if lane is None:
             return None
         if kind == JOB_UNPICKED:
@@ -154,24 +208,26 @@ class Lanes:
     def covered(self, product: str, kind: str) -> bool:
         """Whether a ``resume_enqueued`` of this product and kind came after the stall's anchor."""
         anchor = self.anchor(product, kind)
-        resumed = self.resumes.get((product, kind))
+        resumed = self.state.resumes.get(product, {}).get(kind)
         return anchor is not None and resumed is not None and resumed > anchor
 
     def view(self, as_of: datetime) -> dict[str, Any]:
         """The ``lanes`` part of the dump."""
-        return {"checks": list(self.checks)}
+        return {"checks": list(self.state.checks)}
 
     # -- handlers -----------------------------------------------------------------------
 
     def _lane(self, product: str) -> Lane:
-        lane = self.lanes.get(product)
+        lanes = self.state.lanes
+        lane = lanes.get(product)
         if lane is None:
-            lane = self.lanes[product] = Lane()
+            lane = lanes[product] = Lane()
         return lane
 
     def _status_updated(self, ev: StatusUpdated, line: int, at: datetime) -> FoldResult:
         lane = self._lane(ev.product)
         lane.updated_at = at
+        lane.updated_ts = ev.ts
         lane.updated_line = line
         lane.idle = ev.state == "idle"
         return None
@@ -179,6 +235,7 @@ class Lanes:
     def _job_finished(self, ev: JobFinished, line: int, at: datetime) -> FoldResult:
         lane = self._lane(ev.product)
         lane.finished_at = at
+        lane.finished_ts = ev.ts
         lane.finished_line = line
         return None
 
@@ -195,11 +252,11 @@ class Lanes:
         return None
 
     def _lane_check(self, ev: LaneCheck, line: int, at: datetime) -> FoldResult:
-        self.checks.append(self.judge(at, ev.ts))
+        self.state.checks.append(self.judge(at, ev.ts))
         return None
 
     def _resume_enqueued(self, ev: ResumeEnqueued, line: int, at: datetime) -> FoldResult:
-        self.resumes[(ev.product, ev.kind)] = line
+        self.state.resumes.setdefault(ev.product, {})[ev.kind] = line
         return None
 
     handlers: dict[type[Event], Handler] = {

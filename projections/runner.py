@@ -4,22 +4,46 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime
-from typing import Any
+from typing import Any, TypedDict
+
+import msgspec
 
 from eventlog.events import EVENT_TYPES, KEY_FIELDS, Event, type_name
 from projections.base import FoldResult, Projection, Rejected
-from projections.catchup import Catchup
-from projections.handoffs import Handoffs
-from projections.lanes import Lanes
-from projections.sessions import Sessions
+from projections.catchup import Catchup, CatchupState
+from projections.handoffs import Handoffs, HandoffsState
+from projections.lanes import Lanes, LanesState
+from projections.sessions import Sessions, SessionsState
+
+
+class RejectedLine(TypedDict):
+    """A line whose event did not fit the state (the dump's ``rejected``)."""
+
+    line: int
+    type: str
+    reason: str
+
+
+class RunnerState(msgspec.Struct):
+    """Everything the runner folds: each domain's state, the rejected lines, the revisions."""
+
+    handoffs: HandoffsState = msgspec.field(default_factory=HandoffsState)
+    lanes: LanesState = msgspec.field(default_factory=LanesState)
+    catchup: CatchupState = msgspec.field(default_factory=CatchupState)
+    sessions: SessionsState = msgspec.field(default_factory=SessionsState)
+    rejected: list[RejectedLine] = []
+    #: Key field -> id -> applied events of that stream.
+    revisions: dict[str, dict[str, int]] = {}
 
 
 class Runner:
-    """Folds events into all four domains and keeps the log-wide tallies.
+    """Folds events into all four domains and keeps the log-wide tallies (folded state: :class:`RunnerState`).
 
     ``revisions`` counts applied events per stream (spec section 2):
     key field -> id -> count.
     """
+
+    State = RunnerState
 
     def __init__(
         self,
@@ -32,7 +56,7 @@ class Runner:
         self.lanes = Lanes(unpicked_minutes=unpicked_minutes, quiet_hours=quiet_hours)
         self.catchup = Catchup()
         self.sessions = Sessions()
-        self.rejected: list[dict[str, Any]] = []
+        self.rejected: list[RejectedLine] = []
         self.revisions: dict[str, dict[str, int]] = {name: {} for name in KEY_FIELDS}
         self._route()
 
@@ -48,14 +72,25 @@ class Runner:
                     handler = part.handlers[cls].__get__(part)  # a bound method: cheaper to call than a partial
             self._dispatch[cls] = (handler, counts, field or "")
 
-    def __getstate__(self) -> dict[str, Any]:
-        state = dict(self.__dict__)
-        del state["_dispatch"]  # bound handlers are rebuilt, not pickled
-        return state
+    def save_state(self) -> RunnerState:
+        """The folded state of every domain and of the runner (shared, not copied: encode it, do not keep it)."""
+        return RunnerState(self.handoffs.state, self.lanes.state, self.catchup.state, self.sessions.state,
+                           self.rejected, self.revisions)
 
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
-        self._route()
+    def load_state(self, state: RunnerState) -> None:
+        """Take a decoded state as this runner's (the settings stay this runner's)."""
+        revisions = {name: state.revisions.get(name, {}) for name in KEY_FIELDS}
+        self.handoffs.state = state.handoffs
+        self.lanes.state = state.lanes
+        self.catchup.state = state.catchup
+        self.sessions.state = state.sessions
+        self.rejected = state.rejected
+        self.revisions = revisions
+        self._route()  # the routes hold the revision counts
+
+    def state_key(self) -> str:
+        """The settings the folded state depends on: the lane thresholds judge ``lane_check`` records as folded."""
+        return f"unpicked_minutes={self.lanes.unpicked_minutes!r},quiet_hours={self.lanes.quiet_hours!r}"
 
     def configure(self, stale_after_s: float = 1800, max_inflight: int = 2) -> None:
         """Set the judging thresholds (they change views, not folded state)."""

@@ -61,7 +61,7 @@ from eventlog.events import (
     WorkerReady,
     WorkerStopped,
 )
-from projections.base import NOT_APPLIED, EntityCodec, FoldResult, Handler
+from projections.base import NOT_APPLIED, FoldResult, Handler
 
 # --- words of the seed -------------------------------------------------------------
 
@@ -93,8 +93,11 @@ INCOMPATIBLE_CHECKPOINT: Final = "incompatible_checkpoint"
 OUTCOME_UNKNOWN: Final = "outcome_unknown"
 
 
-class Session(msgspec.Struct, array_like=True):
-    """One session's state (the dump item, plus what the rules need; ``array_like``: packed as a list)."""
+class Session(msgspec.Struct, array_like=True, gc=False):
+    """One session's state (the dump item, plus what the rules need; ``array_like``: packed as a list).
+
+    ``gc=False``: its dicts hold only strings and integers, never a cycle.
+    """
 
     admission_state: str = ADMITTED
     attention: str | None = None
@@ -153,7 +156,28 @@ class Session(msgspec.Struct, array_like=True):
         return self.gone_line > self.unknown[turn_id]
 
 
-_SESSIONS = EntityCodec(Session)
+class Receipt(msgspec.Struct, array_like=True, gc=False):
+    """The receipt of one ``recovery_decision``: its line and ``seq``, what was decided, the result."""
+
+    line: int
+    seq: int | None
+    session_id: str
+    decision: str
+    result: str
+    replayed: bool
+
+    def item(self) -> dict[str, Any]:
+        """The dump's receipt."""
+        return {"line": self.line, "session_id": self.session_id, "decision": self.decision, "result": self.result,
+                "replayed": self.replayed}
+
+
+class SessionsState(msgspec.Struct):
+    """Everything the sessions projection folds (projections/base.py: to add state, add a typed field)."""
+
+    sessions: dict[str, Session] = {}
+    #: One per ``recovery_decision``, in log order.
+    receipts: list[Receipt] = []
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,29 +195,30 @@ class Judgement:
 
 
 class Sessions:
-    """Sessions: restore and startup failures, unknown outcomes, decisions."""
+    """Sessions: restore and startup failures, unknown outcomes, decisions (folded state: :class:`SessionsState`)."""
 
     name = "sessions"
+    State = SessionsState
 
     def __init__(self) -> None:
-        self.sessions: dict[str, Session] = {}
-        #: One per ``recovery_decision`` in log order: (line, seq, session, decision, result, replayed).
-        self.receipts: list[tuple[int, int | None, str, str, str, bool]] = []
+        self.state = SessionsState()
 
-    def __getstate__(self) -> dict[str, Any]:
-        state = dict(self.__dict__)
-        state["sessions"] = _SESSIONS.pack(self.sessions)
-        return state
+    @property
+    def sessions(self) -> dict[str, Session]:
+        """Session id -> its state."""
+        return self.state.sessions
 
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        state["sessions"] = _SESSIONS.unpack(state["sessions"])
-        self.__dict__.update(state)
+    @property
+    def receipts(self) -> list[Receipt]:
+        """One per ``recovery_decision``, in log order."""
+        return self.state.receipts
 
     def session(self, session_id: str) -> Session:
         """The session's state, created on its first event."""
-        s = self.sessions.get(session_id)
+        sessions = self.state.sessions
+        s = sessions.get(session_id)
         if s is None:
-            s = self.sessions[session_id] = Session()
+            s = sessions[session_id] = Session()
         return s
 
     # --- The rules (spec section 6) -------------------------------------------------
@@ -281,7 +306,7 @@ class Sessions:
             target_turn_id=ev.target_turn_id,
             evidence_ref=ev.evidence_ref,
         )
-        self.receipts.append((line, ev.seq, ev.session_id, ev.decision, j.result, j.replayed))
+        self.state.receipts.append(Receipt(line, ev.seq, ev.session_id, ev.decision, j.result, j.replayed))
         if j.replayed:
             return NOT_APPLIED
         s.keys[ev.idempotency_key] = j.result
@@ -322,7 +347,7 @@ class Sessions:
         then the decision's own conditions. Without ``idempotency_key`` the first
         check is skipped ("would it be accepted now?").
         """
-        s = self.sessions.get(session_id) or Session()
+        s = self.state.sessions.get(session_id) or Session()
         if idempotency_key is not None and idempotency_key in s.keys:
             first = s.keys[idempotency_key]
             return Judgement(first, True, f"idempotency key {idempotency_key!r} was seen before: its first receipt")
@@ -369,7 +394,7 @@ class Sessions:
         none when there is none); ``confirm_completed`` as if ``evidence_ref``
         were given, since only the operator can supply it.
         """
-        s = self.sessions.get(session_id) or Session()
+        s = self.state.sessions.get(session_id) or Session()
         out: list[tuple[str, str | None, Judgement]] = []
         for decision in DECISIONS:
             turns: list[str | None] = list(sorted(s.unknown)) if decision in TURN_DECISIONS else [None]
@@ -388,9 +413,10 @@ class Sessions:
 
     def _seen(self, session_id: str, generation: int | None = None) -> Session:
         """The session of an applied event: revision + 1, the highest generation kept."""
-        s = self.sessions.get(session_id)
+        sessions = self.state.sessions
+        s = sessions.get(session_id)
         if s is None:
-            s = self.sessions[session_id] = Session()
+            s = sessions[session_id] = Session()
         s.revision += 1
         if generation is not None and generation > s.generation:
             s.generation = generation
@@ -398,16 +424,16 @@ class Sessions:
 
     def receipt_of(self, seq: int) -> dict[str, Any] | None:
         """The receipt of the decision written with ``seq``, or None."""
-        for r in reversed(self.receipts):
-            if r[1] == seq:
-                return _receipt(r)
+        for r in reversed(self.state.receipts):
+            if r.seq == seq:
+                return r.item()
         return None
 
     def view(self, as_of: datetime) -> dict[str, Any]:
         """The ``sessions`` part of the dump."""
         return {
-            "items": {sid: s.item() for sid, s in sorted(self.sessions.items())},
-            "receipts": [_receipt(r) for r in self.receipts],
+            "items": {sid: s.item() for sid, s in sorted(self.state.sessions.items())},
+            "receipts": [r.item() for r in self.state.receipts],
         }
 
     handlers: dict[type[Event], Handler] = {
@@ -423,11 +449,6 @@ class Sessions:
         ExecutionGone: _gone,
         RecoveryDecision: _decision,
     }
-
-
-def _receipt(r: tuple[int, int | None, str, str, str, bool]) -> dict[str, Any]:
-    line, _seq, session_id, decision, result, replayed = r
-    return {"line": line, "session_id": session_id, "decision": decision, "result": result, "replayed": replayed}
 
 
 def _later(at: datetime, wait: timedelta) -> str:

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import json
-import pickle
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 
 from eventlog.events import CalendarEntry, JobRegistered, parse_time
@@ -228,9 +228,18 @@ def test_circuit_as_of_any_time() -> None:
     assert reopened.circuit_open(parse_time("2026-08-21T10:00:00+09:00"))
 
 
-def test_state_pickles() -> None:
-    state = pickle.loads(pickle.dumps(fold([registered("j"), skipped("j")])))
+def test_state_goes_through_the_codec() -> None:
+    """Jobs, markers and the circuit come back; printed times keep the offset they were written with."""
+    opened = {"type": "circuit_opened", "ts": "2026-08-21T05:00:00-05:00", "reason": "quota",
+              "open_until": "2026-08-21T14:30:00-05:00"}
+    folded = fold([registered("j"), skipped("j"), opened])
+    state = Catchup()
+    state.state = msgspec.msgpack.decode(msgspec.msgpack.encode(folded.state), type=Catchup.State)
     assert [c.label for c in state.candidates(FRIDAY_13)] == ["j"]
+    assert state.jobs == folded.jobs
+    assert state.markers["j"].at.isoformat() == folded.markers["j"].at.isoformat()
+    assert state.open_until is not None and state.open_until.isoformat() == "2026-08-21T14:30:00-05:00"
+    assert state.circuit_open(FRIDAY_13) == folded.circuit_open(FRIDAY_13) is True
 
 
 def test_now_in_a_named_zone() -> None:

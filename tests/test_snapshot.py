@@ -1,21 +1,62 @@
-"""Snapshots: snapshot plus tail equals a full replay; a stale snapshot is refused."""
+"""Snapshots and the sidecar: typed msgpack, never code; refused when they do not fit; written safely.
+
+A snapshot plus the rest of the log gives the dump of a full replay, byte for
+byte. A forged, damaged, wrong-shaped or foreign file is refused with a note and
+the log is replayed instead; nothing in it ever runs.
+"""
 
 from __future__ import annotations
 
 import json
+import os
+import pickle
+import shutil
+import signal
+import subprocess
+import sys
+import zlib
 from pathlib import Path
+from typing import Any
+from zoneinfo import ZoneInfo
+
+import msgspec
+import pytest
 
 from eventlog import snapshot
+from eventlog.cli.common import dumps
 from eventlog.replay import Replay
+from projections.handoffs import Handoff
 from projections.runner import Runner
-from tests.conftest import ROOT, run_cli
+from tests.conftest import ROOT, run_cli, write_log
+
+TS = "2026-08-03T09:00:00+09:00"
 
 
 def fixture_logs() -> list[Path]:
     return sorted(p for p in (ROOT / "fixtures").glob("*.jsonl") if p.stat().st_size > 0)
 
 
+def created(hid: str, ts: str = TS, **kw: Any) -> dict[str, Any]:
+    return {"type": "handoff_created", "ts": ts, "handoff_id": hid, "account": "a", **kw}
+
+
+def claimed(hid: str, watcher: str, ts: str = "2026-08-03T09:01:00+09:00") -> dict[str, Any]:
+    return {"type": "claimed", "ts": ts, "handoff_id": hid, "watcher": watcher, "attempt": 1}
+
+
+def append(log: Path, *events: dict[str, Any], cli: list[str] | None = None) -> subprocess.CompletedProcess[str]:
+    stdin = "".join(json.dumps(e) + "\n" for e in events)
+    if cli is None:
+        return run_cli("append", str(log), stdin=stdin)
+    return subprocess.run([*cli, "append", str(log)], input=stdin, capture_output=True, text=True, timeout=60,
+                          cwd=ROOT, check=False)
+
+
+# --- snapshot plus tail -----------------------------------------------------------------------
+
+
 def test_snapshot_plus_tail_equals_full_replay(tmp_path: Path) -> None:
+    """``replay --snapshot`` over each fixture cut in two prints what a full replay prints, byte for byte."""
     for src in fixture_logs():
         data = src.read_bytes()
         cut = data.find(b"\n", len(data) // 2) + 1 or len(data)
@@ -28,12 +69,59 @@ def test_snapshot_plus_tail_equals_full_replay(tmp_path: Path) -> None:
             f.write(data[cut:])
         resumed = run_cli("replay", "--snapshot", str(snap), str(log))
         assert resumed.returncode == 0
-        assert "replaying from the start" not in resumed.stderr, resumed.stderr
+        assert resumed.stderr == "", resumed.stderr
         full = run_cli("replay", str(log))
-        assert json.loads(resumed.stdout) == json.loads(full.stdout), src.name
+        assert resumed.stdout == full.stdout, src.name
 
 
-def test_a_snapshot_of_another_file_or_version_is_refused(tmp_path: Path) -> None:
+def test_every_fixture_through_a_snapshot_at_every_line(tmp_path: Path) -> None:
+    """Saved after any line, loaded from the file, then the rest: the fixture's own dump, byte for byte."""
+    for src in fixture_logs():
+        data = src.read_bytes()
+        full = Replay(Runner())
+        with src.open("rb") as f:
+            full.feed(f)
+        expected = dumps(full.dump(src.name))
+        log, snap = tmp_path / src.name, str(tmp_path / "snap")
+        cuts = [i + 1 for i, b in enumerate(data) if b == 10]
+        for cut in [0, *cuts]:
+            log.write_bytes(data[:cut])
+            first = Replay(Runner())
+            with log.open("rb") as f:
+                first.feed(f)
+                snapshot.save(snap, f, first, snapshot.folder_version(first))
+            log.write_bytes(data)
+            with log.open("rb") as f:
+                loaded, why = snapshot.load(snap, f, Replay(Runner()))
+                assert loaded is not None, (src.name, cut, why)
+                loaded.feed(f)
+            assert dumps(loaded.dump(src.name)) == expected, (src.name, cut)
+
+
+def test_the_assumed_zone_comes_back_exactly(tmp_path: Path) -> None:
+    """T read in an assumed zone (even an hour that does not exist there) is the same time after a load.
+
+    New York skips 02:00-03:00 on 2026-03-08 and repeats 01:00-02:00 on 2026-11-01.
+    """
+    zone = ZoneInfo("America/New_York")
+    for ts in ("2026-03-08T02:30:00", "2026-11-01T01:30:00", "2026-08-03T09:00:00.250000"):
+        log = write_log(tmp_path / "z.jsonl", [{"type": "lane_check", "ts": ts}])
+        snap = str(tmp_path / "z.snap")
+        first = Replay(Runner(), zone)
+        with log.open("rb") as f:
+            first.feed(f)
+            snapshot.save(snap, f, first, snapshot.folder_version(first))
+            loaded, why = snapshot.load(snap, f, Replay(Runner(), zone))
+        assert loaded is not None and first.last_at is not None and loaded.last_at is not None, why
+        assert loaded.last_at.tzinfo is zone
+        assert (loaded.last_at.replace(tzinfo=None), loaded.last_at.fold) == (first.last_at.replace(tzinfo=None), 0)
+        assert loaded.last_at.isoformat() == first.last_at.isoformat()
+
+
+# --- refused, never trusted, never run ----------------------------------------------------------
+
+
+def test_a_snapshot_of_another_file_version_or_setting_is_refused(tmp_path: Path) -> None:
     log = tmp_path / "a.jsonl"
     log.write_text('{"type":"lane_check","ts":"2026-08-08T10:00:00+09:00"}\n')
     snap = str(tmp_path / "a.snap")
@@ -41,18 +129,223 @@ def test_a_snapshot_of_another_file_or_version_is_refused(tmp_path: Path) -> Non
     with log.open("rb") as f:
         replay.feed(f)
         snapshot.save(snap, f, replay, snapshot.folder_version(replay))
-        loaded, why = snapshot.load(snap, f, snapshot.folder_version(replay))
+        loaded, why = snapshot.load(snap, f, Replay(Runner()))
         assert loaded is not None and loaded.events == 1, why
-        loaded, why = snapshot.load(snap, f, "projections.runner.Runner/999/tz=None")
+        # lane_check records are judged with the lane thresholds as they are folded
+        loaded, why = snapshot.load(snap, f, Replay(Runner(unpicked_minutes=30)))
+        assert loaded is None and "another version" in why
+        loaded, why = snapshot.load(snap, f, Replay(Runner(), ZoneInfo("Asia/Tokyo")))
         assert loaded is None and "another version" in why
     log.write_text('{"type":"lane_check","ts":"2026-08-08T11:00:00+09:00"}\n')  # same size, other bytes
     with log.open("rb") as f:
-        loaded, why = snapshot.load(snap, f, snapshot.folder_version(replay))
+        loaded, why = snapshot.load(snap, f, Replay(Runner()))
         assert loaded is None and "does not match" in why
     Path(snap).write_bytes(b"\x00garbage")
     with log.open("rb") as f:
-        loaded, why = snapshot.load(snap, f, snapshot.folder_version(replay))
+        loaded, why = snapshot.load(snap, f, Replay(Runner()))
         assert loaded is None and "unreadable" in why
     out = run_cli("replay", "--snapshot", snap, str(log))
     assert out.returncode == 0 and "replaying from the start" in out.stderr
     assert json.loads(out.stdout)["events"] == 1
+
+
+class _Pwn:
+    """A pickle that runs a shell command when it is loaded."""
+
+    def __init__(self, command: str) -> None:
+        self.command = command
+
+    def __reduce__(self) -> tuple[Any, tuple[str]]:
+        return os.system, (self.command,)
+
+
+def _envelope(log: Path, state: bytes, *, fmt: int = snapshot.FORMAT, version: str | None = None,
+              crc: int | None = None) -> bytes:
+    """A sidecar as a forger who can read the log would compute it: right version and position, any state."""
+    replay = Replay(Runner())
+    with log.open("rb") as f:
+        replay.feed(f)
+        pos = snapshot.position(f, replay)
+    return msgspec.msgpack.encode({
+        "format": fmt,
+        "version": version if version is not None else snapshot.folder_version(replay),
+        "position": msgspec.structs.asdict(pos),
+        "state_crc32": zlib.crc32(state) if crc is None else crc,
+        "state": state,
+    })
+
+
+def _claimed_log(tmp_path: Path) -> Path:
+    return write_log(tmp_path / "h.jsonl", [created("h1"), claimed("h1", "w1")])
+
+
+def _rebuilt_and_judged_by_the_log(log: Path, note: str) -> None:
+    """The next append judges as the log says (h1 is claimed by w1), notes the sidecar it refused, rebuilds it."""
+    second = append(log, claimed("h1", "w2", "2026-08-03T09:02:00+09:00"))
+    assert second.returncode == 3, second.stderr
+    assert "already has a live claim" in second.stderr
+    assert note in second.stderr and "rebuilt it from the log" in second.stderr, second.stderr
+    ok = append(log, {"type": "resume_requested", "ts": "2026-08-03T09:03:00+09:00", "handoff_id": "h1", "attempt": 1})
+    assert ok.returncode == 0, ok.stderr
+    with log.open("rb") as f:  # the sidecar is ours again
+        loaded, why = snapshot.load(str(log) + ".sidecar", f, Replay(Runner()))
+    assert loaded is not None, why
+    assert dumps(loaded.dump("x")) == dumps(_full_dump(log))
+
+
+def _full_dump(log: Path) -> dict[str, Any]:
+    full = Replay(Runner())
+    with log.open("rb") as f:
+        full.feed(f)
+    return full.dump("x")
+
+
+@pytest.mark.parametrize("kind", ["format 1 (pickle)", "current envelope", "bare pickle", "pickle in a field"])
+def test_a_forged_pickle_sidecar_is_refused_and_never_run(tmp_path: Path, kind: str) -> None:
+    """The attack of issue 15: a sidecar whose state is a pickle that runs ``touch PWNED``."""
+    log = _claimed_log(tmp_path)
+    pwned = tmp_path / "PWNED"
+    payload = pickle.dumps(_Pwn(f"touch {pwned}"))
+    assert b"system" in payload
+    if kind == "format 1 (pickle)":  # the layout the old code wrote, and unpickled
+        envelope = msgspec.msgpack.decode(_envelope(log, payload, fmt=1))
+        del envelope["state_crc32"]
+        forged = msgspec.msgpack.encode(envelope)
+    elif kind == "current envelope":  # right format, version, position and CRC; the state is the pickle
+        forged = _envelope(log, payload)
+    elif kind == "bare pickle":
+        forged = payload
+    else:  # a well-formed state with the pickle where a string goes
+        replay = Replay(Runner())
+        with log.open("rb") as f:
+            replay.feed(f)
+        state = msgspec.to_builtins(replay.save_state())
+        state["folder"]["handoffs"]["items"]["h1"][0] = payload
+        forged = _envelope(log, msgspec.msgpack.encode(state))
+    (tmp_path / "h.jsonl.sidecar").write_bytes(forged)
+    _rebuilt_and_judged_by_the_log(log, "sidecar")
+    assert not pwned.exists()
+
+
+@pytest.mark.parametrize("damage", ["garbage", "truncated", "flipped", "a list", "wrong field types",
+                                    "state of another shape", "state off its position"])
+def test_a_damaged_or_wrong_shaped_sidecar_is_refused_and_rebuilt(tmp_path: Path, damage: str) -> None:
+    log = _claimed_log(tmp_path)
+    sidecar = tmp_path / "h.jsonl.sidecar"
+    assert append(log, {"type": "lane_check", "ts": TS}).returncode == 0  # a real sidecar to damage
+    real = sidecar.read_bytes()
+    good = Replay(Runner())
+    with log.open("rb") as f:
+        good.feed(f)
+    state = msgspec.to_builtins(good.save_state())
+    if damage == "garbage":
+        forged = os.urandom(len(real))
+    elif damage == "truncated":
+        forged = real[: len(real) - 7]
+    elif damage == "flipped":  # one bit of the state: caught by its CRC
+        forged = real[:-3] + bytes([real[-3] ^ 0x01]) + real[-2:]
+    elif damage == "a list":
+        forged = msgspec.msgpack.encode([1, 2, 3])
+    elif damage == "wrong field types":
+        forged = msgspec.msgpack.encode({"format": "2", "version": 7, "position": [], "state_crc32": 0, "state": 0})
+    elif damage == "state of another shape":
+        state["folder"]["handoffs"]["items"]["h1"] = {"state": "claimed"}  # a map where a list is declared
+        forged = _envelope(log, msgspec.msgpack.encode(state))
+    else:
+        state["line"] += 1
+        forged = _envelope(log, msgspec.msgpack.encode(state))
+    sidecar.write_bytes(forged)
+    _rebuilt_and_judged_by_the_log(log, str(sidecar))
+
+
+def test_a_sidecar_written_by_other_projection_code_is_rebuilt(tmp_path: Path) -> None:
+    """Another checkout (one projection changed) writes the sidecar; this code refuses it and rebuilds."""
+    other = tmp_path / "other"
+    for package in ("eventlog", "projections"):
+        shutil.copytree(ROOT / package, other / package, ignore=shutil.ignore_patterns("__pycache__"))
+    with (other / "projections" / "handoffs.py").open("a") as f:
+        f.write("\n# a change in the rules: its snapshots must not be trusted by other code\n")
+    log = tmp_path / "h.jsonl"
+    env = {**os.environ, "PYTHONPATH": str(other)}
+    first = subprocess.run([sys.executable, "-m", "eventlog", "append", str(log)], cwd=other, env=env,
+                           input="".join(json.dumps(e) + "\n" for e in [created("h1"), claimed("h1", "w1")]),
+                           capture_output=True, text=True, timeout=60, check=False)
+    assert first.returncode == 0, first.stderr
+    assert (tmp_path / "h.jsonl.sidecar").exists()
+    _rebuilt_and_judged_by_the_log(log, "written by another version")
+
+
+def test_a_sidecar_that_is_not_a_regular_file_is_refused_not_read(tmp_path: Path) -> None:
+    """A FIFO (or a device) in the sidecar's place would hang or flood a reader: it is refused unopened for reading."""
+    log = _claimed_log(tmp_path)
+    os.mkfifo(tmp_path / "h.jsonl.sidecar")
+    _rebuilt_and_judged_by_the_log(log, "not a regular file")
+
+
+def test_a_state_past_64_bits_is_not_saved_and_nothing_breaks(tmp_path: Path) -> None:
+    """Valid input msgpack cannot hold (an importance of 2**70): the sidecar and snapshots are skipped, not errors."""
+    log = write_log(tmp_path / "big.jsonl", [created("h1", importance=2**70)])
+    out = append(log, claimed("h1", "w1"))
+    assert out.returncode == 0, out.stderr
+    assert out.stderr == ""  # the sidecar is a cache: not saving it is nobody's business
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["big.jsonl"]  # no sidecar, no temporary file
+    assert append(log, claimed("h1", "w2", "2026-08-03T09:02:00+09:00")).returncode == 3  # still judged right
+    snap = tmp_path / "big.snap"
+    replayed = run_cli("replay", "--snapshot", str(snap), str(log))
+    assert replayed.returncode == 0
+    assert f"snapshot {snap} not saved" in replayed.stderr and "msgpack cannot" in replayed.stderr
+    assert replayed.stdout == run_cli("replay", str(log)).stdout
+    assert json.loads(replayed.stdout)["handoffs"]["items"]["h1"]["state"] == "claimed"
+    assert not snap.exists()
+
+
+def test_follow_says_once_that_a_state_cannot_be_saved(tmp_path: Path) -> None:
+    log = write_log(tmp_path / "big.jsonl", [created("h1", importance=2**70)])
+    dump, snap = tmp_path / "dump.json", tmp_path / "f.snap"
+    proc = subprocess.Popen([sys.executable, "-m", "eventlog", "follow", str(log), "--dump", str(dump),
+                             "--snapshot", str(snap)], cwd=ROOT, stderr=subprocess.PIPE, text=True)
+    try:
+        assert _wait_for(lambda: dump.exists() and json.loads(dump.read_text())["events"] == 1)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _out, err = proc.communicate(timeout=20)
+    assert proc.returncode == 0, err
+    assert err.count("not saved") == 1, err
+    assert not snap.exists()
+
+
+class _Items(msgspec.Struct):
+    items: dict[str, msgspec.Raw]  # each handoff's bytes, not decoded
+
+
+class _Folder(msgspec.Struct):
+    handoffs: _Items  # and nothing of the other domains
+
+
+class _Sparse(msgspec.Struct):
+    folder: _Folder
+
+
+def test_one_entity_can_be_read_without_decoding_the_rest(tmp_path: Path) -> None:
+    """The layout lets a later reader decode one handoff alone: a smaller struct over the same bytes."""
+    log = write_log(tmp_path / "h.jsonl", [created(f"h{i}") for i in range(50)])
+    assert append(log, claimed("h7", "w1")).returncode == 0
+    snap = msgspec.msgpack.decode((tmp_path / "h.jsonl.sidecar").read_bytes(), type=snapshot.Snapshot)
+    raw = msgspec.msgpack.decode(snap.state, type=_Sparse).folder.handoffs.items
+    assert len(raw) == 50
+    h7 = msgspec.msgpack.decode(raw["h7"], type=Handoff)
+    assert (h7.state, h7.watcher, h7.line) == ("claimed", "w1", 8)
+
+
+def _wait_for(cond: Any, timeout: float = 15.0) -> bool:
+    import time
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if cond():
+                return True
+        except (OSError, ValueError):
+            pass
+        time.sleep(0.02)
+    return False

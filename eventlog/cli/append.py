@@ -93,6 +93,8 @@ def run(args: argparse.Namespace) -> int:
         error(str(err))
         return 2
     except AppendError as err:
+        for note in err.notes:
+            error(f"{args.log}: {note}")
         for message in err.messages:
             error(f"{args.log}: stdin {message}" if message.startswith("line ") else f"{args.log}: {message}")
         return err.exit_code

@@ -9,6 +9,7 @@ import os
 import re
 import sys
 import time
+from collections.abc import Mapping
 from datetime import tzinfo
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -189,7 +190,7 @@ def error(message: str) -> None:
     print(f"eventlog: {escape(message)}", file=sys.stderr)
 
 
-def record_line(record: dict[str, Any]) -> str:
+def record_line(record: Mapping[str, Any]) -> str:
     """An ``impl-lane-watch/v1`` record exactly as seed 001 prints it (spec: ``json.dumps``, ``ensure_ascii=False``)."""
     return json.dumps(record, ensure_ascii=False)
 
@@ -219,8 +220,8 @@ def report(result: Any, as_json: bool, text: list[str], notes: list[str] | None 
 
 
 def append_failed(err: AppendError) -> int:
-    """Report a refused or failed append, one line per problem; its exit status."""
-    for message in err.messages:
+    """Report a refused or failed append, one line per note and per problem; its exit status."""
+    for message in [*err.notes, *err.messages]:
         error(message)
     return err.exit_code
 

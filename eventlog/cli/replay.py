@@ -127,12 +127,11 @@ def replay_from_snapshot(path: str, snap: str, tz: tzinfo | None, strict: bool) 
             return from_stream(log, snap, tz, strict, error)
     with open(path, "rb") as f:
         fresh = Replay(Runner(), tz)
-        replay, why = snapshot.load(snap, f, snapshot.folder_version(fresh))
-        if replay is None:
-            if why != "no snapshot":
-                error(f"{why}; replaying from the start")
-            replay = fresh
-        loaded_at = None if replay is fresh else replay.offset
+        loaded, why = snapshot.load(snap, f, fresh)
+        if loaded is None and why != "no snapshot":
+            error(f"{why}; replaying from the start")
+        replay = loaded or fresh
+        loaded_at = None if loaded is None else loaded.offset
         replay.feed(f, strict=strict)
         if replay.offset == loaded_at:
             return replay  # the snapshot is still up to date: writing it again would change nothing
@@ -140,6 +139,8 @@ def replay_from_snapshot(path: str, snap: str, tz: tzinfo | None, strict: bool) 
             snapshot.save(snap, f, replay, snapshot.folder_version(replay))
         except OSError as err:
             error(f"cannot save the snapshot {snap}: {err.strerror or err}")
+        except snapshot.NotSaved as err:
+            error(f"snapshot {snap} not saved: {err}")
     return replay
 
 

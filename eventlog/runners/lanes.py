@@ -40,6 +40,7 @@ from eventlog.clock import NOW, At, now
 from eventlog.logs import open_log
 from eventlog.runners.common import BadLines, RunnerError, bad_lines, check_bounds, require_log, runner_lock
 from eventlog.runners.process import run
+from projections.lanes import CheckRecord
 from projections.runner import Runner
 
 #: Seed 001: a finished job not picked up after this is stalled (90 minutes).
@@ -79,7 +80,7 @@ class StallOptions:
 class StallReport(msgspec.Struct, kw_only=True):
     """The record of every lane, and the log's bad lines."""
 
-    record: dict[str, Any]
+    record: CheckRecord
     bad_lines: BadLines
     problems: list[str]
 
@@ -142,7 +143,7 @@ class LanesOptions:
 class LanesReport(msgspec.Struct, kw_only=True):
     """What a lanes run did: the check it made, and each stall enqueued, already enqueued, or failed."""
 
-    check: dict[str, Any] | None = None
+    check: CheckRecord | None = None
     enqueued: list[dict[str, Any]] = msgspec.field(default_factory=list)
     already_enqueued: list[dict[str, Any]] = msgspec.field(default_factory=list)
     failed: list[dict[str, Any]] = msgspec.field(default_factory=list)
