@@ -26,6 +26,7 @@ import functools
 import gc
 import hashlib
 import os
+import secrets
 import stat
 import sys
 import zlib
@@ -40,6 +41,8 @@ from eventlog.replay import Replay, ReplayState
 #: Bump when the envelope or the state's encoding changes (format 1 held untyped state: never read again).
 FORMAT = 2
 _EDGE = 4096
+#: Names tried for a temporary file before giving up (each is random, so a clash means someone plants them).
+_TEMP_TRIES = 100
 
 
 class NotSaved(Exception):
@@ -188,11 +191,20 @@ def save(path: str, f: IO[bytes], replay: Replay, version: str) -> None:
 
 
 def write_atomic(path: str, data: bytes, mode: int = 0o640) -> None:
-    """Replace ``path`` with ``data``: a temporary file beside it, then a rename (readers never see half)."""
-    tmp = f"{path}.{os.getpid()}.tmp"
+    """Replace ``path`` with ``data`` durably; readers see the old file or the new one, never half.
+
+    The temporary file is created beside ``path`` under a random name with
+    ``O_EXCL|O_NOFOLLOW`` (a planted file or symlink is never opened, let alone
+    followed), written, fsynced, renamed over ``path``, and the directory is
+    fsynced. On any failure the temporary file is removed and the error raised.
+    """
+    directory, base = os.path.split(os.path.abspath(path))
+    fd, tmp = _create_temp(directory, base, mode)
     try:
-        with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode), "wb") as out:
+        with os.fdopen(fd, "wb") as out:
             out.write(data)
+            out.flush()
+            os.fsync(out.fileno())
         os.replace(tmp, path)
     except BaseException:
         try:
@@ -200,6 +212,37 @@ def write_atomic(path: str, data: bytes, mode: int = 0o640) -> None:
         except OSError:
             pass
         raise
+    _fsync_dir(directory)
+
+
+def _create_temp(directory: str, base: str, mode: int) -> tuple[int, str]:
+    """A new file ``.BASE.<random>.tmp`` in ``directory``, opened for writing: (fd, path)."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    for _ in range(_TEMP_TRIES):
+        tmp = os.path.join(directory, f".{base}.{_random_suffix()}.tmp")
+        try:
+            return os.open(tmp, flags, mode), tmp
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"no free temporary name beside {os.path.join(directory, base)} after {_TEMP_TRIES} tries")
+
+
+def _random_suffix() -> str:
+    return secrets.token_hex(8)
+
+
+def _fsync_dir(directory: str) -> None:
+    """Make a rename in ``directory`` durable (where the file system allows fsync of a directory)."""
+    try:
+        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass  # some file systems refuse fsync on a directory; the rename itself is done
+    finally:
+        os.close(fd)
 
 
 def read_regular(path: str) -> bytes:

@@ -2,7 +2,8 @@
 
 A snapshot plus the rest of the log gives the dump of a full replay, byte for
 byte. A forged, damaged, wrong-shaped or foreign file is refused with a note and
-the log is replayed instead; nothing in it ever runs.
+the log is replayed instead; nothing in it ever runs. Temporary files are never
+opened through a planted name.
 """
 
 from __future__ import annotations
@@ -335,6 +336,136 @@ def test_one_entity_can_be_read_without_decoding_the_rest(tmp_path: Path) -> Non
     assert len(raw) == 50
     h7 = msgspec.msgpack.decode(raw["h7"], type=Handoff)
     assert (h7.state, h7.watcher, h7.line) == ("claimed", "w1", 8)
+
+
+# --- temporary files ---------------------------------------------------------------------------
+
+
+def _plant(victim: Path, names: list[Path]) -> None:
+    victim.write_text("precious\n")
+    for name in names:
+        name.symlink_to(victim)
+
+
+def _old_names(path: Path) -> list[Path]:
+    """``PATH.<pid>.tmp`` for the next few hundred process ids: the names the old code used."""
+    last = int(Path("/proc/sys/kernel/ns_last_pid").read_text())
+    return [Path(f"{path}.{pid}.tmp") for pid in range(last + 1, last + 400)]
+
+
+#: Runs the CLI with the first temporary name known in advance (``.BASE.planted.tmp``), as a worst case.
+_PREDICTABLE = [sys.executable, "-c", (
+    "import sys, eventlog.snapshot as s\n"
+    "names = iter(['planted'])\n"
+    "real = s._random_suffix\n"
+    "s._random_suffix = lambda: next(names, None) or real()\n"
+    "from eventlog.cli import run\n"
+    "sys.argv[0] = 'eventlog'\n"
+    "run()\n"
+)]
+
+
+def _planted(path: Path) -> Path:
+    return path.parent / f".{path.name}.planted.tmp"
+
+
+def _no_temp_left(directory: Path) -> None:
+    assert not [p for p in directory.iterdir() if p.name.endswith(".tmp") and not p.is_symlink()]
+
+
+@pytest.mark.parametrize("cli", [None, _PREDICTABLE], ids=["old names", "a known name"])
+def test_a_symlink_at_a_temp_name_is_never_followed_by_the_sidecar(tmp_path: Path, cli: list[str] | None) -> None:
+    log = tmp_path / "h.jsonl"
+    sidecar = Path(str(log) + ".sidecar")
+    victim = tmp_path / "victim"
+    _plant(victim, [*_old_names(sidecar), _planted(sidecar)])
+    out = append(log, created("h1"), cli=cli)
+    assert out.returncode == 0, out.stderr
+    assert victim.read_text() == "precious\n"
+    assert sidecar.is_file() and not sidecar.is_symlink()
+    with log.open("rb") as f:
+        assert snapshot.load(str(sidecar), f, Replay(Runner()))[1] == "ok"
+    _no_temp_left(tmp_path)
+
+
+@pytest.mark.parametrize("cli", [None, _PREDICTABLE], ids=["old names", "a known name"])
+def test_a_symlink_at_a_temp_name_is_never_followed_by_replay_snapshot(tmp_path: Path,
+                                                                      cli: list[str] | None) -> None:
+    log = write_log(tmp_path / "h.jsonl", [created("h1")])
+    snap = tmp_path / "h.snap"
+    victim = tmp_path / "victim"
+    _plant(victim, [*_old_names(snap), _planted(snap)])
+    args = ["replay", "--snapshot", str(snap), str(log)]
+    out = run_cli(*args) if cli is None else subprocess.run(
+        [*cli, *args], capture_output=True, text=True, timeout=60, cwd=ROOT, check=False)
+    assert out.returncode == 0 and out.stderr == "", out.stderr
+    assert victim.read_text() == "precious\n"
+    with log.open("rb") as f:
+        assert snapshot.load(str(snap), f, Replay(Runner()))[1] == "ok"
+    _no_temp_left(tmp_path)
+
+
+@pytest.mark.parametrize("cli", [None, _PREDICTABLE], ids=["old names", "a known name"])
+def test_a_symlink_at_a_temp_name_is_never_followed_by_follow_dump(tmp_path: Path, cli: list[str] | None) -> None:
+    log = write_log(tmp_path / "h.jsonl", [created("h1")])
+    dump = tmp_path / "dump.json"
+    victim = tmp_path / "victim"
+    _plant(victim, [*_old_names(dump), _planted(dump)])
+    proc = subprocess.Popen([*(cli or [sys.executable, "-m", "eventlog"]), "follow", str(log), "--dump", str(dump)],
+                            cwd=ROOT, stderr=subprocess.PIPE, text=True)
+    try:
+        assert _wait_for(lambda: dump.exists() and json.loads(dump.read_text())["events"] == 1)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _out, err = proc.communicate(timeout=20)
+    assert proc.returncode == 0, err
+    assert victim.read_text() == "precious\n"
+    assert oct(dump.stat().st_mode & 0o777) == oct(0o644 & ~_umask())
+    _no_temp_left(tmp_path)
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def test_write_atomic_fsyncs_the_file_then_the_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    synced: list[str] = []
+    real = os.fsync
+
+    def fsync(fd: int) -> None:
+        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+        real(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    target = tmp_path / "out"
+    snapshot.write_atomic(str(target), b"data")
+    assert target.read_bytes() == b"data"
+    assert len(synced) == 2
+    assert Path(synced[0]).parent == tmp_path and Path(synced[0]).name.startswith(".out.")  # the file, before
+    assert synced[1] == str(tmp_path)  # the directory, after the rename
+    _no_temp_left(tmp_path)
+
+
+def test_write_atomic_leaves_no_temp_file_when_it_fails(tmp_path: Path) -> None:
+    target = tmp_path / "a-directory"
+    target.mkdir()
+    with pytest.raises(OSError):
+        snapshot.write_atomic(str(target), b"data")  # cannot rename a file over a directory
+    with pytest.raises(TypeError):
+        snapshot.write_atomic(str(tmp_path / "out"), "not bytes")  # type: ignore[arg-type]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a-directory"]
+
+
+def test_write_atomic_gives_up_when_every_name_is_taken(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    victim = tmp_path / "victim"
+    victim.write_text("precious\n")
+    (tmp_path / ".out.same.tmp").symlink_to(victim)
+    monkeypatch.setattr(snapshot, "_random_suffix", lambda: "same")
+    with pytest.raises(FileExistsError):
+        snapshot.write_atomic(str(tmp_path / "out"), b"data")
+    assert victim.read_text() == "precious\n" and not (tmp_path / "out").exists()
 
 
 def _wait_for(cond: Any, timeout: float = 15.0) -> bool:
