@@ -460,16 +460,21 @@ def test_judge_is_pure_and_agrees_with_the_fold(objs: list[dict[str, Any]]) -> N
     assert f.runner.rejected == []
 
 
-def test_state_survives_a_pickle_round_trip() -> None:
-    """The sidecar and snapshots pickle the projection; folding goes on the same after."""
-    import pickle
+def test_state_survives_the_snapshot_codec() -> None:
+    """The sidecar and snapshots encode the runner's typed state; folding goes on the same after a decode."""
+    import msgspec
 
     objs = fixture_lines("unknown_turn")
     whole = upto("unknown_turn", len(objs))
     half = upto("unknown_turn", 13)
-    half.runner = pickle.loads(pickle.dumps(half.runner))
+    again = Runner()
+    again.load_state(msgspec.msgpack.decode(msgspec.msgpack.encode(half.runner.save_state()), type=Runner.State))
+    half.runner = again
     half.feed(*objs[13:])
     assert half.sessions.view(_EPOCH) == whole.sessions.view(_EPOCH)
+    assert half.runner.revisions == whole.runner.revisions
+    assert [half.sessions.options(sid) for sid in sorted(whole.sessions.sessions)] == [
+        whole.sessions.options(sid) for sid in sorted(whole.sessions.sessions)]
 
 
 def test_only_a_decision_takes_a_turn_out_of_unknown_turns() -> None:

@@ -300,17 +300,23 @@ def test_a_state_past_64_bits_is_not_saved_and_nothing_breaks(tmp_path: Path) ->
     assert not snap.exists()
 
 
-def test_follow_says_once_that_a_state_cannot_be_saved(tmp_path: Path) -> None:
-    log = write_log(tmp_path / "big.jsonl", [created("h1", importance=2**70)])
-    dump, snap = tmp_path / "dump.json", tmp_path / "f.snap"
-    proc = subprocess.Popen([sys.executable, "-m", "eventlog", "follow", str(log), "--dump", str(dump),
-                             "--snapshot", str(snap)], cwd=ROOT, stderr=subprocess.PIPE, text=True)
+def _follow_until_dumped(dump: Path, *args: str, cli: list[str] | None = None) -> str:
+    """Run ``eventlog follow ARGS`` until ``dump`` shows one event, then SIGTERM; its stderr (exit 0 asserted)."""
+    proc = subprocess.Popen([*(cli or [sys.executable, "-m", "eventlog"]), "follow", *args], cwd=ROOT,
+                            stderr=subprocess.PIPE, text=True)
     try:
         assert _wait_for(lambda: dump.exists() and json.loads(dump.read_text())["events"] == 1)
     finally:
         proc.send_signal(signal.SIGTERM)
         _out, err = proc.communicate(timeout=20)
     assert proc.returncode == 0, err
+    return err
+
+
+def test_follow_says_once_that_a_state_cannot_be_saved(tmp_path: Path) -> None:
+    log = write_log(tmp_path / "big.jsonl", [created("h1", importance=2**70)])
+    dump, snap = tmp_path / "dump.json", tmp_path / "f.snap"
+    err = _follow_until_dumped(dump, str(log), "--dump", str(dump), "--snapshot", str(snap))
     assert err.count("not saved") == 1, err
     assert not snap.exists()
 
@@ -411,14 +417,7 @@ def test_a_symlink_at_a_temp_name_is_never_followed_by_follow_dump(tmp_path: Pat
     dump = tmp_path / "dump.json"
     victim = tmp_path / "victim"
     _plant(victim, [*_old_names(dump), _planted(dump)])
-    proc = subprocess.Popen([*(cli or [sys.executable, "-m", "eventlog"]), "follow", str(log), "--dump", str(dump)],
-                            cwd=ROOT, stderr=subprocess.PIPE, text=True)
-    try:
-        assert _wait_for(lambda: dump.exists() and json.loads(dump.read_text())["events"] == 1)
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        _out, err = proc.communicate(timeout=20)
-    assert proc.returncode == 0, err
+    _follow_until_dumped(dump, str(log), "--dump", str(dump), cli=cli)
     assert victim.read_text() == "precious\n"
     assert oct(dump.stat().st_mode & 0o777) == oct(0o644 & ~_umask())
     _no_temp_left(tmp_path)
