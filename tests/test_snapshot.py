@@ -300,6 +300,15 @@ def test_a_state_past_64_bits_is_not_saved_and_nothing_breaks(tmp_path: Path) ->
     assert not snap.exists()
 
 
+def test_an_append_after_seq_2_64_minus_1_is_not_an_error(tmp_path: Path) -> None:
+    """Issue 15: the sidecar save raised after the line was written (exit 1, yet the line was in the log)."""
+    log = write_log(tmp_path / "seq.jsonl", [{"type": "lane_check", "ts": TS, "seq": 2**64 - 1}])
+    out = append(log, {"type": "lane_check", "ts": TS})
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["last_seq"] == 2**64
+    assert not (tmp_path / "seq.jsonl.sidecar").exists()
+
+
 def _follow_until_dumped(dump: Path, *args: str, cli: list[str] | None = None) -> str:
     """Run ``eventlog follow ARGS`` until ``dump`` shows one event, then SIGTERM; its stderr (exit 0 asserted)."""
     proc = subprocess.Popen([*(cli or [sys.executable, "-m", "eventlog"]), "follow", *args], cwd=ROOT,
