@@ -251,16 +251,10 @@ def read_regular(path: str) -> bytes:
     FileNotFoundError when there is none; OSError (with a reason) otherwise.
     """
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
+    with open(fd, "rb") as f:  # closes fd
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise OSError(f"{path} is not a regular file")
-        chunks = []
-        while chunk := os.read(fd, max(st.st_size, 1 << 16)):
-            chunks.append(chunk)
-        return b"".join(chunks)
-    finally:
-        os.close(fd)
+        return f.read()
 
 
 def load(path: str, f: IO[bytes], fresh: Replay) -> tuple[Replay | None, str]:
