@@ -60,7 +60,7 @@ from __future__ import annotations
 import heapq
 from collections import Counter
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Final, Literal
 
 import msgspec
 
@@ -86,14 +86,16 @@ from projections.base import FoldResult, Handler, Rejected, elapsed_s, micros, n
 
 # --- the rules (spec section 3) ------------------------------------------------------
 
-PENDING = "pending"
-CLAIMED = "claimed"
-REQUESTED = "resume_requested"
-RETURNED = "returned"
-NEEDS_HUMAN = "needs_human"
-SKIPPED = "skipped"
+PENDING: Final = "pending"
+CLAIMED: Final = "claimed"
+REQUESTED: Final = "resume_requested"
+RETURNED: Final = "returned"
+NEEDS_HUMAN: Final = "needs_human"
+SKIPPED: Final = "skipped"
 
-STATES = (PENDING, CLAIMED, REQUESTED, RETURNED, NEEDS_HUMAN, SKIPPED)
+#: A handoff's state (a snapshot holding any other is refused).
+HandoffState = Literal["pending", "claimed", "resume_requested", "returned", "needs_human", "skipped"]
+STATES: tuple[HandoffState, ...] = (PENDING, CLAIMED, REQUESTED, RETURNED, NEEDS_HUMAN, SKIPPED)
 #: States a handoff can still move on from (lead's decision).
 OPEN = frozenset({PENDING, CLAIMED, REQUESTED, NEEDS_HUMAN})
 #: Claims that hold a slot of ``max_inflight``.
@@ -155,7 +157,7 @@ class Handoff(msgspec.Struct, gc=False, array_like=True):
     #: The time of its last applied event (for stale): kept as read, since converting costs more than the
     #: fold. Only compared (a snapshot gives it back in UTC).
     last_at: datetime
-    state: str = PENDING
+    state: HandoffState = PENDING
     attempt: int = 0
     watcher: str | None = None
     local_started: bool = False
@@ -392,7 +394,7 @@ class Handoffs:
             return Rejected(f"{kind} applies only to a {wanted} handoff; {hid} is {h.state}")
         return h
 
-    def _move(self, h: Handoff, state: str, at: datetime) -> None:
+    def _move(self, h: Handoff, state: HandoffState, at: datetime) -> None:
         """Set a handoff's state (keeping the live and per-account pending counts)."""
         if (h.state in LIVE) != (state in LIVE):
             self.state.live += 1 if state in LIVE else -1

@@ -43,7 +43,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 import msgspec
 
@@ -93,14 +93,19 @@ INCOMPATIBLE_CHECKPOINT: Final = "incompatible_checkpoint"
 OUTCOME_UNKNOWN: Final = "outcome_unknown"
 
 
+#: A session's ``admission_state`` and ``attention`` (a snapshot holding any other is refused).
+Admission = Literal["admitted", "backoff", "recovery_required", "stopped", "closed"]
+Attention = Literal["RESTORE_FAILED", "STARTUP_FAILED", "RECOVERY_REQUIRED", "CONTEXT_GAP"]
+
+
 class Session(msgspec.Struct, array_like=True, gc=False):
     """One session's state (the dump item, plus what the rules need; ``array_like``: packed as a list).
 
     ``gc=False``: its dicts hold only strings and integers, never a cycle.
     """
 
-    admission_state: str = ADMITTED
-    attention: str | None = None
+    admission_state: Admission = ADMITTED
+    attention: Attention | None = None
     reason: str | None = None
     failures: int = 0
     retry_at: str | None = None
@@ -134,7 +139,7 @@ class Session(msgspec.Struct, array_like=True, gc=False):
 
     # -- facts the rules ask about -------------------------------------------------
 
-    def admit_as(self, state: str) -> None:
+    def admit_as(self, state: Admission) -> None:
         """Move ``admission_state``; a closed session stays closed."""
         if self.admission_state != CLOSED:
             self.admission_state = state
@@ -248,7 +253,7 @@ class Sessions:
         return None
 
     @staticmethod
-    def _failed(s: Session, attention: str, reason: str, at: datetime) -> None:
+    def _failed(s: Session, attention: Attention, reason: str, at: datetime) -> None:
         """failures + 1; 1st: backoff 30 s, 2nd: 60 s, 3rd or incompatible: recovery_required."""
         s.failures += 1
         s.attention = attention

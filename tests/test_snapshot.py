@@ -229,7 +229,8 @@ def test_a_forged_pickle_sidecar_is_refused_and_never_run(tmp_path: Path, kind: 
 
 
 @pytest.mark.parametrize("damage", ["garbage", "truncated", "flipped", "a list", "wrong field types",
-                                    "state of another shape", "state off its position"])
+                                    "state of another shape", "a handoff state the rules do not know",
+                                    "state off its position"])
 def test_a_damaged_or_wrong_shaped_sidecar_is_refused_and_rebuilt(tmp_path: Path, damage: str) -> None:
     log = _claimed_log(tmp_path)
     sidecar = tmp_path / "h.jsonl.sidecar"
@@ -251,6 +252,9 @@ def test_a_damaged_or_wrong_shaped_sidecar_is_refused_and_rebuilt(tmp_path: Path
         forged = msgspec.msgpack.encode({"format": "2", "version": 7, "position": [], "state_crc32": 0, "state": 0})
     elif damage == "state of another shape":
         state["folder"]["handoffs"]["items"]["h1"] = {"state": "claimed"}  # a map where a list is declared
+        forged = _envelope(log, msgspec.msgpack.encode(state))
+    elif damage == "a handoff state the rules do not know":
+        state["folder"]["handoffs"]["items"]["h1"][list(Handoff.__struct_fields__).index("state")] = "lost"
         forged = _envelope(log, msgspec.msgpack.encode(state))
     else:
         state["line"] += 1
