@@ -32,8 +32,10 @@ is ever run. So:
   another printed time is computed from, as the text the reader left in the
   event (``ev.ts``: always with its offset) and read it with
   :func:`eventlog.events.parse_time` when needed.
-- Prefer small structs for many entities (``array_like=True`` packs them as
-  lists; ``gc=False`` when they hold no containers that could form a cycle).
+- Say what the rules allow: a closed set of words is a ``Literal`` (a handoff's
+  ``state``), so a snapshot naming another is refused. Prefer small structs
+  for many entities (``array_like=True`` packs them as lists; ``gc=False``
+  when they hold no containers that could form a cycle).
 
 A snapshot is used only by the same code: its version is a hash of the
 source of ``eventlog/`` and ``projections/``, so changing the state needs no
