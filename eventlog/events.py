@@ -123,6 +123,8 @@ class WatcherRun(Event, tag="watcher_run"):
     watcher: str
     exit: Literal["ok", "error"]
     period_s: Positive
+    #: Why a pass ended in ``error`` (the failback runner writes it then); optional.
+    detail: str | None = None
 
 
 # --- lanes (seed 001) --------------------------------------------------------

@@ -8,7 +8,8 @@ event with its line number and its time and returns what became of it:
 - :data:`NOT_APPLIED`: recorded but not applied (a refused or repeated
   recovery decision, which has a receipt instead).
 
-``view(as_of)`` returns the projection's part of the dump, judged at ``as_of``.
+``view(as_of, as_of_text)`` returns the projection's part of the dump, judged at
+``as_of`` (``as_of_text``: T as the dump's ``as_of`` prints it, for verdicts that print T).
 
 **Folded state is typed msgspec fields.** Everything a projection folds lives
 in one msgspec Struct, its ``State`` class, held in ``self.state``; nothing
@@ -76,8 +77,8 @@ class Projection(Protocol):
         """Everything it folded: an instance of its ``State`` struct (see the module docstring)."""
         ...
 
-    def view(self, as_of: datetime) -> dict[str, Any]:
-        """This domain's part of the dump, judged at ``as_of``."""
+    def view(self, as_of: datetime, as_of_text: str | None = None) -> dict[str, Any]:
+        """This domain's part of the dump, judged at ``as_of`` (``as_of_text``: T as the dump prints it)."""
         ...
 
 

@@ -184,7 +184,7 @@ class Catchup:
         """Whether the quota circuit is open as of ``as_of``."""
         return circuit_open(self.open_until, self.state.closed_since, as_of)
 
-    def view(self, as_of: datetime) -> dict[str, Any]:
+    def view(self, as_of: datetime, as_of_text: str | None = None) -> dict[str, Any]:
         """The ``catchup`` part of the dump."""
         labels = [c.label for c in self.candidates(as_of)]
         is_open = self.circuit_open(as_of)

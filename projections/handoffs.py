@@ -123,6 +123,9 @@ REASON_UNKNOWN_EFFECT = "resume_failed_unknown_effect"
 #: Stale verdicts by state.
 STALE_KIND = {CLAIMED: "retryable", REQUESTED: "unknown_effect"}
 
+#: Every ``reason`` of an account's probe plan (spec: the first three; the backoffs are the project's).
+PLAN_REASONS: tuple[str, ...] = ("nothing_pending", "waiting_reset", "backoff_transient", "backoff_estimate", "due")
+
 #: Probe outcomes that are backed off as passing trouble, and the wait.
 TRANSIENT = frozenset({"transient", "network_timeout"})
 TRANSIENT_FIRST_S = 60
@@ -191,6 +194,27 @@ class Latency(msgspec.Struct):
     requested_to_verified: list[float] = []
 
 
+class Heartbeat(msgspec.Struct, gc=False):
+    """One watcher's last ``watcher_run`` (log order)."""
+
+    #: Its time: compared (a snapshot gives it back in UTC) ...
+    at: datetime
+    #: ... and its ``ts`` as written: printed.
+    ts: str
+    period_s: int
+    exit: Literal["ok", "error"]
+    detail: str | None = None
+
+    def late(self, as_of: datetime) -> bool:
+        """Older than twice its period as of ``as_of`` (the spec's rule for the last heartbeat, per watcher)."""
+        return elapsed_s(as_of, self.at) > 2 * self.period_s
+
+    def item(self, as_of: datetime) -> dict[str, Any]:
+        """The dump's ``handoffs.watchers`` entry, judged at ``as_of``."""
+        return {"last_run": self.ts, "period_s": self.period_s, "exit": self.exit, "detail": self.detail,
+                "late": self.late(as_of)}
+
+
 class HandoffsState(msgspec.Struct):
     """Everything the handoffs projection folds (see projections/base.py: add a typed field with a default)."""
 
@@ -205,6 +229,8 @@ class HandoffsState(msgspec.Struct):
     watcher_at: datetime | None = None
     watcher_text: str | None = None
     watcher_period_s: int = 0
+    #: Watcher name -> its last ``watcher_run``.
+    watchers: dict[str, Heartbeat] = {}
 
 
 def _fmt(value: datetime) -> str:
@@ -319,6 +345,11 @@ class Handoffs:
         acc = self.state.accounts.get(account)
         return None if acc is None else acc.confidence
 
+    def durations(self) -> dict[str, list[float]]:
+        """The latency samples in seconds by measure, in dump order (shared, not copied: read them only)."""
+        latency = self.state.latency
+        return {key: getattr(latency, key) for key in latency.__struct_fields__}
+
     def watcher_late(self, as_of: datetime) -> bool:
         """Spec: the last ``watcher_run`` is older than twice its period, or none while work is pending."""
         if self.state.watcher_at is None:
@@ -333,6 +364,7 @@ class Handoffs:
         by_state: Counter[str] = Counter()
         not_returned: Counter[str] = Counter()
         skip_reasons: Counter[str] = Counter()
+        needs_human: Counter[str] = Counter()
         started = 0
         oldest: int | None = None
         stale: dict[str, list[str]] = {"retryable": [], "unknown_effect": []}
@@ -349,6 +381,8 @@ class Handoffs:
                 not_returned[h.reason or ""] += 1
             elif h.state != RETURNED:
                 not_returned[h.state] += 1
+                if h.state == NEEDS_HUMAN:
+                    needs_human[h.reason or ""] += 1
             if h.state == PENDING and (oldest is None or h.created_us < oldest):
                 oldest = h.created_us
         total = len(self.state.items)
@@ -361,6 +395,7 @@ class Handoffs:
             "failback": {"returned": by_state[RETURNED], "total": total},
             "not_returned": dict(sorted(not_returned.items())),
             "skip_reasons": dict(sorted(skip_reasons.items())),
+            "needs_human_reasons": dict(sorted(needs_human.items())),
             "pending": {
                 "count": by_state[PENDING],
                 "oldest_age_s": None if oldest is None else num(seconds(micros(as_of) - oldest)),
@@ -371,6 +406,7 @@ class Handoffs:
             "probe_plan": self.probe_plan(as_of, as_of_text),
             "next_claims": self.next_claims(),
             "watcher": {"last_run": self.state.watcher_text, "late": self.watcher_late(as_of)},
+            "watchers": {name: beat.item(as_of) for name, beat in sorted(self.state.watchers.items())},
         }
 
     # -- the fold ---------------------------------------------------------------------------
@@ -535,6 +571,7 @@ class Handoffs:
         self.state.watcher_at = at
         self.state.watcher_text = ev.ts
         self.state.watcher_period_s = ev.period_s
+        self.state.watchers[ev.watcher] = Heartbeat(at, ev.ts, ev.period_s, ev.exit, ev.detail)
         return None
 
     handlers: dict[type[Event], Handler] = {

@@ -84,7 +84,8 @@ class CheckRecord(TypedDict):
     """An ``impl-lane-watch/v1`` record, as the seed prints it."""
 
     schema: str
-    checked_at: str
+    #: T as printed (None only in ``lanes.now`` of a log with no event, judged at its last line).
+    checked_at: str | None
     results: list[Verdict]
 
 
@@ -182,8 +183,8 @@ class Lanes:
 
     # -- queries ------------------------------------------------------------------------
 
-    def judge(self, as_of: datetime, checked_at: str) -> CheckRecord:
-        """The ``impl-lane-watch/v1`` record of every lane judged at ``as_of``."""
+    def judge(self, as_of: datetime, checked_at: str | None) -> CheckRecord:
+        """The ``impl-lane-watch/v1`` record of every lane judged at ``as_of`` (``checked_at``: T as printed)."""
         lanes = self.state.lanes
         return {
             "schema": SCHEMA,
@@ -211,9 +212,13 @@ class Lanes:
         resumed = self.state.resumes.get(product, {}).get(kind)
         return anchor is not None and resumed is not None and resumed > anchor
 
-    def view(self, as_of: datetime) -> dict[str, Any]:
-        """The ``lanes`` part of the dump."""
-        return {"checks": list(self.state.checks)}
+    def view(self, as_of: datetime, as_of_text: str | None = None) -> dict[str, Any]:
+        """The ``lanes`` part of the dump: the logged checks, and ``now``, every lane judged at ``as_of``.
+
+        ``now.checked_at`` is T as the dump's ``as_of`` prints it (``as_of_text``; null only for a log
+        with no event judged at its last line, which has no lane).
+        """
+        return {"checks": list(self.state.checks), "now": self.judge(as_of, as_of_text)}
 
     # -- handlers -----------------------------------------------------------------------
 

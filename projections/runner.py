@@ -123,7 +123,7 @@ class Runner:
         """``rejected`` and every domain's part of the dump (``as_of_text``: T as written)."""
         out: dict[str, Any] = {"rejected": list(self.rejected)}
         for part in self.parts:
-            out[part.name] = part.view(as_of, as_of_text) if part is self.handoffs else part.view(as_of)
+            out[part.name] = part.view(as_of, as_of_text)
         return out
 
 

@@ -60,6 +60,7 @@ from eventlog.events import (
     WorkerClaimed,
     WorkerReady,
     WorkerStopped,
+    parse_time,
 )
 from projections.base import NOT_APPLIED, FoldResult, Handler
 
@@ -434,11 +435,19 @@ class Sessions:
                 return r.item()
         return None
 
-    def view(self, as_of: datetime) -> dict[str, Any]:
-        """The ``sessions`` part of the dump."""
+    def retry_due(self, as_of: datetime) -> list[str]:
+        """Sessions in ``backoff`` whose ``retry_at`` is at or before ``as_of`` (compared as instants), sorted."""
+        return sorted(
+            sid for sid, s in self.state.sessions.items()
+            if s.admission_state == BACKOFF and s.retry_at is not None and parse_time(s.retry_at) <= as_of
+        )
+
+    def view(self, as_of: datetime, as_of_text: str | None = None) -> dict[str, Any]:
+        """The ``sessions`` part of the dump (``retry_due``: judged at ``as_of``)."""
         return {
             "items": {sid: s.item() for sid, s in sorted(self.state.sessions.items())},
             "receipts": [r.item() for r in self.state.receipts],
+            "retry_due": self.retry_due(as_of),
         }
 
     handlers: dict[type[Event], Handler] = {

@@ -147,6 +147,10 @@ def needs_person(dump: dict[str, Any]) -> list[str]:
         out.append(f"handoff {hid}: resume requested and silent since; effect unknown, never retried automatically")
     if h["watcher"]["late"]:
         out.append(f"failback watcher is late (last run {h['watcher']['last_run'] or 'never'})")
+    for name, beat in h["watchers"].items():
+        if beat["exit"] == "error":
+            out.append(f"failback watcher {name}: its last pass ({beat['last_run']}) ended in error: "
+                       f"{beat['detail'] or 'no detail given'}")
     checks = dump["lanes"]["checks"]
     if checks:
         for r in checks[-1]["results"]:
