@@ -4,7 +4,10 @@
 file on demand (:meth:`Follower.catch_up`): only new complete lines are read;
 a partial last line is waited for; a truncated or replaced file is replayed
 from the start, and the reason is returned for the caller to report.
-:func:`follow` drives it with watchfiles and rewrites the outputs atomically.
+:func:`follow` drives it with watchfiles: on every change, and at least every
+``tick_s`` when nothing changes (silence writes no line, yet a watcher gets
+late and a claim stale), it calls back; ``eventlog follow``'s callback judges
+the dump as of now (:func:`judged`) and rewrites its outputs atomically.
 """
 
 from __future__ import annotations
@@ -16,17 +19,22 @@ import time
 from collections.abc import Callable
 from datetime import datetime, tzinfo
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import watchfiles
 
 from eventlog import snapshot
+from eventlog.clock import At
 from eventlog.fold import Folder
 from eventlog.replay import Replay
 
 #: watchfiles' defaults wait ~95 ms; these see an appended line in a few ms.
 DEBOUNCE_MS = 10
 STEP_MS = 1
+#: How often the outputs are rewritten, judged again, when no line arrives (``--tick``).
+TICK_S = 5.0
+#: The longest the loop sleeps between looks at the file and the clock.
+WAKE_S = 0.2
 
 
 class Follower:
@@ -126,6 +134,31 @@ class Follower:
         return pos.head_sha256, pos.tail_sha256
 
 
+class Followed(Protocol):
+    """What :func:`judged` needs of a follower (a file's or a stream's)."""
+
+    path: str
+
+    @property
+    def replay(self) -> Replay:
+        """The folded state."""
+        ...
+
+    def dump(self, at: datetime | None = None, at_text: str | None = None) -> dict[str, Any]:
+        """The dump as of ``at``."""
+        ...
+
+
+def judged(follower: Followed, at: At) -> dict[str, Any]:
+    """The follower's dump judged as of ``at`` (now by default); ``log_missing`` when the log is not there."""
+    replay = follower.replay
+    when, text = at.resolve(replay.last_at, replay.last_ts)
+    dump = follower.dump(when, text)
+    if getattr(follower, "missing", False):  # a stream is never missing: it is lost (an error)
+        dump["log_missing"] = True
+    return dump
+
+
 def _identity(path: str) -> tuple[int, int]:
     st = os.stat(path)
     return st.st_dev, st.st_ino
@@ -142,10 +175,13 @@ def follow(
     report: Callable[[str], None],
     stop: threading.Event | None = None,
     snapshot_every_s: float = 10.0,
+    tick_s: float = TICK_S,
 ) -> None:
     """Catch up, call ``on_change``, then again on every change of the file until ``stop`` is set.
 
-    SIGINT and SIGTERM set ``stop`` (when called from the main thread).
+    With no change, ``on_change`` is called again ``tick_s`` after the last
+    call, so what it judges as of now is judged again. SIGINT and SIGTERM set
+    ``stop`` (when called from the main thread).
     """
     stop = stop or threading.Event()
     if threading.current_thread() is threading.main_thread():
@@ -155,7 +191,7 @@ def follow(
     if note:
         report(note)
     on_change(follower)
-    saved = time.monotonic()
+    saved = written = time.monotonic()
     unsaved: str | None = None
     target = Path(follower.path).resolve()
     directory = str(target.parent)
@@ -165,7 +201,7 @@ def follow(
 
     for _changes in watchfiles.watch(
         directory, watch_filter=mine, debounce=DEBOUNCE_MS, step=STEP_MS, stop_event=stop,
-        rust_timeout=200, yield_on_timeout=True, raise_interrupt=False, recursive=False,
+        rust_timeout=wake_ms(tick_s), yield_on_timeout=True, raise_interrupt=False, recursive=False,
     ):
         if stop.is_set():
             break
@@ -174,12 +210,18 @@ def follow(
         if note:
             report(note)
         after = follower.replay.offset, follower.replay.line, follower.replay.torn_tail, follower.missing
-        if note or after != before:
+        if note or after != before or time.monotonic() - written >= tick_s:
             on_change(follower)
+            written = time.monotonic()
         if follower.snapshot_path and time.monotonic() - saved > snapshot_every_s:
             unsaved = note_once(follower.save_snapshot(), unsaved, report)
             saved = time.monotonic()
     note_once(follower.save_snapshot(), unsaved, report)
+
+
+def wake_ms(tick_s: float) -> int:
+    """How long a follow loop may sleep, in ms: :data:`WAKE_S`, less for a shorter tick (1 ms at least)."""
+    return max(1, int(min(WAKE_S, tick_s) * 1000))
 
 
 def note_once(note: str | None, last: str | None, report: Callable[[str], None]) -> str | None:

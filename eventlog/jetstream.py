@@ -82,7 +82,7 @@ from eventlog import snapshot
 from eventlog.appender import AppendError, AppendResult, BadInput, Conflict, validated
 from eventlog.events import KEY_FIELDS, Event, stream_of, type_name
 from eventlog.fold import Folder, Rejected
-from eventlog.follow import note_once
+from eventlog.follow import TICK_S, note_once, wake_ms
 from eventlog.logs import LogUnavailable
 from eventlog.reader import Reader, check_object, iter_lines
 from eventlog.replay import Progress, Replay
@@ -1041,8 +1041,13 @@ def follow(
     report: Callable[[str], None],
     stop: threading.Event | None = None,
     snapshot_every_s: float = 10.0,
+    tick_s: float = TICK_S,
 ) -> None:
-    """Catch up, call ``on_change``, then again after every delivery until ``stop`` is set (SIGINT/SIGTERM)."""
+    """Catch up, call ``on_change``, then again after every delivery until ``stop`` is set (SIGINT/SIGTERM).
+
+    With no delivery, ``on_change`` is called again ``tick_s`` after the last call (judged again, as a file's
+    :func:`eventlog.follow.follow`).
+    """
     import signal
 
     stop = stop or threading.Event()
@@ -1056,18 +1061,19 @@ def follow(
         report(note)
     on_change(follower)
     sub = follower.log._run(follower._subscribe(follower.state.read_to + 1))
-    saved = time.monotonic()
+    saved = written = time.monotonic()
     unsaved: str | None = None
     try:
         while not stop.is_set():
-            if not follower._arrived.wait(0.2):
-                if follower.log.closed:
-                    raise LogUnavailable(f"{follower.path}: the connection to the server is lost (no reconnect "
-                                         "in 10 tries); start again to resume")
-                continue
-            follower._arrived.clear()
-            if follower.drain():
+            arrived = follower._arrived.wait(wake_ms(tick_s) / 1000)
+            if not arrived and follower.log.closed:
+                raise LogUnavailable(f"{follower.path}: the connection to the server is lost (no reconnect "
+                                     "in 10 tries); start again to resume")
+            if arrived:
+                follower._arrived.clear()
+            if (arrived and follower.drain()) or time.monotonic() - written >= tick_s:
                 on_change(follower)
+                written = time.monotonic()
             if follower.snapshot_path and time.monotonic() - saved > snapshot_every_s:
                 unsaved = note_once(follower.save_snapshot(), unsaved, report)
                 saved = time.monotonic()

@@ -1,82 +1,202 @@
 """The dump in the Prometheus text exposition format (node_exporter's textfile collector).
 
-Every metric is a gauge named ``recovery_*``; see docs/METRICS.md for the list.
+Named and typed by the Prometheus conventions: what only grows is a ``counter``
+named ``*_total``; durations are a ``histogram`` in ``*_seconds``; times are
+``*_timestamp_seconds`` gauges (seconds since the epoch); every label set is
+fixed by the code's own word lists, so no series comes and goes as a verdict
+changes (a closed set is always listed in full, 0 or 1). Every family carries
+the ``log`` label. docs/METRICS.md is the reference, with an alert for each.
+
+:func:`exposition` renders one dump; what a dump does not hold (the latency
+samples, the last event's time, ``follow``'s tick) is passed beside it, and
+:func:`of_replay` takes those from a replay.
 """
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from datetime import datetime
 from typing import Any
 
-_QUANTILES = (("p50", "0.5"), ("p95", "0.95"))
+from eventlog.events import PROBE_OUTCOMES
+from eventlog.replay import Replay
+from projections.handoffs import PLAN_REASONS, REASON_CONFLICT, REASON_UNKNOWN_EFFECT, STATES
+from projections.lanes import KINDS
+from projections.sessions import Admission, Attention
+
+#: Upper bounds of the handoff latency buckets, in seconds: 1 s to a week.
+LATENCY_BUCKETS_S: tuple[float, ...] = (
+    1, 5, 15, 30, 60, 300, 900, 1800, 3600, 7200, 14400, 28800, 86400, 172800, 604800,
+)
+#: The ``reason`` label of ``recovery_handoff_needs_human``: the two the fold gives, anything else ``other``.
+NEEDS_HUMAN_REASONS: tuple[str, ...] = (REASON_CONFLICT, REASON_UNKNOWN_EFFECT, "other")
+ADMISSIONS: tuple[str, ...] = Admission.__args__  # type: ignore[attr-defined]
+#: The ``attention`` label: each word, and "" for none.
+ATTENTIONS: tuple[str, ...] = ("", *Attention.__args__)  # type: ignore[attr-defined]
+LATENCY_PAIRS: tuple[str, ...] = ("created_to_returned", "claimed_to_requested", "requested_to_verified")
+
+Labels = dict[str, str]
+Samples = Sequence[tuple[Labels, float]]
 
 
-def exposition(dump: dict[str, Any]) -> str:
-    """The text exposition of one dump."""
-    out: list[str] = []
+class _Text:
+    """The exposition being written: one family at a time, HELP and TYPE first."""
 
-    def gauge(name: str, help_: str, samples: Sequence[tuple[dict[str, str], float]]) -> None:
-        out.append(f"# HELP {name} {help_}")
-        out.append(f"# TYPE {name} gauge")
+    def __init__(self, log: str) -> None:
+        self.log: Labels = {"log": log}
+        self.lines: list[str] = []
+
+    def family(self, name: str, kind: str, help_: str) -> None:
+        self.lines.append(f"# HELP {name} {help_}")
+        self.lines.append(f"# TYPE {name} {kind}")
+
+    def sample(self, name: str, labels: Labels, value: float) -> None:
+        self.lines.append(f"{name}{_labels({**self.log, **labels})} {_value(value)}")
+
+    def gauge(self, name: str, help_: str, samples: Samples) -> None:
+        self.family(name, "gauge", help_)
         for labels, value in samples:
-            out.append(f"{name}{_labels(labels)} {_value(value)}")
+            self.sample(name, labels, value)
 
-    log = {"log": str(dump.get("log", ""))}
-    gauge("recovery_log_missing", "1 while the followed log does not exist (no verdict is given then).",
-          [(log, int(bool(dump.get("log_missing"))))])
-    gauge("recovery_events", "Lines applied or rejected.", [(log, dump["events"])])
-    gauge("recovery_bad_lines", "Lines that are bad input.", [(log, len(dump["bad_lines"]))])
-    gauge("recovery_rejected_events", "Events rejected as transitions that do not fit.", [(log, len(dump["rejected"]))])
-    gauge("recovery_torn_tail", "1 when the log ends in an uncommitted partial line.", [(log, int(dump["torn_tail"]))])
+    def counter(self, name: str, help_: str, samples: Samples) -> None:
+        assert name.endswith("_total"), name
+        self.family(name, "counter", help_)
+        for labels, value in samples:
+            self.sample(name, labels, value)
 
-    h = dump["handoffs"]
-    gauge("recovery_handoffs", "Handoffs by state.",
-          [({**log, "state": state}, n) for state, n in sorted(h["by_state"].items())])
-    gauge("recovery_handoffs_total", "All handoffs.", [(log, h["total"])])
-    gauge("recovery_handoff_failover_started", "Handoffs a local session picked up.", [(log, h["failover"]["started"])])
-    gauge("recovery_handoff_failback_returned", "Handoffs verified back in the cloud.",
-          [(log, h["failback"]["returned"])])
-    gauge("recovery_handoff_not_returned", "Handoffs not returned, by reason.",
-          [({**log, "reason": k}, n) for k, n in sorted(h["not_returned"].items())])
-    gauge("recovery_handoff_pending", "Pending handoffs.", [(log, h["pending"]["count"])])
-    oldest = h["pending"]["oldest_age_s"]
-    gauge("recovery_handoff_pending_oldest_age_seconds", "Age of the oldest pending handoff.",
-          [(log, oldest)] if oldest is not None else [])
-    gauge("recovery_handoff_stale_claims", "Stale claims by kind.",
-          [({**log, "kind": k}, len(ids)) for k, ids in sorted(h["stale_claims"].items())])
-    latency = []
-    for pair, summary in sorted(h["latency_s"].items()):
-        for key, q in _QUANTILES:
-            if summary[key] is not None:
-                latency.append(({**log, "pair": pair, "quantile": q}, summary[key]))
-    gauge("recovery_handoff_latency_seconds", "Nearest-rank percentiles of handoff durations.", latency)
-    gauge("recovery_probes", "Probe results by outcome.",
-          [({**log, "outcome": k}, n) for k, n in sorted(h["probes"].items())])
-    gauge("recovery_watcher_late", "1 when the failback watcher's heartbeat is late.",
-          [(log, int(bool(h["watcher"]["late"])))])
+    def histogram(self, name: str, help_: str, series: Sequence[tuple[Labels, Sequence[float]]]) -> None:
+        self.family(name, "histogram", help_)
+        for labels, values in series:
+            ordered = sorted(values)
+            for bound in LATENCY_BUCKETS_S:
+                self.sample(f"{name}_bucket", {**labels, "le": _value(bound)}, bisect_right(ordered, bound))
+            self.sample(f"{name}_bucket", {**labels, "le": "+Inf"}, len(ordered))
+            self.sample(f"{name}_sum", labels, sum(ordered))
+            self.sample(f"{name}_count", labels, len(ordered))
 
-    checks = dump["lanes"]["checks"]
-    lanes = []
-    if checks:
-        for r in checks[-1]["results"]:
-            kind = r.get("kind") or r.get("reason") or ""
-            lanes.append(({**log, "product": str(r["product"]), "kind": str(kind)}, int(bool(r["stalled"]))))
-    gauge("recovery_lane_stalled", "1 when the lane's last check found it stalled (kind or reason).", lanes)
+
+def exposition(
+    dump: dict[str, Any],
+    *,
+    durations: Mapping[str, Sequence[float]] | None = None,
+    last_event_at: datetime | None = None,
+    tick_s: float | None = None,
+) -> str:
+    """The text exposition of one dump.
+
+    ``durations``: the handoff latency samples in seconds by pair (the histogram;
+    left out when None); ``last_event_at``: the last applied or rejected line's
+    time; ``tick_s``: ``follow``'s tick (exported so an alert needs no constant).
+    """
+    out = _Text(str(dump.get("log", "")))
+    one: Labels = {}
+
+    out.gauge("recovery_log_missing", "1 while the followed log does not exist (no verdict is given then).",
+              [(one, int(bool(dump.get("log_missing"))))])
+    out.counter("recovery_events_total", "Lines applied or rejected.", [(one, dump["events"])])
+    out.counter("recovery_bad_lines_total", "Lines that are bad input (listed in the dump's bad_lines).",
+                [(one, len(dump["bad_lines"]))])
+    out.counter("recovery_rejected_events_total", "Events rejected as transitions that do not fit.",
+                [(one, len(dump["rejected"]))])
+    out.gauge("recovery_torn_tail", "1 when the log ends in an uncommitted partial line.",
+              [(one, int(dump["torn_tail"]))])
+    out.gauge("recovery_judged_timestamp_seconds", "The time every verdict here was judged at (the dump's as_of).",
+              _when(one, dump.get("as_of")))
+    out.gauge("recovery_last_event_timestamp_seconds", "The time of the last applied or rejected line.",
+              [] if last_event_at is None else [(one, last_event_at.timestamp())])
+    if tick_s is not None:
+        out.gauge("recovery_follow_tick_seconds", "follow rewrites this file at least this often.", [(one, tick_s)])
+
+    _handoffs(out, dump["handoffs"], durations)
+    _watchers(out, dump["handoffs"])
+
+    now = dump["lanes"].get("now") or {"results": []}
+    lanes = [({"product": str(r["product"]), "kind": kind}, int(bool(r["stalled"]) and r.get("kind") == kind))
+             for r in now["results"] for kind in KINDS]
+    out.gauge("recovery_lane_stalled", "1 when the lane is stalled now, by stall kind (both kinds always listed).",
+              lanes)
 
     c = dump["catchup"]
-    gauge("recovery_catchup_candidates", "Skipped scheduled jobs to re-run now.", [(log, len(c["candidates"]))])
-    gauge("recovery_catchup_circuit_open", "1 while the quota circuit is open.", [(log, int(c["circuit"] == "open"))])
+    out.gauge("recovery_catchup_candidates", "Skipped scheduled jobs to re-run now.", [(one, len(c["candidates"]))])
+    out.gauge("recovery_catchup_circuit_open", "1 while the quota circuit is open.",
+              [(one, int(c["circuit"] == "open"))])
+    out.gauge("recovery_catchup_probe", "1 when a catch-up run now would probe (candidates, circuit not open).",
+              [(one, int(bool(c["probe"])))])
 
-    tally = Counter(
-        (item["admission_state"], item["attention"] or "") for item in dump["sessions"]["items"].values()
-    )
-    gauge("recovery_sessions", "Sessions by admission state and attention.",
-          [({**log, "admission_state": a, "attention": t}, n) for (a, t), n in sorted(tally.items())])
-    return "\n".join(out) + "\n"
+    s = dump["sessions"]
+    tally = Counter((item["admission_state"], item["attention"] or "") for item in s["items"].values())
+    out.gauge("recovery_sessions", "Sessions by admission state and attention (\"\": none); every pair listed.",
+              [({"admission_state": a, "attention": t}, tally[(a, t)]) for a in ADMISSIONS for t in ATTENTIONS])
+    out.gauge("recovery_sessions_retry_due", "Sessions in backoff whose retry_at has come.",
+              [(one, len(s.get("retry_due", [])))])
+    return "\n".join(out.lines) + "\n"
 
 
-def _labels(labels: dict[str, str]) -> str:
+def of_replay(replay: Replay, dump: dict[str, Any], tick_s: float | None = None) -> str:
+    """The exposition of ``dump``, a dump of ``replay``, with the latency samples and last time it holds."""
+    handoffs = getattr(replay.folder, "handoffs", None)
+    durations = handoffs.durations() if handoffs is not None else None
+    return exposition(dump, durations=durations, last_event_at=replay.last_at, tick_s=tick_s)
+
+
+def _handoffs(out: _Text, h: dict[str, Any], durations: Mapping[str, Sequence[float]] | None) -> None:
+    one: Labels = {}
+    by_state = h["by_state"]
+    out.gauge("recovery_handoffs", "Handoffs by state (every state listed).",
+              [({"state": state}, by_state.get(state, 0)) for state in STATES])
+    out.counter("recovery_handoffs_created_total", "Handoffs created.", [(one, h["total"])])
+    out.counter("recovery_handoff_failover_started_total", "Handoffs a local session picked up.",
+                [(one, h["failover"]["started"])])
+    out.counter("recovery_handoff_failback_returned_total", "Handoffs verified back in the cloud.",
+                [(one, h["failback"]["returned"])])
+    reasons: Counter[str] = Counter()
+    for reason, n in h.get("needs_human_reasons", {}).items():
+        reasons[reason if reason in NEEDS_HUMAN_REASONS else "other"] += n
+    out.gauge("recovery_handoff_needs_human", "Handoffs handed to a person, by reason (conflict, "
+              "resume_failed_unknown_effect, other: a needs_human event's own words).",
+              [({"reason": r}, reasons[r]) for r in NEEDS_HUMAN_REASONS])
+    out.gauge("recovery_handoff_stale_claims", "Stale live claims by kind (retryable, unknown_effect).",
+              [({"kind": k}, len(h["stale_claims"].get(k, []))) for k in ("retryable", "unknown_effect")])
+    oldest = h["pending"]["oldest_age_s"]
+    out.gauge("recovery_handoff_pending_oldest_age_seconds", "Age of the oldest pending handoff (0: none pending).",
+              [(one, oldest if oldest is not None else 0)])
+    if durations is not None:
+        out.histogram("recovery_handoff_latency_seconds", "Handoff durations by pair (first time each state "
+                      "was reached).", [({"pair": pair}, durations.get(pair, ())) for pair in LATENCY_PAIRS])
+    probes = h["probes"]
+    out.counter("recovery_probes_total", "Probe results by outcome.",
+                [({"outcome": o}, probes.get(o, 0)) for o in PROBE_OUTCOMES])
+    plans = Counter(plan["reason"] for plan in h["probe_plan"].values())
+    out.gauge("recovery_probe_plan_accounts", "Accounts by the reason of their probe plan now.",
+              [({"reason": r}, plans[r]) for r in PLAN_REASONS])
+
+
+def _watchers(out: _Text, h: dict[str, Any]) -> None:
+    watchers = sorted(h.get("watchers", {}).items())
+    out.gauge("recovery_watcher_late", "1 when the failback watcher is late (the spec's rule: the last "
+              "watcher_run of any watcher, or none while handoffs are pending).",
+              [({}, int(bool(h["watcher"]["late"])))])
+    out.gauge("recovery_watcher_last_run_timestamp_seconds", "When each watcher last wrote its heartbeat.",
+              [s for name, w in watchers for s in _when({"watcher": name}, w["last_run"])])
+    out.gauge("recovery_watcher_period_seconds", "Each watcher's period, as its last heartbeat says.",
+              [({"watcher": name}, w["period_s"]) for name, w in watchers])
+    out.gauge("recovery_watcher_last_run_error", "1 when the watcher's last pass ended in error.",
+              [({"watcher": name}, int(w["exit"] == "error")) for name, w in watchers])
+    out.gauge("recovery_watcher_heartbeat_late", "1 when the watcher's last heartbeat is older than twice "
+              "its period.", [({"watcher": name}, int(bool(w["late"]))) for name, w in watchers])
+
+
+def _when(labels: Labels, text: str | None) -> list[tuple[Labels, float]]:
+    """A ``*_timestamp_seconds`` sample of a time as printed; none when there is no time (or no offset)."""
+    if text is None:
+        return []
+    value = datetime.fromisoformat(text)
+    return [] if value.tzinfo is None else [(labels, value.timestamp())]
+
+
+def _labels(labels: Labels) -> str:
     if not labels:
         return ""
     body = ",".join(f'{k}="{_escape(v)}"' for k, v in labels.items())

@@ -112,14 +112,15 @@ def test_follow_waits_for_a_missing_log_and_never_writes_an_all_clear(tmp_path: 
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
     try:
-        assert _wait_for(lambda: dump.exists())
+        assert _wait_for(lambda: dump.exists() and prom.exists())  # the dump is written first, then the metrics
         missing = json.loads(dump.read_text())
         assert missing["log_missing"] is True and missing["events"] == 0
         assert "recovery_log_missing{" in prom.read_text() and _metric(prom, "recovery_log_missing") == 1
         log.write_text(LINE % 0)
         assert _wait_for(lambda: json.loads(dump.read_text())["events"] == 1)
         there = json.loads(dump.read_text())
-        assert "log_missing" not in there and _metric(prom, "recovery_log_missing") == 0
+        assert "log_missing" not in there
+        assert _wait_for(lambda: _metric(prom, "recovery_log_missing") == 0)
         log.unlink()
         assert _wait_for(lambda: json.loads(dump.read_text()).get("log_missing") is True)
     finally:

@@ -13,6 +13,7 @@ from eventlog.cli.common import (
     add_log,
     command_parser,
     dumps,
+    duration,
     error,
     judging,
     replay_log,
@@ -20,9 +21,9 @@ from eventlog.cli.common import (
 )
 from eventlog.clock import At
 from eventlog.events import KEY_FIELDS, type_name
-from eventlog.follow import Follower, follow, write_text
+from eventlog.follow import TICK_S, Followed, Follower, follow, judged, write_text
 from eventlog.logs import is_url, open_log
-from eventlog.prom import exposition
+from eventlog.prom import of_replay
 from eventlog.reader import Reader
 from projections.runner import Runner
 
@@ -58,6 +59,8 @@ def register(sub: Any) -> None:
     p.add_argument("--dump", required=True, metavar="PATH", help="rewritten atomically on every change")
     p.add_argument("--prom", metavar="PATH", help="also write the Prometheus text exposition here")
     p.add_argument("--snapshot", metavar="PATH", help="start from this snapshot and keep it up to date")
+    p.add_argument("--tick", type=tick, default=TICK_S, metavar="DURATION",
+                   help=f"with no new line, judge again and rewrite the outputs this often ({TICK_S:g}s)")
     add_judging(p)
     p.set_defaults(run=run_follow)
 
@@ -83,14 +86,29 @@ def register(sub: Any) -> None:
 # -- follow ----------------------------------------------------------------------
 
 
-def follow_dump(follower: Any, at: At) -> dict[str, Any]:
-    """The follower's dump judged as of ``at`` (now by default); ``log_missing`` when the log is not there."""
-    replay = follower.replay
-    when, text = at.resolve(replay.last_at, replay.last_ts)
-    dump: dict[str, Any] = follower.dump(when, text)
-    if getattr(follower, "missing", False):
-        dump["log_missing"] = True
-    return dump
+def tick(text: str) -> float:
+    """An argparse ``type``: ``--tick``, a duration of more than 0 seconds."""
+    value = duration(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: the tick must be more than 0 seconds")
+    return value
+
+
+def follow_writer(dump_path: str, prom_path: str | None, at: At, tick_s: float | None = None
+                  ) -> Callable[[Followed], None]:
+    """What ``follow`` calls on every change and every tick: judge as of ``at`` (now), rewrite the outputs.
+
+    The dump goes to ``dump_path`` and, when given, the Prometheus exposition (with
+    the tick as a gauge) to ``prom_path``, each replaced atomically.
+    """
+
+    def write(follower: Followed) -> None:
+        dump = judged(follower, at)
+        write_text(dump_path, dumps(dump) + "\n")
+        if prom_path:
+            write_text(prom_path, of_replay(follower.replay, dump, tick_s))
+
+    return write
 
 
 def run_follow(args: argparse.Namespace) -> int:
@@ -101,17 +119,12 @@ def run_follow(args: argparse.Namespace) -> int:
         error(str(err))
         return 2
 
-    def write(follower: Any) -> None:
-        dump = follow_dump(follower, at)
-        write_text(args.dump, dumps(dump) + "\n")
-        if args.prom:
-            write_text(args.prom, exposition(dump))
-
+    write = follow_writer(args.dump, args.prom, at, args.tick)
     if is_url(args.log):
         return _follow_stream(args, tz, write)
     follower = Follower(args.log, Runner, args.snapshot, assume_tz=tz)
     try:
-        follow(follower, write, lambda note: error(note))
+        follow(follower, write, lambda note: error(note), tick_s=args.tick)
     except OSError as err:
         error(f"cannot follow {args.log}: {err.strerror or err}")
         return 2
@@ -126,7 +139,7 @@ def _follow_stream(args: argparse.Namespace, tz: Any, write: Callable[[Any], Non
 
         with open_log(args.log, Runner, assume_tz=tz) as log:
             assert isinstance(log, JetStreamLog)
-            follow_stream(StreamFollower(log, args.snapshot), write, lambda note: error(note))
+            follow_stream(StreamFollower(log, args.snapshot), write, lambda note: error(note), tick_s=args.tick)
     except OSError as err:
         error(f"cannot follow {args.log}: {err}")
         return 2
