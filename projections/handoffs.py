@@ -29,7 +29,9 @@ Decisions where the spec is silent (the lead's):
   ``limit_recorded`` or ``probe_result``;
 - the watcher is late when T minus the last ``watcher_run`` (log order) is
   strictly more than twice its ``period_s``, or there is none while a handoff
-  is pending.
+  is pending; each watcher name also keeps its own last ``watcher_run``
+  (:class:`Heartbeat`), late by the same age rule alone;
+- ``needs_human_reasons`` counts handoffs in ``needs_human`` by their reason.
 
 **Backoff** (the spec leaves it to the project). The plan of an account as of T,
 first match wins:

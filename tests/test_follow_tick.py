@@ -271,3 +271,12 @@ def test_follow_of_a_stream_rewrites_on_its_tick_too(tmp_path: Path) -> None:
             stop_follow(proc)
     finally:
         servers.stop()
+
+
+def test_a_tick_of_zero_or_no_duration_is_bad_usage(tmp_path: Path) -> None:
+    log = write_log(tmp_path / "w.jsonl", CASES["watcher late"].events)
+    for bad in ("0", "soon"):
+        out = subprocess.run([sys.executable, "-m", "eventlog", "follow", str(log), "--dump", str(tmp_path / "d"),
+                              "--tick", bad], cwd=ROOT, capture_output=True, text=True, timeout=60)
+        assert out.returncode == 2 and "--tick" in out.stderr, out.stderr
+        assert not (tmp_path / "d").exists()

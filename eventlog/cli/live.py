@@ -31,9 +31,13 @@ FOLLOW = """\
 Replay LOG, then watch it: on every change fold only the new complete lines and
 rewrite the dump (atomically: a temporary file, then rename), and with --prom the
 Prometheus text exposition. The dump is the one `tools/replay --at NOW LOG` would
-print when it is written (judged as of now, or --at). A partial last line is
-waited for; a truncated or replaced log is replayed from the start (said on
-stderr). A LOG that does not exist yet is waited for (said on stderr); meanwhile
+print when it is written (judged as of now, or --at). With no new line it judges
+again and rewrites both at least every --tick, so a watcher that stopped shows
+as late, a claim as stale, a lane as stalled within one tick. The Prometheus
+file carries the time it was judged at, the last event's time, each watcher's
+last run and period, and the tick (docs/METRICS.md has the alerts). A partial
+last line is waited for; a truncated or replaced log is replayed from the start
+(said on stderr). A LOG that does not exist yet is waited for (said on stderr); meanwhile
 the dump holds "log_missing": true and no verdict, never an all-clear.
 SIGINT and SIGTERM end it cleanly."""
 
@@ -56,7 +60,7 @@ def register(sub: Any) -> None:
     p = command_parser(sub, "follow", help="keep a dump (and Prometheus metrics) of LOG fresh",
                        description=FOLLOW, exits=FOLLOW_EXITS)
     add_log(p)
-    p.add_argument("--dump", required=True, metavar="PATH", help="rewritten atomically on every change")
+    p.add_argument("--dump", required=True, metavar="PATH", help="rewritten atomically on every change and every tick")
     p.add_argument("--prom", metavar="PATH", help="also write the Prometheus text exposition here")
     p.add_argument("--snapshot", metavar="PATH", help="start from this snapshot and keep it up to date")
     p.add_argument("--tick", type=tick, default=TICK_S, metavar="DURATION",
