@@ -137,8 +137,6 @@ class Follower:
 class Followed(Protocol):
     """What :func:`judged` needs of a follower (a file's or a stream's)."""
 
-    path: str
-
     @property
     def replay(self) -> Replay:
         """The folded state."""
