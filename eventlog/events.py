@@ -9,11 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime, tzinfo
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Final, Literal, Union
 
 import msgspec
 
 Positive = Annotated[int, msgspec.Meta(ge=1)]
+NonNegative = Annotated[int, msgspec.Meta(ge=0)]
 NonEmpty = Annotated[str, msgspec.Meta(min_length=1)]
 
 
@@ -284,6 +285,47 @@ class RecoveryDecision(Event, tag="recovery_decision"):
     reason: str
     target_turn_id: str | None = None
     evidence_ref: str | None = None
+    #: Who sent it: the OS user (``eventlog decide``) or the API key's name.
+    actor: str | None = None
+
+
+# --- the interrupt timeline (seed 004, section 3; project events: docs/DECISIONS.md) -------
+
+StageName = Literal[
+    "control_received", "sdk_interrupt_called", "sdk_interrupt_answered", "engine_terminal",
+    "capture_started", "capture_finished", "finalize_started", "finalize_finished",
+    "late_sdk_interrupt_answered",
+]
+#: The stages of an interrupt in their normal order (``worker.turn.interrupt.stage``).
+INTERRUPT_STAGES: tuple[str, ...] = StageName.__args__[:-1]  # type: ignore[attr-defined]
+#: The SDK's answer after the engine's terminal: recorded apart, never inserted in the normal order.
+LATE_SDK: Final = "late_sdk_interrupt_answered"
+
+
+class InterruptStage(Event, tag="interrupt_stage"):
+    """One stage of an interrupted turn, ``elapsed_ms`` after the interrupt was received."""
+
+    session_id: str
+    turn_id: str
+    control_id: NonEmpty
+    stage: StageName
+    elapsed_ms: NonNegative
+    outcome: NonEmpty | None = None
+    reason_code: NonEmpty | None = None
+    budget_ms: NonNegative | None = None
+
+
+class ControlResult(Event, tag="control_result"):
+    """A control's result (``control.result``): the turn's final outcome and the effect time."""
+
+    session_id: str
+    control_id: NonEmpty
+    operation: NonEmpty
+    outcome: NonEmpty
+    turn_id: str | None = None
+    reason_code: NonEmpty | None = None
+    #: From the durable acceptance to the turn's terminal (0: a no-op on a finished turn); none when unknown.
+    effect_ms: NonNegative | None = None
 
 
 # --- the union -----------------------------------------------------------------
@@ -295,6 +337,7 @@ AnyEvent = Union[  # noqa: UP007 - msgspec needs a real Union object here
     JobRegistered, CircuitOpened, CircuitClosed, JobSkipped, JobRan, CatchupKicked, CatchupFinished,
     WorkerClaimed, WorkerReady, CheckpointRestoreFailed, StartupFailed, StorageUnavailable,
     WorkerStopped, TurnStarted, TurnFinished, CheckpointCommitted, ExecutionGone, RecoveryDecision,
+    InterruptStage, ControlResult,
 ]
 
 EVENT_TYPES: dict[str, type[Event]] = {

@@ -34,9 +34,16 @@ Where the spec is silent (the lead's decisions, and this module's):
   but is counted like any other (1 on a first failure, 2 after one more).
   ``retry_at`` is ``ts`` + 30 s / 60 s, printed by ``isoformat()`` in ``ts``'s
   own offset.
-- Idempotency keys are scoped per session. Every first receipt (accepted or
-  not) is remembered under its key.
+- Idempotency keys are scoped per session. Every first request (accepted or
+  not) is remembered under its key with its result; the same request again gets
+  that receipt (``replayed``), another one ``IDEMPOTENCY_KEY_REUSED``.
 - An empty ``evidence_ref`` counts as none.
+- **Admission fencing** (:meth:`Session.fence`): a session waiting for a person
+  (``recovery_required``; ``backoff`` before ``retry_at``; ``stopped`` with a
+  context gap; ``closed``) rejects a new generation's claim, a ready worker and
+  a started turn; a stopped resumable one admits a resume but no turn before it.
+- ``interrupt_stage`` and ``control_result`` are the session's events (they
+  count in its revision); their timeline is :mod:`projections.controls`.
 """
 
 from __future__ import annotations
@@ -50,8 +57,10 @@ import msgspec
 from eventlog.events import (
     CheckpointCommitted,
     CheckpointRestoreFailed,
+    ControlResult,
     Event,
     ExecutionGone,
+    InterruptStage,
     RecoveryDecision,
     StartupFailed,
     StorageUnavailable,
@@ -62,7 +71,9 @@ from eventlog.events import (
     WorkerStopped,
     parse_time,
 )
-from projections.base import NOT_APPLIED, FoldResult, Handler
+from projections import controls
+from projections.base import NOT_APPLIED, FoldResult, Handler, Rejected, micros
+from projections.controls import Control
 
 # --- words of the seed -------------------------------------------------------------
 
@@ -80,6 +91,7 @@ CONTEXT_GAP: Final = "CONTEXT_GAP"
 ACCEPTED: Final = "accepted"
 REQUEST_STALE: Final = "REQUEST_STALE"
 CHECKPOINT_UNAVAILABLE: Final = "CHECKPOINT_UNAVAILABLE"
+IDEMPOTENCY_KEY_REUSED: Final = "IDEMPOTENCY_KEY_REUSED"
 
 DECISIONS: Final = ("retry_restore", "start_fresh", "close", "abandon", "confirm_completed")
 #: Decisions that name an unknown turn.
@@ -97,6 +109,32 @@ OUTCOME_UNKNOWN: Final = "outcome_unknown"
 #: A session's ``admission_state`` and ``attention`` (a snapshot holding any other is refused).
 Admission = Literal["admitted", "backoff", "recovery_required", "stopped", "closed"]
 Attention = Literal["RESTORE_FAILED", "STARTUP_FAILED", "RECOVERY_REQUIRED", "CONTEXT_GAP"]
+
+
+class FirstUse(msgspec.Struct, array_like=True, gc=False):
+    """The first request sent with an idempotency key: its line, what it asked (the spec's four fields), its result."""
+
+    line: int
+    decision: str
+    expected_revision: int
+    target_turn_id: str | None
+    evidence_ref: str | None
+    result: str
+
+    def same_request(self, decision: str, expected_revision: int, target_turn_id: str | None,
+                     evidence_ref: str | None) -> bool:
+        """Whether a request asks exactly what this one asked (an empty ``evidence_ref`` counts as none)."""
+        return (self.decision, self.expected_revision, self.target_turn_id, self.evidence_ref) == (
+            decision, expected_revision, target_turn_id, evidence_ref or None)
+
+    def describe(self) -> str:
+        """The request in words, for people."""
+        parts = [self.decision, f"expected revision {self.expected_revision}"]
+        if self.target_turn_id is not None:
+            parts.append(f"target turn {self.target_turn_id!r}")
+        if self.evidence_ref is not None:
+            parts.append(f"evidence {self.evidence_ref!r}")
+        return ", ".join(parts)
 
 
 class Session(msgspec.Struct, array_like=True, gc=False):
@@ -121,8 +159,8 @@ class Session(msgspec.Struct, array_like=True, gc=False):
     covered: int | None = None
     #: Line of the latest ``execution_gone``; 0: none yet.
     gone_line: int = 0
-    #: Idempotency key -> the first receipt's result.
-    keys: dict[str, str] = msgspec.field(default_factory=dict)
+    #: Idempotency key -> the first request sent with it.
+    keys: dict[str, FirstUse] = msgspec.field(default_factory=dict)
 
     def item(self) -> dict[str, Any]:
         """The dump's item for this session."""
@@ -161,9 +199,36 @@ class Session(msgspec.Struct, array_like=True, gc=False):
         """Whether ``execution_gone`` came after the turn became unknown."""
         return self.gone_line > self.unknown[turn_id]
 
+    def fence(self, at: datetime, *, resume: bool = False) -> str | None:
+        """Why the session admits no new work at ``at`` (a new generation, a ready worker, a turn), or None.
+
+        Held: ``recovery_required`` and ``closed``; ``backoff`` before ``retry_at``;
+        ``stopped`` with a context gap. A ``stopped`` resumable session admits a
+        resume (``resume``: a new generation's claim and its ready) but no turn
+        until the resumed worker is ready.
+        """
+        state = self.admission_state
+        if state == RECOVERY_REQUIRED_STATE:
+            return f"recovery_required ({self.attention}: {self.reason}) until an operator's decision is accepted"
+        if state == CLOSED:
+            return "closed"
+        if state == BACKOFF and self.retry_at is not None and micros(at) < micros(datetime.fromisoformat(
+                self.retry_at)):
+            return f"in backoff until {self.retry_at} ({self.attention}: {self.reason})"
+        if state == STOPPED and (self.attention == CONTEXT_GAP or not resume):
+            if self.attention == CONTEXT_GAP:
+                return "stopped with a context gap until start_fresh (or close) is accepted"
+            return "stopped until a resumed worker is ready"
+        return None
+
 
 class Receipt(msgspec.Struct, array_like=True, gc=False):
-    """The receipt of one ``recovery_decision``: its line and ``seq``, what was decided, the result."""
+    """The receipt of one ``recovery_decision``: its line and ``seq``, what was decided, the result, and by whom.
+
+    ``first_line``: the line of the first request sent with its idempotency key
+    (its own line when it is the first; the earlier one when ``replayed`` or
+    ``IDEMPOTENCY_KEY_REUSED``).
+    """
 
     line: int
     seq: int | None
@@ -171,11 +236,13 @@ class Receipt(msgspec.Struct, array_like=True, gc=False):
     decision: str
     result: str
     replayed: bool
+    first_line: int
+    actor: str | None
 
     def item(self) -> dict[str, Any]:
-        """The dump's receipt."""
+        """The dump's receipt (the spec's keys, then ``first_line`` and ``actor``)."""
         return {"line": self.line, "session_id": self.session_id, "decision": self.decision, "result": self.result,
-                "replayed": self.replayed}
+                "replayed": self.replayed, "first_line": self.first_line, "actor": self.actor}
 
 
 class SessionsState(msgspec.Struct):
@@ -184,6 +251,8 @@ class SessionsState(msgspec.Struct):
     sessions: dict[str, Session] = {}
     #: One per ``recovery_decision``, in log order.
     receipts: list[Receipt] = []
+    #: Control id -> its interrupt timeline (``projections.controls``).
+    controls: dict[str, Control] = {}
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,6 +262,8 @@ class Judgement:
     result: str
     replayed: bool
     why: str
+    #: The line of the first request with the same idempotency key, when there was one.
+    first_line: int | None = None
 
     @property
     def accepted(self) -> bool:
@@ -230,12 +301,21 @@ class Sessions:
     # --- The rules (spec section 6) -------------------------------------------------
 
     def _claimed(self, ev: WorkerClaimed, line: int, at: datetime) -> FoldResult:
-        """A worker took the session: only the generation moves."""
+        """A worker took the session: only the generation moves. A new generation waits for the fence."""
+        s = self.state.sessions.get(ev.session_id)
+        if s is not None and ev.generation > s.generation:
+            why = s.fence(at, resume=True)
+            if why is not None:
+                return Rejected(f"session {ev.session_id!r} is {why}: no new generation ({ev.generation}) is admitted")
         self._seen(ev.session_id, ev.generation)
         return None
 
     def _ready(self, ev: WorkerReady, line: int, at: datetime) -> FoldResult:
-        """Ready: failures 0, retry_at and attention null, admitted (reason stays)."""
+        """Ready: failures 0, retry_at and attention null, admitted (reason stays); not while fenced."""
+        s = self.state.sessions.get(ev.session_id)
+        why = s.fence(at, resume=True) if s is not None else None
+        if why is not None:
+            return Rejected(f"session {ev.session_id!r} is {why}: a worker cannot admit it by being ready")
         s = self._seen(ev.session_id, ev.generation)
         s.failures = 0
         s.retry_at = None
@@ -255,12 +335,13 @@ class Sessions:
 
     @staticmethod
     def _failed(s: Session, attention: Attention, reason: str, at: datetime) -> None:
-        """failures + 1; 1st: backoff 30 s, 2nd: 60 s, 3rd or incompatible: recovery_required."""
+        """failures + 1; 1st: backoff 30 s, 2nd: 60 s, 3rd or incompatible: recovery_required (and it stays so)."""
         s.failures += 1
         s.attention = attention
         s.reason = reason
         wait = BACKOFF_AFTER.get(s.failures)
-        if reason == INCOMPATIBLE_CHECKPOINT or s.failures >= MAX_FAILURES or wait is None:
+        if (reason == INCOMPATIBLE_CHECKPOINT or s.failures >= MAX_FAILURES or wait is None
+                or s.admission_state == RECOVERY_REQUIRED_STATE):
             s.admit_as(RECOVERY_REQUIRED_STATE)
             s.retry_at = None
         else:
@@ -273,7 +354,11 @@ class Sessions:
         return None
 
     def _turn_started(self, ev: TurnStarted, line: int, at: datetime) -> FoldResult:
-        """The turn takes its place in the turn order."""
+        """The turn takes its place in the turn order; no turn starts while the session is fenced."""
+        s = self.state.sessions.get(ev.session_id)
+        why = s.fence(at) if s is not None else None
+        if why is not None:
+            return Rejected(f"session {ev.session_id!r} is {why}: turn {ev.turn_id!r} is not dispatched")
         s = self._seen(ev.session_id)
         s.place(ev.turn_id)
         return None
@@ -312,10 +397,13 @@ class Sessions:
             target_turn_id=ev.target_turn_id,
             evidence_ref=ev.evidence_ref,
         )
-        self.state.receipts.append(Receipt(line, ev.seq, ev.session_id, ev.decision, j.result, j.replayed))
-        if j.replayed:
+        first = j.first_line if j.first_line is not None else line
+        self.state.receipts.append(
+            Receipt(line, ev.seq, ev.session_id, ev.decision, j.result, j.replayed, first, ev.actor))
+        if j.first_line is not None:  # replayed, or the key reused for another request
             return NOT_APPLIED
-        s.keys[ev.idempotency_key] = j.result
+        s.keys[ev.idempotency_key] = FirstUse(line, ev.decision, ev.expected_revision, ev.target_turn_id,
+                                              ev.evidence_ref or None, j.result)
         if not j.accepted:
             return NOT_APPLIED
         if ev.decision in ("retry_restore", "start_fresh"):
@@ -349,14 +437,19 @@ class Sessions:
     ) -> Judgement:
         """Judge a decision against the current state, changing nothing.
 
-        Checked in the spec's order: a key seen before (replayed), the revision,
-        then the decision's own conditions. Without ``idempotency_key`` the first
-        check is skipped ("would it be accepted now?").
+        Checked in the spec's order: a key seen before with the same request
+        (replayed: its first receipt) or with another (``IDEMPOTENCY_KEY_REUSED``),
+        the revision, then the decision's own conditions. Without
+        ``idempotency_key`` the first check is skipped ("would it be accepted now?").
         """
         s = self.state.sessions.get(session_id) or Session()
-        if idempotency_key is not None and idempotency_key in s.keys:
-            first = s.keys[idempotency_key]
-            return Judgement(first, True, f"idempotency key {idempotency_key!r} was seen before: its first receipt")
+        first = s.keys.get(idempotency_key) if idempotency_key is not None else None
+        if first is not None:
+            if first.same_request(decision, expected_revision, target_turn_id, evidence_ref):
+                return Judgement(first.result, True, f"idempotency key {idempotency_key!r} was seen before with "
+                                 f"the same request (line {first.line}): its first receipt", first.line)
+            return Judgement(IDEMPOTENCY_KEY_REUSED, False, f"idempotency key {idempotency_key!r} was used at line "
+                             f"{first.line} for another request ({first.describe()}); nothing changed", first.line)
         if expected_revision != s.revision:
             return Judgement(REQUEST_STALE, False, f"expected revision {expected_revision}, session is at {s.revision}")
         state, attention = s.admission_state, s.attention
@@ -428,6 +521,25 @@ class Sessions:
             s.generation = generation
         return s
 
+    def _stage(self, ev: InterruptStage, line: int, at: datetime) -> FoldResult:
+        """One stage of an interrupt's timeline (``projections.controls``)."""
+        result = controls.fold_stage(self.state.controls, ev, line)
+        if result is None:
+            self._seen(ev.session_id)
+        return result
+
+    def _control_result(self, ev: ControlResult, line: int, at: datetime) -> FoldResult:
+        """A control's result closes its timeline (``projections.controls``)."""
+        result = controls.fold_result(self.state.controls, ev, line)
+        if result is None:
+            self._seen(ev.session_id)
+        return result
+
+    def first_use(self, session_id: str, idempotency_key: str) -> FirstUse | None:
+        """The first request the session got with ``idempotency_key``, or None."""
+        s = self.state.sessions.get(session_id)
+        return s.keys.get(idempotency_key) if s is not None else None
+
     def receipt_of(self, seq: int) -> dict[str, Any] | None:
         """The receipt of the decision written with ``seq``, or None."""
         for r in reversed(self.state.receipts):
@@ -448,6 +560,7 @@ class Sessions:
             "items": {sid: s.item() for sid, s in sorted(self.state.sessions.items())},
             "receipts": [r.item() for r in self.state.receipts],
             "retry_due": self.retry_due(as_of),
+            "controls": {cid: controls.timeline(c) for cid, c in sorted(self.state.controls.items())},
         }
 
     handlers: dict[type[Event], Handler] = {
@@ -462,6 +575,8 @@ class Sessions:
         CheckpointCommitted: _checkpoint,
         ExecutionGone: _gone,
         RecoveryDecision: _decision,
+        InterruptStage: _stage,
+        ControlResult: _control_result,
     }
 
 

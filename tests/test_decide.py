@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import getpass
 import json
 import multiprocessing
 import shutil
@@ -29,21 +30,29 @@ def fixture(name: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     return [json.loads(x) for x in lines], expected
 
 
-def decide_args(log: Path, obj: dict[str, Any]) -> list[str]:
+def decide_args(log: Path | str, obj: dict[str, Any]) -> list[str]:
+    """``eventlog decide`` arguments that write the fixture's decision line ``obj`` (without an actor: the OS user)."""
     args = ["decide", str(log), obj["session_id"], "--decision", obj["decision"],
             "--expected-revision", str(obj["expected_revision"]), "--idempotency-key", obj["idempotency_key"],
             "--reason", obj["reason"], "--json"]
-    if obj.get("target_turn_id") is not None:
-        args += ["--target-turn", obj["target_turn_id"]]
-    if obj.get("evidence_ref") is not None:
-        args += ["--evidence-ref", obj["evidence_ref"]]
+    for key, flag in (("target_turn_id", "--target-turn"), ("evidence_ref", "--evidence-ref"), ("actor", "--actor")):
+        if obj.get(key) is not None:
+            args += [flag, obj[key]]
     return args
+
+
+def as_written_by_decide(sessions: dict[str, Any]) -> dict[str, Any]:
+    """The fixture's ``sessions``, a decision without an actor becoming the OS user's (``decide`` writes it)."""
+    receipts = [{**r, "actor": r["actor"] if r["actor"] is not None else getpass.getuser()}
+                for r in sessions["receipts"]]
+    return {**sessions, "receipts": receipts}
 
 
 @pytest.mark.parametrize("name", NAMES)
 def test_decide_judges_exactly_as_the_replay(name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """Each fixture rebuilt with ``eventlog decide`` for its decisions gives the fixture's receipts."""
     objs, expected = fixture(name)
+    expected["sessions"] = as_written_by_decide(expected["sessions"])
     want = iter(expected["sessions"]["receipts"])
     log = tmp_path / "log.jsonl"
     log.touch()
@@ -192,3 +201,81 @@ def test_sessions_text_and_errors(tmp_path: Path) -> None:
     assert "--decision start_fresh --expected-revision 7" in out.stdout
     assert run_cli("sessions", str(tmp_path / "c.jsonl"), "nobody").returncode == 2
     assert run_cli("sessions", str(tmp_path / "absent.jsonl")).returncode == 2
+
+
+# --- idempotency keys and who decided (spec section 6, issue 13 point 5) ----------------------
+
+
+def _restore_stopped(tmp_path: Path) -> Path:
+    return write_log(tmp_path / "log.jsonl", [
+        {"type": "worker_claimed", "ts": T, "session_id": "s", "generation": 1, "worker": "w", "restore": True},
+        {"type": "checkpoint_restore_failed", "ts": T, "session_id": "s", "generation": 1,
+         "reason": "incompatible_checkpoint"},
+    ])
+
+
+def test_a_key_reused_for_another_decision_is_refused_and_changes_nothing(tmp_path: Path) -> None:
+    """Issue 13's reproduction: the same key with a different decision printed "accepted ... close"."""
+    log = _restore_stopped(tmp_path)
+    base = ["decide", str(log), "s", "--idempotency-key", "k1", "--reason", "r", "--expected-revision", "2"]
+    first = run_cli(*base, "--decision", "retry_restore", "--json")
+    assert first.returncode == 0, first.stderr
+    assert json.loads(first.stdout)["session"]["admission_state"] == "admitted"
+    out = run_cli(*base, "--decision", "close")
+    assert out.returncode == 3, out.stdout
+    assert out.stdout.startswith("refused: IDEMPOTENCY_KEY_REUSED: close of s by ")
+    assert "key: idempotency key 'k1' was used at line 3 for another request (retry_restore, expected revision 2)" \
+        in out.stdout
+    assert "now: admitted, revision 3" in out.stdout  # not closed
+    out = run_cli(*base, "--decision", "close", "--json")
+    assert out.returncode == 3
+    printed = json.loads(out.stdout)
+    assert (printed["result"], printed["replayed"], printed["first_line"], printed["line"]) == (
+        "IDEMPOTENCY_KEY_REUSED", False, 3, 5)
+    assert printed["session"]["admission_state"] == "admitted" and printed["session"]["revision"] == 3
+    # the same request again: the first receipt, exit 0, naming line 3
+    again = run_cli(*base, "--decision", "retry_restore")
+    assert again.returncode == 0
+    assert again.stdout.startswith("accepted (repeated idempotency key: the first receipt): retry_restore of s")
+    assert "first used at line 3" in again.stdout
+    # every attempt is in the audit trail; the replay says the same
+    dump = replay_log(str(log)).dump(str(log))
+    assert [(r["line"], r["result"], r["replayed"], r["first_line"]) for r in dump["sessions"]["receipts"]] == [
+        (3, "accepted", False, 3), (4, "IDEMPOTENCY_KEY_REUSED", False, 3), (5, "IDEMPOTENCY_KEY_REUSED", False, 3),
+        (6, "accepted", True, 3)]
+    assert dump["sessions"]["items"]["s"]["admission_state"] == "admitted"
+    assert dump["sessions"]["items"]["s"]["revision"] == 3
+
+
+def test_a_key_reused_with_other_evidence_or_turn_is_another_request(tmp_path: Path) -> None:
+    log = write_log(tmp_path / "log.jsonl", [
+        {"type": "turn_started", "ts": T, "session_id": "s", "turn_id": "t1"},
+        {"type": "checkpoint_committed", "ts": T, "session_id": "s", "covers_turn": "t1"},
+        {"type": "turn_finished", "ts": T, "session_id": "s", "turn_id": "t1", "outcome": "outcome_unknown"},
+        {"type": "execution_gone", "ts": T, "session_id": "s"},
+    ])
+    base = ["decide", str(log), "s", "--idempotency-key", "k", "--reason", "r", "--expected-revision", "4",
+            "--decision", "confirm_completed", "--target-turn", "t1", "--json"]
+    assert run_cli(*base, "--evidence-ref", "pr/1").returncode == 0
+    other = run_cli(*base, "--evidence-ref", "pr/2")
+    assert other.returncode == 3 and json.loads(other.stdout)["result"] == "IDEMPOTENCY_KEY_REUSED"
+    # the reason is not part of the request: the same request with another reason is a repeat
+    same = run_cli(*[x if x != "r" else "another reason" for x in base], "--evidence-ref", "pr/1")
+    assert same.returncode == 0 and json.loads(same.stdout)["replayed"] is True
+
+
+def test_the_line_names_who_decided(tmp_path: Path) -> None:
+    log = _restore_stopped(tmp_path)
+    base = ["decide", str(log), "s", "--reason", "r", "--expected-revision", "2", "--decision", "retry_restore"]
+    out = run_cli(*base, "--idempotency-key", "a", "--json")
+    assert json.loads(out.stdout)["actor"] == getpass.getuser()
+    out = run_cli(*base, "--idempotency-key", "b", "--actor", "ops-aiko", "--json")
+    assert json.loads(out.stdout)["actor"] == "ops-aiko"
+    assert run_cli(*base, "--idempotency-key", "c", "--actor", " ").returncode == 2
+    written = [json.loads(x) for x in log.read_text().splitlines()]
+    assert [w.get("actor") for w in written] == [None, None, getpass.getuser(), "ops-aiko"]
+    shown = json.loads(run_cli("sessions", str(log), "s", "--json", "--at", "log").stdout)["items"]["s"]
+    assert [(d["line"], d["actor"], d["result"]) for d in shown["decisions"]] == [
+        (3, getpass.getuser(), "accepted"), (4, "ops-aiko", "REQUEST_STALE")]
+    text = run_cli("sessions", str(log), "s", "--at", "log").stdout
+    assert "decided at line 4: retry_restore by ops-aiko: REQUEST_STALE" in text

@@ -46,6 +46,7 @@ from eventlog.logs import FileLog, LogUnavailable, lock_path, open_log
 from eventlog.runners.failback import Options, run_pass
 from tests import natsserver
 from tests.conftest import ROOT, run_cli
+from tests.test_decide import decide_args
 
 FIXTURES = ROOT / "fixtures"
 FAKES = ROOT / "tests" / "fakes"
@@ -359,12 +360,7 @@ def test_decide_on_a_stream_gives_the_fixtures_receipts(single: natsserver.Serve
             if obj["type"] != "recovery_decision":
                 log.append([obj])
                 continue
-            args = ["decide", url, obj["session_id"], "--decision", obj["decision"], "--expected-revision",
-                    str(obj["expected_revision"]), "--idempotency-key", obj["idempotency_key"],
-                    "--reason", obj["reason"], "--json"]
-            if obj.get("target_turn_id") is not None:
-                args += ["--target-turn", obj["target_turn_id"]]
-            status = main(args)
+            status = main(decide_args(url, obj))
             printed = json.loads(capsys.readouterr().out)
             receipt = next(want)
             assert {k: printed[k] for k in receipt} == receipt

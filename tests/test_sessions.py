@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from eventlog.cli.common import replay_log
 from eventlog.events import RecoveryDecision
-from eventlog.fold import NOT_APPLIED
+from eventlog.fold import NOT_APPLIED, Rejected
 from eventlog.reader import validate_object
 from projections.runner import Runner
 from projections.sessions import Sessions
@@ -187,23 +187,28 @@ def test_outcome_unknown_requires_recovery() -> None:
 
 
 def test_abandon_waits_for_execution_gone_then_leaves_a_context_gap() -> None:
-    f = upto("unknown_turn", 23)
+    f = upto("unknown_turn", 24)
     assert f.receipts() == [
         (9, "s-unk", "RECOVERY_REQUIRED", False),  # execution not yet confirmed gone
         (10, "s-unk", "REQUEST_STALE", False),  # t9 is not an unknown turn
         (13, "s-unk", "REQUEST_STALE", False),  # expected 8, session at 10
         (14, "s-unk", "accepted", False),
-        (15, "s-unk", "accepted", True),  # key d4 again
-        (16, "s-unk", "RECOVERY_REQUIRED", True),  # key d1 again: its first receipt, even refused
+        (15, "s-unk", "accepted", True),  # key d4 again, the same request
+        (16, "s-unk", "IDEMPOTENCY_KEY_REUSED", False),  # key d1 again, another expected_revision
         (17, "s-unk", "accepted", False),  # start_fresh after the context gap
         (23, "s-early-gone", "RECOVERY_REQUIRED", False),  # execution_gone came before the turn
+        (24, "s-unk", "RECOVERY_REQUIRED", True),  # key d1, line 9's request again: its first receipt, refused
     ]
+    receipts = f.sessions.view(_EPOCH)["receipts"]
+    assert [(r["line"], r["first_line"]) for r in receipts if r["line"] in (14, 15, 16, 24)] == [
+        (14, 14), (15, 14), (16, 9), (24, 9)]
     # abandon: t2 leaves unknown_turns; the checkpoint covers t1 only -> not resumable, CONTEXT_GAP
     assert upto("unknown_turn", 14).item("s-unk") == item(
         admission_state="stopped", attention="CONTEXT_GAP", reason="interrupt_unanswered",
         generation=1, revision=11)
     assert upto("unknown_turn", 17).item("s-unk") == item(reason="interrupt_unanswered", generation=1, revision=12)
     assert f.item("s-unk") == item(reason="interrupt_unanswered", generation=2, revision=14)
+    assert f.results[15] is NOT_APPLIED and f.results[23] is NOT_APPLIED
     assert f.item("s-early-gone") == item(
         admission_state="recovery_required", attention="RECOVERY_REQUIRED", reason="outcome_unknown",
         revision=3, unknown_turns=["u1"])
@@ -261,11 +266,12 @@ def test_fixture_dumps_hold_the_sessions_shape() -> None:
         path = FIXTURES / f"sessions_{name}.jsonl"
         dump = replay_log(str(path)).dump(str(path))
         assert dump["rejected"] == []
-        assert set(dump["sessions"]) >= {"items", "receipts"}
+        assert set(dump["sessions"]) >= {"items", "receipts", "controls"}
         for it in dump["sessions"]["items"].values():
             assert list(it) == list(item())
         for r in dump["sessions"]["receipts"]:
-            assert list(r) == ["line", "session_id", "decision", "result", "replayed"]
+            # the spec's keys, then who decided and the line of the key's first request
+            assert list(r) == ["line", "session_id", "decision", "result", "replayed", "first_line", "actor"]
 
 
 # --- lead's decisions where the spec is silent ---------------------------------------------
@@ -301,12 +307,14 @@ def test_closed_stays_closed() -> None:
         ev("worker_ready", generation=1),
         ev("startup_failed", generation=1, reason="x"),
         ev("execution_gone"),
-        decision("abandon", 6, "k2", target_turn_id="t1"),
-        decision("start_fresh", 7, "k3"),
+        decision("abandon", 5, "k2", target_turn_id="t1"),
+        decision("start_fresh", 6, "k3"),
     )
+    # a closed session admits no worker (fenced: rejected, not applied)
+    assert f.results[3] == Rejected("session 's' is closed: a worker cannot admit it by being ready")
     assert f.receipts() == [(3, "s", "accepted", False), (7, "s", "accepted", False), (8, "s", "REQUEST_STALE", False)]
     assert f.item("s") == item(admission_state="closed", attention="CONTEXT_GAP", reason="x", failures=1,
-                               retry_at="2026-08-03T10:00:30+09:00", generation=1, revision=7)
+                               retry_at="2026-08-03T10:00:30+09:00", generation=1, revision=6)
 
 
 def test_checkpoint_naming_an_unstarted_turn_covers_every_started_turn() -> None:
@@ -342,9 +350,9 @@ def test_checkpoint_covers_its_turn_and_every_earlier_one_only() -> None:
 
 def test_start_fresh_drops_the_checkpoint() -> None:
     f = Fold().feed(
-        ev("checkpoint_restore_failed", generation=1, reason="incompatible_checkpoint"),
         ev("turn_started", turn_id="t1"),
         ev("checkpoint_committed", covers_turn="t1"),
+        ev("checkpoint_restore_failed", generation=1, reason="incompatible_checkpoint"),
         decision("start_fresh", 3, "k1"),
         ev("turn_finished", turn_id="t1", outcome="outcome_unknown"),
         ev("execution_gone"),
@@ -377,10 +385,17 @@ def test_decision_checks_follow_the_spec_order() -> None:
     assert s.judge("s", "abandon", expected_revision=1, target_turn_id="nope").result == "REQUEST_STALE"
     assert s.judge("s", "abandon", expected_revision=1).result == "REQUEST_STALE"
     assert s.judge("s", "confirm_completed", expected_revision=1, target_turn_id="t1").result == "RECOVERY_REQUIRED"
-    # a seen key wins over everything
+    # a seen key wins over everything: the same request gets its first receipt ...
     base.feed(decision("close", 1, "k"))
-    j = s.judge("s", "close", expected_revision=99, idempotency_key="k")
-    assert (j.result, j.replayed) == ("accepted", True)
+    j = s.judge("s", "close", expected_revision=1, idempotency_key="k")
+    assert (j.result, j.replayed, j.first_line) == ("accepted", True, 2)
+    # ... and any other request with it is IDEMPOTENCY_KEY_REUSED, before the revision is even looked at
+    for other in ({"expected_revision": 99}, {"expected_revision": 1, "target_turn_id": "t1"},
+                  {"expected_revision": 1, "evidence_ref": "e"}):
+        j = s.judge("s", "close", idempotency_key="k", **other)  # type: ignore[arg-type]
+        assert (j.result, j.replayed, j.first_line) == ("IDEMPOTENCY_KEY_REUSED", False, 2)
+    j = s.judge("s", "abandon", expected_revision=1, idempotency_key="k")
+    assert j.result == "IDEMPOTENCY_KEY_REUSED" and "line 2" in j.why and "close" in j.why
 
 
 def test_options_are_what_would_be_accepted_now() -> None:
@@ -423,6 +438,7 @@ _SESSION_EVENTS = st.one_of(
 def test_judge_is_pure_and_agrees_with_the_fold(objs: list[dict[str, Any]]) -> None:
     f = Fold()
     decisions = 0
+    fenced = 0
     ever_closed = False
     for obj in objs:
         obj = dict(obj)
@@ -451,13 +467,24 @@ def test_judge_is_pure_and_agrees_with_the_fold(objs: list[dict[str, Any]]) -> N
             assert f.item("s")["revision"] == revision + int(applied)
             ever_closed = ever_closed or (applied and d.decision == "close")
         else:
+            s = f.sessions.sessions.get("s")
+            before_item = s.item() if s is not None else None
+            held = s is not None and s.admission_state in ("recovery_required", "closed")
             f.feed(obj)
-            assert f.results[-1] is None
+            result = f.results[-1]
+            if isinstance(result, Rejected):  # only the fence rejects, and only what would admit new work
+                fenced += 1
+                assert obj["type"] in ("worker_claimed", "worker_ready", "turn_started")
+                assert s is not None and s.item() == before_item
+                assert s.admission_state.replace("_", " ") in result.reason.replace("_", " ")
+            else:
+                assert result is None
+                assert not (held and obj["type"] in ("worker_ready", "turn_started")), "a held session moved on"
         assert f.item("s")["revision"] == f.runner.revisions["session_id"].get("s", 0)
         if ever_closed:
             assert f.item("s")["admission_state"] == "closed"
     assert len(f.sessions.view(_EPOCH)["receipts"]) == decisions
-    assert f.runner.rejected == []
+    assert len(f.runner.rejected) == fenced
 
 
 def test_state_survives_the_snapshot_codec() -> None:

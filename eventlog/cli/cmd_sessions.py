@@ -6,6 +6,8 @@ Thin shells over ``eventlog.runners.sessions``.
 from __future__ import annotations
 
 import argparse
+import getpass
+import os
 from typing import Any
 
 from eventlog.appender import AppendError
@@ -32,13 +34,15 @@ Append a recovery_decision to LOG, accepted or not (a refused decision is part o
 the audit trail), and print its receipt. The decision is judged under the log's
 lock by the same rules as the replay: of two decisions made on one revision, one
 is accepted and the other refused with REQUEST_STALE. The same idempotency key
-returns the first receipt."""
+with the same request (decision, expected revision, target turn, evidence)
+returns the first receipt; with another request it is IDEMPOTENCY_KEY_REUSED and
+changes nothing. The line names who decided (--actor, by default the OS user)."""
 
 DECIDE_EXITS = """\
-0  accepted (or a repeated key whose first decision was accepted)
+0  accepted (or the same request again with its key, first accepted)
 1  the log could not be written
 2  bad input, no such log, or no session of that id
-3  refused (the code is in the receipt)"""
+3  refused (the code is in the receipt), IDEMPOTENCY_KEY_REUSED included"""
 
 SESSIONS = """\
 Each session's state, why it stopped, when it retries (due or not, as of now or
@@ -63,6 +67,8 @@ def register(sub: Any) -> None:
     p.add_argument("--reason", required=True, metavar="TEXT", help="why (kept in the log)")
     p.add_argument("--target-turn", metavar="T", help="the unknown turn (abandon, confirm_completed)")
     p.add_argument("--evidence-ref", metavar="E", help="what shows the turn completed (confirm_completed)")
+    p.add_argument("--actor", metavar="NAME", default=None,
+                   help="who decides, kept in the log (default: the OS user)")
     p.add_argument("--json", action="store_true", help="print the receipt as one line of JSON")
     p.set_defaults(run=run_decide)
 
@@ -83,7 +89,7 @@ def run_decide(args: argparse.Namespace) -> int:
     request = runner.Decision(
         session_id=args.session, decision=args.decision, expected_revision=args.expected_revision,
         idempotency_key=args.idempotency_key, reason=args.reason, target_turn_id=args.target_turn,
-        evidence_ref=args.evidence_ref,
+        evidence_ref=args.evidence_ref, actor=args.actor if args.actor is not None else os_user(),
     )
     try:
         request.check()
@@ -109,7 +115,10 @@ def run_decide(args: argparse.Namespace) -> int:
     else:
         word = "accepted" if done.accepted else f"refused: {receipt['result']}"
         again = " (repeated idempotency key: the first receipt)" if receipt["replayed"] else ""
-        say(f"{word}{again}: {receipt['decision']} of {receipt['session_id']} at line {receipt['line']}")
+        by = f" by {receipt['actor']}" if receipt["actor"] else ""
+        say(f"{word}{again}: {receipt['decision']} of {receipt['session_id']}{by} at line {receipt['line']}")
+        if done.note is not None:
+            say(f"  key: {done.note}")
         if not done.accepted and not receipt["replayed"]:
             say(f"  why: {runner.WHY[receipt['result']]}")
         say(f"  now: {runner.state_line(done.session)}")
@@ -149,6 +158,14 @@ def run_sessions(args: argparse.Namespace) -> int:
     return 1 if any(d["needs_decision"] for d in shown.values()) else 0
 
 
+def os_user() -> str:
+    """The OS user running the command (``uid N`` when it has no name)."""
+    try:
+        return getpass.getuser()
+    except (OSError, KeyError):  # no LOGNAME/USER and no passwd entry
+        return f"uid {os.getuid()}"
+
+
 def _print_person(sid: str, d: dict[str, Any]) -> None:
     say()
     say(f"{sid}: {d['admission_state']}" + (f" ({d['attention']})" if d["attention"] else ""))
@@ -162,6 +179,14 @@ def _print_person(sid: str, d: dict[str, Any]) -> None:
         say(f"  unknown turns (never re-run on their own): {', '.join(d['unknown_turns'])}")
     if d["admission_state"] == "stopped":
         say("  resumable: " + ("yes" if d["resumable"] else "no (context gap: start_fresh or close)"))
+    if d["fenced"] is not None:
+        say(f"  new work refused: {d['fenced']}")
+    for r in d["decisions"]:
+        again = f" (key first used at line {r['first_line']})" if r["first_line"] != r["line"] else ""
+        say(f"  decided at line {r['line']}: {r['decision']} by {r['actor'] or 'unknown'}: {r['result']}{again}")
+    for cid, c in d["controls"].items():
+        effect = f", effect {c['effect_ms']} ms" if c["effect_ms"] is not None else ""
+        say(f"  interrupt {cid} (turn {c['turn_id']}): {c['verdict'] or 'in progress'}{effect}")
     if d["would_accept"]:
         say("  would accept now:")
         for e in d["would_accept"]:

@@ -10,6 +10,10 @@ moved and is refused with ``REQUEST_STALE`` (it is still written). No
 its own ``expected_revision`` and the projection checks it in the spec's order,
 after the idempotency key, so a repeated key still gets its first receipt back.
 The receipt is then read back by the ``seq`` the appender gave the line.
+An idempotency key sent before with the same request returns its first receipt
+(``replayed``); with another request the receipt is ``IDEMPOTENCY_KEY_REUSED``;
+either way nothing changes, and :attr:`Decided.note` says which line the key
+was first used on.
 
 :func:`describe` is one session as the dump shows it, plus whether its retry is
 due, whether it waits for a person, and which decisions it would accept now.
@@ -25,13 +29,23 @@ import msgspec
 from eventlog.appender import AppendError
 from eventlog.logs import Log
 from eventlog.runners.common import RunnerError, folder
-from projections.sessions import CLOSED, CONTEXT_GAP, DECISIONS, RECOVERY_REQUIRED_STATE, Session, Sessions
+from projections.controls import timeline
+from projections.sessions import (
+    CLOSED,
+    CONTEXT_GAP,
+    DECISIONS,
+    IDEMPOTENCY_KEY_REUSED,
+    RECOVERY_REQUIRED_STATE,
+    Session,
+    Sessions,
+)
 
 #: What a refusal code means, for people.
 WHY = {
     "REQUEST_STALE": "the session's revision or state does not allow this decision now (see `eventlog sessions`)",
     "RECOVERY_REQUIRED": "the previous execution has not been confirmed gone after that turn (wait for execution_gone)",
     "CHECKPOINT_UNAVAILABLE": "confirm_completed needs --evidence-ref and a committed checkpoint covering the turn",
+    "IDEMPOTENCY_KEY_REUSED": "the idempotency key was used for another request; nothing changed (use a new key)",
 }
 
 
@@ -49,6 +63,8 @@ class Decision(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     reason: str
     target_turn_id: str | None = None
     evidence_ref: str | None = None
+    #: Who decides (``eventlog decide``: the OS user; the API: the key's name).
+    actor: str | None = None
 
     def check(self) -> None:
         """RunnerError for a decision that is not valid input (nothing is written then)."""
@@ -56,13 +72,20 @@ class Decision(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
             raise RunnerError(f"decision {self.decision!r} is not one of {', '.join(DECISIONS)}")
         if not self.idempotency_key or not self.reason.strip():
             raise RunnerError("--idempotency-key and --reason must not be empty")
+        if self.actor is not None and not self.actor.strip():
+            raise RunnerError("--actor must not be empty")
 
 
 class Decided(msgspec.Struct, kw_only=True):
-    """A decision's receipt (``line``, ``session_id``, ``decision``, ``result``, ``replayed``) and the session after."""
+    """A decision's receipt (the dump's: ``line``, ..., ``first_line``, ``actor``), the session after, and a note.
+
+    ``note``: for a repeated key, what the first request with it was (its line, and
+    for ``IDEMPOTENCY_KEY_REUSED`` what it asked); None otherwise.
+    """
 
     receipt: dict[str, Any]
     session: dict[str, Any]
+    note: str | None = None
 
     @property
     def accepted(self) -> bool:
@@ -86,7 +109,7 @@ def decide(log: Log, request: Decision) -> Decided:
     if request.session_id not in before.sessions:
         raise UnknownId(f"{log.name}: no session {request.session_id!r} (no event of it yet)")
     event: dict[str, Any] = {"type": "recovery_decision", **msgspec.to_builtins(request)}
-    for optional in ("target_turn_id", "evidence_ref"):
+    for optional in ("target_turn_id", "evidence_ref", "actor"):
         if event[optional] is None:
             del event[optional]
     written = log.append([event])
@@ -94,17 +117,32 @@ def decide(log: Log, request: Decision) -> Decided:
     receipt = sessions.receipt_of(written.first_seq)
     if receipt is None:  # the log was replaced between the append and the read-back
         raise AppendError([f"the receipt of seq {written.first_seq} is not in the log any more"])
-    return Decided(receipt=receipt, session=sessions.session(request.session_id).item())
+    return Decided(receipt=receipt, session=sessions.session(request.session_id).item(),
+                   note=_key_note(sessions, request, receipt))
+
+
+def _key_note(sessions: Sessions, request: Decision, receipt: dict[str, Any]) -> str | None:
+    """What a repeated idempotency key's first request was, for people; None for a key's first use."""
+    first = sessions.first_use(request.session_id, request.idempotency_key)
+    if first is None or receipt["first_line"] == receipt["line"]:
+        return None
+    if receipt["result"] == IDEMPOTENCY_KEY_REUSED:
+        return (f"idempotency key {request.idempotency_key!r} was used at line {first.line} for another request "
+                f"({first.describe()}); nothing changed")
+    return f"idempotency key {request.idempotency_key!r} was first used at line {first.line}: its receipt again"
 
 
 def describe(sessions: Sessions, session_id: str, as_of: datetime | None) -> dict[str, Any]:
-    """The dump item plus ``retry_due``, ``needs_decision``, ``would_accept`` and ``would_refuse``."""
+    """The dump item plus ``retry_due``, ``needs_decision``, ``fenced``, ``would_accept``, ``would_refuse``,
+    ``decisions`` (its receipts, with who decided) and ``controls`` (its interrupts' verdicts)."""
     s = sessions.sessions[session_id]
     out = s.item()
     due = None
     if s.retry_at is not None and as_of is not None:
         due = as_of >= datetime.fromisoformat(s.retry_at)
     out["retry_due"] = due
+    #: Why a new generation or a turn would be refused now (``Session.fence``), or None.
+    out["fenced"] = s.fence(as_of) if as_of is not None else None
     out["needs_decision"] = s.admission_state == RECOVERY_REQUIRED_STATE or (
         s.admission_state != CLOSED and s.attention == CONTEXT_GAP
     )
@@ -122,6 +160,12 @@ def describe(sessions: Sessions, session_id: str, as_of: datetime | None) -> dic
             refuse.append({**entry, "result": j.result, "why": j.why})
     out["would_accept"] = accept
     out["would_refuse"] = refuse
+    out["decisions"] = [r.item() for r in sessions.receipts if r.session_id == session_id]
+    out["controls"] = {
+        cid: {k: t[k] for k in ("turn_id", "verdict", "outcome", "reason_code", "effect_ms")}
+        for cid, c in sorted(sessions.state.controls.items()) if c.session_id == session_id
+        for t in (timeline(c),)
+    }
     return out
 
 
