@@ -9,7 +9,8 @@ the ``log`` label. docs/METRICS.md is the reference, with an alert for each.
 
 :func:`exposition` renders one dump; what a dump does not hold (the latency
 samples, the last event's time, ``follow``'s tick) is passed beside it, and
-:func:`of_replay` takes those from a replay.
+:func:`of_replay` takes those from a replay. The interrupt timeline's two
+families are built in ``eventlog.prom_controls``.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from datetime import datetime
 from typing import Any
 
 from eventlog.events import PROBE_OUTCOMES
+from eventlog.prom_controls import control_families
 from eventlog.replay import Replay
 from projections.handoffs import PLAN_REASONS, REASON_CONFLICT, REASON_UNKNOWN_EFFECT, STATES
 from projections.lanes import KINDS
@@ -131,6 +133,11 @@ def exposition(
               [({"admission_state": a, "attention": t}, tally[(a, t)]) for a in ADMISSIONS for t in ATTENTIONS])
     out.gauge("recovery_sessions_retry_due", "Sessions in backoff whose retry_at has come.",
               [(one, len(s.get("retry_due", [])))])
+
+    for family in control_families(dump):  # the interrupt timeline: eventlog/prom_controls.py
+        out.family(family.name, family.kind, family.help)
+        for sample, labels, value in family.samples:
+            out.sample(sample, labels, value)
     return "\n".join(out.lines) + "\n"
 
 

@@ -144,11 +144,11 @@ def fold_result(controls: dict[str, Control], ev: ControlResult, line: int) -> F
 
 def _misfit(c: Control, control_id: str, session_id: str, turn_id: str | None) -> str | None:
     """Why an event naming an existing control does not fit it, or None."""
-    if c.result_line is not None:
-        return f"control {control_id!r} already has its control_result (line {c.result_line})"
     if session_id != c.session_id or (turn_id is not None and c.turn_id is not None and turn_id != c.turn_id):
         return (f"control {control_id!r} belongs to session {c.session_id!r}, turn {c.turn_id!r} "
                 f"(line {c.first_line})")
+    if c.result_line is not None:
+        return f"control {control_id!r} already has its control_result (line {c.result_line})"
     return None
 
 

@@ -19,6 +19,7 @@ from eventlog.cli.common import (
     replay_log,
     say,
 )
+from eventlog.cli.timeline import controls_of, timeline_lines
 from eventlog.clock import At
 from eventlog.events import KEY_FIELDS, type_name
 from eventlog.follow import TICK_S, Followed, Follower, follow, judged, write_text
@@ -261,6 +262,8 @@ def verdict(dump: dict[str, Any], ident: str) -> dict[str, Any]:
         out["probe_plan"] = dump["handoffs"]["probe_plan"][ident]
     if ident in dump["sessions"]["items"]:
         out["session"] = dump["sessions"]["items"][ident]
+        if controls := controls_of(dump, ident):
+            out["controls"] = controls
     checks = dump["lanes"]["checks"]
     if checks:
         for r in checks[-1]["results"]:
@@ -302,6 +305,10 @@ def run_explain(args: argparse.Namespace) -> int:
         say(f"{args.log}:{item['line']}: {item['event']}{mark}")
     say(f"as of {dump['as_of']}:")
     for domain, value in judged.items():
+        if domain == "controls":
+            for line in timeline_lines(value):
+                say(line)
+            continue
         say(f"  {domain}: {dumps(value)}")
     sys.stdout.flush()
     return 0
