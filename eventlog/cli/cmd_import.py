@@ -27,11 +27,14 @@ Append what users already have to LOG (created when absent); importing the same
 input again adds nothing.
 
   eventlog import launchd LOG DIR          job_registered from DIR's *.plist files
-  eventlog import quota-log LOG FILE...    job_skipped/job_ran from CLAUDE_QUOTA_JOB_* markers"""
+  eventlog import quota-log LOG FILE...    job_skipped/job_ran from CLAUDE_QUOTA_JOB_* markers
+  eventlog import worker-log LOG FILE...   interrupt_stage, control_result, storage_unavailable
+                                           from a session worker's JSON log lines"""
 
 EXITS = """\
 0  done
-1  some input could not be read (the rest is imported), or LOG could not be written
+1  some input could not be read or turned into an event (the rest is imported, each
+   named on stderr), or LOG could not be written
 2  bad usage, or LOG cannot be read
 3  a conflict (an event the log refuses)"""
 
@@ -74,6 +77,33 @@ def register(sub: Any) -> None:
     ql.add_argument("--json", action="store_true", help="print one JSON object")
     ql.set_defaults(run=run_import_quota_log)
 
+    wl = command_parser(isub, "worker-log", help="the interrupt timeline and storage warnings of worker logs",
+                        exits=EXITS, description=WORKER_LOG)
+    add_log(wl, "the log to append to (created if absent)")
+    wl.add_argument("files", nargs="+", metavar="FILE")
+    wl.add_argument("--assume-tz", metavar="ZONE",
+                    help="zone of times written without an offset, and of epoch times (default: local)")
+    wl.add_argument("--json", action="store_true", help="print one JSON object")
+    wl.set_defaults(run=run_import_worker_log)
+
+
+WORKER_LOG = """\
+One JSON object a line (FILEs in the order given, lines in file order). The
+message is the first of msg, message, event, name, type naming one of:
+  worker.turn.interrupt.stage              -> interrupt_stage
+  control.result                           -> control_result
+  worker.checkpoint.restore_unavailable    -> storage_unavailable
+  worker.checkpoint.store_unavailable      -> storage_unavailable
+Fields are read at the top level or under fields/attrs/data/context, in
+snake_case or camelCase (session_id, turn_id, control_id, stage, elapsed_ms,
+outcome, reason_code or code or reason, budget_ms, operation, effect_ms or
+duration_ms, generation, cause or an HTTP status or error words). The time is
+ts, time, timestamp or @timestamp: ISO 8601, or epoch seconds (milliseconds
+above 1e11). Lines of other messages and lines that are not JSON are counted;
+a line of these four that cannot become an event, or that the timeline refuses
+(a second result of a control ...), is named on stderr. What LOG already holds
+is not appended again, so importing the same files twice adds nothing."""
+
 
 def run_import_launchd(args: argparse.Namespace) -> int:
     """``eventlog import launchd``: one ``job_registered`` per plist, unless unchanged."""
@@ -92,6 +122,17 @@ def run_import_quota_log(args: argparse.Namespace) -> int:
         imports.QuotaLogImport(log=args.log, files=args.files, assume_tz=tz)))
 
 
+def run_import_worker_log(args: argparse.Namespace) -> int:
+    """``eventlog import worker-log``: the four messages of seed 004, unless already in the log."""
+    try:
+        tz = zone(args.assume_tz)
+    except UsageError as err:
+        error(str(err))
+        return 2
+    return _run(args, lambda: imports.import_worker_log(
+        imports.WorkerLogImport(log=args.log, files=args.files, assume_tz=tz)))
+
+
 def _run(args: argparse.Namespace, do: Any) -> int:
     try:
         done = do()
@@ -106,6 +147,12 @@ def _run(args: argparse.Namespace, do: Any) -> int:
     if isinstance(done, imports.LaunchdReport):
         line = (f"{len(done.registered)} job(s) registered, {done.unchanged} unchanged"
                 + (f", {len(done.problems)} plist(s) not read" if done.problems else ""))
+    elif isinstance(done, imports.WorkerLogReport):
+        line = (f"{done.imported} event(s) imported, {done.already} already in the log, "
+                f"{len(done.skipped)} line(s) skipped, {done.other} line(s) of other messages, "
+                f"{done.not_json} line(s) not JSON"
+                + (f" (first: {', '.join(done.not_json_first)})" if done.not_json_first else ""))
+        return report(done, args.json, [line], notes=[f"skipped {s}" for s in done.skipped])
     else:
         line = (f"{done.imported} marker(s) imported, {done.already} already in the log, "
                 f"{done.older} older than their job's latest marker in the log"

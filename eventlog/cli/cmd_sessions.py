@@ -119,7 +119,7 @@ def run_decide(args: argparse.Namespace) -> int:
         say(f"{word}{again}: {receipt['decision']} of {receipt['session_id']}{by} at line {receipt['line']}")
         if done.note is not None:
             say(f"  key: {done.note}")
-        if not done.accepted and not receipt["replayed"]:
+        elif not done.accepted and not receipt["replayed"]:
             say(f"  why: {runner.WHY[receipt['result']]}")
         say(f"  now: {runner.state_line(done.session)}")
         say(f"  receipt: {dumps(receipt)}")

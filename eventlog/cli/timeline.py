@@ -34,7 +34,7 @@ def timeline_lines(controls: dict[str, Any]) -> list[str]:
         width = max((len(str(s["elapsed_ms"])) for s in c["stages"]), default=1)
         for s in c["stages"]:
             said = " ".join(f"{k}={s[k]}" for k in ("outcome", "reason_code", "budget_ms") if s[k] is not None)
-            out.append(f"    {s['elapsed_ms']:>{width}} ms  {s['stage']:<27} line {s['line']}"
+            out.append(f"    {s['elapsed_ms']:>{width}} ms  {s['stage']:<28} line {s['line']}"
                        + (f"  {said}" if said else ""))
         problem = c["first_problem"]
         if problem is not None:

@@ -1,4 +1,5 @@
-"""Importing what users already have into a log: launchd jobs and the quota guard's markers (seed 002).
+"""Importing what users already have into a log: launchd jobs and the quota guard's markers (seed 002),
+and the interrupt timeline and storage warnings of worker logs (seed 004).
 
 The parsers are in ``eventlog.importers``; these functions read the inputs,
 keep only what the log does not hold yet (so importing the same input again
@@ -14,15 +15,19 @@ nothing could be written.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
-from datetime import tzinfo
+from dataclasses import dataclass, field
+from datetime import datetime, tzinfo
 from typing import Any
 
 import msgspec
 
-from eventlog import importers
+from eventlog import importers, worker_log
+from eventlog.events import ControlResult, Event, InterruptStage, StorageUnavailable
+from eventlog.fold import FoldResult, Rejected
 from eventlog.logs import is_url, open_log
+from eventlog.reader import Reader, validate_object
 from eventlog.runners.common import RunnerError, runner_lock
+from projections.controls import Control, fold_result, fold_stage
 
 
 @dataclass(kw_only=True)
@@ -120,5 +125,130 @@ def _append(target: str, events: list[dict[str, Any]]) -> None:
             log.append(events)
 
 
-__all__ = ["LaunchdImport", "LaunchdReport", "QuotaLogImport", "QuotaLogReport", "import_launchd",
-           "import_quota_log", "known"]
+@dataclass(kw_only=True)
+class WorkerLogImport:
+    """``import worker-log``: the interrupt timeline and storage warnings of worker logs ``files`` into ``log``."""
+
+    log: str
+    files: list[str]
+    #: The zone of times written without an offset, and of epoch times (None: such times are skipped / local).
+    assume_tz: tzinfo | None = None
+
+
+class WorkerLogReport(msgspec.Struct, kw_only=True):
+    """What an import of worker logs did.
+
+    ``imported``: events appended; ``already``: events the log (or an earlier line
+    of this import) already holds; ``skipped``: lines of the four messages that
+    could not become an event, or that the timeline's rules refuse, each named;
+    ``other``: JSON lines of other messages; ``not_json``: lines that are no JSON
+    object (counted, the first three named in ``not_json_first``); ``problems``:
+    inputs that could not be read.
+    """
+
+    imported: int
+    already: int
+    skipped: list[str]
+    other: int
+    not_json: int
+    not_json_first: list[str]
+    problems: list[str]
+
+    @property
+    def status(self) -> int:
+        """1 when an input could not be read or a line of the four messages was skipped, else 0."""
+        return 1 if self.problems or self.skipped else 0
+
+
+def import_worker_log(opts: WorkerLogImport) -> WorkerLogReport:
+    """Append the events of the worker logs that the log does not hold yet, in the order of the files and lines.
+
+    An event the log already holds (the same fields, the same instant) is not
+    appended again, so importing again adds nothing. A
+    candidate the timeline's rules would reject (``projections.controls``) is
+    skipped and named rather than refusing the whole import.
+    """
+    found = worker_log.Read()
+    problems: list[str] = []
+    for path in opts.files:
+        try:
+            with open(path, encoding="utf-8", errors="replace") as f:
+                worker_log.read(f, path, opts.assume_tz, into=found)
+        except OSError as err:
+            problems.append(f"cannot read {path}: {err.strerror or err}")
+    with runner_lock(opts.log, "import", wait=True):
+        held = _held(opts.log)
+        new: list[dict[str, Any]] = []
+        already = 0
+        for where, ev in found.events:
+            key = _identity(ev, datetime.fromisoformat(ev["ts"]))
+            if key in held.keys:
+                already += 1
+                continue
+            why = held.refusal(ev)
+            if why is not None:
+                found.skipped.append(f"{where}: {why}")
+                continue
+            held.keys.add(key)
+            new.append(ev)
+        _append(opts.log, new)
+    return WorkerLogReport(imported=len(new), already=already, skipped=found.skipped, other=found.other,
+                           not_json=len(found.not_json), not_json_first=found.not_json[:3], problems=problems)
+
+
+@dataclass
+class _Held:
+    """What the log holds of the worker-log events: their identities, and the controls as the projection folds them."""
+
+    keys: set[tuple[Any, ...]] = field(default_factory=set)
+    controls: dict[str, Control] = field(default_factory=dict)
+    line: int = 0
+
+    def fold(self, ev: Event) -> FoldResult:
+        """Fold a stage or a result into the controls (the projection's own rules); other events change nothing."""
+        self.line += 1
+        if isinstance(ev, InterruptStage):
+            return fold_stage(self.controls, ev, self.line)
+        if isinstance(ev, ControlResult):
+            return fold_result(self.controls, ev, self.line)
+        return None
+
+    def refusal(self, obj: dict[str, Any]) -> str | None:
+        """Why the timeline would reject this candidate after what is held (None: it fits, and is now held)."""
+        decoded = validate_object(obj)
+        if isinstance(decoded, str):  # worker_log.event_of checked it already
+            return decoded
+        result = self.fold(decoded[0])
+        return result.reason if isinstance(result, Rejected) else None
+
+
+def _identity(obj: dict[str, Any], at: datetime) -> tuple[Any, ...]:
+    """What makes a worker-log event (``at``: its time) the same one again: every field, the time as an instant.
+
+    A line that differs in anything (another outcome for a result already held)
+    is not a repeat: the timeline's rules judge it, and name why it is refused.
+    """
+    fields = sorted((k, v) for k, v in obj.items() if k not in ("ts", "seq", "v") and v is not None)
+    return (importers.instant(at), *fields)
+
+
+def _held(target: str) -> _Held:
+    """The worker-log events a log (a file or a stream; absent: none) holds."""
+    held = _Held()
+    with open_log(target) as log:
+        if not log.exists():
+            return held
+        reader = Reader()
+        for number, raw in log.lines():
+            decoded = reader.decode(raw, number)
+            if isinstance(decoded, str):
+                continue
+            ev, at = decoded
+            if isinstance(ev, InterruptStage | ControlResult | StorageUnavailable):
+                held.keys.add(_identity(msgspec.to_builtins(ev), at))
+                held.fold(ev)
+    return held
+
+
+__all__ = ["LaunchdImport", "LaunchdReport", "QuotaLogImport", "QuotaLogReport", "WorkerLogImport",
+           "WorkerLogReport", "import_launchd", "import_quota_log", "import_worker_log", "known"]
