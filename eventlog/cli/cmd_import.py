@@ -6,6 +6,7 @@ A thin shell over ``eventlog.runners.imports``.
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from typing import Any
 
 from eventlog import importers
@@ -113,24 +114,22 @@ def run_import_launchd(args: argparse.Namespace) -> int:
 
 def run_import_quota_log(args: argparse.Namespace) -> int:
     """``eventlog import quota-log``: the guard's markers, unless already in the log."""
-    try:
-        tz = zone(args.assume_tz)
-    except UsageError as err:
-        error(str(err))
-        return 2
-    return _run(args, lambda: imports.import_quota_log(
-        imports.QuotaLogImport(log=args.log, files=args.files, assume_tz=tz)))
+    return _run_files(args, imports.import_quota_log, imports.QuotaLogImport)
 
 
 def run_import_worker_log(args: argparse.Namespace) -> int:
     """``eventlog import worker-log``: the four messages of seed 004, unless already in the log."""
+    return _run_files(args, imports.import_worker_log, imports.WorkerLogImport)
+
+
+def _run_files(args: argparse.Namespace, do: Callable[[Any], Any], options: type[imports.FilesImport]) -> int:
+    """An import of FILEs into LOG, read in ``--assume-tz``."""
     try:
         tz = zone(args.assume_tz)
     except UsageError as err:
         error(str(err))
         return 2
-    return _run(args, lambda: imports.import_worker_log(
-        imports.WorkerLogImport(log=args.log, files=args.files, assume_tz=tz)))
+    return _run(args, lambda: do(options(log=args.log, files=args.files, assume_tz=tz)))
 
 
 def _run(args: argparse.Namespace, do: Any) -> int:

@@ -67,13 +67,17 @@ def import_launchd(opts: LaunchdImport) -> LaunchdReport:
 
 
 @dataclass(kw_only=True)
-class QuotaLogImport:
-    """``import quota-log``: the guard's ``CLAUDE_QUOTA_JOB_*`` markers in ``files`` into ``log``."""
+class FilesImport:
+    """An import of the lines of ``files`` into ``log``, with the zone of times written without one."""
 
     log: str
     files: list[str]
-    #: The zone the markers' epoch times are written in (None: the local zone).
+    #: The zone epoch times (and times without an offset) are read and written in (None: the local zone).
     assume_tz: tzinfo | None = None
+
+
+class QuotaLogImport(FilesImport):
+    """``import quota-log``: the guard's ``CLAUDE_QUOTA_JOB_*`` markers in ``files`` into ``log``."""
 
 
 class QuotaLogReport(msgspec.Struct, kw_only=True):
@@ -125,14 +129,11 @@ def _append(target: str, events: list[dict[str, Any]]) -> None:
             log.append(events)
 
 
-@dataclass(kw_only=True)
-class WorkerLogImport:
-    """``import worker-log``: the interrupt timeline and storage warnings of worker logs ``files`` into ``log``."""
+class WorkerLogImport(FilesImport):
+    """``import worker-log``: the interrupt timeline and storage warnings of worker logs ``files`` into ``log``.
 
-    log: str
-    files: list[str]
-    #: The zone of times written without an offset, and of epoch times (None: such times are skipped / local).
-    assume_tz: tzinfo | None = None
+    Without ``assume_tz`` a time written without an offset is skipped, and an epoch time is written in the local zone.
+    """
 
 
 class WorkerLogReport(msgspec.Struct, kw_only=True):
@@ -250,5 +251,5 @@ def _held(target: str) -> _Held:
     return held
 
 
-__all__ = ["LaunchdImport", "LaunchdReport", "QuotaLogImport", "QuotaLogReport", "WorkerLogImport",
+__all__ = ["FilesImport", "LaunchdImport", "LaunchdReport", "QuotaLogImport", "QuotaLogReport", "WorkerLogImport",
            "WorkerLogReport", "import_launchd", "import_quota_log", "import_worker_log", "known"]
