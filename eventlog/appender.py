@@ -27,9 +27,9 @@ from typing import Any
 import msgspec
 
 from eventlog import clock, snapshot
-from eventlog.events import Event, type_name
+from eventlog.events import INT64_MAX, Event, type_name
 from eventlog.fold import Folder, Rejected
-from eventlog.reader import MAX_LINE_BYTES, validate_object
+from eventlog.reader import MAX_LINE_BYTES, Reader, validate_object
 from eventlog.replay import Replay
 
 _encoder = msgspec.json.Encoder()
@@ -64,6 +64,12 @@ class Conflict(AppendError):
     """A refused transition or a revision mismatch (exit 3)."""
 
     exit_code = 3
+
+
+class NotALog(AppendError):
+    """A file that does not look like an event log, left untouched (exit 2)."""
+
+    exit_code = 2
 
 
 @dataclass
@@ -161,37 +167,105 @@ class EventLog:
     ) -> AppendResult:
         size = os.fstat(fd).st_size
         cut = size - replay.offset
+        if cut:
+            cut_note = self._cuttable(fd, replay, size)
+        _looks_like_a_log(self.path, replay)
         if expect_revision is not None:
             have = replay.folder.revision(checked[0][1])
             if have != expect_revision:
                 raise Conflict([f"line 1: expected revision {expect_revision}, stream is at {have}"])
         first_seq = replay.reader.last_seq + 1
-        refused: list[str] = []
-        chunks: list[bytes] = []
-        for i, (obj, ev, at) in enumerate(checked, 1):
-            ev.seq = replay.reader.last_seq + 1
-            result = replay.apply(ev, at)
-            if check and isinstance(result, Rejected):
-                refused.append(f"line {i}: {type_name(ev)} rejected: {result.reason}")
-            out = {"type": obj["type"], "ts": obj["ts"], "seq": ev.seq}
-            out.update(obj)
-            chunks.append(_encoder.encode(out) + b"\n")
-        if refused:
-            raise Conflict(refused)
-        data = b"".join(chunks)
+        last_seq = first_seq + len(checked) - 1
+        if last_seq > INT64_MAX:
+            raise AppendError([f"the log's seq is at {replay.reader.last_seq}: {len(checked)} more would pass "
+                               f"{INT64_MAX}, the largest a line may carry; nothing was written"])
+        data = self._lines(replay, checked, first_seq, last_seq, check)
         if cut:
             os.ftruncate(fd, replay.offset)
-            notes.append(f"cut a torn tail of {cut} bytes at offset {replay.offset} (left by a crashed writer)")
+            notes.append(cut_note)
         _write_all(fd, data, replay.offset)
         if fsync:
             os.fsync(fd)
         replay.offset += len(data)
         replay.torn_tail = False
+        replay.uncommitted = None
         if saved_at is None or replay.offset - saved_at > self._lag_allowed():
             if self._save(fd, replay):
                 saved_at = replay.offset
         self._kept = (replay, _stamp(fd), saved_at)
         return AppendResult(first_seq, replay.reader.last_seq, len(checked), replay.offset, cut, notes)
+
+    def _lines(
+        self,
+        replay: Replay,
+        checked: list[tuple[dict[str, Any], Event, datetime]],
+        first_seq: int,
+        last_seq: int,
+        check: bool,
+    ) -> bytes:
+        """The bytes to write, each line read back by the replay's own reader first; folds them into ``replay``.
+
+        Raises BadInput for a line that would be too long or would not read
+        back as the same event, Conflict for refused transitions.
+        """
+        refused: list[str] = []
+        problems: list[str] = []
+        chunks: list[bytes] = []
+        reader = Reader(self.assume_tz)
+        reader.last_seq = first_seq - 1
+        marker = last_seq if last_seq > first_seq else None
+        for i, (obj, ev, at) in enumerate(checked, 1):
+            ev.seq = first_seq + i - 1
+            ev.batch_end = marker
+            out = {"type": obj["type"], "ts": obj["ts"], "seq": ev.seq}
+            if marker is not None:
+                out["batch_end"] = marker
+            out.update(obj)
+            line = _encoder.encode(out)
+            why = _reads_back(reader, line, replay.line + i, ev)
+            if why is not None:
+                problems.append(f"line {i}: {why}")
+                continue
+            chunks.append(line + b"\n")
+            result = replay.apply(ev, at)
+            if check and isinstance(result, Rejected):
+                refused.append(f"line {i}: {type_name(ev)} rejected: {result.reason}")
+        if problems:
+            raise BadInput(problems)
+        if refused:
+            raise Conflict(refused)
+        return b"".join(chunks)
+
+    def _cuttable(self, fd: int, replay: Replay, size: int) -> str:
+        """What cutting the file back to ``replay.offset`` removes, as a note; AppendError when it must not be cut.
+
+        Only an unfinished batch (complete lines marked as a batch whose last
+        line is missing) and a torn last line of at most one line's worth
+        (1 MiB) that looks like the start of a log line are cut.
+        """
+        start = replay.offset
+        window = min(size - start, MAX_LINE_BYTES + 1)
+        tail = os.pread(fd, window, size - window)
+        nl = tail.rfind(b"\n")
+        torn = tail[nl + 1:] if nl >= 0 else tail
+        if nl < 0 and size - start > MAX_LINE_BYTES:
+            raise NotALog([f"{self.path} ends with {size - start} bytes without a line end, more than any line "
+                           "(1 MiB) a writer could have left: not a torn tail; left as it is, nothing was written"])
+        if replay.uncommitted is None and nl >= 0:
+            raise AppendError([f"{self.path} changed while it was read; nothing was written (try again)"])
+        if torn and (not torn.startswith(b"{") or b"\0" in torn):
+            raise NotALog([f"{self.path} ends with {len(torn)} bytes that are not the start of a log line "
+                               f"({torn[:16]!r}...): it does not look like an event log; left as it is, "
+                               "nothing was written"])
+        parts = []
+        if replay.uncommitted is not None:
+            u = replay.uncommitted
+            parts.append(f"an unfinished batch of {u.lines} line(s), seq {u.first_seq} to {u.first_seq + u.lines - 1} "
+                         f"of a batch that was to end at seq {u.end}")
+        if torn:
+            parts.append(f"a torn line of {len(torn)} bytes")
+        return (f"cut a torn tail of {size - start} bytes at offset {start} ({' and '.join(parts)}), left by a "
+                "writer that stopped mid-write")
 
     def _load(self, fd: int) -> tuple[Replay, list[str], int | None]:
         """The sidecar's state if it still matches the file, caught up to its end.
@@ -260,6 +334,7 @@ def validated(
             problems.append(f"line {i}: not_object: expected a JSON object, got {type(ev).__name__}")
             continue
         obj.pop("seq", None)
+        obj.pop("batch_end", None)
         obj.setdefault("ts", stamp)
         result = validate_object(obj)
         if isinstance(result, str):
@@ -289,20 +364,96 @@ def _write_all(fd: int, data: bytes, at: int) -> None:
         raise AppendError([f"could not write the log: {reason}; nothing was written"]) from err
 
 
+def _reads_back(reader: Reader, line: bytes, number: int, ev: Event) -> str | None:
+    """Why the replay would not apply ``line`` as ``ev`` (None: it would): the one validation path."""
+    if len(line) > MAX_LINE_BYTES:
+        return (f"too_long: {len(line)} bytes once seq and ts are added, more than a line may hold "
+                f"({MAX_LINE_BYTES}); nothing was written")
+    decoded = reader.decode(line, number)
+    if isinstance(decoded, str):
+        return f"{decoded} (as it would be written); nothing was written"
+    if decoded[0] != ev:
+        return "would not read back as the same event; nothing was written"
+    return None
+
+
+#: Reasons of a line that is not even a JSON object.
+_NOT_OBJECTS = ("not_utf8", "not_json", "not_object", "too_long")
+
+
+def _looks_like_a_log(path: str, replay: Replay) -> None:
+    """NotALog when the file has complete lines and not one of them is even a JSON object (a binary, a text)."""
+    bad = replay.bad_lines
+    if replay.events == 0 and bad and all(b["reason"].startswith(_NOT_OBJECTS) for b in bad):
+        first = bad[0]
+        raise NotALog([f"{path} does not look like an event log: none of its {len(bad)} line(s) is a JSON object "
+                       f"(line {first['line']}: {first['reason']}); left as it is, nothing was written"])
+
+
+#: Times a lock is taken again when the path was made to name another file meanwhile.
+LOCK_TRIES = 100
+
+
 @contextmanager
 def _locked(path: str) -> Iterator[int]:
-    """Open (creating with mode 0640) and exclusively lock a log file; yields the fd."""
+    """Open (creating with mode 0640) and exclusively lock a log file; yields the fd.
+
+    After the lock is taken, the path must still name the file that was
+    locked (device and inode): a log renamed over or removed while this
+    waited is opened and locked again. A file this call created is removed
+    again when the append fails and leaves it empty.
+    """
     if os.path.isdir(path):
         raise AppendError([f"{path} is a directory, not a log file"])
+    for _ in range(LOCK_TRIES):
+        fd, created = _open(path)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            if not _names(path, fd):
+                continue  # closed below; the path names another file now
+            try:
+                yield fd
+            except BaseException:
+                if created:
+                    _remove_if_empty(path, fd)
+                raise
+            return
+        finally:
+            os.close(fd)  # closing releases the lock
+    raise AppendError([f"{path} was replaced {LOCK_TRIES} times while waiting for its lock; nothing was written"])
+
+
+def _open(path: str) -> tuple[int, bool]:
+    """The log opened for reading and writing, and whether this call created it."""
     try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o640)
+        try:
+            return os.open(path, os.O_RDWR | os.O_CLOEXEC), False
+        except FileNotFoundError:
+            try:
+                return os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o640), True
+            except FileExistsError:
+                return os.open(path, os.O_RDWR | os.O_CLOEXEC), False
     except OSError as err:
         raise AppendError([f"cannot open {path}: {err.strerror}"]) from err
+
+
+def _names(path: str, fd: int) -> bool:
+    """Whether ``path`` (followed, as it was opened) still names the open file ``fd``."""
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield fd
-    finally:
-        os.close(fd)  # closing releases the lock
+        st = os.stat(path)
+    except OSError:
+        return False
+    mine = os.fstat(fd)
+    return (st.st_dev, st.st_ino) == (mine.st_dev, mine.st_ino)
 
 
-__all__ = ["MAX_LINE_BYTES", "AppendError", "AppendResult", "BadInput", "Conflict", "EventLog"]
+def _remove_if_empty(path: str, fd: int) -> None:
+    """Remove the log this append created, if it is still that file and empty (a refused append leaves nothing)."""
+    try:
+        if os.fstat(fd).st_size == 0 and _names(path, fd):
+            os.unlink(path)
+    except OSError:
+        pass
+
+
+__all__ = ["MAX_LINE_BYTES", "AppendError", "AppendResult", "BadInput", "Conflict", "EventLog", "NotALog"]

@@ -14,6 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, tzinfo
 
+from eventlog.events import FIRST_YEAR, LAST_YEAR
+
 #: A source of aware times.
 Clock = Callable[[], datetime]
 
@@ -76,6 +78,8 @@ def parse_at(text: str | None, assume_tz: tzinfo | None = None, default: At = NO
         value = datetime.fromisoformat(text)
     except ValueError:
         raise ValueError(f"--at {text!r} is not an ISO 8601 time (or 'log' for the last line)") from None
+    if not FIRST_YEAR <= value.year <= LAST_YEAR:
+        raise ValueError(f"--at {text!r} is outside the years {FIRST_YEAR} to {LAST_YEAR} (spec section 1, Ranges)")
     if value.tzinfo is None:
         if assume_tz is None:
             raise ValueError(f"--at {text!r} has no UTC offset (add one, or give --assume-tz)")

@@ -13,8 +13,16 @@ from typing import Annotated, Any, Final, Literal, Union
 
 import msgspec
 
-Positive = Annotated[int, msgspec.Meta(ge=1)]
-NonNegative = Annotated[int, msgspec.Meta(ge=0)]
+#: The ranges of the contract (spec section 1, "Ranges"): an integer field fits in a signed 64-bit integer,
+#: ``seq`` (a Positive) stays below 2**63, and a time lies in the years 1900 to 9000.
+INT64_MIN = -(1 << 63)
+INT64_MAX = (1 << 63) - 1
+FIRST_YEAR = 1900
+LAST_YEAR = 9000
+
+Int64 = Annotated[int, msgspec.Meta(ge=INT64_MIN, le=INT64_MAX)]
+Positive = Annotated[int, msgspec.Meta(ge=1, le=INT64_MAX)]
+NonNegative = Annotated[int, msgspec.Meta(ge=0, le=INT64_MAX)]
 NonEmpty = Annotated[str, msgspec.Meta(min_length=1)]
 
 
@@ -28,7 +36,10 @@ class Event(msgspec.Struct, tag_field="type", kw_only=True, gc=False):
 
     ts: str
     seq: Positive | None = None
-    v: int = 1
+    v: Int64 = 1
+    #: Set by the appender on every line of a batch of several events: the ``seq`` of the batch's last line.
+    #: A reader applies the batch only once that line is there (all or nothing; docs/RELIABILITY.md).
+    batch_end: Positive | None = None
 
 
 # --- handoffs (seed 000) -----------------------------------------------------
@@ -38,7 +49,7 @@ class HandoffCreated(Event, tag="handoff_created"):
     handoff_id: str
     account: str
     deadline: str | None = None
-    importance: int = 0
+    importance: Int64 = 0
     repo: str | None = None
     branch: str | None = None
     head: str | None = None
@@ -116,7 +127,7 @@ class LimitRecorded(Event, tag="limit_recorded"):
 class ProbeResult(Event, tag="probe_result"):
     account: str
     outcome: ProbeOutcome
-    status: int | None = None
+    status: Int64 | None = None
     detail: str | None = None
 
 
@@ -170,18 +181,18 @@ class ResumeEnqueued(Event, tag="resume_enqueued"):
 class CalendarEntry(msgspec.Struct, kw_only=True):
     """One ``StartCalendarInterval`` entry, keys as launchd writes them."""
 
-    hour: int | None = msgspec.field(default=None, name="Hour")
-    minute: int | None = msgspec.field(default=None, name="Minute")
-    weekday: int | None = msgspec.field(default=None, name="Weekday")
-    day: int | None = msgspec.field(default=None, name="Day")
-    month: int | None = msgspec.field(default=None, name="Month")
+    hour: Int64 | None = msgspec.field(default=None, name="Hour")
+    minute: Int64 | None = msgspec.field(default=None, name="Minute")
+    weekday: Int64 | None = msgspec.field(default=None, name="Weekday")
+    day: Int64 | None = msgspec.field(default=None, name="Day")
+    month: Int64 | None = msgspec.field(default=None, name="Month")
 
 
 class JobRegistered(Event, tag="job_registered"):
     label: str
     guarded: bool
     calendar: list[CalendarEntry] | None
-    interval_s: int | None
+    interval_s: Int64 | None
 
 
 class CircuitOpened(Event, tag="circuit_opened"):
@@ -196,12 +207,12 @@ class CircuitClosed(Event, tag="circuit_closed"):
 class JobSkipped(Event, tag="job_skipped"):
     label: str
     reason: str
-    remaining_s: int | float
+    remaining_s: Int64 | float
 
 
 class JobRan(Event, tag="job_ran"):
     label: str
-    exit: int
+    exit: Int64
 
 
 class CatchupKicked(Event, tag="catchup_kicked"):
@@ -211,7 +222,7 @@ class CatchupKicked(Event, tag="catchup_kicked"):
 class CatchupFinished(Event, tag="catchup_finished"):
     label: str
     outcome: Literal["exited", "timeout_killed"]
-    exit: int | None = None
+    exit: Int64 | None = None
 
 
 # --- sessions (seed 004) -------------------------------------------------------
@@ -219,37 +230,37 @@ class CatchupFinished(Event, tag="catchup_finished"):
 
 class WorkerClaimed(Event, tag="worker_claimed"):
     session_id: str
-    generation: int
+    generation: Int64
     worker: str
     restore: bool
 
 
 class WorkerReady(Event, tag="worker_ready"):
     session_id: str
-    generation: int
+    generation: Int64
 
 
 class CheckpointRestoreFailed(Event, tag="checkpoint_restore_failed"):
     session_id: str
-    generation: int
+    generation: Int64
     reason: str
 
 
 class StartupFailed(Event, tag="startup_failed"):
     session_id: str
-    generation: int
+    generation: Int64
     reason: str
 
 
 class StorageUnavailable(Event, tag="storage_unavailable"):
     session_id: str
-    generation: int
+    generation: Int64
     cause: Literal["connect", "dns", "timeout", "http_408", "http_429", "http_5xx"]
 
 
 class WorkerStopped(Event, tag="worker_stopped"):
     session_id: str
-    generation: int
+    generation: Int64
     stop_kind: Literal["drain", "pause", "terminate", "close", "revoked", "failed"]
 
 
@@ -280,7 +291,7 @@ Decision = Literal["retry_restore", "start_fresh", "close", "abandon", "confirm_
 class RecoveryDecision(Event, tag="recovery_decision"):
     session_id: str
     decision: Decision
-    expected_revision: int
+    expected_revision: Int64
     idempotency_key: str
     reason: str
     target_turn_id: str | None = None

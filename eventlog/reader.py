@@ -5,12 +5,31 @@ reason (spec section 1). The reasons start with a stable code:
 ``not_utf8``, ``not_json``, ``not_object``, ``unknown_type``, ``missing_field``,
 ``wrong_type``, ``bad_value``, ``bad_time``, ``no_offset``, ``bad_seq``,
 ``bad_version``, ``too_long``.
+
+**One validation path.** :meth:`Reader.decode` holds every rule; the
+appender runs it on the very bytes it is about to write, and the replay's
+fast path (:meth:`eventlog.replay.Replay.feed`) only takes a shortcut for
+lines that rule would accept the same way. The ranges of spec section 1 are
+part of it: times in the years 1900 to 9000, integers in a signed 64 bit,
+no repeated key.
+
+**Repeated keys** (``{"ts": ..., "ts": ...}``) are checked in two steps,
+since msgspec keeps the last value without a word: :func:`quotes_expected`
+says how many ``"`` the decoded event accounts for (its keys and string
+values, a number computed from the event alone), and a line that holds
+exactly that many cannot hold a key twice; only a line with more ``"``
+(unknown fields, escaped quotes, nested objects, a key given twice) is
+parsed again by :func:`duplicate_key`, exactly.
 """
 
 from __future__ import annotations
 
+import json
+import math
 import re
-from collections.abc import Iterator
+import types
+import typing
+from collections.abc import Callable, Iterator
 from datetime import datetime, tzinfo
 from typing import IO, Any
 
@@ -19,8 +38,11 @@ import msgspec
 from eventlog.events import (
     CURRENT_VERSION,
     EVENT_TYPES,
+    FIRST_YEAR,
+    LAST_YEAR,
     TIME_FIELDS,
     AnyEvent,
+    CalendarEntry,
     Event,
     type_name,
     upcast,
@@ -128,12 +150,16 @@ class Reader:
 
     def decode(self, raw: bytes, line: int) -> tuple[Event, datetime] | str:
         """The event and its time, or the reason the line is bad."""
-        if raw == TOO_LONG:
+        if raw == TOO_LONG or len(raw) > MAX_LINE_BYTES:
             return f"too_long: line is longer than {MAX_LINE_BYTES} bytes"
         try:
             ev: Event = _decoder.decode(raw)
         except Exception:  # noqa: BLE001 - every failure is classified below
             return _why_bad(raw)
+        if raw.count(b'"') != quotes_expected(ev):
+            repeated = duplicate_key(raw)
+            if repeated is not None:
+                return repeated
         if ev.v != 1 or type_name(ev) in CURRENT_VERSION:
             slow = _decode_versioned(raw)
             if isinstance(slow, str):
@@ -146,6 +172,8 @@ class Reader:
         if seq <= self.last_seq:
             word = "repeated" if seq == self.last_seq else "decreasing"
             return f"bad_seq: {word} seq {seq} (last was {self.last_seq})"
+        if ev.batch_end is not None and ev.batch_end < seq:
+            return f"bad_seq: batch_end {ev.batch_end} is before the line's seq {seq}"
         self.last_seq = ev.seq = seq  # a line without seq: its line number stands in
         return ev, at
 
@@ -168,6 +196,8 @@ class Reader:
             value = datetime.fromisoformat(text)
         except ValueError:
             raise _BadTime(f"bad_time: {field} {text!r} is not an ISO 8601 time") from None
+        if not FIRST_YEAR <= value.year <= LAST_YEAR:
+            raise _BadTime(f"bad_time: {field} {text!r} is outside the years {FIRST_YEAR} to {LAST_YEAR}")
         if value.tzinfo is not None:
             return value, text
         if self.assume_tz is None:
@@ -208,6 +238,8 @@ def describe_bad_json(raw: bytes) -> str:
     try:
         _untyped.decode(raw)
     except Exception as err:  # noqa: BLE001
+        if str(err).startswith("Number out of range"):
+            return "bad_value: a number out of range (past what a double or the contract can hold)"
         return f"not_json: {err}"
     return "not_json: line could not be decoded"
 
@@ -220,10 +252,161 @@ def _why_bad(raw: bytes) -> str:
         return describe_bad_json(raw)
     if not isinstance(obj, dict):
         return f"not_object: line is a JSON {_json_kind(obj)}, not an object"
+    repeated = duplicate_key(raw)
+    if repeated is not None:
+        return repeated
     result = check_object(obj)
     if isinstance(result, str):
         return result
     return "not_json: line could not be decoded"
+
+
+# --- repeated keys -------------------------------------------------------------------------
+
+
+class _Repeated(Exception):
+    pass
+
+
+def _no_repeats(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise _Repeated(key)
+        out[key] = value
+    return out
+
+
+def duplicate_key(raw: bytes | str) -> str | None:
+    """``bad_value: duplicate key`` naming the key when any object of the line holds a key twice, else None.
+
+    Exact (keys are compared as decoded, at every depth) and slow: the
+    ordinary line never gets here (see :func:`quotes_expected`). Bytes that are
+    no JSON at all are left to the other checks (None).
+    """
+    try:
+        json.loads(raw, object_pairs_hook=_no_repeats)
+    except _Repeated as err:
+        return f"bad_value: duplicate key {str(err.args[0])!r}"
+    except (ValueError, RecursionError):
+        return None
+    return None
+
+
+def _json_kinds(hint: Any) -> set[str]:
+    """The JSON kinds a field's type allows: ``str``, ``null``, ``list`` or ``other`` (numbers, booleans)."""
+    origin = typing.get_origin(hint)
+    if origin is typing.Annotated:
+        return _json_kinds(typing.get_args(hint)[0])
+    if origin in (typing.Union, types.UnionType):
+        return set().union(*(_json_kinds(arg) for arg in typing.get_args(hint)))
+    if origin is typing.Literal:
+        return {"str" if isinstance(arg, str) else "other" for arg in typing.get_args(hint)}
+    if hint is str:
+        return {"str"}
+    if hint is type(None):
+        return {"null"}
+    if origin is list:
+        return {"list"}
+    return {"other"}
+
+
+def _calendar_quotes(entries: list[CalendarEntry] | None) -> int:
+    """The ``"`` of a calendar's entries: two per key that holds a value."""
+    if entries is None:
+        return 0
+    n = 0
+    for entry in entries:
+        for name in entry.__struct_fields__:
+            if getattr(entry, name) is not None:
+                n += 2
+    return n
+
+
+def _value_quotes(value: Any) -> int:
+    if value.__class__ is str:
+        return 2
+    if value.__class__ is list:
+        return _calendar_quotes(value)
+    return 0
+
+
+def _quote_counter(cls: type[Event]) -> Callable[[Event], int]:
+    """A function of one event of ``cls``: the ``"`` its keys and string values take in a line.
+
+    Built once per type as straight-line code (like :mod:`dataclasses` does):
+    this runs for every line of a replay that takes the slow path.
+    """
+    hints = typing.get_type_hints(cls, include_extras=True)
+    const = 4  # "type":"<tag>"
+    body: list[str] = []
+    for field in msgspec.structs.fields(cls):
+        if field.name == "batch_end":
+            continue  # left out on purpose: a marked line never matches, so the replay's fast path never takes it
+        kinds = _json_kinds(hints[field.name])
+        name = field.name
+        if field.required:
+            if kinds == {"str"}:
+                const += 4
+            elif kinds <= {"other"}:
+                const += 2
+            else:
+                body.append(f"    n += 2 + value_quotes(ev.{name})")
+        elif field.default is None:
+            extra = 4 if kinds - {"null"} == {"str"} else 2 if kinds - {"null"} <= {"other"} else None
+            if extra is None:
+                body.append(f"    v = ev.{name}\n    if v is not None: n += 2 + value_quotes(v)")
+            else:
+                body.append(f"    if ev.{name} is not None: n += {extra}")
+        else:
+            extra = 4 if kinds == {"str"} else 2
+            body.append(f"    if ev.{name} != {field.default!r}: n += {extra}")
+    source = f"def quotes(ev):\n    n = {const}\n" + "\n".join(body) + "\n    return n\n"
+    scope: dict[str, Any] = {"value_quotes": _value_quotes}
+    exec(compile(source, f"<quotes of {cls.__name__}>", "exec"), scope)  # noqa: S102 - code built above from field names
+    fn: Callable[[Event], int] = scope["quotes"]
+    return fn
+
+
+#: Event type -> its ``"`` counter (:func:`quotes_expected` less the batch marker's).
+QUOTE_COUNTERS: dict[type[Event], Callable[[Event], int]] = {cls: _quote_counter(cls) for cls in EVENT_TYPES.values()}
+
+
+def _fixed_quotes(cls: type[Event]) -> int | None:
+    """The ``"`` of an event of ``cls`` without ``seq``, ``v`` or a batch marker, when nothing else of it varies."""
+    hints = typing.get_type_hints(cls, include_extras=True)
+    for f in msgspec.structs.fields(cls):
+        kinds = _json_kinds(hints[f.name])
+        if f.required and not (kinds == {"str"} or kinds <= {"other"}):
+            return None
+        if not f.required and f.name not in ("seq", "v", "batch_end"):
+            return None
+    return QUOTE_COUNTERS[cls](cls(ts="", **{f.name: _placeholder(f) for f in msgspec.structs.fields(cls)
+                                             if f.required and f.name != "ts"}))
+
+
+def _placeholder(field: msgspec.structs.FieldInfo) -> Any:
+    return "" if _json_kinds(field.type) == {"str"} else 0
+
+
+#: The fast path's shortcut (:meth:`eventlog.replay.Replay.feed`): event type -> its ``"`` count as a
+#: constant (add 2 for ``seq``) for the types whose only optional fields are the envelope's.
+FIXED_QUOTES: dict[type[Event], int] = {
+    cls: n for cls in EVENT_TYPES.values() if (n := _fixed_quotes(cls)) is not None
+}
+
+
+def quotes_expected(ev: Event) -> int:
+    """How many ``"`` the keys and string values of the decoded ``ev`` take in its line.
+
+    A line decodes to ``ev`` only if it holds each of those keys and string
+    values, so it holds at least this many ``"``; a key given twice, an
+    unknown field, an escaped quote or an optional field written with its
+    default value (``"v":1``) make more. So a line with exactly this many holds
+    no key twice; one with more is parsed again by :func:`duplicate_key`.
+    Call it before anything changes the decoded event (the reader sets ``seq``).
+    """
+    return QUOTE_COUNTERS[type(ev)](ev) + (0 if ev.batch_end is None else 2)
 
 
 def check_object(obj: dict[str, Any]) -> Event | str:
@@ -242,8 +425,26 @@ def check_object(obj: dict[str, Any]) -> Event | str:
     return _convert(obj)
 
 
+def non_finite(value: Any, where: str = "") -> str | None:
+    """``bad_value`` naming the first NaN or infinity anywhere in ``value`` (they are not JSON), else None."""
+    if isinstance(value, float):
+        if math.isfinite(value):
+            return None
+        return f"bad_value: {where or 'value'}: {value!r} is no number JSON can hold (NaN and infinities are not JSON)"
+    items: Any = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, (list, tuple)) \
+        else ()
+    for key, item in items:
+        found = non_finite(item, f"{where}[{key}]" if isinstance(key, int) else f"{where}.{key}" if where else key)
+        if found is not None:
+            return found
+    return None
+
+
 def validate_object(obj: dict[str, Any], assume_tz: tzinfo | None = None) -> tuple[Event, datetime] | str:
     """Check one object as an event to append (all but ``seq``): the event and its time, or why not."""
+    bad = non_finite(obj)
+    if bad is not None:
+        return bad
     ev = check_object(obj)
     if isinstance(ev, str):
         return ev

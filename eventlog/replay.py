@@ -11,13 +11,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime, timedelta, timezone, tzinfo
-from typing import IO, Annotated, Any, Generic, TypedDict, TypeVar
+from itertools import accumulate
+from typing import IO, Annotated, Any, Generic, NamedTuple, TypedDict, TypeVar
 
 import msgspec
 
-from eventlog.events import CURRENT_VERSION, EVENT_TYPES, TIME_FIELDS, Event
+from eventlog.events import CURRENT_VERSION, EVENT_TYPES, FIRST_YEAR, LAST_YEAR, TIME_FIELDS, Event
 from eventlog.fold import Folder, FoldResult, Stateful
-from eventlog.reader import Reader, _decoder, iter_blocks
+from eventlog.reader import FIXED_QUOTES, QUOTE_COUNTERS, Reader, _decoder, iter_blocks
 
 #: Called with (lines read, bytes read) every so often during a long read.
 Progress = Callable[[int, int], None]
@@ -30,6 +31,32 @@ class BadLine(Exception):
         super().__init__(f"line {line}: {reason}")
         self.line = line
         self.reason = reason
+
+
+class Uncommitted(NamedTuple):
+    """The unfinished batch at the end of a log: how many lines of it are there, its first ``seq``, its last."""
+
+    lines: int
+    first_seq: int
+    end: int
+
+
+class PendingBatch:
+    """The lines of a batch read so far, held until its last line (``seq`` = ``end``) comes.
+
+    ``offset``, ``line`` and ``last_seq`` are where the replay stood before it,
+    where it goes back to when the input ends first.
+    """
+
+    __slots__ = ("end", "first_seq", "held", "last_seq", "line", "offset")
+
+    def __init__(self, end: int, first_seq: int, offset: int, line: int, last_seq: int) -> None:
+        self.end = end
+        self.first_seq = first_seq
+        self.offset = offset
+        self.line = line
+        self.last_seq = last_seq
+        self.held: list[tuple[Event, int, datetime]] = []
 
 
 class BadLineRecord(TypedDict):
@@ -103,24 +130,36 @@ class Replay:
         self.torn_tail = False
         self.last_ts: str | None = None
         self.last_at: datetime | None = None
+        #: The unfinished batch the last read stopped before (part of ``torn_tail``), if any.
+        self.uncommitted: Uncommitted | None = None
+        self._batch: PendingBatch | None = None
 
     def feed(self, f: IO[bytes], progress: Progress | None = None, strict: bool = False) -> None:
         """Fold every complete line of ``f`` from ``offset`` on; note a torn tail.
 
+        A batch whose last line is not there yet is not applied: the replay
+        stops before it (``offset``, ``line`` and ``seq`` stay where they were),
+        says ``torn_tail``, and reads it again next time (see :class:`PendingBatch`).
         With ``strict``, the first bad line raises :class:`BadLine` instead.
         """
         # The hot path of every replay. An ordinary line (a known type at the
-        # current version, times with an offset, seq increasing) is decoded and
-        # checked inline; anything else goes to Reader.decode, which holds
-        # every rule and names the reason. Keep the two in step.
+        # current version, times with an offset in the years 1900 to 9000, seq
+        # increasing, no key twice, no batch marker) is decoded and checked
+        # inline; anything else goes to Reader.decode, which holds every rule
+        # and names the reason. Keep the two in step.
         reader = self.reader
         decode_fast = _decoder.decode
         fromiso = datetime.fromisoformat
-        # Types at their first version (later ones are upcast on the slow
-        # path): ``plain`` have no time but ``ts``, ``timed`` have more.
+        # Types at their first version (later ones are upcast on the slow path). ``fixed`` maps the types
+        # with no time but ``ts`` and no optional field but the envelope's to the '"' such a line holds when
+        # it holds no key twice (add 2 for "seq"; eventlog.reader.quotes_expected); ``plain`` are the other
+        # types with no time but ``ts``; ``timed`` have more (checked by the reader).
         first = {cls for name, cls in EVENT_TYPES.items() if name not in CURRENT_VERSION}
-        plain = {cls for cls in first if cls not in TIME_FIELDS}
-        timed = first - plain
+        fixed = {cls: FIXED_QUOTES[cls] for cls in first if cls not in TIME_FIELDS and cls in FIXED_QUOTES}
+        plain = {cls for cls in first if cls not in TIME_FIELDS and cls not in fixed}
+        timed = {cls for cls in first if cls in TIME_FIELDS}
+        counters = QUOTE_COUNTERS
+        low, high = FIRST_YEAR, LAST_YEAR
         fold = self.folder.fold
         line = self.line
         last_seq = reader.last_seq
@@ -128,21 +167,41 @@ class Replay:
         last_ev: Event | None = None
         last_at: datetime | None = None
         self.torn_tail = False
+        self.uncommitted = None
+        self._batch = None
+        pending = False  # a batch is open: every line goes through fold_line
         for lines, end, torn in iter_blocks(f, self.offset):
             if torn:
                 self.torn_tail = True
                 break
             start = line
+            starts: list[int] | None = None  # where each line of the block starts (only when a batch needs it)
             for raw in lines:
                 line += 1
+                at: datetime | str | None
                 try:
                     ev: Event = decode_fast(raw)
-                    cls = type(ev)
-                    at = fromiso(ev.ts) if cls in plain else reader.times(ev) if cls in timed else None
-                    seq = ev.seq or line  # seq is >= 1 when given
+                    cls = ev.__class__
+                    given = ev.seq
+                    q = fixed.get(cls)
+                    if q is not None:
+                        at = fromiso(ev.ts)
+                        if raw.count(b'"') != (q + 2 if given else q) or not low <= at.year <= high:
+                            at = None
+                    elif cls in plain:
+                        at = fromiso(ev.ts)
+                        if raw.count(b'"') != counters[cls](ev) or not low <= at.year <= high:
+                            at = None
+                    elif cls in timed and raw.count(b'"') == counters[cls](ev):
+                        at = reader.times(ev)
+                    else:
+                        at = None
+                    seq = given or line  # seq is >= 1 when given
                 except Exception:  # noqa: BLE001 - named by the slow path below
                     at = None
-                if isinstance(at, datetime) and at.tzinfo is not None and seq > last_seq and ev.v == 1:
+                # (a batch marker adds '"' to the line: it never gets past the count above)
+                if (isinstance(at, datetime) and seq > last_seq and ev.v == 1 and not pending
+                        and at.tzinfo is not None):
                     last_seq = ev.seq = seq
                     fold(ev, line, at)
                     events += 1
@@ -154,13 +213,21 @@ class Replay:
                 events = 0
                 if last_ev is not None:
                     self.last_ts, self.last_at, last_ev = last_ev.ts, last_at, None
+                before = self._batch
                 try:
                     self.fold_line(raw, line, strict)
                 except BadLine:
                     self.offset = end - sum(len(x) + 1 for x in lines[line - start:])
                     raise
+                pending = self._batch is not None
+                if pending and self._batch is not before:  # a batch starts at this line
+                    if starts is None:
+                        starts = list(accumulate((len(x) + 1 for x in lines), initial=end - sum(
+                            len(x) + 1 for x in lines)))
+                    self._batch.offset = starts[line - start - 1]
                 last_seq = reader.last_seq
-            self.offset = end
+            if self._batch is None:
+                self.offset = end
             if progress is not None:
                 progress(line, end)
         reader.last_seq = last_seq
@@ -168,21 +235,75 @@ class Replay:
         self.events += events
         if last_ev is not None:
             self.last_ts, self.last_at = last_ev.ts, last_at
+        self._stop_before_batch()
+
+    def _stop_before_batch(self) -> None:
+        """The input ended with a batch still open: it is not committed yet (a torn tail); nothing of it is applied."""
+        batch = self._batch
+        if batch is None:
+            return
+        self._batch = None
+        self.torn_tail = True
+        self.uncommitted = Uncommitted(len(batch.held), batch.first_seq, batch.end)
+        self.offset = batch.offset
+        self.line = batch.line
+        self.reader.last_seq = batch.last_seq
 
     def fold_line(self, raw: bytes, line: int, strict: bool = False) -> tuple[Event, datetime] | None:
-        """Decode and fold one line as line number ``line``; a bad line is recorded (or raised when ``strict``)."""
+        """Decode and fold one line as line number ``line``; a bad line is recorded (or raised when ``strict``).
+
+        A line of an unfinished batch is held, not folded (None), until the
+        batch's last line comes; a batch that another line interrupts never
+        came whole: its lines are bad lines (``uncommitted``).
+        """
         self.line = line
+        seq_before = self.reader.last_seq
         decoded = self.reader.decode(raw, line)
+        batch = self._batch
         if isinstance(decoded, str):
+            if batch is not None:
+                self._drop_batch(strict)
             if strict:
                 raise BadLine(line, decoded)
             self.bad_lines.append({"line": line, "reason": decoded})
             return None
         ev, at = decoded
+        seq = self.reader.last_seq  # the line's seq (its number when it has none)
+        if batch is not None:
+            if ev.batch_end == batch.end and seq == batch.first_seq + len(batch.held):
+                batch.held.append((ev, line, at))
+                if seq == batch.end:
+                    self._batch = None
+                    for held in batch.held:
+                        self._apply(*held)
+                return None
+            self._drop_batch(strict)
+            self.reader.last_seq = seq
+        if ev.batch_end is not None and ev.batch_end > seq:
+            self._batch = PendingBatch(ev.batch_end, seq, self.offset, line - 1,
+                                       batch.last_seq if batch is not None else seq_before)
+            self._batch.held.append((ev, line, at))
+            return None
+        self._apply(ev, line, at)
+        return decoded
+
+    def _apply(self, ev: Event, line: int, at: datetime) -> None:
         self.folder.fold(ev, line, at)
         self.events += 1
         self.last_ts, self.last_at = ev.ts, at
-        return decoded
+
+    def _drop_batch(self, strict: bool) -> None:
+        """An open batch that another line interrupted: each of its lines is a bad line (``uncommitted``)."""
+        batch = self._batch
+        assert batch is not None
+        self._batch = None
+        self.reader.last_seq = batch.last_seq
+        reason = (f"uncommitted: part of a batch that was to end at seq {batch.end}, whose last line never came "
+                  "(a writer stopped mid-batch); not applied")
+        for _ev, line, _at in batch.held:
+            if strict:
+                raise BadLine(line, reason)
+            self.bad_lines.append({"line": line, "reason": reason})
 
     def apply(self, ev: Event, at: datetime) -> FoldResult:
         """Fold one event that is about to be written as the next line."""

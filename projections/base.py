@@ -56,8 +56,8 @@ from eventlog.events import Event
 from eventlog.fold import NOT_APPLIED, FoldResult, Rejected
 
 __all__ = [
-    "NOT_APPLIED", "FoldResult", "Handler", "Projection", "Rejected", "elapsed_s", "micros", "nearest_rank", "num",
-    "seconds", "summary",
+    "NOT_APPLIED", "FoldResult", "Handler", "Projection", "Rejected", "elapsed_s", "later", "micros", "nearest_rank",
+    "num", "seconds", "summary",
 ]
 
 
@@ -99,6 +99,20 @@ def elapsed_s(later: datetime, earlier: datetime) -> float:
     off across a DST change. Through epoch microseconds it is exact.
     """
     return seconds(micros(later) - micros(earlier))
+
+
+def later(at: datetime, wait: timedelta) -> datetime | None:
+    """``at`` plus ``wait`` of real time, in ``at``'s own zone; None ("never") past what Python can hold.
+
+    Every time computed from a logged one (a backoff, a retry, a deadline)
+    goes through here: spec section 1 says such a time that falls outside
+    what the language can hold counts as "never" (printed ``null``), and no
+    projection, dump or view may fail on it.
+    """
+    try:
+        return (at.astimezone(UTC) + wait).astimezone(at.tzinfo)
+    except (OverflowError, ValueError):
+        return None
 
 
 def seconds(us: int) -> float:

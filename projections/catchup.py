@@ -112,7 +112,7 @@ def calendar_slot_passed(job: JobRegistered, now: datetime) -> bool:
                 second=0,
                 microsecond=0,
             )
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):  # no time of day (an Hour of 3000000000 too)
             return False
         if scheduled > now:
             continue
@@ -122,7 +122,12 @@ def calendar_slot_passed(job: JobRegistered, now: datetime) -> bool:
 
 def skipped_today(marker: Marker | None, now: datetime) -> bool:
     """The latest marker is a ``job_skipped`` dated ``now``'s day (in ``now``'s zone)."""
-    return marker is not None and marker.skipped and marker.at.astimezone(now.tzinfo).date() == now.date()
+    if marker is None or not marker.skipped:
+        return False
+    try:
+        return marker.at.astimezone(now.tzinfo).date() == now.date()
+    except (OverflowError, ValueError):  # a day Python cannot hold in now's zone is not today
+        return False
 
 
 def is_candidate(job: JobRegistered, marker: Marker | None, now: datetime) -> bool:

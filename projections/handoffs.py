@@ -84,7 +84,7 @@ from eventlog.events import (
     WatcherRun,
     parse_time,
 )
-from projections.base import FoldResult, Handler, Rejected, elapsed_s, micros, num, seconds, summary
+from projections.base import FoldResult, Handler, Rejected, elapsed_s, later, micros, num, seconds, summary
 
 # --- the rules (spec section 3) ------------------------------------------------------
 
@@ -324,7 +324,9 @@ class Handoffs:
             elif acc.run_kind == "quota" and acc.confidence in GUESSED:
                 reason, wait = "backoff_estimate", backoff_s(ESTIMATE_FIRST_S, acc.run, ESTIMATE_CAP_S)
             if reason is not None:
-                until = parse_time(acc.run_ts) + timedelta(seconds=wait)
+                until = later(parse_time(acc.run_ts), timedelta(seconds=wait))
+                if until is None:  # past what can be written: never (spec section 1)
+                    return {"probe": False, "reason": reason, "next_probe_at": None}
                 if as_of < until:
                     return {"probe": False, "reason": reason, "next_probe_at": _fmt(until)}
         return {"probe": True, "reason": "due", "next_probe_at": as_of_text or _fmt(as_of)}

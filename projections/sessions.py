@@ -49,7 +49,7 @@ Where the spec is silent (the lead's decisions, and this module's):
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any, Final, Literal
 
 import msgspec
@@ -72,7 +72,7 @@ from eventlog.events import (
     parse_time,
 )
 from projections import controls
-from projections.base import NOT_APPLIED, FoldResult, Handler, Rejected, micros
+from projections.base import NOT_APPLIED, FoldResult, Handler, Rejected, later, micros
 from projections.controls import Control
 
 # --- words of the seed -------------------------------------------------------------
@@ -580,6 +580,7 @@ class Sessions:
     }
 
 
-def _later(at: datetime, wait: timedelta) -> str:
-    """``at`` + ``wait`` in ``at``'s own offset, as ISO 8601 (elapsed time, also across DST)."""
-    return (at.astimezone(UTC) + wait).astimezone(at.tzinfo).isoformat()
+def _later(at: datetime, wait: timedelta) -> str | None:
+    """``at`` + ``wait`` in ``at``'s own offset, as ISO 8601 (elapsed time, also across DST); None: never."""
+    when = later(at, wait)
+    return None if when is None else when.isoformat()

@@ -175,16 +175,19 @@ def test_a_kept_state_is_dropped_when_the_log_is_rewritten(tmp_path: Path) -> No
     assert [e["type"] for e in lines(log)] == ["handoff_created", "claimed"]
 
 
-def test_integers_past_64_bits_are_valid_and_survive_sidecar_and_dump(tmp_path: Path) -> None:
+def test_integers_past_64_bits_are_refused_and_named(tmp_path: Path) -> None:
+    """Spec section 1, "Ranges": an integer field must fit in a signed 64-bit integer (issue 15)."""
     log = tmp_path / "log.jsonl"
-    big = 2**64  # the spec bounds no integer; msgpack and orjson stop at 64 bits
-    EventLog(log).append([created(importance=big), {**claimed(), "attempt": big}])
-    EventLog(log).append([created("h2")])  # another process: loads the sidecar the first one saved
-    snap = tmp_path / "snap"
-    for args in ([str(log)], ["--snapshot", str(snap), str(log)], ["--snapshot", str(snap), str(log)]):
-        out = run_cli("replay", *args)
-        assert out.returncode == 0, out.stderr
-        assert json.loads(out.stdout)["handoffs"]["items"]["h1"]["attempt"] == big
+    with pytest.raises(BadInput) as err:
+        EventLog(log).append([created(importance=2**63), {**claimed(), "attempt": 2**64}])
+    assert "line 1: bad_value: importance" in str(err.value) and "line 2: bad_value: attempt" in str(err.value)
+    assert not log.exists()  # refused before the file was even opened
+    EventLog(log).append([created(importance=2**63 - 1), created("h2", importance=-(2**63))])  # the edges are fine
+    with log.open("ab") as f:  # a hand-written line past the range is a bad line, named, for every reader
+        f.write(json.dumps({**claimed(), "attempt": 2**63}).encode() + b"\n")
+    dump = json.loads(run_cli("replay", str(log)).stdout)
+    assert dump["events"] == 2
+    assert dump["bad_lines"] == [{"line": 3, "reason": "bad_value: attempt: expected int <= 9223372036854775807"}]
 
 
 def test_a_kept_state_is_not_trusted_once_anyone_else_wrote(tmp_path: Path) -> None:

@@ -64,6 +64,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:
         sys.stderr.close()
         return 0
+    except OverflowError as err:
+        # The ranges of spec section 1 keep every computed time and number in range, and a computed
+        # time past what Python holds counts as "never"; one that still overflows is said, not dumped.
+        print(f"eventlog: a value out of range stopped {getattr(args, 'command', 'the command')} "
+              f"(OverflowError: {err}); the log is unchanged: please report it with the log", file=sys.stderr)
+        return 2
 
 
 def run() -> None:

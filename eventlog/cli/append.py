@@ -15,7 +15,7 @@ from eventlog.appender import AppendError
 from eventlog.cli.common import UsageError, add_assume_tz, add_log, command_parser, dumps, error, zone
 from eventlog.events import schema
 from eventlog.logs import LogUnavailable, open_log
-from eventlog.reader import MAX_LINE_BYTES, TOO_LONG, describe_bad_json, iter_lines, zoned
+from eventlog.reader import MAX_LINE_BYTES, TOO_LONG, describe_bad_json, duplicate_key, iter_lines, zoned
 
 APPEND = """\
 Read events from stdin, one JSON object per line, validate every one, then write
@@ -29,8 +29,9 @@ ZONE and written with its offset; the log's own lines are read in ZONE too."""
 
 APPEND_EXITS = """\
 0  written
-1  the log could not be written (nothing partial is left)
-2  bad input (each bad line named on stderr) or bad usage
+1  the log could not be written (nothing partial is left; a log this run created is removed again)
+2  bad input (each bad line named on stderr), bad usage, a closed stdin, or a LOG that does not look
+   like an event log (left untouched)
 3  a conflict: a refused transition or a revision mismatch"""
 
 
@@ -68,6 +69,10 @@ def read_stdin(stream: Any) -> tuple[list[dict[str, Any]], list[str]]:
         if not isinstance(obj, dict):
             problems.append(f"stdin line {n}: not_object: expected a JSON object")
             continue
+        repeated = duplicate_key(line)  # msgspec would keep the last value without a word
+        if repeated is not None:
+            problems.append(f"stdin line {n}: {repeated}")
+            continue
         objs.append(obj)
     return objs, problems
 
@@ -79,7 +84,14 @@ def run(args: argparse.Namespace) -> int:
     except UsageError as err:
         error(str(err))
         return 2
-    objs, problems = read_stdin(sys.stdin.buffer)
+    if sys.stdin is None:
+        error(f"{args.log}: stdin is closed: no events to append; nothing was written")
+        return 2
+    try:
+        objs, problems = read_stdin(sys.stdin.buffer)
+    except OSError as err:
+        error(f"{args.log}: cannot read stdin ({err.strerror or err}); nothing was written")
+        return 2
     if tz is not None:
         objs = [zoned(obj, tz) for obj in objs]
     if problems:
