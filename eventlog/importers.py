@@ -27,6 +27,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import plistlib
 import re
@@ -35,7 +36,16 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta, tzinfo
 from typing import Any
 
-from eventlog.events import CalendarEntry, JobRan, JobRegistered, JobSkipped
+from eventlog.events import (
+    FIRST_YEAR,
+    INT64_MAX,
+    INT64_MIN,
+    LAST_YEAR,
+    CalendarEntry,
+    JobRan,
+    JobRegistered,
+    JobSkipped,
+)
 from eventlog.reader import Reader, iter_lines
 
 #: The name the seed's ``is_guarded`` looks for in ``ProgramArguments``.
@@ -70,11 +80,12 @@ def is_guarded(plist: dict[str, Any], pattern: str = GUARD_PATTERN) -> bool:
 
 
 def _whole(value: Any) -> int | None:
-    """``int(value)`` as the seed converts it, or None when that fails."""
+    """``int(value)`` as the seed converts it, or None when that fails or leaves a signed 64-bit integer."""
     try:
-        return int(value)
+        whole = int(value)
     except (TypeError, ValueError, OverflowError):
         return None
+    return whole if INT64_MIN <= whole <= INT64_MAX else None
 
 
 def calendar_entry(raw: Any) -> dict[str, int]:
@@ -154,6 +165,13 @@ def _number(text: str) -> int | float:
     return float(text) if "." in text else int(text)
 
 
+def _in_range(value: float) -> bool:
+    """A number the log can hold: a finite float, or an integer in a signed 64 bit (spec section 1, Ranges)."""
+    if isinstance(value, float):
+        return math.isfinite(value)
+    return INT64_MIN <= value <= INT64_MAX
+
+
 def _time(epoch: str, tz: tzinfo | None) -> datetime:
     value = datetime.fromtimestamp(_number(epoch), tz)
     return value if tz is not None else value.astimezone()
@@ -171,15 +189,26 @@ def read_markers(lines: Iterable[str], tz: tzinfo | None = None) -> tuple[list[d
         found: list[tuple[int, dict[str, Any]]] = []
         for m in (*SKIPPED.finditer(line), *RAN.finditer(line)):
             try:
-                ts = _time(m["ts"], tz).isoformat()
+                at = _time(m["ts"], tz)
             except (OverflowError, ValueError, OSError):
-                problems.append(f"line {number}: ts={m['ts']} is out of range")
+                at = None
+            if at is None or not FIRST_YEAR <= at.year <= LAST_YEAR:
+                problems.append(f"line {number}: ts={m['ts']} is out of range (years {FIRST_YEAR} to {LAST_YEAR})")
                 continue
+            ts = at.isoformat()
             if m.re is SKIPPED:
+                remaining = _number(m["remaining"])
+                if not _in_range(remaining):
+                    problems.append(f"line {number}: remaining={m['remaining']}s is out of range")
+                    continue
                 ev: dict[str, Any] = {"type": "job_skipped", "ts": ts, "label": m["label"], "reason": m["reason"],
-                                      "remaining_s": _number(m["remaining"])}
+                                      "remaining_s": remaining}
             else:
-                ev = {"type": "job_ran", "ts": ts, "label": m["label"], "exit": int(m["exit"])}
+                exit_code = int(m["exit"])
+                if not _in_range(exit_code):
+                    problems.append(f"line {number}: exit={m['exit']} is out of range")
+                    continue
+                ev = {"type": "job_ran", "ts": ts, "label": m["label"], "exit": exit_code}
             found.append((m.start(), ev))
         found.sort(key=lambda pair: pair[0])  # two markers on one line keep their order on the line
         events.extend(ev for _, ev in found)
