@@ -143,7 +143,7 @@ def test_read_markers() -> None:
          "reason": "rate limited", "remaining_s": 12.5},
         {"type": "job_ran", "ts": "2026-08-21T09:00:05+09:00", "label": "com.lily.y", "exit": -1},
     ]
-    assert problems == ["line 6: ts=99999999999999999 is out of range"]
+    assert problems == ["line 6: ts=99999999999999999 is out of range (years 1900 to 9000)"]
     utc, _ = importers.read_markers(lines[:1], UTC)
     assert utc[0]["ts"] == "2026-08-21T00:00:05+00:00"
 
