@@ -275,3 +275,37 @@ def test_a_refused_append_leaves_no_file_it_created(tmp_path: Path) -> None:
     out = run_cli("append", str(log), "--expect-revision", "4", stdin=json.dumps(created()) + "\n")
     assert out.returncode == 3 and not log.exists()
     assert append(log, created()).returncode == 0 and log.exists()
+
+
+# -- 5. a crash mid-batch leaves a partial batch committed -----------------------------------------
+
+
+def test_a_batch_cut_at_any_line_is_not_applied_and_the_next_append_cuts_exactly_it(tmp_path: Path) -> None:
+    whole = tmp_path / "whole.jsonl"
+    EventLog(whole).append([created()])
+    EventLog(whole).append([created(f"b{i}") for i in range(4)])
+    data = whole.read_bytes()
+    lines = data.splitlines(keepends=True)
+    assert [json.loads(x).get("batch_end") for x in lines] == [None, 5, 5, 5, 5]
+    for keep in range(1, 5):  # the first line and 0..3 lines of the batch, then maybe a torn piece
+        for torn in (b"", lines[keep][:7]):
+            log = tmp_path / f"cut{keep}{len(torn)}.jsonl"
+            log.write_bytes(b"".join(lines[:keep]) + torn)
+            dump = json.loads(replayed(log))
+            assert dump["events"] == 1 and list(dump["handoffs"]["items"]) == ["h1"]
+            assert dump["torn_tail"] is (keep > 1 or bool(torn)) and dump["bad_lines"] == []
+            out = append(log, created("h2"))
+            assert out.returncode == 0, out.stderr
+            assert json.loads(out.stdout)["first_seq"] == 2
+            if keep > 1:
+                assert f"an unfinished batch of {keep - 1} line(s), seq 2 to {keep}" in out.stderr
+            dump = json.loads(replayed(log))
+            assert sorted(dump["handoffs"]["items"]) == ["h1", "h2"] and not dump["torn_tail"]
+    interrupted = tmp_path / "interrupted.jsonl"  # a writer that does not take the lock wrote after it
+    interrupted.write_bytes(b"".join(lines[:3]) + json.dumps({"type": "lane_check", "ts": TS, "seq": 9}).encode()
+                            + b"\n")
+    dump = json.loads(replayed(interrupted))
+    assert [b["line"] for b in dump["bad_lines"]] == [2, 3]
+    assert all(b["reason"].startswith("uncommitted: part of a batch that was to end at seq 5")
+               for b in dump["bad_lines"])
+    assert dump["events"] == 2 and not dump["torn_tail"]

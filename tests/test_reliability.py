@@ -225,3 +225,96 @@ def test_a_50_mb_line_is_refused_with_a_reason(tmp_path: Path) -> None:
     dump = json.loads(run_cli("replay", str(log)).stdout)
     assert dump["events"] == 1
     assert dump["bad_lines"][0]["line"] == 1 and dump["bad_lines"][0]["reason"].startswith("too_long")
+
+
+# -- all or nothing: a batch cut by kill -9 is never applied (issue 15, case 5) ------------------------
+
+BATCH = 40  # events per batch
+BATCH_WRITER = """
+    import os, sys, time
+    from eventlog.appender import EventLog
+    real = os.pwrite
+    def slow(fd, data, offset):  # a slow disk: a batch lands 4 KiB at a time
+        n = real(fd, bytes(data[:4096]), offset)
+        time.sleep(0.001)
+        return n
+    os.pwrite = slow
+    el = EventLog(sys.argv[1])
+    size, k = int(sys.argv[2]), int(sys.argv[3])
+    print("ready", flush=True)
+    while True:
+        el.append([{"type": "handoff_created", "ts": "2026-08-03T01:00:00+09:00", "handoff_id": f"b{k}-{i}",
+                    "account": "a", "repo": "x" * 2000} for i in range(size)])
+        print(k, flush=True)
+        k += 1
+"""
+
+
+def _batches(replay: Any) -> dict[str, int]:
+    """Batch -> how many of its handoffs the state holds."""
+    seen: dict[str, int] = {}
+    for hid in replay.folder.handoffs.items:
+        batch = hid.split("-")[0]
+        seen[batch] = seen.get(batch, 0) + 1
+    return seen
+
+
+def _whole(replay: Any) -> bool:
+    return all(n == BATCH for n in _batches(replay).values())
+
+
+def test_a_batch_cut_by_kill_9_is_never_applied_by_replay_follow_or_the_next_append(tmp_path: Path) -> None:
+    from eventlog.follow import Follower
+    from eventlog.replay import Replay
+    from projections.runner import Runner
+
+    log = tmp_path / "log.jsonl"
+    rng = random.Random(15)
+    runs, partial_on_disk, follower_reads, cuts = 50, 0, 0, 0
+    next_batch = 0
+    for _run in range(runs):
+        proc = spawn(BATCH_WRITER, str(log), str(BATCH), str(next_batch))
+        assert proc.stdout is not None
+        assert proc.stdout.readline().strip() == "ready"
+        follower = Follower(str(log), Runner)
+        until = time.monotonic() + 0.05 + rng.random() * 0.3
+        while time.monotonic() < until:  # a follower reads while batches are being written
+            follower.catch_up()
+            follower_reads += 1
+            assert _whole(follower.replay), f"follow applied part of a batch: {_batches(follower.replay)}"
+        proc.send_signal(signal.SIGKILL)
+        out, _err = proc.communicate(timeout=30)
+        acked = [int(x) for x in out.split()]
+        next_batch = max([next_batch - 1, *acked]) + 2  # a batch number never used before
+        data = log.read_bytes()
+        complete = data[: data.rfind(b"\n") + 1]
+        last = json.loads(complete.splitlines()[-1]) if complete else None
+        unfinished = last is not None and last.get("batch_end", last["seq"]) != last["seq"]
+        partial_on_disk += unfinished  # complete lines of a batch whose last line is missing
+        replay = Replay(Runner())
+        with log.open("rb") as f:
+            replay.feed(f)
+        assert _whole(replay), f"replay applied part of a batch: {_batches(replay)}"
+        assert replay.bad_lines == []
+        follower.catch_up()
+        assert _whole(follower.replay)
+        for k in acked:  # every acknowledged batch is there, whole
+            assert _batches(replay)[f"b{k}"] == BATCH
+        result = EventLog(log).append([{"type": "lane_check", "ts": TS}])  # the next append
+        if data != complete or unfinished:
+            assert result.notes and "cut a torn tail" in result.notes[0]
+            assert ("unfinished batch" in result.notes[0]) == unfinished
+            cuts += 1
+        else:
+            assert result.notes == []
+        after = Replay(Runner())
+        with log.open("rb") as f:
+            after.feed(f)
+        assert _whole(after) and after.bad_lines == [] and not after.torn_tail
+        assert _batches(after) == _batches(replay)  # the cut took exactly the unfinished batch
+        seqs = [json.loads(x)["seq"] for x in log.read_bytes().splitlines()]
+        assert seqs == list(range(1, len(seqs) + 1))
+    assert partial_on_disk >= 5, f"only {partial_on_disk} of {runs} kills left part of a batch: the test proved little"
+    print(f"\n[reliability] kill -9 mid-batch ({BATCH} events of ~2 KB): {runs} runs, {partial_on_disk} left "
+          f"complete lines of an unfinished batch on disk, {cuts} tails cut by the next append, {follower_reads} "
+          "follower reads while writing; partial batches applied by replay, follow or the next append: 0")
