@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import watchfiles
+import xxhash
 
 from eventlog import snapshot
 from eventlog.clock import At
@@ -35,6 +36,8 @@ STEP_MS = 1
 TICK_S = 5.0
 #: The longest the loop sleeps between looks at the file and the clock.
 WAKE_S = 0.2
+#: How often every byte already folded is read again (:meth:`Follower.verify`).
+VERIFY_EVERY_S = 5.0
 
 
 class Follower:
@@ -56,6 +59,10 @@ class Follower:
         #: The file is not there (not yet, or not any more): it is waited for.
         self.missing = False
         self._edge: tuple[str, str] | None = None
+        #: xxh3-128 of every byte folded so far (``replay.offset``), kept up as lines come (:meth:`verify`).
+        self._digest = xxhash.xxh3_128()
+        #: The file's (size, mtime, ctime) when it was last read: a change without growth is an edit.
+        self._stamp: tuple[int, int, int] | None = None
 
     def start(self) -> str | None:
         """Load the snapshot when it matches, then catch up; returns a note for a person, if any."""
@@ -69,6 +76,8 @@ class Follower:
             if loaded is not None:
                 self.replay = loaded
                 self.identity = _identity(self.path)
+                with open(self.path, "rb") as f:  # checked against the snapshot already: the running hash starts here
+                    self._digest = snapshot.prefix_hash(f.fileno(), loaded.offset)
             elif why not in ("no snapshot", "no log yet"):
                 note = f"{why}; replaying from the start"
         more = self.catch_up()
@@ -99,12 +108,40 @@ class Follower:
                 note = f"{self.path} was truncated; replaying it from the start"
             elif self.replay.offset and self._edge is not None and self._edges(f) != self._edge:
                 note = f"{self.path} was rewritten; replaying it from the start"
+            elif self._stamp is not None and _stamp(st) != self._stamp and st.st_size == self._stamp[0] \
+                    and not self._intact(f):
+                note = f"{self.path} was edited before the lines already read; replaying it from the start"
             if note:
                 self._reset()
             self.identity = ident
+            start = self.replay.offset
             self.replay.feed(f)
+            if self.replay.offset > start:
+                self._digest.update(os.pread(f.fileno(), self.replay.offset - start, start))
             self._edge = self._edges(f)
+            self._stamp = _stamp(st)
             return note or (f"{self.path} is there now; following it" if came else None)
+
+    def verify(self) -> str | None:
+        """Re-read every byte folded so far; replay from the start when any changed (a same-length edit).
+
+        Returns the note for a person, if any. :func:`follow` calls it every
+        :data:`VERIFY_EVERY_S` (an edit that grew the file too is noticed then);
+        an edit that leaves the size as it was is noticed on the change itself.
+        """
+        try:
+            f = open(self.path, "rb")
+        except FileNotFoundError:
+            return None
+        with f:
+            if (os.fstat(f.fileno()).st_size < self.replay.offset or self._intact(f)) or self.missing:
+                return None  # a shorter file is caught_up's business
+        self._reset()
+        return f"{self.path} was edited before the lines already read; replaying it from the start"
+
+    def _intact(self, f: Any) -> bool:
+        """Whether the bytes before ``replay.offset`` are still the ones folded (a whole-prefix xxh3)."""
+        return snapshot.prefix_hash(f.fileno(), self.replay.offset).digest() == self._digest.digest()
 
     def save_snapshot(self) -> str | None:
         """Write the snapshot (if one was asked for) at the current position; why it was not saved, if so.
@@ -128,10 +165,16 @@ class Follower:
         self.replay = Replay(self.new_folder(), self.replay.reader.assume_tz)
         self.identity = None
         self._edge = None
+        self._digest = xxhash.xxh3_128()
+        self._stamp = None
 
     def _edges(self, f: Any) -> tuple[str, str]:
         pos = snapshot.position(f, self.replay)
         return pos.head_sha256, pos.tail_sha256
+
+
+def _stamp(st: os.stat_result) -> tuple[int, int, int]:
+    return st.st_size, st.st_mtime_ns, st.st_ctime_ns
 
 
 class Followed(Protocol):
@@ -189,7 +232,7 @@ def follow(
     if note:
         report(note)
     on_change(follower)
-    saved = written = time.monotonic()
+    saved = written = verified = time.monotonic()
     unsaved: str | None = None
     target = Path(follower.path).resolve()
     directory = str(target.parent)
@@ -211,6 +254,14 @@ def follow(
         if note or after != before or time.monotonic() - written >= tick_s:
             on_change(follower)
             written = time.monotonic()
+        if time.monotonic() - verified > VERIFY_EVERY_S:
+            note = follower.verify()
+            verified = time.monotonic()
+            if note:
+                report(note)
+                follower.catch_up()
+                on_change(follower)
+                written = time.monotonic()
         if follower.snapshot_path and time.monotonic() - saved > snapshot_every_s:
             unsaved = note_once(follower.save_snapshot(), unsaved, report)
             saved = time.monotonic()

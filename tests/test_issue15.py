@@ -309,3 +309,63 @@ def test_a_batch_cut_at_any_line_is_not_applied_and_the_next_append_cuts_exactly
     assert all(b["reason"].startswith("uncommitted: part of a batch that was to end at seq 5")
                for b in dump["bad_lines"])
     assert dump["events"] == 2 and not dump["torn_tail"]
+
+
+# -- 7. a stale sidecar trusted --------------------------------------------------------------------
+
+
+def _edited_in_the_middle(tmp_path: Path) -> tuple[Path, int]:
+    """A log whose sidecar is saved, with h1 claimed by a line far from both ends; where that line's id is."""
+    log = tmp_path / "log.jsonl"
+    checks = [{"type": "lane_check", "ts": TS, "pad": "x" * 100}] * 100  # > 8 KiB each side of the claim
+    EventLog(log).append([created(), created("h2"), *checks])
+    EventLog(log).append([{"type": "claimed", "ts": TS, "handoff_id": "h1", "watcher": "w1", "attempt": 1}])
+    EventLog(log).append(checks)
+    assert (tmp_path / "log.jsonl.sidecar").exists()
+    data = log.read_bytes()
+    return log, data.index(b'"handoff_id":"h1","watcher"') + len('"handoff_id":"h')
+
+
+def test_a_same_length_edit_before_the_sidecar_offset_is_noticed(tmp_path: Path) -> None:
+    log, at = _edited_in_the_middle(tmp_path)
+    inode = log.stat().st_ino
+    with log.open("r+b") as f:  # the claim was of h2 after all: h1 is pending, h2 is claimed
+        f.seek(at)
+        f.write(b"2")
+    assert log.stat().st_ino == inode
+    truth = json.loads(replayed(log))["handoffs"]["items"]
+    assert truth["h1"]["state"] == "pending" and truth["h2"]["state"] == "claimed"
+    out = append(log, {"type": "claimed", "ts": TS, "handoff_id": "h1", "watcher": "w2", "attempt": 1})
+    assert out.returncode == 0, out.stderr  # a valid claim: refused with exit 3 when the stale sidecar was trusted
+    assert "(the log was edited before its offset); rebuilt it from the log" in out.stderr
+    out = append(log, {"type": "claimed", "ts": TS, "handoff_id": "h2", "watcher": "w2", "attempt": 1})
+    assert out.returncode == 3  # a claim replay rejects: accepted with exit 0 when the stale sidecar was trusted
+
+
+def test_follow_notices_a_same_length_edit(tmp_path: Path) -> None:
+    from eventlog.follow import Follower
+    from projections.runner import Runner
+
+    log, at = _edited_in_the_middle(tmp_path)
+    follower = Follower(str(log), Runner)
+    assert follower.start() is None
+    assert follower.replay.folder.handoffs.items["h1"].state == "claimed"
+    with log.open("r+b") as f:
+        f.seek(at)
+        f.write(b"2")
+    note = follower.catch_up()  # what follow does on the change the edit makes
+    assert note is not None and "edited before the lines already read" in note
+    assert follower.replay.folder.handoffs.items["h1"].state == "pending"
+    # an edit that also grows the file is seen by the periodic check of every byte
+    with log.open("r+b") as f:
+        f.seek(at)
+        f.write(b"1")
+    with log.open("a") as f:
+        f.write(json.dumps({"type": "lane_check", "ts": TS}) + "\n")
+    assert follower.catch_up() is None
+    assert follower.replay.folder.handoffs.items["h1"].state == "pending"  # stale until the check
+    note = follower.verify()
+    assert note is not None and "edited" in note
+    follower.catch_up()
+    assert follower.replay.folder.handoffs.items["h1"].state == "claimed"
+    assert follower.verify() is None
