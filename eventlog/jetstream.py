@@ -42,8 +42,14 @@ The mapping (docs: README, "When to move from a file to JetStream, and how"):
 - **Batches** of several events are all or nothing: an atomic batch
   (``Nats-Batch-Id``/``-Sequence``/``-Commit``, nats-server 2.12+, stream
   ``allow_atomic``, at most 1000 events). The expectation goes on the first
-  message of each subject in the batch. A batch whose commit is not
-  acknowledged in time may or may not be stored (:class:`AppendError` says so).
+  message of each subject in the batch.
+- **Retries store once.** Every message carries a ``Nats-Msg-Id`` (one id per
+  append and line). A publish whose acknowledgement does not come in time is
+  published again with the same ids (:data:`UNSURE_RETRIES`): the server
+  stores it once within its duplicate window (2 minutes by default), and the
+  stream's last message on the subject says whether the first try landed.
+  Only when no try is acknowledged does :class:`AppendError` say the events
+  may or may not be stored.
 - ``fsync`` is the server's business (its ``sync_interval``); ``torn_tail`` is
   always false (a message is whole or absent).
 """
@@ -66,7 +72,7 @@ from collections.abc import Callable, Coroutine, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, tzinfo
 from types import TracebackType
-from typing import IO, Any, TypeVar
+from typing import IO, Any, NamedTuple, TypeVar
 from urllib.parse import parse_qs, unquote
 
 import msgspec
@@ -105,6 +111,10 @@ DEFAULT_PREFIX = "events"
 LOST_RACE_CODES = frozenset({10071, 10164})
 #: Lost races in a row before an append gives up with Conflict.
 MAX_RACES = 16
+#: JetStream's error code for a batch holding a message id the stream has seen (within the duplicate window).
+DUPLICATE_IN_BATCH = 10201
+#: Times a plan whose acknowledgement never came is published again (its message ids make it stored once).
+UNSURE_RETRIES = 2
 #: The server's limit on the messages of one atomic batch.
 MAX_BATCH = 1000
 #: Fewer messages than this are fetched one by one instead of through a consumer.
@@ -121,6 +131,7 @@ _untyped = msgspec.json.Decoder()
 
 EXPECTED_LAST_SUBJECT_SEQUENCE = "Nats-Expected-Last-Subject-Sequence"
 EXPECTED_LAST_SEQUENCE = "Nats-Expected-Last-Sequence"
+MSG_ID = "Nats-Msg-Id"
 BATCH_ID = "Nats-Batch-Id"
 BATCH_SEQUENCE = "Nats-Batch-Sequence"
 BATCH_COMMIT = "Nats-Batch-Commit"
@@ -234,8 +245,25 @@ def _default_folder() -> Folder:
     return Runner()
 
 
+class Message(NamedTuple):
+    """One message of an append: its subject and body, the subject's expected last sequence, its ``Nats-Msg-Id``."""
+
+    subject: str
+    body: bytes
+    expected: int | None
+    msg_id: str
+
+
 class _LostRace(Exception):
     """A publish refused because the subject moved since the state was read."""
+
+
+class _Duplicate(Exception):
+    """A batch refused because a message id of it is stored already (it was published before)."""
+
+
+class _Unsure(Exception):
+    """No acknowledgement came: the messages may or may not be stored."""
 
 
 class _NoAtomic(Exception):
@@ -293,6 +321,11 @@ class JetStreamLog:
     def closed(self) -> bool:
         """Whether the connection was opened and is now closed for good (the client gave up reconnecting)."""
         return self._nc is not None and self._nc.is_closed
+
+    @property
+    def connected(self) -> bool:
+        """Whether the connection is up now (False while the client reconnects)."""
+        return self._nc is not None and self._nc.is_connected
 
     @property
     def prefix(self) -> str:
@@ -596,7 +629,7 @@ class JetStreamLog:
             if self.before_publish is not None:
                 self.before_publish(attempt)
             try:
-                first, last = self._run(self._publish(plan))
+                first, last = self._publish_surely(plan)
             except _LostRace:
                 self.races_lost += 1
                 time.sleep(random.uniform(0, 0.002) * (attempt + 1))  # noqa: S311 - jitter, not crypto
@@ -604,15 +637,51 @@ class JetStreamLog:
             except LogUnavailable as err:
                 raise AppendError([f"{err}; nothing was written"]) from err
             return AppendResult(first, last, len(checked), offset=last)  # a stream's position is its sequence
-        raise Conflict([f"line 1: lost the race for {plan[0][0]} {MAX_RACES} times in a row; nothing was written"])
+        raise Conflict([f"line 1: lost the race for {plan[0].subject} {MAX_RACES} times in a row; nothing was written"])
+
+    def _publish_surely(self, plan: list[Message]) -> tuple[int, int]:
+        """Publish ``plan``; when no acknowledgement came, publish the very same messages again (UNSURE_RETRIES).
+
+        Their ``Nats-Msg-Id`` make the server store them once: a retry of what
+        was stored is answered as a duplicate, refused as a repeated id in a
+        batch (10201) or, with an expected last sequence, as a lost race; in
+        each case the stream's last message on the subject tells whether it is
+        this plan's (then its sequence is the answer).
+        """
+        try:
+            return self._run(self._publish(plan))
+        except _Unsure as unsure:
+            why = unsure
+        for _ in range(UNSURE_RETRIES):
+            try:
+                return self._run(self._publish(plan))
+            except (_LostRace, _Duplicate):
+                stored = self._run(self._stored(plan))
+                if stored is not None:
+                    return stored
+                raise
+            except _Unsure as again:
+                why = again
+        raise AppendError([f"{why}; the events may or may not have been written: replay the log to see"])
+
+    async def _stored(self, plan: list[Message]) -> tuple[int, int] | None:
+        """The sequences of ``plan`` if its last message is the last one on its subject (by ``Nats-Msg-Id``)."""
+        _, js = await self._connection()
+        try:
+            msg = await js.get_last_msg(self.target.stream, plan[-1].subject)
+        except (nats.errors.Error, OSError, NotFoundError):
+            return None
+        if (msg.headers or {}).get(MSG_ID) != plan[-1].msg_id or msg.seq is None:
+            return None
+        return msg.seq - len(plan) + 1, msg.seq
 
     def _prepare(
         self,
         checked: list[tuple[dict[str, Any], Event, datetime]],
         expect_revision: int | None,
         check: bool,
-    ) -> list[tuple[str, bytes, int | None]]:
-        """Catch up, check the events on a copy of the state; ``(subject, body, expected)`` of each."""
+    ) -> list[Message]:
+        """Catch up, check the events on a copy of the state; the message of each."""
         state = self._state(create=True)
         replay = _copy(state.replay, self.new_folder)
         if expect_revision is not None:
@@ -627,8 +696,9 @@ class JetStreamLog:
             ])
         guard = check or expect_revision is not None
         refused: list[str] = []
-        plan: list[tuple[str, bytes, int | None]] = []
+        plan: list[Message] = []
         seen: set[str] = set()
+        append_id = uuid.uuid4().hex  # one per append: a retry of the same plan carries the same ids
         limit = self._nc.max_payload if self._nc is not None else 1 << 20
         for i, (obj, ev, at) in enumerate(checked, 1):
             ev.seq = state.read_to + i
@@ -645,17 +715,24 @@ class JetStreamLog:
             if guard and stream_of(ev) is not None and subject not in seen:
                 expected = state.subjects.get(subject, 0)
             seen.add(subject)
-            plan.append((subject, body, expected))
+            plan.append(Message(subject, body, expected, f"{append_id}-{i}"))
         if refused:
             raise Conflict(refused)
         return plan
 
-    async def _publish(self, plan: list[tuple[str, bytes, int | None]]) -> tuple[int, int]:
-        """Publish one message, or an atomic batch; the first and last stream sequence."""
+    async def _publish(self, plan: list[Message]) -> tuple[int, int]:
+        """Publish one message, or an atomic batch; the first and last stream sequence.
+
+        Every message carries its ``Nats-Msg-Id``: the same plan published again
+        (a retry after an acknowledgement that never came) is stored once, within
+        the stream's duplicate window (2 minutes by default).
+        """
         if len(plan) == 1:
-            subject, body, expected = plan[0]
-            headers = {EXPECTED_LAST_SUBJECT_SEQUENCE: str(expected)} if expected is not None else None
-            ack = await self._request(subject, body, headers)
+            msg = plan[0]
+            headers = {MSG_ID: msg.msg_id}
+            if msg.expected is not None:
+                headers[EXPECTED_LAST_SUBJECT_SEQUENCE] = str(msg.expected)
+            ack = await self._request(msg.subject, msg.body, headers)
             seq = int(ack["seq"])
             return seq, seq
         try:
@@ -667,14 +744,15 @@ class JetStreamLog:
             await self._allow_atomic()
             return await self._publish_batch(plan)
 
-    async def _publish_batch(self, plan: list[tuple[str, bytes, int | None]]) -> tuple[int, int]:
+    async def _publish_batch(self, plan: list[Message]) -> tuple[int, int]:
         nc, _ = await self._connection()
         batch = uuid.uuid4().hex
         n = len(plan)
-        for i, (subject, body, expected) in enumerate(plan, 1):
-            headers = {BATCH_ID: batch, BATCH_SEQUENCE: str(i)}
-            if expected is not None:
-                headers[EXPECTED_LAST_SUBJECT_SEQUENCE] = str(expected)
+        for i, msg in enumerate(plan, 1):
+            subject, body = msg.subject, msg.body
+            headers = {BATCH_ID: batch, BATCH_SEQUENCE: str(i), MSG_ID: msg.msg_id}
+            if msg.expected is not None:
+                headers[EXPECTED_LAST_SUBJECT_SEQUENCE] = str(msg.expected)
             if i == n:
                 headers[BATCH_COMMIT] = "1"
                 ack = await self._request(subject, body, headers)
@@ -704,9 +782,10 @@ class JetStreamLog:
             raise AppendError([f"no stream takes {subject} (is stream {self.target.stream} there?); "
                                "nothing was written"]) from err
         except (nats.errors.TimeoutError, TimeoutError) as err:
-            unsure = "the batch was not committed: nothing was written" if first_of_batch else \
-                "the events may or may not have been written: replay the log to see"
-            raise AppendError([f"no acknowledgement from JetStream in {self.target.timeout:g} s; {unsure}"]) from err
+            if first_of_batch:
+                raise AppendError([f"no acknowledgement from JetStream in {self.target.timeout:g} s; the batch was "
+                                   "not committed: nothing was written"]) from err
+            raise _Unsure(f"no acknowledgement from JetStream in {self.target.timeout:g} s") from err
         except (nats.errors.Error, OSError) as err:
             raise AppendError([f"cannot publish to {subject}: {err or type(err).__name__}; nothing was written"]) \
                 from err
@@ -723,6 +802,8 @@ class JetStreamLog:
         code = error.get("err_code")
         if code in LOST_RACE_CODES:
             raise _LostRace(error.get("description"))
+        if code == DUPLICATE_IN_BATCH:
+            raise _Duplicate(error.get("description"))
         if code in (10174, 10175) or "atomic publish" in str(error.get("description", "")).lower():
             raise _NoAtomic(error.get("description"))
         raise AppendError([f"JetStream refused the write: {error.get('description')} (err_code {code}); "
@@ -812,6 +893,7 @@ def import_log(source: IO[bytes], log: JetStreamLog, window: int = 2000) -> Impo
         report.imported += len(batch)
         return True
 
+    batch: list[tuple[int, bytes, str]] = []  # the lines of a batch whose last line has not come yet
     for n, (raw, _end, complete) in enumerate(iter_lines(source), 1):
         if not complete:
             report.torn_tail = True
@@ -820,11 +902,20 @@ def import_log(source: IO[bytes], log: JetStreamLog, window: int = 2000) -> Impo
         if isinstance(decoded, str):
             subject = f"{log.prefix}.bad"
             report.bad_lines += 1
+            end = None
         else:
             subject = subject_of(log.prefix, decoded[0])
+            end = decoded[0].batch_end
+        if end is not None and end > reader.last_seq:
+            batch.append((n, raw, subject))  # held, as a replay holds it, until its last line
+            continue
+        pending.extend(batch)  # a batch that ended here, or one another line interrupted (bad lines either way)
+        batch.clear()
         pending.append((n, raw, subject))
         if len(pending) >= window and not flush():
             break
+    if batch:
+        report.torn_tail = True  # an unfinished batch at the end: not committed, not imported
     if pending and report.error is None:
         flush()
     if report.imported:
@@ -1035,6 +1126,30 @@ class StreamFollower:
         return n
 
 
+def _reachable(follower: StreamFollower, on_change: Callable[[StreamFollower], None], report: Callable[[str], None],
+               behind: bool) -> bool:
+    """Say once when the server became unreachable (the dump falls behind), and once when it caught up again.
+
+    Back in touch, the stream is read up to its last sequence at once rather
+    than when the ordered consumer resumes (which took 10 to 17 s); returns
+    whether the follower is still behind.
+    """
+    if not follower.log.connected:
+        if not behind:
+            report(f"{follower.path}: the server is unreachable; the dump stays as of seq {follower.state.read_to} "
+                   "until it is back")
+        return True
+    if not behind:
+        return False
+    try:
+        follower.state = follower.log.catch_up(follower.state)
+    except (LogUnavailable, TimeoutError):
+        return True
+    on_change(follower)
+    report(f"{follower.path}: the server is back; caught up to seq {follower.state.read_to}")
+    return False
+
+
 def follow(
     follower: StreamFollower,
     on_change: Callable[[StreamFollower], None],
@@ -1063,6 +1178,7 @@ def follow(
     sub = follower.log._run(follower._subscribe(follower.state.read_to + 1))
     saved = written = time.monotonic()
     unsaved: str | None = None
+    behind = False
     try:
         while not stop.is_set():
             arrived = follower._arrived.wait(wake_ms(tick_s) / 1000)
@@ -1071,6 +1187,8 @@ def follow(
                                      "in 10 tries); start again to resume")
             if arrived:
                 follower._arrived.clear()
+            else:
+                behind = _reachable(follower, on_change, report, behind)
             if (arrived and follower.drain()) or time.monotonic() - written >= tick_s:
                 on_change(follower)
                 written = time.monotonic()

@@ -59,6 +59,20 @@ class Servers:
     urls: list[str]
     procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
     logs: list[Path] = field(default_factory=list)
+    argvs: list[list[str]] = field(default_factory=list)
+
+    def kill(self, node: int = 0) -> None:
+        """Stop one node at once (SIGKILL), as a crash or a lost host would."""
+        proc = self.procs[node]
+        proc.kill()
+        proc.wait(10)
+
+    def restart(self, node: int = 0) -> None:
+        """Start a stopped node again, same port and store, and wait until it answers."""
+        with open(self.logs[node], "ab") as out:
+            self.procs[node] = subprocess.Popen(self.argvs[node], stdout=out, stderr=subprocess.STDOUT,
+                                                stdin=subprocess.DEVNULL)
+        asyncio.run(_wait_ready(Servers([self.urls[node]], [self.procs[node]]), 1))
 
     def stream_url(self, stream: str, node: int = 0, **options: object) -> str:
         """``nats://HOST:PORT/STREAM?...`` on one node."""
@@ -96,6 +110,7 @@ def start(tmp: Path, nodes: int = 1) -> Servers:
                          "--routes", routes]
             log = tmp / f"n{i + 1}.log"
             servers.logs.append(log)
+            servers.argvs.append(argv)
             with open(log, "wb") as out:
                 servers.procs.append(subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT,
                                                       stdin=subprocess.DEVNULL))

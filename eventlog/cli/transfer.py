@@ -93,7 +93,8 @@ def run_import_log(args: argparse.Namespace) -> int:
         error(f"cannot import {args.file}: {err.strerror or err}")
         return 2
     if report.torn_tail:
-        error(f"{args.file}: the last line has no newline (a torn tail): not imported")
+        error(f"{args.file}: its tail is not committed (a torn tail: a last line without a newline, or a batch whose "
+              "last line is missing): not imported")
     if report.error:
         error(f"{args.log}: import stopped at {report.error}; lines 1..{report.imported} are in the stream")
     print(dumps({"log": args.log, "file": args.file, "imported": report.imported, "bad_lines": report.bad_lines,
