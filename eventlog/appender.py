@@ -280,7 +280,7 @@ class EventLog:
             return kept[0], notes, kept[2]
         with os.fdopen(os.dup(fd), "rb") as f:
             fresh = Replay(self.new_folder(), self.assume_tz)
-            loaded, why = snapshot.load(self.sidecar, f, fresh)
+            loaded, why = snapshot.load(self.sidecar, f, fresh, lazy=True)
             saved_at = None if loaded is None else loaded.offset
             if loaded is None and why != "no snapshot":
                 notes.append(f"{why}; rebuilt it from the log")
