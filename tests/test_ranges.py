@@ -1,0 +1,297 @@
+"""Property tests of spec section 1, "Ranges" and "What ``eventlog append`` writes is what a replay applies".
+
+Logs of valid shape with extreme values (times from 1900 to 9000 in odd
+offsets with fractions, integers at the ends of 64 bits) go through every
+projection's fold and view, the dump, the Prometheus exposition, what
+``status`` and ``explain`` print, the split sidecar, and the runners'
+planning queries as of extreme times: nothing may raise. Whatever
+``EventLog.append`` accepts, a replay applies as the same event; the
+replay's fast path and its reader agree on every line.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import tempfile
+from datetime import UTC, datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import msgspec.inspect as mi
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+
+from eventlog import lazystate, snapshot
+from eventlog.appender import AppendError, EventLog
+from eventlog.cli.live import headline, needs_person, verdict
+from eventlog.events import EVENT_TYPES, INT64_MAX, INT64_MIN, TIME_FIELDS, Event
+from eventlog.prom import exposition
+from eventlog.reader import Reader, validate_object
+from eventlog.replay import Replay
+from eventlog.runners.sessions import describe
+from projections.runner import Runner
+
+OFFSETS = [timezone(timedelta(hours=h, minutes=m)) for h, m in
+           ((0, 0), (14, 0), (-12, 0), (5, 45), (-9, -30), (23, 59), (-23, -59))]
+IDS = st.one_of(st.sampled_from(["h1", "a"]), st.sampled_from(["h2", "x\ny", "\x1b[2J", ""]))
+
+
+def iso(at: datetime, zulu: bool) -> str:
+    text = at.isoformat()
+    return text[:-6] + "Z" if zulu and text.endswith("+00:00") else text
+
+
+FIRST, LAST = datetime(1900, 1, 1), datetime(9000, 12, 31, 23, 59, 59, 999999)
+#: Anchors the times cluster around, so that events of one log meet (same day, stale, backoff): the contract's
+#: two ends and an ordinary day.
+ANCHORS = [FIRST, datetime(2026, 8, 3, 9, 0), LAST]
+
+
+def near(anchor: datetime, seconds: int, micro: int, zone: timezone) -> datetime:
+    local = min(LAST, max(FIRST, anchor + timedelta(seconds=seconds, microseconds=micro)))
+    return local.replace(tzinfo=zone)
+
+
+wall_times = st.one_of(
+    st.builds(near, st.sampled_from(ANCHORS), st.integers(-3 * 86400, 3 * 86400), st.integers(0, 999_999),
+              st.sampled_from(OFFSETS)),
+    st.datetimes(min_value=FIRST, max_value=LAST, timezones=st.sampled_from(OFFSETS)),
+)
+times = st.builds(iso, wall_times, st.booleans())
+#: Integers near both ends of 64 bits, near 0, and anywhere.
+edge_ints = st.one_of(st.sampled_from([INT64_MIN, INT64_MIN + 1, -1, 0, 1, 24, 60, 3_000_000_000, INT64_MAX - 1,
+                                       INT64_MAX]),
+                      st.integers(INT64_MIN, INT64_MAX))
+
+
+def value_of(kind: mi.Type, name: str) -> st.SearchStrategy[Any]:
+    """Values of one field type, extreme ones included."""
+    if isinstance(kind, mi.UnionType):
+        return st.one_of(*(value_of(t, name) for t in kind.types))
+    if isinstance(kind, mi.NoneType):
+        return st.none()
+    if isinstance(kind, mi.LiteralType):
+        return st.sampled_from(list(kind.values))
+    if isinstance(kind, mi.BoolType):
+        return st.booleans()
+    if isinstance(kind, mi.IntType):
+        low = kind.ge if kind.ge is not None else INT64_MIN
+        return st.one_of(edge_ints.filter(lambda n: n >= low), st.integers(low, min(low + 5, INT64_MAX)))
+    if isinstance(kind, mi.FloatType):
+        return st.floats(allow_nan=False, allow_infinity=False)
+    if isinstance(kind, mi.ListType):
+        return st.lists(value_of(kind.item_type, name), max_size=3)
+    if isinstance(kind, mi.StructType):
+        return st.fixed_dictionaries({}, optional={f.encode_name: value_of(f.type, f.name) for f in kind.fields})
+    if isinstance(kind, mi.StrType):
+        if kind.min_length:
+            return st.text(min_size=kind.min_length, max_size=5)
+        return IDS
+    raise AssertionError(f"no strategy for {kind}")
+
+
+def event_of(cls: type[Event]) -> st.SearchStrategy[dict[str, Any]]:
+    info = mi.type_info(cls)
+    assert isinstance(info, mi.StructType)
+    timed = {"ts", *TIME_FIELDS.get(cls, ())}
+    required: dict[str, st.SearchStrategy[Any]] = {}
+    optional: dict[str, st.SearchStrategy[Any]] = {}
+    for f in info.fields:
+        if f.name in ("seq", "v", "batch_end"):
+            continue  # the envelope: set by the appender
+        strategy = (st.one_of(st.none(), times) if isinstance(f.type, mi.UnionType) else times) \
+            if f.name in timed else value_of(f.type, f.name)
+        (required if f.required else optional)[f.encode_name] = strategy
+    tag = cls.__struct_config__.tag
+    return st.fixed_dictionaries({"type": st.just(tag), **required}, optional=optional)
+
+
+EVENTS = {cls: event_of(cls) for cls in EVENT_TYPES.values()}
+any_event = st.one_of(*EVENTS.values())
+
+
+@st.composite
+def logs(draw: st.DrawFn) -> list[dict[str, Any]]:
+    """Events of a few types only, so that they meet: a registration and a skip of one job, a claim of a handoff."""
+    kinds = draw(st.lists(st.sampled_from(list(EVENTS)), min_size=1, max_size=4, unique=True))
+    return draw(st.lists(st.one_of(*(EVENTS[k] for k in kinds)), min_size=1, max_size=25))
+
+#: "As of" times a projection may be asked about: the contract's ends, and what Python holds at most.
+as_ofs = st.one_of(
+    wall_times,
+    st.sampled_from([datetime.min.replace(tzinfo=UTC), datetime.max.replace(tzinfo=UTC),
+                     datetime.min.replace(tzinfo=OFFSETS[1]), datetime.max.replace(tzinfo=OFFSETS[2])]),
+)
+
+
+def as_log(events: list[dict[str, Any]]) -> bytes:
+    return b"".join(msgspec.json.encode({**e, "seq": i}) + b"\n" for i, e in enumerate(events, 1))
+
+
+def replayed(data: bytes) -> Replay:
+    replay = Replay(Runner())
+    replay.feed(io.BytesIO(data))
+    return replay
+
+
+def everything_reads(replay: Replay, at: datetime) -> None:
+    """Every view of the state, as of ``at`` and as of the last line: none may raise."""
+    folder = replay.folder
+    assert isinstance(folder, Runner)
+    for when, text in ((at, at.isoformat()), (None, None)):
+        dump = replay.dump("log", when, text)
+        json.dumps(dump)  # the dump is JSON as it is
+        exposition(dump)
+        needs_person(dump)
+        headline(dump)
+        for ident in ("h1", "a", "h2", "x\ny"):
+            verdict(dump, ident)
+    handoffs, catchup, lanes, sessions = folder.handoffs, folder.catchup, folder.lanes, folder.sessions
+    handoffs.probe_plan(at)
+    handoffs.due_accounts(at)
+    handoffs.next_claims()
+    handoffs.claim_order()
+    handoffs.stale_claims(at)
+    handoffs.watcher_late(at)
+    catchup.candidates(at)
+    catchup.circuit_open(at)
+    lanes.judge(at, at.isoformat())
+    for sid in list(sessions.sessions):
+        describe(sessions, sid, at)
+        sessions.options(sid)
+
+
+END = "9000-12-31T23:59:59.999999-23:59"
+#: The crash sites issue 15 found, each as a valid log: a calendar hour that is no time of day, a backoff and a
+#: retry computed at the end of the range, a skip at its start read in a zone west of it.
+CRASHES = [
+    [{"type": "job_registered", "ts": "2026-08-03T09:00:00+09:00", "label": "j", "guarded": True,
+      "calendar": [{"Hour": 3_000_000_000}], "interval_s": None},
+     {"type": "job_skipped", "ts": "2026-08-03T09:00:00+09:00", "label": "j", "reason": "q", "remaining_s": 1}],
+    [{"type": "handoff_created", "ts": END, "handoff_id": "h1", "account": "a"},
+     {"type": "limit_recorded", "ts": END, "account": "a", "limited_at": END, "reset_at": None, "source": "s",
+      "confidence": "estimated"},
+     {"type": "probe_result", "ts": END, "account": "a", "outcome": "quota_limited"},
+     {"type": "probe_result", "ts": END, "account": "a", "outcome": "transient"}],
+    [{"type": "startup_failed", "ts": END, "session_id": "s", "generation": INT64_MAX, "reason": "boom"}],
+    [{"type": "job_skipped", "ts": "1900-01-01T00:00:00+14:00", "label": "j", "reason": "q", "remaining_s": 1},
+     {"type": "job_registered", "ts": "1900-01-01T00:00:00+14:00", "label": "j", "guarded": True,
+      "calendar": [{"Hour": 0, "Minute": INT64_MIN}], "interval_s": None},
+     {"type": "lane_check", "ts": "1900-01-01T00:00:00-05:00"}],
+]
+
+
+@given(logs(), as_ofs)
+@example(CRASHES[0], datetime(2026, 8, 3, 12, 0, tzinfo=OFFSETS[0]).astimezone(timezone(timedelta(hours=9))))
+@example(CRASHES[1], datetime.max.replace(tzinfo=UTC))
+@example(CRASHES[2], datetime.max.replace(tzinfo=OFFSETS[2]))
+@example(CRASHES[3], datetime.min.replace(tzinfo=OFFSETS[1]))
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_extreme_valid_logs_never_break_a_fold_a_view_or_a_runner_query(events: list[dict[str, Any]],
+                                                                     at: datetime) -> None:
+    data = as_log(events)
+    replay = replayed(data)
+    assert replay.bad_lines == []  # every line is valid: these are the values a reader accepts
+    assert replay.events == len(events)
+    everything_reads(replay, at)
+    # the sidecar's split state, loaded lazily and whole, is the same state
+    encoded = snapshot.encode_state(replay)
+    for lazy in (True, False):
+        fresh = Replay(Runner())
+        assert snapshot.decode_state(encoded, fresh, lazy=lazy) is None
+        assert fresh.dump("log") == replay.dump("log")
+        everything_reads(fresh, at)
+        assert lazystate.encode(fresh.save_state()) == encoded
+
+
+def mutated(line: bytes, how: int) -> bytes:
+    """A line changed the ways a hand-written line may differ: spaces, a repeated key, an escape, an extra field."""
+    if how == 0:
+        return line.replace(b'":', b'" :', 1)
+    if how == 1:
+        return line[:-1] + b',"type":"lane_check"}'
+    if how == 2:
+        return line.replace(b'"ts"', b'"t\\u0073"', 1)
+    if how == 3:
+        return line[:-1] + b',"extra":"\\"q\\""}'
+    if how == 4:
+        return line.replace(b'"seq":', b'"v":1,"seq":', 1)
+    return line
+
+
+@given(logs(), st.lists(st.integers(0, 6), min_size=25, max_size=25))
+@settings(max_examples=150, deadline=None)
+def test_the_fast_path_and_the_reader_agree_on_every_line(events: list[dict[str, Any]], hows: list[int]) -> None:
+    lines = [mutated(msgspec.json.encode({**e, "seq": i}), hows[i - 1]) for i, e in enumerate(events, 1)]
+    fast = replayed(b"".join(x + b"\n" for x in lines))
+    slow = Replay(Runner())
+    for n, raw in enumerate(lines, 1):
+        slow.fold_line(raw, n)
+    assert fast.bad_lines == slow.bad_lines
+    assert fast.dump("log") == slow.dump("log")
+    for i, how in enumerate(hows[: len(lines)]):
+        repeated = how == 1 or (how == 2 and b'"ts"' in lines[i])
+        assert any(b["line"] == i + 1 and "duplicate key" in b["reason"] for b in fast.bad_lines) == repeated
+
+
+out_of_range = st.one_of(
+    st.sampled_from([INT64_MIN - 1, INT64_MAX + 1, 2**64, -(2**70), math.nan, math.inf, -math.inf, 1e308]),
+    st.sampled_from(["1899-12-31T23:59:59+00:00", "9001-01-01T00:00:00+00:00", "0001-01-01T00:00:00Z",
+                     "9999-12-31T23:59:59-12:00"]),
+)
+
+
+@st.composite
+def maybe_broken(draw: st.DrawFn) -> dict[str, Any]:
+    """A valid event, or one with a field set to a value out of range."""
+    event = dict(draw(any_event))
+    if draw(st.booleans()):
+        key = draw(st.sampled_from(sorted(event)))
+        if key != "type":
+            event[key] = draw(out_of_range)
+    return event
+
+
+@given(st.lists(maybe_broken(), min_size=1, max_size=6), st.booleans())
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_what_append_accepts_a_replay_applies_as_the_same_event(batch: list[dict[str, Any]], split: bool) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        log = Path(tmp) / "log.jsonl"
+        EventLog(log).append([{"type": "lane_check", "ts": "2026-08-03T01:00:00+09:00"}])
+        before = log.read_bytes()
+        accepted: list[Event] = []
+        try:
+            for part in ([[e] for e in batch] if split else [batch]):
+                EventLog(log).append(part, check=False)
+                accepted.extend(_expected(part))
+        except AppendError as err:
+            assert err.exit_code == 2, err.messages
+            assert not accepted or split
+            if not split:
+                assert log.read_bytes() == before
+        lines = log.read_bytes().splitlines()[1:]
+        assert len(lines) == len(accepted)
+        reader = Reader()
+        reader.last_seq = 1
+        marks = [json.loads(x).get("batch_end") for x in lines]
+        for n, (raw, want) in enumerate(zip(lines, accepted, strict=True), 2):
+            got = reader.decode(raw, n)
+            assert not isinstance(got, str), got
+            want.seq, want.batch_end = n, marks[n - 2]
+            assert got[0] == want
+        replay = replayed(log.read_bytes())
+        assert replay.bad_lines == [] and replay.events == 1 + len(accepted)
+        everything_reads(replay, datetime(9000, 12, 31, 23, 59, 59, tzinfo=OFFSETS[2]))
+
+
+def _expected(part: list[dict[str, Any]]) -> list[Event]:
+    """The events of an accepted batch as validate_object reads them."""
+    out = []
+    for obj in part:
+        checked = validate_object(dict(obj))
+        assert not isinstance(checked, str), checked
+        out.append(checked[0])
+    return out
