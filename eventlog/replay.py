@@ -18,7 +18,7 @@ import msgspec
 
 from eventlog.events import CURRENT_VERSION, EVENT_TYPES, FIRST_YEAR, LAST_YEAR, TIME_FIELDS, Event
 from eventlog.fold import Folder, FoldResult, Stateful
-from eventlog.reader import FIXED_QUOTES, QUOTE_COUNTERS, Reader, _decoder, iter_blocks
+from eventlog.reader import FIXED_QUOTES, QUOTE_COUNTERS, Reader, _decoder, iter_blocks, written_defaults
 
 #: Called with (lines read, bytes read) every so often during a long read.
 Progress = Callable[[int, int], None]
@@ -183,17 +183,29 @@ class Replay:
                     ev: Event = decode_fast(raw)
                     cls = ev.__class__
                     given = ev.seq
+                    # more '"' than the event accounts for: at None, the reader looks (a key twice?)
                     q = fixed.get(cls)
-                    if q is not None:
-                        at = fromiso(ev.ts)
-                        if raw.count(b'"') != (q + 2 if given else q) or not low <= at.year <= high:
+                    if q is not None:  # the most common: a type with no optional field
+                        if given:
+                            q += 2
+                        quotes = raw.count(b'"')
+                        if quotes == q or quotes == q + written_defaults(ev, raw):
+                            at = fromiso(ev.ts)
+                            if not low <= at.year <= high:
+                                at = None
+                        else:
                             at = None
-                    elif cls in plain:
-                        at = fromiso(ev.ts)
-                        if raw.count(b'"') != counters[cls](ev) or not low <= at.year <= high:
+                    elif cls in plain or cls in timed:
+                        q = counters[cls](ev)
+                        quotes = raw.count(b'"')
+                        if quotes != q and quotes != q + written_defaults(ev, raw):
                             at = None
-                    elif cls in timed and raw.count(b'"') == counters[cls](ev):
-                        at = reader.times(ev)
+                        elif cls in timed:
+                            at = reader.times(ev)
+                        else:
+                            at = fromiso(ev.ts)
+                            if not low <= at.year <= high:
+                                at = None
                     else:
                         at = None
                     seq = given or line  # seq is >= 1 when given
