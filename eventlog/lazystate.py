@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import typing
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import msgspec
@@ -57,6 +57,27 @@ class Split(msgspec.Struct, array_like=True):
 
 def _bucket(key: str, n: int) -> int:
     return zlib.crc32(key.encode("utf-8", "surrogatepass")) % n
+
+
+def _key_first(method: Callable[..., Any]) -> Callable[..., Any]:
+    """``method`` of dict, after the bucket of its first argument (a key) is loaded."""
+    def call(self: LazyMap, key: Any, *args: Any) -> Any:
+        if self._left and isinstance(key, str):
+            self._load(key)
+        return method(self, key, *args)
+
+    call.__name__ = method.__name__
+    return call
+
+
+def _all_first(method: Callable[..., Any]) -> Callable[..., Any]:
+    """``method`` of dict or list, after everything is loaded."""
+    def call(self: LazyMap | LazyList, *args: Any, **kwargs: Any) -> Any:
+        self._load_all()
+        return method(self, *args, **kwargs)
+
+    call.__name__ = method.__name__
+    return call
 
 
 class LazyMap(dict[str, Any]):
@@ -93,78 +114,26 @@ class LazyMap(dict[str, Any]):
         """The buckets not loaded (None where loaded) and the loaded entries, for saving."""
         return self._raw, dict(dict.items(self))
 
-    def __getitem__(self, key: str) -> Any:
-        if self._left:
-            self._load(key)
-        return dict.__getitem__(self, key)
-
-    def get(self, key: str, default: Any = None) -> Any:
-        if self._left:
-            self._load(key)
-        return dict.get(self, key, default)
-
-    def __contains__(self, key: object) -> bool:
-        if self._left and isinstance(key, str):
-            self._load(key)
-        return dict.__contains__(self, key)
-
-    def __setitem__(self, key: str, value: Any) -> None:
-        if self._left:
-            self._load(key)
-        dict.__setitem__(self, key, value)
-
-    def __delitem__(self, key: str) -> None:
-        if self._left:
-            self._load(key)
-        dict.__delitem__(self, key)
-
-    def setdefault(self, key: str, default: Any = None) -> Any:
-        if self._left:
-            self._load(key)
-        return dict.setdefault(self, key, default)
-
-    def pop(self, key: str, *default: Any) -> Any:
-        if self._left:
-            self._load(key)
-        return dict.pop(self, key, *default)
-
-    def __iter__(self) -> Iterator[str]:
-        self._load_all()
-        return dict.__iter__(self)
-
-    def __len__(self) -> int:
-        self._load_all()
-        return dict.__len__(self)
-
-    def keys(self) -> Any:
-        self._load_all()
-        return dict.keys(self)
-
-    def values(self) -> Any:
-        self._load_all()
-        return dict.values(self)
-
-    def items(self) -> Any:
-        self._load_all()
-        return dict.items(self)
-
-    def update(self, *args: Any, **kwargs: Any) -> None:
-        self._load_all()
-        dict.update(self, *args, **kwargs)
+    __getitem__ = _key_first(dict.__getitem__)
+    get = _key_first(dict.get)
+    __contains__ = _key_first(dict.__contains__)
+    __setitem__ = _key_first(dict.__setitem__)
+    __delitem__ = _key_first(dict.__delitem__)
+    setdefault = _key_first(dict.setdefault)
+    pop = _key_first(dict.pop)
+    __iter__ = _all_first(dict.__iter__)
+    __len__ = _all_first(dict.__len__)
+    keys = _all_first(dict.keys)
+    values = _all_first(dict.values)
+    items = _all_first(dict.items)
+    update = _all_first(dict.update)
+    __eq__ = _all_first(dict.__eq__)
+    __repr__ = _all_first(dict.__repr__)
+    __hash__ = None
 
     def copy(self) -> dict[str, Any]:
         self._load_all()
         return dict(dict.items(self))
-
-    def __eq__(self, other: object) -> bool:
-        self._load_all()
-        return dict.__eq__(self, other)
-
-    __hash__ = None
-
-    def __repr__(self) -> str:
-        self._load_all()
-        return dict.__repr__(self)
 
 
 class LazyList(list[Any]):
@@ -175,7 +144,7 @@ class LazyList(list[Any]):
         self._old: msgspec.Raw | None = raw
         self._decode = decode
 
-    def _load(self) -> None:
+    def _load_all(self) -> None:
         if self._old is not None:
             old, self._old = self._old, None
             list.__setitem__(self, slice(0, 0), self._decode(old))
@@ -184,39 +153,15 @@ class LazyList(list[Any]):
         """The old elements not decoded (None when they were) and the elements held, for saving."""
         return self._old, list(list.__iter__(self))
 
-    def __iter__(self) -> Iterator[Any]:
-        self._load()
-        return list.__iter__(self)
-
-    def __reversed__(self) -> Iterator[Any]:
-        self._load()
-        return list.__reversed__(self)
-
-    def __len__(self) -> int:
-        self._load()
-        return list.__len__(self)
-
-    def __getitem__(self, index: Any) -> Any:
-        self._load()
-        return list.__getitem__(self, index)
-
-    def __contains__(self, item: object) -> bool:
-        self._load()
-        return list.__contains__(self, item)
-
-    def __eq__(self, other: object) -> bool:
-        self._load()
-        return list.__eq__(self, other)
-
+    __iter__ = _all_first(list.__iter__)
+    __reversed__ = _all_first(list.__reversed__)
+    __len__ = _all_first(list.__len__)
+    __getitem__ = _all_first(list.__getitem__)
+    __contains__ = _all_first(list.__contains__)
+    __eq__ = _all_first(list.__eq__)
+    sort = _all_first(list.sort)
+    __repr__ = _all_first(list.__repr__)
     __hash__ = None
-
-    def sort(self, *args: Any, **kwargs: Any) -> None:
-        self._load()
-        list.sort(self, *args, **kwargs)
-
-    def __repr__(self) -> str:
-        self._load()
-        return list.__repr__(self)
 
 
 # --- encoding -------------------------------------------------------------------------------------
