@@ -667,3 +667,32 @@ def test_import_log_leaves_an_unfinished_batch_out_as_a_torn_tail(single: natsse
     with JetStreamLog(url) as log:
         dump = log.replay().dump("x")
     assert sorted(dump["handoffs"]["items"]) == ["h1", "h2", "h3"] and dump["bad_lines"] == []
+
+
+def test_a_batch_whose_commit_never_comes_stores_nothing(single: natsserver.Servers) -> None:
+    """Why a stream's batch needs no marker: the server stores an atomic batch only when its commit comes
+    (a writer that dies after sending part of a batch leaves nothing)."""
+    from eventlog import jetstream
+    from eventlog.appender import validated
+
+    url = fresh(single)
+    with JetStreamLog(url) as log:
+        log.append([created("h0")])
+        plan = log._prepare(validated([created(f"h{i}") for i in range(1, 5)]), None, True)
+
+        async def all_but_the_commit() -> None:
+            nc, _ = await log._connection()
+            for i, msg in enumerate(plan[:-1], 1):
+                headers = {jetstream.BATCH_ID: "never-committed", jetstream.BATCH_SEQUENCE: str(i),
+                           jetstream.MSG_ID: msg.msg_id}
+                if i == 1:
+                    await log._request(msg.subject, msg.body, headers, first_of_batch=True)
+                else:
+                    await nc.publish(msg.subject, msg.body, headers=headers)
+            await nc.flush()
+
+        log._run(all_but_the_commit())
+        # the next append, sent after those messages on the same connection, is the stream's second message
+        assert log.append([created("h9")]).last_seq == 2
+        info = log.info()
+        assert info is not None and info.state.messages == 2
