@@ -27,6 +27,7 @@ do not have is refused like any state that does not fit.
 
 from __future__ import annotations
 
+import sys
 import typing
 import zlib
 from collections.abc import Callable
@@ -167,16 +168,19 @@ class LazyList(list[Any]):
 # --- encoding -------------------------------------------------------------------------------------
 
 
-def encode(state: msgspec.Struct) -> bytes:
+def encode(state: msgspec.Struct, split_over: int | None = SPLIT_OVER) -> bytes:
     """``state`` (a struct, possibly holding lazy containers) as a :class:`Split`, msgpack.
 
-    Raises what msgpack raises for a value it cannot hold (OverflowError, ValueError, TypeError).
+    Containers of more than ``split_over`` entries are split out (None: only
+    lazy ones, which must be). Raises what msgpack raises for a value it
+    cannot hold (OverflowError, ValueError, TypeError).
     """
     maps: list[tuple[list[Step], list[msgspec.Raw]]] = []
     lists: list[tuple[list[Step], msgspec.Raw]] = []
     swapped: list[tuple[Any, Step, Any]] = []  # (parent, step, container) put back after the core is encoded
+    over = sys.maxsize if split_over is None else split_over
     try:
-        _walk(state, [], maps, lists, swapped)
+        _walk(state, [], maps, lists, swapped, over)
         core = _encoder.encode(state)
     finally:
         for parent, step, container in reversed(swapped):
@@ -185,36 +189,37 @@ def encode(state: msgspec.Struct) -> bytes:
 
 
 def _walk(node: Any, path: list[Step], maps: list[tuple[list[Step], list[msgspec.Raw]]],
-          lists: list[tuple[list[Step], msgspec.Raw]], swapped: list[tuple[Any, Step, Any]]) -> None:
+          lists: list[tuple[list[Step], msgspec.Raw]], swapped: list[tuple[Any, Step, Any]], over: int) -> None:
     for name in node.__struct_fields__:
         value = getattr(node, name)
         step: Step = name
         if isinstance(value, msgspec.Struct):
-            _walk(value, [*path, step], maps, lists, swapped)
+            _walk(value, [*path, step], maps, lists, swapped, over)
         elif isinstance(value, dict):
-            _split_dict(node, step, value, [*path, step], maps, lists, swapped)
+            _split_dict(node, step, value, [*path, step], maps, swapped, over)
         elif isinstance(value, list):
-            _split_list(node, step, value, [*path, step], lists, swapped)
+            _split_list(node, step, value, [*path, step], lists, swapped, over)
 
 
 def _split_dict(parent: Any, step: Step, value: dict[str, Any], path: list[Step],
-                maps: list[tuple[list[Step], list[msgspec.Raw]]], lists: list[tuple[list[Step], msgspec.Raw]],
-                swapped: list[tuple[Any, Step, Any]]) -> None:
-    if isinstance(value, LazyMap) or dict.__len__(value) > SPLIT_OVER:
+                maps: list[tuple[list[Step], list[msgspec.Raw]]], swapped: list[tuple[Any, Step, Any]],
+                over: int) -> None:
+    if isinstance(value, LazyMap) or dict.__len__(value) > over:
         maps.append((path, _buckets(value)))
         swapped.append((parent, step, value))
         _put(parent, step, {})
     elif dict.__len__(value) <= FEW_KEYS and all(isinstance(v, dict) for v in dict.values(value)):
         for key, inner in list(dict.items(value)):
-            _split_dict(value, ("key", key), inner, [*path, ("key", key)], maps, lists, swapped)
+            _split_dict(value, ("key", key), inner, [*path, ("key", key)], maps, swapped, over)
 
 
 def _split_list(parent: Any, step: Step, value: list[Any], path: list[Step],
-                lists: list[tuple[list[Step], msgspec.Raw]], swapped: list[tuple[Any, Step, Any]]) -> None:
+                lists: list[tuple[list[Step], msgspec.Raw]], swapped: list[tuple[Any, Step, Any]],
+                over: int) -> None:
     if isinstance(value, LazyList):
         old, new = value.parts()
         items = new if old is None else [*msgspec.msgpack.decode(old, type=list[msgspec.Raw]), *new]
-    elif list.__len__(value) > SPLIT_OVER:
+    elif list.__len__(value) > over:
         items = value
     else:
         return

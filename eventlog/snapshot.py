@@ -115,14 +115,17 @@ def _source_hash(module: str) -> str:
 _encoder = msgspec.msgpack.Encoder()
 
 
-def encode_state(replay: Replay) -> bytes:
-    """The replay's folded state as split msgpack (:mod:`eventlog.lazystate`); NotSaved when msgpack cannot hold it."""
+def encode_state(replay: Replay, split: bool = True) -> bytes:
+    """The replay's folded state as split msgpack (:mod:`eventlog.lazystate`); NotSaved when msgpack cannot hold it.
+
+    ``split=False`` splits only containers loaded lazily (a copy in memory needs no buckets).
+    """
     try:
         state = replay.save_state()
     except TypeError as err:  # a folder without typed state
         raise NotSaved(str(err)) from None
     try:
-        return lazystate.encode(state)
+        return lazystate.encode(state, lazystate.SPLIT_OVER if split else None)
     except (OverflowError, ValueError, TypeError) as err:  # msgspec.EncodeError is a ValueError
         raise NotSaved(f"the state holds a value msgpack cannot ({err})") from None
 
@@ -161,7 +164,7 @@ def decode_state(data: bytes | memoryview, fresh: Replay, expect: Position | Non
 def copy(replay: Replay, fresh: Replay) -> Replay:
     """A copy of ``replay`` made in ``fresh`` (an empty replay of a folder like ``replay``'s) through the codec."""
     try:
-        data = encode_state(replay)
+        data = encode_state(replay, split=False)
     except NotSaved:
         return _copy.deepcopy(replay)  # a state msgpack cannot hold: the slow way
     why = decode_state(data, fresh)
