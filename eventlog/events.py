@@ -42,6 +42,10 @@ class Event(msgspec.Struct, tag_field="type", kw_only=True, gc=False):
     batch_end: Positive | None = None
 
 
+#: The envelope's bookkeeping, set by writers and the appender: never part of what an event says.
+ENVELOPE_FIELDS: frozenset[str] = frozenset({"ts", "seq", "v", "batch_end"})
+
+
 # --- handoffs (seed 000) -----------------------------------------------------
 
 

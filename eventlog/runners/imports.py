@@ -22,7 +22,7 @@ from typing import Any
 import msgspec
 
 from eventlog import importers, worker_log
-from eventlog.events import ControlResult, Event, InterruptStage, StorageUnavailable
+from eventlog.events import ENVELOPE_FIELDS, ControlResult, Event, InterruptStage, StorageUnavailable
 from eventlog.fold import FoldResult, Rejected
 from eventlog.logs import is_url, open_log
 from eventlog.reader import Reader, validate_object
@@ -229,7 +229,7 @@ def _identity(obj: dict[str, Any], at: datetime) -> tuple[Any, ...]:
     A line that differs in anything (another outcome for a result already held)
     is not a repeat: the timeline's rules judge it, and name why it is refused.
     """
-    fields = sorted((k, v) for k, v in obj.items() if k not in ("ts", "seq", "v") and v is not None)
+    fields = sorted((k, v) for k, v in obj.items() if k not in ENVELOPE_FIELDS and v is not None)
     return (importers.instant(at), *fields)
 
 
