@@ -9,13 +9,11 @@ import argparse
 import sys
 from typing import Any
 
-import msgspec
-
 from eventlog.appender import AppendError
 from eventlog.cli.common import UsageError, add_assume_tz, add_log, command_parser, dumps, error, zone
 from eventlog.events import schema
 from eventlog.logs import LogUnavailable, open_log
-from eventlog.reader import MAX_LINE_BYTES, TOO_LONG, describe_bad_json, duplicate_key, iter_lines, zoned
+from eventlog.reader import read_objects, zoned
 
 APPEND = """\
 Read events from stdin, one JSON object per line, validate every one, then write
@@ -29,9 +27,8 @@ ZONE and written with its offset; the log's own lines are read in ZONE too."""
 
 APPEND_EXITS = """\
 0  written
-1  the log could not be written (nothing partial is left; a log this run created is removed again)
-2  bad input (each bad line named on stderr), bad usage, a closed stdin, or a LOG that does not look
-   like an event log (left untouched)
+1  the log could not be written (nothing partial is left)
+2  bad input (each bad line named on stderr) or bad usage
 3  a conflict: a refused transition or a revision mismatch"""
 
 
@@ -52,29 +49,7 @@ def register(sub: Any) -> None:
 
 def read_stdin(stream: Any) -> tuple[list[dict[str, Any]], list[str]]:
     """Objects from stdin lines (blank lines skipped), and the bad lines' messages."""
-    objs: list[dict[str, Any]] = []
-    problems: list[str] = []
-    for n, (raw, _end, _complete) in enumerate(iter_lines(stream), 1):
-        line = raw[:-1] if raw.endswith(b"\r") else raw
-        if line == TOO_LONG:
-            problems.append(f"stdin line {n}: too_long: longer than {MAX_LINE_BYTES} bytes")
-            continue
-        if not line.strip():
-            continue
-        try:
-            obj = msgspec.json.decode(line)
-        except Exception:  # noqa: BLE001 - named precisely below
-            problems.append(f"stdin line {n}: {describe_bad_json(line)}")
-            continue
-        if not isinstance(obj, dict):
-            problems.append(f"stdin line {n}: not_object: expected a JSON object")
-            continue
-        repeated = duplicate_key(line)  # msgspec would keep the last value without a word
-        if repeated is not None:
-            problems.append(f"stdin line {n}: {repeated}")
-            continue
-        objs.append(obj)
-    return objs, problems
+    return read_objects(stream, "stdin")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -84,14 +59,7 @@ def run(args: argparse.Namespace) -> int:
     except UsageError as err:
         error(str(err))
         return 2
-    if sys.stdin is None:
-        error(f"{args.log}: stdin is closed: no events to append; nothing was written")
-        return 2
-    try:
-        objs, problems = read_stdin(sys.stdin.buffer)
-    except OSError as err:
-        error(f"{args.log}: cannot read stdin ({err.strerror or err}); nothing was written")
-        return 2
+    objs, problems = read_stdin(sys.stdin.buffer)
     if tz is not None:
         objs = [zoned(obj, tz) for obj in objs]
     if problems:

@@ -26,6 +26,7 @@ from eventlog.follow import TICK_S, Followed, Follower, follow, judged, write_te
 from eventlog.logs import is_url, open_log
 from eventlog.prom import of_replay
 from eventlog.reader import Reader
+from eventlog.status import status_view
 from projections.runner import Runner
 
 FOLLOW = """\
@@ -154,52 +155,6 @@ def _follow_stream(args: argparse.Namespace, tz: Any, write: Callable[[Any], Non
 # -- status ----------------------------------------------------------------------
 
 
-def needs_person(dump: dict[str, Any]) -> list[str]:
-    """What needs a person in a dump, one line each."""
-    out: list[str] = []
-    h = dump["handoffs"]
-    for hid, item in sorted(h["items"].items()):
-        if item["state"] == "needs_human":
-            out.append(f"handoff {hid} ({item['account']}): handed to a person")
-    for hid in h["stale_claims"]["unknown_effect"]:
-        out.append(f"handoff {hid}: resume requested and silent since; effect unknown, never retried automatically")
-    if h["watcher"]["late"]:
-        out.append(f"failback watcher is late (last run {h['watcher']['last_run'] or 'never'})")
-    for name, beat in h["watchers"].items():
-        if beat["exit"] == "error":
-            out.append(f"failback watcher {name}: its last pass ({beat['last_run']}) ended in error: "
-                       f"{beat['detail'] or 'no detail given'}")
-    checks = dump["lanes"]["checks"]
-    if checks:
-        for r in checks[-1]["results"]:
-            if r["stalled"]:
-                out.append(f"lane {r['product']}: {r['kind']}: {r['detail']} (checked {checks[-1]['checked_at']})")
-    for sid, item in sorted(dump["sessions"]["items"].items()):
-        if item["admission_state"] == "recovery_required":
-            turns = f", unknown turns {', '.join(item['unknown_turns'])}" if item["unknown_turns"] else ""
-            out.append(f"session {sid}: recovery required ({item['attention']}: {item['reason']}{turns})")
-        elif item["attention"] == "CONTEXT_GAP":
-            out.append(f"session {sid}: stopped with a context gap; start_fresh or close")
-    if dump["bad_lines"]:
-        first = dump["bad_lines"][0]
-        out.append(f"{len(dump['bad_lines'])} bad line(s), first at line {first['line']}: {first['reason']}")
-    return out
-
-
-def headline(dump: dict[str, Any]) -> dict[str, Any]:
-    """The headline numbers: failover, failback, return time."""
-    h = dump["handoffs"]
-    ret = h["latency_s"]["created_to_returned"]
-    return {
-        "failover": f"{h['failover']['started']}/{h['failover']['total']}",
-        "failback": f"{h['failback']['returned']}/{h['failback']['total']}",
-        "return_p50_s": ret["p50"],
-        "return_p95_s": ret["p95"],
-        "pending": h["pending"]["count"],
-        "rejected": len(dump["rejected"]),
-    }
-
-
 def run_status(args: argparse.Namespace) -> int:
     """Print what needs a person; exit 1 when anything does."""
     try:
@@ -211,13 +166,12 @@ def run_status(args: argparse.Namespace) -> int:
     except OSError as err:
         error(f"cannot read {args.log}: {err.strerror or err}")
         return 2
-    dump = replay.dump(args.log, *at.resolve(replay.last_at, replay.last_ts))
-    attention = needs_person(dump)
-    numbers = headline(dump)
+    view = status_view(args.log, replay.dump(args.log, *at.resolve(replay.last_at, replay.last_ts)))
+    attention, numbers = view["needs_person"], view["headline"]
     if args.json:
-        print(dumps({"log": args.log, "as_of": dump["as_of"], "needs_person": attention, "headline": numbers}))
+        print(dumps(view))
     else:
-        say(f"{args.log} as of {dump['as_of']}")
+        say(f"{args.log} as of {view['as_of']}")
         if attention:
             say(f"Needs a person ({len(attention)}):")
             for line in attention:

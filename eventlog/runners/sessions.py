@@ -143,9 +143,7 @@ def describe(sessions: Sessions, session_id: str, as_of: datetime | None) -> dic
     out["retry_due"] = due
     #: Why a new generation or a turn would be refused now (``Session.fence``), or None.
     out["fenced"] = s.fence(as_of) if as_of is not None else None
-    out["needs_decision"] = s.admission_state == RECOVERY_REQUIRED_STATE or (
-        s.admission_state != CLOSED and s.attention == CONTEXT_GAP
-    )
+    out["needs_decision"] = needs_decision(out)
     accept: list[dict[str, Any]] = []
     refuse: list[dict[str, Any]] = []
     for decision, turn, j in sessions.options(session_id):
@@ -169,6 +167,13 @@ def describe(sessions: Sessions, session_id: str, as_of: datetime | None) -> dic
     return out
 
 
+def needs_decision(item: dict[str, Any]) -> bool:
+    """Whether a session (its dump item) waits for a person's decision: recovery required, or a context gap."""
+    return bool(item["admission_state"] == RECOVERY_REQUIRED_STATE or (
+        item["admission_state"] != CLOSED and item["attention"] == CONTEXT_GAP
+    ))
+
+
 def state_line(s: Session | dict[str, Any]) -> str:
     """A session's state in one line, for people."""
     d = s.item() if isinstance(s, Session) else s
@@ -181,4 +186,4 @@ def state_line(s: Session | dict[str, Any]) -> str:
     return ", ".join(parts)
 
 
-__all__ = ["WHY", "Decided", "Decision", "UnknownId", "decide", "describe", "state_line"]
+__all__ = ["WHY", "Decided", "Decision", "UnknownId", "decide", "describe", "needs_decision", "state_line"]
