@@ -22,13 +22,14 @@ from eventlog.cli import (
     cmd_failback,
     cmd_import,
     cmd_lanes,
+    cmd_serve,
     cmd_sessions,
     live,
     replay,
     transfer,
 )
 
-COMMANDS = (replay, append, live, cmd_failback, cmd_lanes, cmd_catchup, cmd_import, cmd_sessions, transfer)
+COMMANDS = (replay, append, live, cmd_failback, cmd_lanes, cmd_catchup, cmd_import, cmd_sessions, cmd_serve, transfer)
 
 
 def build_parser() -> argparse.ArgumentParser:

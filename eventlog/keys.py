@@ -1,0 +1,110 @@
+"""API keys for ``eventlog serve``: stored as hashes, compared in constant time.
+
+A key file is one JSON object ``{"keys": [{"name", "scopes", "sha256"}]}`` of
+mode 0600. :func:`add_key` makes a new random key, stores only its SHA-256
+(a key is 256 random bits, so a fast hash is enough: there is nothing to guess
+from it), its name and its scopes, and returns the key itself once.
+:meth:`Keys.find` hashes a presented key and compares it with every stored hash
+(``hmac.compare_digest``, no early exit), so timing tells nothing about them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import os
+import re
+import secrets
+from collections.abc import Sequence
+
+import msgspec
+
+from eventlog.snapshot import write_atomic
+
+#: What a key may be allowed to do (spec: Operator HTTP API).
+SCOPES = ("read", "events:append", "sessions:recover")
+#: Every key starts with this, so a leaked one is easy to recognise (and grep for).
+PREFIX = "rlk_"
+#: A name is the ``actor`` of the decisions sent with the key: printable, no spaces.
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@-]{0,63}")
+
+
+class KeyError_(ValueError):  # noqa: N801 - KeyError is a builtin with another meaning
+    """A key file that cannot be used, or a key that cannot be added (a CLI's exit 2)."""
+
+
+class Key(msgspec.Struct, forbid_unknown_fields=True):
+    """One stored key: its name (the actor), its scopes, the SHA-256 of the key in hex."""
+
+    name: str
+    scopes: list[str]
+    sha256: str
+
+
+class KeyFile(msgspec.Struct, forbid_unknown_fields=True):
+    """The file's content."""
+
+    keys: list[Key] = msgspec.field(default_factory=list)
+
+
+def digest(key: str) -> str:
+    """The stored form of a key."""
+    return hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+class Keys:
+    """The keys of one file, looked up by the key a request presents."""
+
+    def __init__(self, keys: Sequence[Key] = ()) -> None:
+        self.keys = list(keys)
+
+    def find(self, presented: str) -> Key | None:
+        """The key whose hash matches, comparing with every one of them in constant time."""
+        wanted = digest(presented).encode()
+        found = None
+        for key in self.keys:
+            if hmac.compare_digest(wanted, key.sha256.encode()):
+                found = key
+        return found
+
+
+def load(path: str) -> Keys:
+    """The keys of a key file; KeyError_ naming the file and the reason when it cannot be used."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as err:
+        raise KeyError_(f"cannot read key file {path}: {err.strerror or err}") from err
+    try:
+        content = msgspec.json.decode(data, type=KeyFile)
+    except (msgspec.DecodeError, msgspec.ValidationError) as err:
+        raise KeyError_(f"key file {path} is not a key file: {err}") from err
+    for key in content.keys:
+        bad = [s for s in key.scopes if s not in SCOPES]
+        if bad:
+            raise KeyError_(f"key file {path}: key {key.name!r} has unknown scope(s) {', '.join(bad)}")
+    return Keys(content.keys)
+
+
+def add_key(path: str, name: str, scopes: Sequence[str]) -> str:
+    """Add a new random key named ``name`` with ``scopes`` to the file (created with mode 0600); the key.
+
+    The key is returned once and never stored. KeyError_ for a bad name, an
+    unknown scope, a name already in the file, or a file that cannot be used.
+    """
+    if not _NAME.fullmatch(name):
+        raise KeyError_(f"key name {name!r}: use 1 to 64 of A-Z a-z 0-9 . _ @ - (it is the actor of decisions)")
+    bad = [s for s in scopes if s not in SCOPES]
+    if bad or not scopes:
+        raise KeyError_(f"scope(s) {', '.join(bad) or '(none)'}: give one or more of {', '.join(SCOPES)}")
+    existing = load(path).keys if os.path.exists(path) else []
+    if any(k.name == name for k in existing):
+        raise KeyError_(f"key file {path} already has a key named {name!r}")
+    key = PREFIX + secrets.token_urlsafe(32)
+    entry = Key(name=name, scopes=sorted(set(scopes), key=SCOPES.index), sha256=digest(key))
+    write_atomic(path, msgspec.json.format(msgspec.json.encode(KeyFile([*existing, entry]))) + b"\n", mode=0o600)
+    os.chmod(path, 0o600)  # an existing file keeps no wider mode than this
+    return key
+
+
+__all__ = ["PREFIX", "SCOPES", "Key", "KeyError_", "KeyFile", "Keys", "add_key", "digest", "load"]

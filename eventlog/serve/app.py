@@ -1,0 +1,546 @@
+"""The HTTP routes of ``eventlog serve`` (spec: OUTPUTS.md, "Operator HTTP API"), on Starlette.
+
+Every route is a thin shell over :class:`~eventlog.serve.served.Served`: it
+checks the key and its scope first (a request without the right key reaches
+no rule and writes nothing), decodes the body with msgspec (strict: an unknown
+or missing field is ``400 BAD_REQUEST``), calls one function, and encodes the
+answer with msgspec. Errors are ``{"code", "message"}`` (a refused decision
+adds ``"receipt"``); keys are never logged or echoed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import logging
+import os
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import msgspec
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import FileResponse, Response, StreamingResponse
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from eventlog import keys as keyfile
+from eventlog.appender import AppendError, BadInput, Conflict
+from eventlog.clock import At, parse_at
+from eventlog.reader import read_objects
+from eventlog.runners import sessions as decisions
+from eventlog.runners.common import RunnerError
+from eventlog.serve.served import LogReplaced, Served, Unavailable
+
+log = logging.getLogger("eventlog.serve")
+
+#: Bodies over this are refused with 413 before they are read whole.
+MAX_BODY = 1 << 20
+#: How often an event stream says it is alive (and re-judges "now") when nothing changes.
+TICK_S = 5.0
+CONSOLE = Path(__file__).resolve().parent / "console"
+
+
+class DecisionBody(msgspec.Struct, forbid_unknown_fields=True):
+    """``POST /v1/sessions/{id}/recovery-decisions`` (seed 004); the key comes in ``Idempotency-Key``."""
+
+    decision: str
+    expected_revision: int
+    reason: str
+    target_turn_id: str | None = None
+    evidence_ref: str | None = None
+
+
+class Problem(msgspec.Struct, omit_defaults=True):
+    """An error answer."""
+
+    code: str
+    message: str
+    problems: list[str] = msgspec.field(default_factory=list)
+    receipt: dict[str, Any] | None = None
+
+
+class Appended(msgspec.Struct):
+    """``POST /v1/events``: what was written."""
+
+    written: int
+    first_seq: int
+    last_seq: int
+
+
+_encoder = msgspec.json.Encoder()
+
+
+class JSON(Response):
+    """A JSON answer encoded by msgspec, never cached."""
+
+    media_type = "application/json"
+
+    def __init__(self, content: Any, status_code: int = 200, headers: dict[str, str] | None = None) -> None:
+        super().__init__(content, status_code, {"cache-control": "no-store", **(headers or {})})
+
+    def render(self, content: Any) -> bytes:
+        return _encoder.encode(content)
+
+
+def problem(status: int, code: str, message: str, headers: dict[str, str] | None = None, **more: Any) -> JSON:
+    """An error answer ``{"code", "message", ...}``."""
+    return JSON(Problem(code=code, message=message, **more), status, headers)
+
+
+# --- keys -------------------------------------------------------------------------
+
+
+class KeyStore:
+    """The key file, read again when it changes (a key added or removed takes effect without a restart)."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._stamp: tuple[int, int, int] | None = None
+        self._keys = keyfile.Keys()
+        self._error: str | None = None
+        self.current()
+
+    def current(self) -> keyfile.Keys:
+        """The keys now; Unavailable when the file cannot be used (no request is let in then)."""
+        try:
+            st = os.stat(self.path)
+            stamp = (st.st_ino, st.st_size, st.st_mtime_ns)
+        except OSError as err:
+            stamp, self._error = None, f"key file {self.path}: {err.strerror}"
+        if stamp is not None and stamp != self._stamp:
+            try:
+                self._keys, self._error = keyfile.load(self.path), None
+            except keyfile.KeyError_ as err:
+                self._keys, self._error = keyfile.Keys(), str(err)
+                log.error("%s", err)
+            self._stamp = stamp
+        if self._error is not None:
+            raise Unavailable(self._error)
+        return self._keys
+
+
+Endpoint = Callable[[Request], Awaitable[Response]]
+
+
+def guarded(scope: str | None) -> Callable[[Endpoint], Endpoint]:
+    """The route needs a key with ``scope`` (None: no key); a 503 when the log or the keys are unusable."""
+
+    def wrap(fn: Endpoint) -> Endpoint:
+        async def endpoint(request: Request) -> Response:
+            try:
+                if scope is not None:
+                    refused = authorize(request, scope)
+                    if refused is not None:
+                        return refused
+                return await fn(request)
+            except Unavailable as err:
+                return problem(503, "LOG_UNAVAILABLE", str(err))
+
+        endpoint.__name__ = fn.__name__
+        endpoint.__doc__ = fn.__doc__
+        return endpoint
+
+    return wrap
+
+
+def authorize(request: Request, scope: str) -> Response | None:
+    """401 without a known key, 403 without the scope; else None (``request.state.key`` is the key)."""
+    header = request.headers.get("authorization", "")
+    kind, _, presented = header.partition(" ")
+    found = None
+    if kind.lower() == "bearer" and presented.strip():
+        found = request.app.state.keys.current().find(presented.strip())
+    if found is None:
+        return problem(401, "UNAUTHORIZED", "send Authorization: Bearer KEY with a key of this server",
+                       {"www-authenticate": 'Bearer realm="eventlog"'})
+    if scope not in found.scopes:
+        return problem(403, "FORBIDDEN", f"the key {found.name!r} does not have the scope {scope!r}")
+    request.state.key = found
+    return None
+
+
+# --- helpers ----------------------------------------------------------------------
+
+
+def served(request: Request) -> Served:
+    """The server's log."""
+    s: Served = request.app.state.served
+    return s
+
+
+def judging(request: Request) -> At:
+    """``?at=TIME`` or ``?at=log`` (default now); ValueError for a bad one."""
+    s = served(request)
+    return parse_at(request.query_params.get("at"), getattr(s.writer, "assume_tz", None))
+
+
+def bad_at(err: ValueError) -> Response:
+    """400 for a bad ``?at=``."""
+    return problem(400, "BAD_REQUEST", str(err).replace("--at", "at"))
+
+
+async def read_body(request: Request) -> bytes | Response:
+    """The body, or 413 when it is over :data:`MAX_BODY` (told by its length, or counted while it comes)."""
+    length = request.headers.get("content-length")
+    too_big = problem(413, "PAYLOAD_TOO_LARGE", f"the body is over {MAX_BODY} bytes", {"connection": "close"})
+    if length is not None:
+        try:
+            if int(length) > MAX_BODY:
+                return too_big
+        except ValueError:
+            return problem(400, "BAD_REQUEST", "Content-Length is not a number")
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > MAX_BODY:
+            return too_big
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def wants_stream(request: Request) -> bool:
+    """Whether the client asked for Server-Sent Events (``Accept: text/event-stream``)."""
+    return "text/event-stream" in request.headers.get("accept", "")
+
+
+def sse(event: str, data: bytes, ident: int | None = None) -> bytes:
+    """One Server-Sent Event (``data`` holds no line break)."""
+    head = f"event: {event}\n" + (f"id: {ident}\n" if ident is not None else "")
+    return head.encode() + b"data: " + data + b"\n\n"
+
+
+def event_stream(request: Request, body: AsyncIterator[bytes]) -> StreamingResponse:
+    """A ``text/event-stream`` answer."""
+    return StreamingResponse(body, media_type="text/event-stream",
+                             headers={"cache-control": "no-store", "x-accel-buffering": "no"})
+
+
+async def changes(request: Request, version: int, timeout: float) -> bool:
+    """Wait until the log changed after ``version`` (True) or ``timeout`` passed; False when the server stops."""
+    state = request.app.state
+    if state.stopping.is_set():
+        return False
+    if served(request).version == version:
+        waiter = state.changed
+        try:
+            await asyncio.wait_for(waiter.wait(), timeout)
+        except TimeoutError:
+            pass
+    return not state.stopping.is_set()
+
+
+# --- routes -----------------------------------------------------------------------
+
+
+@guarded(None)
+async def healthz(request: Request) -> Response:
+    """200 while the server follows its log; 503 saying why not."""
+    return JSON(await run_in_threadpool(served(request).health))
+
+
+@guarded("read")
+async def status(request: Request) -> Response:
+    """The ``status --json`` view (with ``Accept: text/event-stream``: a stream of it, for the console)."""
+    try:
+        at = judging(request)
+    except ValueError as err:
+        return bad_at(err)
+    s = served(request)
+    if not wants_stream(request):
+        return JSON(await run_in_threadpool(s.status, at))
+    s.check()
+
+    async def stream() -> AsyncIterator[bytes]:
+        while True:
+            version = s.version
+            try:
+                view, waiting = await run_in_threadpool(lambda: (s.status(at), s.waiting(at)))
+            except Unavailable as err:
+                yield sse("unavailable", _encoder.encode({"message": str(err)}))
+            else:
+                yield sse("status", _encoder.encode({"status": view, "waiting": waiting}))
+            if not await changes(request, version, request.app.state.tick_s):
+                return
+
+    return event_stream(request, stream())
+
+
+@guarded("read")
+async def dump(request: Request) -> Response:
+    """The dump, as ``tools/replay --at`` would print it (judged now unless ``?at=``)."""
+    try:
+        at = judging(request)
+    except ValueError as err:
+        return bad_at(err)
+    j = await run_in_threadpool(served(request).judged, at)
+    return JSON(j.dump)
+
+
+@guarded("read")
+async def session(request: Request) -> Response:
+    """One session with the decisions it would accept now (a stream of it with ``Accept: text/event-stream``)."""
+    try:
+        at = judging(request)
+    except ValueError as err:
+        return bad_at(err)
+    s = served(request)
+    sid = request.path_params["session_id"]
+    found = await run_in_threadpool(s.session, sid, at)
+    if found is None:
+        return problem(404, "NOT_FOUND", f"{s.name}: no session {sid!r} (no event of it yet)")
+    if not wants_stream(request):
+        return JSON(found)
+
+    async def stream() -> AsyncIterator[bytes]:
+        current: dict[str, Any] | None = found
+        while True:
+            version = s.version
+            if current is not None:
+                yield sse("session", _encoder.encode(current))
+            if not await changes(request, version, request.app.state.tick_s):
+                return
+            try:
+                current = await run_in_threadpool(s.session, sid, at)
+            except Unavailable as err:
+                current = None
+                yield sse("unavailable", _encoder.encode({"message": str(err)}))
+
+    return event_stream(request, stream())
+
+
+@guarded("read")
+async def turn(request: Request) -> Response:
+    """One turn: its outcome and ``terminal_reason`` (seed 004)."""
+    s = served(request)
+    sid, tid = request.path_params["session_id"], request.path_params["turn_id"]
+    found = await run_in_threadpool(s.turn, sid, tid)
+    if found is None:
+        return problem(404, "NOT_FOUND", f"{s.name}: no turn {tid!r} of session {sid!r}")
+    return JSON(found)
+
+
+@guarded("sessions:recover")
+async def recovery_decision(request: Request) -> Response:
+    """Seed 004's recovery decision: 200 with the receipt, 409 with the refusal's code, 404, 400."""
+    body = await read_body(request)
+    if isinstance(body, Response):
+        return body
+    try:
+        sent = msgspec.json.decode(body, type=DecisionBody)
+    except (msgspec.DecodeError, msgspec.ValidationError) as err:
+        return problem(400, "BAD_REQUEST", f"body: {err}")
+    key = request.headers.get("idempotency-key", "")
+    if not key.strip():
+        return problem(400, "BAD_REQUEST", "the Idempotency-Key header is required (e.g. a new UUID per decision)")
+    s = served(request)
+    wanted = decisions.Decision(
+        session_id=request.path_params["session_id"], decision=sent.decision,
+        expected_revision=sent.expected_revision, idempotency_key=key, reason=sent.reason,
+        target_turn_id=sent.target_turn_id, evidence_ref=sent.evidence_ref, actor=request.state.key.name,
+    )
+    try:
+        done = await run_in_threadpool(s.decide, wanted)
+    except decisions.UnknownId as err:
+        return problem(404, "NOT_FOUND", str(err))
+    except RunnerError as err:
+        return problem(400, "BAD_REQUEST", str(err))
+    except AppendError as err:
+        return problem(503, "LOG_UNAVAILABLE", "; ".join(err.messages))
+    receipt = {**done.receipt, "session": done.session}
+    if done.accepted:
+        return JSON(receipt)
+    code = str(done.receipt["result"])
+    why = decisions.WHY.get(code, f"refused with {code}")
+    if done.receipt.get("replayed"):
+        why = f"the idempotency key was used before; its first receipt: {why}"
+    return problem(409, code, why, receipt=receipt)
+
+
+@guarded("events:append")
+async def append_events(request: Request) -> Response:
+    """``eventlog append`` over HTTP: a JSONL body, all lines or none, ``Expect-Revision``."""
+    body = await read_body(request)
+    if isinstance(body, Response):
+        return body
+    expect = request.headers.get("expect-revision")
+    revision = None
+    if expect is not None:
+        try:
+            revision = int(expect)
+        except ValueError:
+            return problem(400, "BAD_REQUEST", f"Expect-Revision {expect!r} is not an integer")
+    objs, problems = read_objects(io.BytesIO(body), "body")
+    if problems:
+        return problem(400, "BAD_REQUEST", f"{len(problems)} bad line(s); nothing was written", problems=problems)
+    try:
+        done = await run_in_threadpool(served(request).append, objs, revision)
+    except BadInput as err:
+        return problem(400, "BAD_REQUEST", "bad input; nothing was written", problems=_body_lines(err.messages))
+    except Conflict as err:
+        return problem(409, "CONFLICT", "refused; nothing was written", problems=_body_lines(err.messages))
+    except AppendError as err:
+        return problem(503, "LOG_UNAVAILABLE", "; ".join(err.messages))
+    return JSON(Appended(written=done.written, first_seq=done.first_seq, last_seq=done.last_seq))
+
+
+def _body_lines(messages: list[str]) -> list[str]:
+    return [f"body {m}" if m.startswith("line ") else m for m in messages]
+
+
+@guarded("read")
+async def events(request: Request) -> Response:
+    """New lines as Server-Sent Events: ``id`` is the line's ``seq``; ``after=SEQ`` (or ``Last-Event-ID``)."""
+    s = served(request)
+    text = request.headers.get("last-event-id") or request.query_params.get("after")
+    after = None
+    if text is not None:
+        try:
+            after = int(text)
+        except ValueError:
+            return problem(400, "BAD_REQUEST", f"after={text!r} is not a seq (an integer)")
+    cursor = await run_in_threadpool(s.tail, after)
+
+    async def stream() -> AsyncIterator[bytes]:
+        yield b": " + s.name.encode("utf-8", "replace").replace(b"\n", b" ") + b"\n\n"
+        while True:
+            version = s.version
+            try:
+                lines = await run_in_threadpool(s.lines, cursor)
+            except (LogReplaced, OSError) as err:
+                yield sse("reset", _encoder.encode({"message": str(err)}))
+                return
+            for kind, seq, data in lines:
+                yield sse(kind, data, seq)
+            if lines:
+                continue
+            if not await changes(request, version, request.app.state.tick_s):
+                return
+            yield b": alive\n\n"
+
+    return event_stream(request, stream())
+
+
+@guarded("read")
+async def metrics(request: Request) -> Response:
+    """The Prometheus exposition of ``follow --prom`` (judged now unless ``?at=``)."""
+    try:
+        at = judging(request)
+    except ValueError as err:
+        return bad_at(err)
+    text = await run_in_threadpool(served(request).metrics, at)
+    return Response(text, media_type="text/plain; version=0.0.4; charset=utf-8",
+                    headers={"cache-control": "no-store"})
+
+
+async def console(request: Request) -> Response:
+    """The console's page (it asks for a key and keeps it in the tab's sessionStorage only)."""
+    return FileResponse(CONSOLE / "index.html", headers={"cache-control": "no-store"})
+
+
+async def console_session(request: Request) -> Response:
+    """A session's page of the console."""
+    return FileResponse(CONSOLE / "session.html", headers={"cache-control": "no-store"})
+
+
+# --- the application --------------------------------------------------------------
+
+_PAGE_HEADERS = [
+    (b"content-security-policy", b"default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
+                                 b"img-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"),
+    (b"x-content-type-options", b"nosniff"),
+    (b"referrer-policy", b"no-referrer"),
+]
+
+
+class SecurityHeaders:
+    """Every answer: no sniffing, no referrer, a strict content security policy (the console runs no inline code)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                message = {**message, "headers": [*message.get("headers", []), *_PAGE_HEADERS]}
+            await send(message)
+
+        await self.app(scope, receive, with_headers)
+
+
+class Changed:
+    """An asyncio event that is replaced after each set: ``await changed.wait()`` waits for the next change."""
+
+    def __init__(self) -> None:
+        self._event = asyncio.Event()
+
+    def set(self) -> None:
+        """Wake everyone waiting now."""
+        self._event.set()
+        self._event = asyncio.Event()
+
+    async def wait(self) -> None:
+        """Wait for the next :meth:`set`."""
+        await self._event.wait()
+
+
+def make_app(served_log: Served, keys_path: str, *, tick_s: float = TICK_S) -> Starlette:
+    """The ASGI application over a :class:`Served` log (started by the caller) and a key file."""
+    routes = [
+        Route("/healthz", healthz),
+        Route("/v1/status", status),
+        Route("/v1/dump", dump),
+        Route("/v1/sessions/{session_id}", session),
+        Route("/v1/sessions/{session_id}/turns/{turn_id}", turn),
+        Route("/v1/sessions/{session_id}/recovery-decisions", recovery_decision, methods=["POST"]),
+        Route("/v1/events", append_events, methods=["POST"]),
+        Route("/v1/events", events, methods=["GET"]),
+        Route("/metrics", metrics),
+        Route("/", console),
+        Route("/sessions/{session_id}", console_session),
+        Mount("/console", StaticFiles(directory=CONSOLE), name="console"),
+    ]
+
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        loop = asyncio.get_running_loop()
+        app.state.loop = loop
+        app.state.changed = Changed()
+        app.state.stopping = asyncio.Event()
+
+        def wake() -> None:
+            loop.call_soon_threadsafe(app.state.changed.set)
+
+        served_log.listen(wake)
+        yield
+
+    app = Starlette(routes=routes, middleware=[Middleware(SecurityHeaders)], lifespan=asynccontextmanager(lifespan))
+    app.state.served = served_log
+    app.state.keys = KeyStore(keys_path)
+    app.state.tick_s = tick_s
+    return app
+
+
+def stopping(app: Starlette) -> None:
+    """Tell the event streams to end (call from any thread, or a signal handler)."""
+    loop = getattr(app.state, "loop", None)
+    if loop is None:
+        return
+
+    def stop() -> None:
+        app.state.stopping.set()
+        app.state.changed.set()
+
+    loop.call_soon_threadsafe(stop)
+
+
+__all__ = ["MAX_BODY", "TICK_S", "Appended", "DecisionBody", "Problem", "make_app", "stopping"]

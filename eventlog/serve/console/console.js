@@ -1,0 +1,317 @@
+// The console of `eventlog serve`: no framework, no build step.
+// The key typed by the person is kept in this tab's sessionStorage only and sent as a Bearer header.
+// Live views are Server-Sent Events read with fetch (EventSource cannot send a header).
+// Every text from the log goes into the page with textContent, never as HTML.
+"use strict";
+
+const KEY = "eventlog.key";
+const $ = (id) => document.getElementById(id);
+
+function key() { return sessionStorage.getItem(KEY); }
+
+function el(tag, text, cls) {
+  const node = document.createElement(tag);
+  if (text !== undefined && text !== null) node.textContent = String(text);
+  if (cls) node.className = cls;
+  return node;
+}
+
+function setConn(state, text) {
+  const c = $("conn");
+  c.dataset.state = state;
+  c.textContent = text;
+}
+
+function askKey(message) {
+  $("main").hidden = true;
+  $("keybox").hidden = false;
+  $("forget").hidden = true;
+  const e = $("keyerror");
+  e.hidden = !message;
+  e.textContent = message || "";
+  $("key").focus();
+}
+
+function authHeaders(extra) {
+  return Object.assign({ Authorization: "Bearer " + key() }, extra || {});
+}
+
+// Read a text/event-stream body; call onEvent(name, data, id) per event. Resolves when the stream ends.
+async function readEvents(response, onEvent) {
+  const reader = response.body.getReader();
+  const decoder = new TextDecoder();
+  let buffer = "";
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) return;
+    buffer += decoder.decode(value, { stream: true });
+    let cut;
+    while ((cut = buffer.indexOf("\n\n")) >= 0) {
+      const frame = buffer.slice(0, cut);
+      buffer = buffer.slice(cut + 2);
+      let name = "message", data = [], id = null;
+      for (const line of frame.split("\n")) {
+        if (line.startsWith(":")) continue;
+        const colon = line.indexOf(":");
+        const field = colon < 0 ? line : line.slice(0, colon);
+        const val = colon < 0 ? "" : line.slice(colon + 1).replace(/^ /, "");
+        if (field === "event") name = val;
+        else if (field === "data") data.push(val);
+        else if (field === "id") id = val;
+      }
+      if (data.length) onEvent(name, data.join("\n"), id);
+    }
+  }
+}
+
+// Follow a live view: reconnects after a drop, asks for the key again on 401/403.
+function live(url, onEvent, onMissing) {
+  let stopped = false;
+  async function connect() {
+    setConn("connecting", "connecting…");
+    let response;
+    try {
+      response = await fetch(url, { headers: authHeaders({ Accept: "text/event-stream" }), cache: "no-store" });
+    } catch (err) {
+      return retry("server unreachable");
+    }
+    if (response.status === 401 || response.status === 403) {
+      const body = await response.json().catch(() => ({}));
+      sessionStorage.removeItem(KEY);
+      stopped = true;
+      return askKey((body.message || "refused") + " (" + response.status + ")");
+    }
+    if (response.status === 404 && onMissing) {
+      const body = await response.json().catch(() => ({}));
+      stopped = true;
+      setConn("down", "not found");
+      return onMissing(body.message || "not found");
+    }
+    if (!response.ok) {
+      const body = await response.json().catch(() => ({}));
+      return retry((body.message || "error") + " (" + response.status + ")");
+    }
+    $("keybox").hidden = true;
+    $("main").hidden = false;
+    $("forget").hidden = false;
+    setConn("live", "live");
+    try {
+      await readEvents(response, (name, data) => {
+        if (name === "unavailable") { setConn("down", JSON.parse(data).message); return; }
+        setConn("live", "live");
+        onEvent(name, JSON.parse(data));
+      });
+    } catch (err) { /* dropped: reconnect below */ }
+    retry("connection dropped");
+  }
+  function retry(why) {
+    if (stopped) return;
+    setConn("down", why + "; retrying…");
+    setTimeout(connect, 2000);
+  }
+  connect();
+}
+
+function showAsOf(text) {
+  const t = $("asof");
+  t.textContent = text || "–";
+  if (text) t.dateTime = text;
+}
+
+// --- the status page ---------------------------------------------------------------
+
+const SHOWN = 300;
+
+function renderStatus(payload) {
+  const status = payload.status;
+  $("log").textContent = status.log;
+  showAsOf(status.as_of);
+  const items = status.needs_person;
+  $("count").textContent = items.length;
+  $("count-word").textContent = items.length === 1 ? "thing needs a person now" : "things need a person now";
+  document.body.dataset.attention = items.length ? "yes" : "no";
+  $("calm").hidden = items.length > 0;
+  const list = $("needs");
+  list.replaceChildren(...items.slice(0, SHOWN).map((line) => el("li", line)));
+  $("more").hidden = items.length <= SHOWN;
+  $("more").textContent = "… and " + (items.length - SHOWN) + " more (GET /v1/status has them all)";
+
+  const waiting = payload.waiting;
+  $("nowaiting").hidden = waiting.length > 0;
+  $("waiting").replaceChildren(...waiting.slice(0, SHOWN).map((s) => {
+    const li = el("li");
+    const a = el("a", s.session_id, "id");
+    a.href = "/sessions/" + encodeURIComponent(s.session_id);
+    li.append(a, el("span", " " + s.admission_state + (s.attention ? " · " + s.attention : ""), "muted"));
+    if (s.reason) li.append(el("span", " — " + s.reason, "muted"));
+    return li;
+  }));
+
+  const dl = $("headline");
+  const h = status.headline;
+  const rows = [
+    ["failover", h.failover], ["failback", h.failback],
+    ["return p50", h.return_p50_s === null ? "n/a" : h.return_p50_s + " s"],
+    ["return p95", h.return_p95_s === null ? "n/a" : h.return_p95_s + " s"],
+    ["pending", h.pending], ["rejected lines", h.rejected],
+  ];
+  dl.replaceChildren(...rows.flatMap(([k, v]) => [el("dt", k), el("dd", v)]));
+}
+
+// --- the session page --------------------------------------------------------------
+
+const sessionId = document.body.dataset.page === "session"
+  ? decodeURIComponent(location.pathname.replace(/^\/sessions\//, "")) : null;
+let revisionTouched = false;
+const turnsSeen = new Map();
+
+function turnUrl(turn) {
+  return "/v1/sessions/" + encodeURIComponent(sessionId) + "/turns/" + encodeURIComponent(turn);
+}
+
+async function turnDetail(turn, li) {
+  if (!turnsSeen.has(turn)) {
+    turnsSeen.set(turn, fetch(turnUrl(turn), { headers: authHeaders(), cache: "no-store" })
+      .then((r) => (r.ok ? r.json() : null)).catch(() => null));
+  }
+  const t = await turnsSeen.get(turn);
+  if (!t) return;
+  const bits = [t.outcome || "not finished"];
+  if (t.terminal_reason) bits.push("terminal_reason " + t.terminal_reason);
+  if (t.finished_at) bits.push("at " + t.finished_at);
+  li.append(el("span", " — " + bits.join(", "), "muted"));
+}
+
+function renderSession(s) {
+  $("log").textContent = s.log;
+  $("sid").textContent = s.session_id;
+  document.title = "recovery-ledger · " + s.session_id;
+  showAsOf(s.as_of);
+  const state = $("state");
+  state.textContent = s.admission_state + (s.attention ? " · " + s.attention : "")
+    + (s.needs_decision ? " — waits for a decision" : "");
+  state.dataset.needs = s.needs_decision ? "yes" : "no";
+  const facts = [
+    ["admission state", s.admission_state], ["attention", s.attention || "none"],
+    ["reason", s.reason || "none"], ["failures", s.failures],
+    ["retry at", s.retry_at ? s.retry_at + (s.retry_due ? " (due now)" : "") : "none"],
+    ["generation", s.generation], ["revision", s.revision],
+    ["resumable", s.admission_state === "stopped" ? (s.resumable ? "yes" : "no (context gap)") : "—"],
+  ];
+  $("facts").replaceChildren(...facts.flatMap(([k, v]) => [el("dt", k), el("dd", v)]));
+
+  $("noturns").hidden = s.unknown_turns.length > 0;
+  $("turns").replaceChildren(...s.unknown_turns.map((turn) => {
+    const li = el("li");
+    li.append(el("code", turn));
+    turnDetail(turn, li);
+    return li;
+  }));
+
+  $("noaccept").hidden = s.would_accept.length > 0;
+  $("accept").replaceChildren(...s.would_accept.map((d) => {
+    const li = el("li");
+    const b = el("button", d.decision + (d.target_turn_id ? " " + d.target_turn_id : ""), "pick");
+    b.type = "button";
+    b.addEventListener("click", () => pick(d, s.revision));
+    li.append(b, el("span", " at revision " + d.expected_revision + (d.needs ? " · needs " + d.needs : ""), "muted"));
+    return li;
+  }));
+  $("refuse").replaceChildren(...s.would_refuse.map((d) => el("li",
+    d.decision + (d.target_turn_id ? " " + d.target_turn_id : "") + ": " + d.result + " — " + d.why)));
+
+  const turnSelect = $("turn");
+  const chosen = turnSelect.value;
+  turnSelect.replaceChildren(el("option", "(none)"), ...s.unknown_turns.map((t) => el("option", t)));
+  turnSelect.options[0].value = "";
+  turnSelect.value = s.unknown_turns.includes(chosen) ? chosen : (s.unknown_turns[0] || "");
+  $("revnow").textContent = "the session is at revision " + s.revision;
+  if (!revisionTouched) $("revision").value = s.revision;
+}
+
+function pick(d, revision) {
+  $("decision").value = d.decision;
+  $("turn").value = d.target_turn_id || "";
+  $("revision").value = revision;
+  revisionTouched = false;
+  $("reason").focus();
+}
+
+async function sendDecision(event) {
+  event.preventDefault();
+  const body = {
+    decision: $("decision").value,
+    expected_revision: Number($("revision").value),
+    reason: $("reason").value,
+  };
+  if ($("turn").value) body.target_turn_id = $("turn").value;
+  if ($("evidence").value) body.evidence_ref = $("evidence").value;
+  const idem = crypto.randomUUID ? crypto.randomUUID()
+    : Array.from(crypto.getRandomValues(new Uint8Array(16)), (b) => b.toString(16).padStart(2, "0")).join("");
+  $("send").disabled = true;
+  let status = 0, answer = {};
+  try {
+    const r = await fetch("/v1/sessions/" + encodeURIComponent(sessionId) + "/recovery-decisions", {
+      method: "POST", cache: "no-store",
+      headers: authHeaders({ "Content-Type": "application/json", "Idempotency-Key": idem }),
+      body: JSON.stringify(body),
+    });
+    status = r.status;
+    answer = await r.json().catch(() => ({}));
+  } catch (err) {
+    answer = { message: "the server did not answer: " + err };
+  } finally {
+    $("send").disabled = false;
+  }
+  const box = $("result");
+  box.hidden = false;
+  if (status === 200) {
+    box.dataset.code = "accepted";
+    $("result-code").textContent = "Accepted";
+    $("result-message").textContent = answer.decision + " at line " + answer.line
+      + (answer.replayed ? " (a repeated key: the first receipt)" : "");
+    $("result-receipt").textContent = JSON.stringify(answer, null, 2);
+    revisionTouched = false;
+  } else {
+    box.dataset.code = answer.code || String(status);
+    $("result-code").textContent = (status === 409 ? "Refused: " : "Error " + status + ": ") + (answer.code || "");
+    $("result-message").textContent = answer.message || "";
+    $("result-receipt").textContent = answer.receipt ? JSON.stringify(answer.receipt, null, 2) : "";
+  }
+}
+
+// --- start -------------------------------------------------------------------------
+
+function start() {
+  if (!key()) return askKey("");
+  if (document.body.dataset.page === "session") {
+    live("/v1/sessions/" + encodeURIComponent(sessionId), (name, data) => {
+      if (name === "session") renderSession(data);
+    }, (message) => {
+      $("keybox").hidden = true;
+      $("main").hidden = false;
+      $("sid").textContent = sessionId;
+      const m = $("missing");
+      m.hidden = false;
+      m.textContent = message;
+    });
+  } else {
+    live("/v1/status", (name, data) => { if (name === "status") renderStatus(data); });
+  }
+}
+
+$("keybox").addEventListener("submit", (event) => {
+  event.preventDefault();
+  sessionStorage.setItem(KEY, $("key").value.trim());
+  $("key").value = "";
+  start();
+});
+$("forget").addEventListener("click", () => {
+  sessionStorage.removeItem(KEY);
+  location.reload();
+});
+if ($("decide")) {
+  $("decide").addEventListener("submit", sendDecision);
+  $("revision").addEventListener("input", () => { revisionTouched = true; });
+}
+start();

@@ -1,0 +1,519 @@
+"""The log a server follows and writes: one folded state kept level with it, judgements, change notices.
+
+:class:`Served` follows LOG in a thread with the same follower code as
+``eventlog follow`` (:class:`eventlog.follow.Follower` for a file,
+:class:`eventlog.jetstream.StreamFollower` for ``nats://``), so a read or a
+decision costs no replay. Every read and every change of the folded state
+happens under :attr:`Served.lock`; each change bumps :attr:`Served.version` and
+calls the listeners (the HTTP side wakes its event streams with them).
+
+Writes go through :attr:`Served.log`, a :class:`~eventlog.logs.Log` whose
+``append`` is the log's own appender and whose ``state`` is the followed state,
+caught up to what was just written: :func:`eventlog.runners.sessions.decide`
+runs on it unchanged, so a decision's receipt is the one the CLI would print.
+
+A judgement (the dump as of a time) costs O(entities); one judged as of now is
+reused while the log has not moved and it is younger than ``max_age_s``
+(:meth:`Served.judged`), so many readers cost one judgement a second.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime, tzinfo
+from types import TracebackType
+from typing import Any
+
+import msgspec
+
+from eventlog import follow as file_follow
+from eventlog.appender import AppendError, AppendResult
+from eventlog.clock import NOW, At
+from eventlog.events import Event
+from eventlog.fold import FoldResult
+from eventlog.follow import Follower, judged
+from eventlog.logs import Log, is_url, open_log
+from eventlog.prom import of_replay
+from eventlog.reader import Reader, iter_blocks
+from eventlog.replay import Progress, Replay
+from eventlog.runners import sessions as decisions
+from eventlog.runners.common import folder
+from eventlog.status import status_view
+from projections.runner import Runner
+from projections.turns import Turns
+
+log = logging.getLogger("eventlog.serve")
+
+#: A judgement as of now is reused this long while the log has not moved.
+MAX_AGE_S = 1.0
+#: How long a write waits for the follower to see it (a stream delivers it asynchronously).
+REACH_TIMEOUT_S = 10.0
+#: Lines read per step of an event stream.
+TAIL_BATCH = 2000
+
+
+class Unavailable(Exception):
+    """The server cannot answer from its log now (503): the message says why."""
+
+
+class ServedRunner(Runner):
+    """The replay's projections, plus each session's turns (``GET .../turns/{turn_id}``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.turns = Turns()
+
+    def fold(self, ev: Event, line: int, at: datetime) -> FoldResult:
+        """Fold as the replay does; what was applied also goes to the turns."""
+        result = super().fold(ev, line, at)
+        if result is None:
+            self.turns.fold(ev, line, at)
+        return result
+
+
+@dataclass
+class Judged:
+    """The dump as of one time, at one version of the folded state, and what is derived from it."""
+
+    version: int
+    made: float
+    dump: dict[str, Any]
+    _derived: dict[str, Any] = field(default_factory=dict)
+
+    def derived(self, name: str, make: Callable[[dict[str, Any]], Any]) -> Any:
+        """``make(dump)``, made once per judgement."""
+        if name not in self._derived:
+            self._derived[name] = make(self.dump)
+        return self._derived[name]
+
+
+class Served:
+    """One log, followed in a thread; what the HTTP routes read and write."""
+
+    def __init__(self, target: str, *, assume_tz: tzinfo | None = None, max_age_s: float = MAX_AGE_S) -> None:
+        self.name = target
+        self.stream = is_url(target)
+        self.max_age_s = max_age_s
+        self.lock = threading.RLock()
+        self._changed = threading.Condition(self.lock)
+        #: Bumped on every change of the folded state (and when the log is lost).
+        self.version = 0
+        self.ready = False
+        self.lost: str | None = None
+        self.stop_event = threading.Event()
+        self._listeners: list[Callable[[], None]] = []
+        self._judge_lock = threading.Lock()
+        self._judged: dict[At, Judged] = {}
+        self._write_lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self.writer: Log = open_log(target, assume_tz=assume_tz)
+        self.follower: Any
+        if self.stream:
+            self._follow_log = open_log(target, ServedRunner, assume_tz=assume_tz)
+            self.follower = _stream_follower(self._follow_log, self)
+        else:
+            self.follower = _FileFollower(target, self, assume_tz)
+        self._tail_log: Log | None = None
+        self._tail_lock = threading.Lock()
+        self.log: Log = ServedLog(self)
+
+    # -- following ---------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start following in a thread (``ready`` once the log is read)."""
+        self._thread = threading.Thread(target=self._follow, name="eventlog-serve-follow", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Stop following and close the log's connections."""
+        self.stop_event.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+        for each in (self.writer, getattr(self, "_follow_log", None), self._tail_log):
+            if each is not None:
+                try:
+                    each.close()
+                except Exception:  # closing on the way out; the connection may be gone
+                    log.debug("closing %s failed", self.name, exc_info=True)
+
+    def _follow(self) -> None:
+        try:
+            if self.stream:
+                from eventlog.jetstream import follow as follow_stream
+
+                follow_stream(self.follower, self._caught_up, self._note, self.stop_event)
+            else:
+                file_follow.follow(self.follower, self._caught_up, self._note, self.stop_event)
+        except OSError as err:  # LogUnavailable too
+            self._lose(f"lost {self.name}: {getattr(err, 'strerror', None) or err}")
+        except Exception as err:  # said on 503 and in the server's log, never silent
+            log.exception("following %s failed", self.name)
+            self._lose(f"following {self.name} failed: {err}")
+
+    def _caught_up(self, _follower: Any) -> None:
+        if not self.ready:
+            self.ready = True
+            self.changed()
+
+    def _note(self, note: str) -> None:
+        log.warning("%s", note)
+
+    def _lose(self, why: str) -> None:
+        log.error("%s", why)
+        self.lost = why
+        self.changed()
+
+    def listen(self, listener: Callable[[], None]) -> None:
+        """Call ``listener`` (from any thread) after every change."""
+        self._listeners.append(listener)
+
+    def changed(self) -> None:
+        """The folded state changed: bump the version, wake the waiters and the listeners."""
+        with self._changed:
+            self.version += 1
+            self._changed.notify_all()
+        for listener in list(self._listeners):
+            listener()
+
+    def problem(self) -> str | None:
+        """Why the server cannot answer from its log now (None: it can)."""
+        if self.lost:
+            return self.lost
+        if not self.ready:
+            return f"{self.name}: still reading the log"
+        if getattr(self.follower, "missing", False):
+            return f"{self.name} does not exist (yet, or any more); waiting for it"
+        if self.stream and getattr(self._follow_log, "closed", False):
+            return f"{self.name}: the connection to the server is lost"
+        return None
+
+    def check(self) -> None:
+        """Unavailable when the server cannot answer from its log now."""
+        why = self.problem()
+        if why is not None:
+            raise Unavailable(why)
+
+    def reach(self, seq: int) -> None:
+        """Make the folded state include ``seq`` (just written): a file is read now, a stream is waited for."""
+        with self._changed:
+            if not self.stream:
+                self.follower.catch_up()
+                return
+            if not self._changed.wait_for(lambda: self.replay.reader.last_seq >= seq or self.lost is not None,
+                                          REACH_TIMEOUT_S):
+                raise Unavailable(f"{self.name}: seq {seq} was written but not seen by the follower within "
+                                  f"{REACH_TIMEOUT_S:g} s")
+
+    def catch_up(self) -> None:
+        """Fold what the log holds now (a file: read it; a stream: wait for its last message)."""
+        if not self.stream:
+            with self.lock:
+                self.follower.catch_up()
+            return
+        with self._write_lock:
+            info = self.writer.info()  # type: ignore[attr-defined]
+        if info is not None:
+            self.reach(int(info.state.last_seq))
+
+    @property
+    def replay(self) -> Replay:
+        """The folded state (read it under :attr:`lock`)."""
+        replay: Replay = self.follower.replay
+        return replay
+
+    # -- reading -----------------------------------------------------------------
+
+    def judged(self, at: At = NOW) -> Judged:
+        """The dump as of ``at``: a judgement as of now is reused while fresh (same version, < max_age_s)."""
+        self.check()
+        j = self._judged.get(at)
+        if j is not None and self._fresh(j, at):
+            return j
+        with self._judge_lock:
+            j = self._judged.get(at)
+            if j is not None and self._fresh(j, at):
+                return j
+            with self.lock:
+                version = self.version
+                dump = judged(self.follower, at)
+            j = Judged(version, time.monotonic(), dump)
+            if at != NOW:
+                self._judged = {k: v for k, v in self._judged.items() if k == NOW}
+            self._judged[at] = j
+            return j
+
+    def _fresh(self, j: Judged, at: At) -> bool:
+        return j.version == self.version and (at != NOW or time.monotonic() - j.made < self.max_age_s)
+
+    def status(self, at: At = NOW) -> dict[str, Any]:
+        """The ``status --json`` view."""
+        view: dict[str, Any] = self.judged(at).derived("status", lambda d: status_view(self.name, d))
+        return view
+
+    def waiting(self, at: At = NOW) -> list[dict[str, Any]]:
+        """The sessions that wait for a person's decision (for the console's links)."""
+        def make(dump: dict[str, Any]) -> list[dict[str, Any]]:
+            items = dump["sessions"]["items"]
+            return [{"session_id": sid, **item} for sid, item in items.items() if decisions.needs_decision(item)]
+
+        out: list[dict[str, Any]] = self.judged(at).derived("waiting", make)
+        return out
+
+    def metrics(self, at: At = NOW) -> str:
+        """The Prometheus exposition of ``follow --prom`` (its histograms read the folded state: under the lock)."""
+        j = self.judged(at)
+        with self.lock:
+            text: str = j.derived("metrics", lambda d: of_replay(self.replay, d))
+        return text
+
+    def session(self, session_id: str, at: At = NOW) -> dict[str, Any] | None:
+        """One session as ``eventlog sessions --json`` shows it, or None when no event names it."""
+        self.check()
+        with self.lock:
+            replay = self.replay
+            sessions = folder(replay).sessions
+            if session_id not in sessions.sessions:
+                return None
+            when, text = at.resolve(replay.last_at, replay.last_ts)
+            described = decisions.describe(sessions, session_id, when)
+        return {"log": self.name, "as_of": text, "session_id": session_id, **described}
+
+    def turn(self, session_id: str, turn_id: str) -> dict[str, Any] | None:
+        """One turn of a session (outcome, ``terminal_reason``, ...), or None when unknown."""
+        self.check()
+        with self.lock:
+            runner = folder(self.replay)
+            sessions = runner.sessions
+            if session_id not in sessions.sessions or not isinstance(runner, ServedRunner):
+                return None
+            turn = runner.turns.turn(session_id, turn_id)
+            if turn is None:
+                return None
+            item = sessions.sessions[session_id].item()
+        return {"session_id": session_id, "turn_id": turn_id, **turn,
+                "unknown": turn_id in item["unknown_turns"], "session_state": item["admission_state"]}
+
+    def health(self) -> dict[str, Any]:
+        """What ``/healthz`` says while the log is followed."""
+        self.check()
+        with self.lock:
+            replay = self.replay
+            return {"status": "following", "log": self.name, "events": replay.events,
+                    "last_seq": replay.reader.last_seq, "last_ts": replay.last_ts}
+
+    # -- writing -----------------------------------------------------------------
+
+    def decide(self, request: decisions.Decision) -> decisions.Decided:
+        """:func:`eventlog.runners.sessions.decide` on the followed state, under the lock."""
+        self.check()
+        with self.lock:
+            return decisions.decide(self.log, request)
+
+    def append(self, events: list[dict[str, Any]], expect_revision: int | None) -> AppendResult:
+        """``eventlog append`` (checked) through the followed log; the state includes what was written."""
+        self.check()
+        return self.log.append(events, expect_revision=expect_revision)
+
+    # -- the lines themselves -------------------------------------------------------
+
+    def tail(self, after: int | None) -> Cursor:
+        """Where an event stream of the lines after seq ``after`` starts (None: after the last line now)."""
+        self.check()
+        with self.lock:
+            replay = self.replay
+            last = replay.reader.last_seq
+            if after is None:
+                after = last
+            if self.stream:
+                start = replay.line if after >= last else 0  # a stream's line number is its sequence
+                return Cursor(after=after, offset=start, line=start, last_seq=min(after, last))
+            if after >= last:
+                return Cursor(after=after, offset=replay.offset, line=replay.line, last_seq=last,
+                              identity=self.follower.identity)
+            return Cursor(after=after)
+
+    def lines(self, cursor: Cursor) -> list[tuple[str, int, bytes]]:
+        """The next lines after ``cursor`` (which moves): (``line`` or ``bad_line``, seq, data)."""
+        if self.stream:
+            return self._stream_lines(cursor)
+        return _file_lines(self.name, cursor)
+
+    def _stream_lines(self, cursor: Cursor) -> list[tuple[str, int, bytes]]:
+        with self._tail_lock:
+            if self._tail_log is None:
+                self._tail_log = open_log(self.name)
+            out: list[tuple[str, int, bytes]] = []
+            messages = self._tail_log.messages(cursor.offset + 1, cursor.offset + TAIL_BATCH)  # type: ignore[attr-defined]
+            for seq, _subject, data in messages:
+                raw = data.replace(b"\n", b" ") if b"\n" in data else data
+                out.extend(cursor.take(raw, seq))
+                cursor.offset = seq
+            return out
+
+
+@dataclass
+class Cursor:
+    """Where an event stream is: the byte offset (a stream: the sequence), the line number, the reader."""
+
+    after: int
+    offset: int = 0
+    line: int = 0
+    last_seq: int = 0
+    identity: tuple[int, int] | None = None
+    reader: Reader = field(default_factory=Reader)
+
+    def __post_init__(self) -> None:
+        self.reader.last_seq = self.last_seq
+
+    def take(self, raw: bytes, line: int) -> list[tuple[str, int, bytes]]:
+        """One line read as line number ``line``: what to send of it (nothing at or before ``after``)."""
+        decoded = self.reader.decode(raw, line)
+        self.line = line
+        seq = self.reader.last_seq
+        if isinstance(decoded, str):
+            if seq < self.after:
+                return []
+            return [("bad_line", seq, msgspec.json.encode({"line": line, "reason": decoded}))]
+        if seq <= self.after:
+            return []
+        if b"\r" in raw:  # JSON allows a CR between tokens; an event stream would read it as a line end
+            raw = raw.replace(b"\r", b" ")
+        return [("line", seq, raw)]
+
+
+class LogReplaced(Exception):
+    """The file under an event stream was truncated or replaced: the stream ends, the client starts again."""
+
+
+def _file_lines(path: str, cursor: Cursor) -> list[tuple[str, int, bytes]]:
+    out: list[tuple[str, int, bytes]] = []
+    with open(path, "rb") as f:
+        st = os.fstat(f.fileno())
+        ident = (st.st_dev, st.st_ino)
+        if (cursor.identity is not None and ident != cursor.identity) or st.st_size < cursor.offset:
+            raise LogReplaced(f"{path} was truncated or replaced; start again with after=SEQ")
+        cursor.identity = ident
+        for lines, end, torn in iter_blocks(f, cursor.offset):
+            if torn:
+                break
+            for raw in lines:
+                out.extend(cursor.take(raw, cursor.line + 1))
+            cursor.offset = end
+            if len(out) >= TAIL_BATCH:
+                break
+    return out
+
+
+class ServedLog:
+    """The :class:`~eventlog.logs.Log` a served decision or append goes through.
+
+    ``append`` is the log's own (checked, under its lock) and then waits until
+    the follower has folded what it wrote; ``state`` is the followed state
+    (read it under :attr:`Served.lock`), not a copy.
+    """
+
+    def __init__(self, served: Served) -> None:
+        self.served = served
+        self.name = served.name
+
+    def append(
+        self,
+        events: Iterable[dict[str, Any] | Event],
+        *,
+        expect_revision: int | None = None,
+        check: bool = True,
+        fsync: bool = False,
+    ) -> AppendResult:
+        """Append through the log's appender, then fold what was written into the followed state."""
+        served = self.served
+        with served._write_lock:
+            result = served.writer.append(events, expect_revision=expect_revision, check=check, fsync=fsync)
+        try:
+            served.reach(result.last_seq)
+        except Unavailable as err:
+            raise AppendError([f"written as seq {result.first_seq}..{result.last_seq}, but {err}"]) from err
+        return result
+
+    def state(self) -> Replay:
+        """The followed state, caught up with the log now."""
+        self.served.catch_up()
+        return self.served.replay
+
+    def replay(
+        self,
+        *,
+        assume_tz: tzinfo | None = None,
+        strict: bool = False,
+        runner: Any = None,
+        progress: Progress | None = None,
+    ) -> Replay:
+        """A replay from empty state (the log's own)."""
+        return self.served.writer.replay(assume_tz=assume_tz, strict=strict, runner=runner, progress=progress)
+
+    def lines(self) -> Iterator[tuple[int, bytes]]:
+        """Every line (the log's own)."""
+        return self.served.writer.lines()
+
+    def exists(self) -> bool:
+        """Whether the log is there."""
+        return self.served.writer.exists()
+
+    def close(self) -> None:
+        """Nothing: the server closes its log when it stops."""
+
+    def __enter__(self) -> ServedLog:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, value: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+
+class _FileFollower(Follower):
+    """The file follower of ``eventlog follow``, under the server's lock, telling it of every change."""
+
+    def __init__(self, path: str, served: Served, assume_tz: tzinfo | None) -> None:
+        super().__init__(path, ServedRunner, None, assume_tz=assume_tz)
+        self.served = served
+
+    def catch_up(self) -> str | None:
+        """Catch up under the lock; a change (or a note) bumps the version."""
+        with self.served.lock:
+            before = self.replay, self.replay.offset, self.replay.torn_tail, self.missing
+            note = super().catch_up()
+            after = self.replay, self.replay.offset, self.replay.torn_tail, self.missing
+        if note or after != before:
+            self.served.changed()
+        return note
+
+
+def _stream_follower(log_: Log, served: Served) -> Any:
+    """The JetStream follower of ``eventlog follow``, under the server's lock, telling it of every change."""
+    from eventlog.jetstream import JetStreamLog, StreamFollower
+
+    assert isinstance(log_, JetStreamLog)
+
+    class _StreamFollower(StreamFollower):
+        def start(self) -> str | None:
+            with served.lock:
+                note = super().start()
+            served.changed()
+            return note
+
+        def drain(self) -> int:
+            with served.lock:
+                n = super().drain()
+            if n:
+                served.changed()
+            return n
+
+    return _StreamFollower(log_)
+
+
+__all__ = ["MAX_AGE_S", "Cursor", "Judged", "LogReplaced", "Served", "ServedLog", "ServedRunner", "Unavailable"]

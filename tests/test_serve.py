@@ -1,0 +1,435 @@
+"""``eventlog serve``: the operators' HTTP API, as a client sees it (a real server process, httpx).
+
+The expectations come from the spec's table (Operator HTTP API) and seed 004,
+and from the CLI: the API and the CLI are two shells over the same functions,
+so what the API answers is compared with what the CLI prints on the same log.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import stat
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from eventlog.prom import exposition
+from tests.conftest import ROOT, run_cli
+from tests.serving import Server, make_keys, start_server
+
+FIXTURES = ROOT / "fixtures"
+UNKNOWN_TURN = FIXTURES / "sessions_unknown_turn.jsonl"
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[Server]:
+    """A server on a copy of the unknown-turn fixture (seed 004)."""
+    log = tmp_path / "log.jsonl"
+    shutil.copy(UNKNOWN_TURN, log)
+    s = start_server(log, tmp_path)
+    yield s
+    s.stop()
+
+
+def lines(path: str | Path) -> list[dict[str, Any]]:
+    return [json.loads(x) for x in Path(path).read_text(encoding="utf-8").splitlines()]
+
+
+def cli_json(*args: str) -> Any:
+    done = run_cli(*args)
+    assert done.returncode in (0, 1, 3), done.stderr
+    return json.loads(done.stdout)
+
+
+# --- keys ------------------------------------------------------------------------------
+
+
+def test_keys_add_prints_the_key_once_and_stores_only_its_hash(tmp_path: Path) -> None:
+    path = tmp_path / "keys.json"
+    done = run_cli("keys", "add", str(path), "alice", "--scope", "read", "--scope", "sessions:recover")
+    assert done.returncode == 0, done.stderr
+    key = done.stdout.strip()
+    assert len(key) > 40 and "\n" not in key
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+    stored = path.read_text()
+    assert key not in stored and key not in done.stderr
+    (entry,) = json.loads(stored)["keys"]
+    assert entry["name"] == "alice" and entry["scopes"] == ["read", "sessions:recover"]
+    again = run_cli("keys", "add", str(path), "bob", "--scope", "read")
+    assert again.stdout.strip() != key
+    assert [k["name"] for k in json.loads(path.read_text())["keys"]] == ["alice", "bob"]
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+    dup = run_cli("keys", "add", str(path), "alice", "--scope", "read")
+    assert dup.returncode == 2 and "already has a key named 'alice'" in dup.stderr and dup.stdout == ""
+    bad = run_cli("keys", "add", str(path), "carol", "--scope", "write")
+    assert bad.returncode == 2 and "invalid choice" in bad.stderr
+
+
+def test_serve_refuses_an_unusable_key_file(tmp_path: Path) -> None:
+    (tmp_path / "keys.json").write_text("{not json")
+    done = run_cli("serve", str(UNKNOWN_TURN), "--keys", str(tmp_path / "keys.json"), "--port", "0")
+    assert done.returncode == 2 and "is not a key file" in done.stderr
+    done = run_cli("serve", str(UNKNOWN_TURN), "--keys", str(tmp_path / "none.json"), "--port", "0")
+    assert done.returncode == 2 and "cannot read key file" in done.stderr
+
+
+# --- reads: the same views as the CLI -----------------------------------------------------
+
+
+def test_reads_answer_what_the_cli_prints(server: Server) -> None:
+    c = server.client("viewer")
+    health = httpx.get(server.url + "/healthz")
+    assert health.status_code == 200 and health.json()["events"] == 23
+
+    status = c.get("/v1/status", params={"at": "log"})
+    assert status.status_code == 200
+    assert status.json() == cli_json("status", server.log, "--at", "log", "--json")
+
+    dump = c.get("/v1/dump", params={"at": "log"})
+    assert dump.json() == cli_json("replay", server.log)
+
+    at = "2026-08-03T13:30:00+09:00"
+    sid = "s-early-gone"
+    got = c.get(f"/v1/sessions/{sid}", params={"at": at}).json()
+    want = cli_json("sessions", server.log, sid, "--at", at, "--json")
+    assert got == {"log": want["log"], "as_of": at, "session_id": sid, **want["items"][sid]}
+    assert got["would_accept"] == [{"decision": "close", "expected_revision": 3}]
+
+    # the default is now: as_of is the time of the request, not the last line
+    now = c.get("/v1/status").json()
+    assert now["as_of"] != status.json()["as_of"]
+    assert c.get("/v1/status", params={"at": "yesterday"}).status_code == 400
+
+
+def test_turn_gives_outcome_and_terminal_reason(server: Server) -> None:
+    c = server.client("viewer")
+    t2 = c.get("/v1/sessions/s-unk/turns/t2").json()
+    # the fixture's line 7: outcome_unknown, terminal_reason interrupt_unanswered; line 14 abandons it (seed 004)
+    assert (t2["outcome"], t2["terminal_reason"]) == ("outcome_unknown", "interrupt_unanswered")
+    assert (t2["resolution"], t2["resolved_line"], t2["unknown"]) == ("cancelled", 14, False)
+    u1 = c.get("/v1/sessions/s-early-gone/turns/u1").json()
+    assert (u1["outcome"], u1["terminal_reason"], u1["unknown"]) == ("outcome_unknown", None, True)
+    assert c.get("/v1/sessions/s-unk/turns/nope").status_code == 404
+    assert c.get("/v1/sessions/nope/turns/t2").status_code == 404
+    missing = c.get("/v1/sessions/nope")
+    assert missing.status_code == 404 and missing.json()["code"] == "NOT_FOUND"
+
+
+def test_metrics_are_the_follow_prom_exposition(server: Server) -> None:
+    c = server.client("viewer")
+    text = c.get("/metrics", params={"at": "log"})
+    assert text.status_code == 200 and text.headers["content-type"].startswith("text/plain")
+    assert text.text == exposition(cli_json("replay", server.log))
+    families = {f.name: f for f in text_string_to_metric_families(text.text)}
+    assert families["recovery_events"].samples[0].value == 23
+
+
+# --- decisions --------------------------------------------------------------------------
+
+
+def decide(c: httpx.Client, sid: str, key: str, **body: Any) -> httpx.Response:
+    return c.post(f"/v1/sessions/{sid}/recovery-decisions", json=body, headers={"Idempotency-Key": key})
+
+
+@pytest.mark.parametrize("decision", [
+    {"decision": "close", "expected_revision": 3, "reason": "nothing left to do"},          # accepted
+    {"decision": "close", "expected_revision": 2, "reason": "an old revision"},             # REQUEST_STALE
+    {"decision": "abandon", "expected_revision": 3, "reason": "looks gone", "target_turn_id": "u1"},  # RECOVERY_REQ.
+])
+def test_api_receipt_equals_the_cli_receipt(tmp_path: Path, decision: dict[str, Any]) -> None:
+    by_cli, by_api = tmp_path / "cli.jsonl", tmp_path / "api.jsonl"
+    shutil.copy(UNKNOWN_TURN, by_cli)
+    shutil.copy(UNKNOWN_TURN, by_api)
+    args = ["decide", str(by_cli), "s-early-gone", "--decision", decision["decision"], "--expected-revision",
+            str(decision["expected_revision"]), "--idempotency-key", "k-1", "--reason", decision["reason"], "--json"]
+    if "target_turn_id" in decision:
+        args += ["--target-turn", decision["target_turn_id"]]
+    done = run_cli(*args)
+    cli = json.loads(done.stdout)
+    s = start_server(by_api, tmp_path)
+    try:
+        r = decide(s.client("ops"), "s-early-gone", "k-1", **decision)
+    finally:
+        assert s.stop() == 0
+    api = r.json() if r.status_code == 200 else r.json()["receipt"]
+    assert {k: v for k, v in api.items() if k != "actor"} == {k: v for k, v in cli.items() if k != "actor"}
+    if done.returncode == 0:
+        assert r.status_code == 200 and api["result"] == "accepted"
+    else:
+        assert done.returncode == 3 and r.status_code == 409
+        assert r.json()["code"] == cli["result"] and r.json()["message"]
+    # the same line in the log, but the API's says who decided: the key's name
+    written_cli, written_api = lines(by_cli)[-1], lines(by_api)[-1]
+    assert written_api.pop("actor") == "ops"
+    written_cli.pop("actor", None)
+    assert {k: v for k, v in written_api.items() if k != "ts"} == {k: v for k, v in written_cli.items() if k != "ts"}
+
+
+def test_seed_004_refusal_codes(server: Server) -> None:
+    c = server.client("ops")
+    extra = [
+        '{"type":"turn_started","ts":"2026-08-03T14:00:00+09:00","session_id":"s-cc","turn_id":"x1"}',
+        '{"type":"turn_finished","ts":"2026-08-03T14:01:00+09:00","session_id":"s-cc","turn_id":"x1",'
+        '"outcome":"outcome_unknown","terminal_reason":"interrupt_checkpoint_unavailable"}',
+        '{"type":"execution_gone","ts":"2026-08-03T14:02:00+09:00","session_id":"s-cc"}',
+    ]
+    assert c.post("/v1/events", content="\n".join(extra) + "\n").status_code == 200
+    # no checkpoint covers x1: seed 004 says confirm_completed is 409 CHECKPOINT_UNAVAILABLE
+    r = decide(c, "s-cc", "a", decision="confirm_completed", expected_revision=3, reason="r", target_turn_id="x1",
+               evidence_ref="ticket-1")
+    assert (r.status_code, r.json()["code"]) == (409, "CHECKPOINT_UNAVAILABLE")
+    assert r.json()["receipt"]["result"] == "CHECKPOINT_UNAVAILABLE"
+    # the refusal is in the audit trail, with who sent it
+    last = lines(server.log)[-1]
+    assert (last["type"], last["idempotency_key"], last["actor"]) == ("recovery_decision", "a", "ops")
+    # retry_restore of a session that did not fail restoring: REQUEST_STALE (a refusal moves no revision)
+    r = decide(c, "s-cc", "b", decision="retry_restore", expected_revision=3, reason="r")
+    assert (r.status_code, r.json()["code"]) == (409, "REQUEST_STALE")
+    r = decide(c, "s-cc", "c", decision="abandon", expected_revision=3, reason="no effect", target_turn_id="x1")
+    assert r.status_code == 200 and r.json()["result"] == "accepted"
+    assert r.json()["session"]["admission_state"] == "stopped"
+    # the same key again: the first receipt, nothing changes
+    again = decide(c, "s-cc", "c", decision="abandon", expected_revision=3, reason="no effect", target_turn_id="x1")
+    assert again.status_code == 200 and again.json()["replayed"] is True
+    assert again.json()["session"] == r.json()["session"]
+
+
+def test_bad_decisions_write_nothing(server: Server) -> None:
+    c = server.client("ops")
+    before = Path(server.log).read_bytes()
+    unknown = decide(c, "s-early-gone", "k", decision="close", expected_revision=3, reason="r", force=True)
+    assert (unknown.status_code, unknown.json()["code"]) == (400, "BAD_REQUEST")
+    assert "force" in unknown.json()["message"]
+    missing = decide(c, "s-early-gone", "k", decision="close", reason="r")
+    assert (missing.status_code, missing.json()["code"]) == (400, "BAD_REQUEST")
+    assert "expected_revision" in missing.json()["message"]
+    no_key = c.post("/v1/sessions/s-early-gone/recovery-decisions",
+                    json={"decision": "close", "expected_revision": 3, "reason": "r"})
+    assert no_key.status_code == 400 and "Idempotency-Key" in no_key.json()["message"]
+    bad = decide(c, "s-early-gone", "k", decision="reboot", expected_revision=3, reason="r")
+    assert bad.status_code == 400 and "reboot" in bad.json()["message"]
+    assert c.post("/v1/sessions/s-early-gone/recovery-decisions", content=b"[1,",
+                  headers={"Idempotency-Key": "k"}).status_code == 400
+    nobody = decide(c, "nobody", "k", decision="close", expected_revision=0, reason="r")
+    assert (nobody.status_code, nobody.json()["code"]) == (404, "NOT_FOUND")
+    assert Path(server.log).read_bytes() == before
+
+
+# --- keys and scopes -----------------------------------------------------------------------
+
+PROTECTED = [
+    ("GET", "/v1/status", "read", None), ("GET", "/v1/dump", "read", None),
+    ("GET", "/v1/sessions/s-early-gone", "read", None), ("GET", "/v1/sessions/s-unk/turns/t2", "read", None),
+    ("GET", "/metrics", "read", None), ("GET", "/v1/events?after=0", "read", None),
+    ("POST", "/v1/sessions/s-early-gone/recovery-decisions", "sessions:recover",
+     b'{"decision":"close","expected_revision":3,"reason":"r"}'),
+    ("POST", "/v1/events", "events:append",
+     b'{"type":"execution_gone","ts":"2026-08-03T15:00:00+09:00","session_id":"s-early-gone"}\n'),
+]
+
+
+def test_a_request_without_the_right_key_reaches_no_rule(server: Server) -> None:
+    before = Path(server.log).read_bytes()
+    wrong = {"read": "decider", "sessions:recover": "viewer", "events:append": "viewer"}
+    for method, path, scope, body in PROTECTED:
+        headers = {"Idempotency-Key": "k"}
+        for name, auth, code in [("none", None, 401), ("unknown", "Bearer rlk_not-a-key", 401),
+                                 ("basic", f"Basic {server.keys['ops']}", 401),
+                                 ("wrong scope", f"Bearer {server.keys[wrong[scope]]}", 403)]:
+            h = dict(headers, **({"Authorization": auth} if auth else {}))
+            r = httpx.request(method, server.url + path, content=body, headers=h, timeout=10)
+            assert r.status_code == code, (method, path, name, r.text)
+            assert r.json()["code"] == ("UNAUTHORIZED" if code == 401 else "FORBIDDEN")
+            if code == 401:
+                assert r.headers["www-authenticate"].startswith("Bearer")
+    assert Path(server.log).read_bytes() == before  # nothing appended, nothing judged into the log
+    for key in server.keys.values():
+        assert key not in server.output()
+
+
+def test_healthz_and_console_need_no_key(server: Server) -> None:
+    assert httpx.get(server.url + "/healthz").status_code == 200
+    page = httpx.get(server.url + "/")
+    assert page.status_code == 200 and "text/html" in page.headers["content-type"]
+    assert "script-src 'self'" in page.headers["content-security-policy"]
+    assert httpx.get(server.url + "/console/console.js").status_code == 200
+    assert httpx.get(server.url + "/sessions/s-unk").status_code == 200
+
+
+def test_a_key_added_while_serving_works_without_a_restart(server: Server, tmp_path: Path) -> None:
+    new = make_keys(tmp_path / "keys.json", {"late": ["read"]})["late"]
+    r = httpx.get(server.url + "/v1/status", headers={"Authorization": f"Bearer {new}"})
+    assert r.status_code == 200
+
+
+# --- appending over HTTP -------------------------------------------------------------------
+
+
+def test_post_events_is_append_over_http(server: Server) -> None:
+    c = server.client("writer")
+    ok = c.post("/v1/events", content=b'{"type":"execution_gone","ts":"2026-08-03T15:00:00+09:00",'
+                b'"session_id":"s-early-gone"}\n\n{"type":"worker_claimed","ts":"2026-08-03T15:01:00+09:00",'
+                b'"session_id":"s-2","generation":1,"worker":"w","restore":false}\n')
+    assert ok.status_code == 200 and ok.json() == {"written": 2, "first_seq": 24, "last_seq": 25}
+    assert [x["seq"] for x in lines(server.log)[-2:]] == [24, 25]
+    before = Path(server.log).read_bytes()
+    bad = c.post("/v1/events", content=b'{"type":"execution_gone"}\nnot json\n{"type":"nope","ts":"x"}\n')
+    assert bad.status_code == 400
+    (only,) = bad.json()["problems"]  # each bad line named, as append names stdin's
+    assert only.startswith("body line 2: not_json: ")
+    invalid = c.post("/v1/events", content=b'{"type":"execution_gone"}\n{"type":"nope","ts":"x"}\n')
+    assert invalid.status_code == 400
+    assert [p.split(":")[0] for p in invalid.json()["problems"]] == ["body line 1", "body line 2"]
+    assert "missing_field" in invalid.json()["problems"][0] and "unknown_type" in invalid.json()["problems"][1]
+    stale = c.post("/v1/events", headers={"Expect-Revision": "0"},
+                   content=b'{"type":"worker_ready","ts":"2026-08-03T15:02:00+09:00","session_id":"s-2",'
+                           b'"generation":1}\n')
+    assert stale.status_code == 409 and stale.json()["code"] == "CONFLICT"
+    assert "expected revision 0, stream is at 1" in stale.json()["problems"][0]
+    right = c.post("/v1/events", headers={"Expect-Revision": "1"},
+                   content=b'{"type":"worker_ready","ts":"2026-08-03T15:02:00+09:00","session_id":"s-2",'
+                           b'"generation":1}\n')
+    assert right.status_code == 200 and right.json()["first_seq"] == 26
+    refused = c.post("/v1/events", content=b'{"type":"claimed","ts":"2026-08-03T15:03:00+09:00",'
+                     b'"handoff_id":"nope","watcher":"w","attempt":1}\n')
+    assert refused.status_code == 409 and "rejected" in refused.json()["problems"][0]
+    assert len(Path(server.log).read_bytes()) > len(before)
+    assert lines(server.log)[-1]["seq"] == 26  # the refused and bad ones wrote nothing
+    # what was written is in the next read at once
+    status = server.client("viewer").get("/v1/sessions/s-2").json()
+    assert status["revision"] == 2
+
+
+def test_a_body_over_1_mib_is_refused_with_413(server: Server) -> None:
+    c = server.client("ops")
+    before = Path(server.log).read_bytes()
+    big = b"x" * (2 << 20)
+    r = c.post("/v1/events", content=big)
+    assert r.status_code == 413 and r.json()["code"] == "PAYLOAD_TOO_LARGE"
+
+    def chunks() -> Iterator[bytes]:  # no Content-Length: counted as it comes, refused past 1 MiB
+        for _ in range(32):
+            yield b"y" * (64 << 10)
+
+    r = server.client("ops").post("/v1/sessions/s-early-gone/recovery-decisions", content=chunks(),
+                                  headers={"Idempotency-Key": "k"})
+    assert r.status_code == 413
+    assert Path(server.log).read_bytes() == before
+    assert c.get("/v1/status").status_code == 200  # still serving
+
+
+# --- streams ----------------------------------------------------------------------------------
+
+
+def read_events(response: httpx.Response, want: int) -> list[dict[str, str]]:
+    """The first ``want`` events of a text/event-stream response."""
+    out: list[dict[str, str]] = []
+    frame: dict[str, str] = {}
+    for line in response.iter_lines():
+        if not line:
+            if frame:
+                out.append(frame)
+                frame = {}
+                if len(out) >= want:
+                    return out
+            continue
+        if line.startswith(":"):
+            continue
+        name, _, value = line.partition(": ")
+        frame[name] = value
+    return out
+
+
+def test_events_stream_new_lines(server: Server) -> None:
+    c = server.client("viewer")
+    with c.stream("GET", "/v1/events", params={"after": 21}, timeout=20) as r:
+        assert r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream")
+        got: list[dict[str, str]] = []
+
+        def write_later() -> None:
+            server.client("writer").post("/v1/events", content=b'{"type":"execution_gone",'
+                                         b'"ts":"2026-08-03T15:00:00+09:00","session_id":"s-early-gone"}\n')
+
+        threading.Timer(0.5, write_later).start()
+        got = read_events(r, 3)
+    assert [(e["event"], e["id"]) for e in got] == [("line", "22"), ("line", "23"), ("line", "24")]
+    assert json.loads(got[2]["data"])["type"] == "execution_gone" and json.loads(got[2]["data"])["seq"] == 24
+    assert json.loads(got[0]["data"]) == lines(server.log)[21]
+    # a dashboard that reconnects says where it was
+    with c.stream("GET", "/v1/events", headers={"Last-Event-ID": "23"}, timeout=20) as r:
+        (again,) = read_events(r, 1)
+    assert again["id"] == "24"
+
+
+def test_status_stream_for_the_console(server: Server) -> None:
+    c = server.client("viewer")
+    with c.stream("GET", "/v1/status", headers={"Accept": "text/event-stream"}, timeout=20) as r:
+        first = read_events(r, 1)[0]
+        payload = json.loads(first["data"])
+        assert first["event"] == "status"
+        assert [w["session_id"] for w in payload["waiting"]] == ["s-early-gone"]
+        assert payload["status"]["needs_person"] == c.get("/v1/status").json()["needs_person"]
+
+
+# --- losing the log, stopping -------------------------------------------------------------
+
+
+def test_a_server_that_loses_its_log_answers_503(tmp_path: Path) -> None:
+    log = tmp_path / "log.jsonl"
+    shutil.copy(UNKNOWN_TURN, log)
+    s = start_server(log, tmp_path)
+    try:
+        log.unlink()
+        c = s.client("ops")
+        deadline = 200
+        while httpx.get(s.url + "/healthz").status_code == 200 and deadline:
+            threading.Event().wait(0.05)
+            deadline -= 1
+        health = httpx.get(s.url + "/healthz")
+        assert health.status_code == 503 and health.json()["code"] == "LOG_UNAVAILABLE"
+        assert "does not exist" in health.json()["message"]
+        assert c.get("/v1/status").status_code == 503
+        r = decide(c, "s-early-gone", "k", decision="close", expected_revision=3, reason="r")
+        assert r.status_code == 503 and not log.exists()
+    finally:
+        assert s.stop() == 0
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_signals_stop_it_cleanly_after_requests_in_flight(server: Server, sig: int) -> None:
+    c = server.client("viewer")
+    answers: list[int | str] = []
+
+    def ask() -> None:
+        try:
+            answers.append(c.get("/v1/dump").status_code)
+        except httpx.ConnectError:  # refused once it stopped listening
+            answers.append("refused")
+        except httpx.RemoteProtocolError as err:  # a kept-alive connection closed before the request: not a cut
+            answers.append("closed before" if "without sending a response" in str(err) else str(err))
+
+    stream = c.stream("GET", "/v1/events", timeout=20)
+    r = stream.__enter__()
+    assert r.status_code == 200
+    threads = [threading.Thread(target=ask) for _ in range(20)]
+    for t in threads[:10]:
+        t.start()
+    server.proc.send_signal(sig)
+    for t in threads[10:]:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert all(a in (200, "refused", "closed before") for a in answers), answers
+    assert 200 in answers
+    assert list(r.iter_lines()) is not None  # the open event stream ends (the server closes it)
+    stream.__exit__(None, None, None)
+    assert server.proc.wait(30) == 0
+    assert "Traceback" not in server.output()
