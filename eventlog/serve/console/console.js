@@ -122,10 +122,20 @@ function showAsOf(text) {
 
 const SHOWN = 300;
 
+// Re-render only what changed: a tick that changes nothing but the time leaves the page (focus, selection) alone.
+const lastShown = {};
+function changed(name, value) {
+  const text = JSON.stringify(value, (k, v) => (k === "as_of" ? undefined : v));
+  if (lastShown[name] === text) return false;
+  lastShown[name] = text;
+  return true;
+}
+
 function renderStatus(payload) {
   const status = payload.status;
-  $("log").textContent = status.log;
   showAsOf(status.as_of);
+  if (!changed("status", payload)) return;
+  $("log").textContent = status.log;
   const items = status.needs_person;
   $("count").textContent = items.length;
   $("count-word").textContent = items.length === 1 ? "thing needs a person now" : "things need a person now";
@@ -183,10 +193,11 @@ async function turnDetail(turn, li) {
 }
 
 function renderSession(s) {
+  showAsOf(s.as_of);
+  if (!changed("session", s)) return;
   $("log").textContent = s.log;
   $("sid").textContent = s.session_id;
   document.title = "recovery-ledger · " + s.session_id;
-  showAsOf(s.as_of);
   const state = $("state");
   state.textContent = s.admission_state + (s.attention ? " · " + s.attention : "")
     + (s.needs_decision ? " — waits for a decision" : "");
@@ -222,8 +233,8 @@ function renderSession(s) {
 
   const turnSelect = $("turn");
   const chosen = turnSelect.value;
-  turnSelect.replaceChildren(el("option", "(none)"), ...s.unknown_turns.map((t) => el("option", t)));
-  turnSelect.options[0].value = "";
+  const option = (value, text) => { const o = el("option", text); o.value = value; return o; };
+  turnSelect.replaceChildren(option("", "(none)"), ...s.unknown_turns.map((t) => option(t, t)));
   turnSelect.value = s.unknown_turns.includes(chosen) ? chosen : (s.unknown_turns[0] || "");
   $("revnow").textContent = "the session is at revision " + s.revision;
   if (!revisionTouched) $("revision").value = s.revision;

@@ -1,0 +1,193 @@
+"""The console at ``/`` in a real headless browser (Debian's chromium and chromedriver, through selenium).
+
+What a person sees: the key typed once (kept in the tab's sessionStorage only),
+what needs a person now, a new item within a second of the line that causes it,
+a session page with its unknown turns and the decisions it would accept, and a
+decision from the form refused with its code on a stale revision and accepted
+on the right one. ``EVENTLOG_SCREENSHOTS=docs`` writes the two pages' screenshots
+there (docs/console-status.png, docs/console-session.png).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from eventlog.appender import EventLog
+from tests.conftest import ROOT
+from tests.serving import Server, start_server
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+DRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
+
+pytestmark = pytest.mark.skipif(
+    not (os.path.exists(CHROMIUM) and os.path.exists(DRIVER)),
+    reason="needs Debian's chromium and chromium-driver (.ci/run installs them)",
+)
+
+#: The closed network refuses chromium's own background connections: these keep it from trying.
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync",
+         "--disable-dev-shm-usage", "--window-size=1200,1000", "--hide-scrollbars"]
+
+
+@pytest.fixture
+def browser(tmp_path: Path) -> Iterator[Any]:
+    os.environ.setdefault("SE_OFFLINE", "true")  # selenium must not look for a driver to download
+    from selenium import webdriver
+    from selenium.webdriver.chrome.options import Options
+    from selenium.webdriver.chrome.service import Service
+
+    options = Options()
+    options.binary_location = CHROMIUM
+    for flag in [*FLAGS, f"--user-data-dir={tmp_path / 'chromium-profile'}"]:
+        options.add_argument(flag)
+    driver = webdriver.Chrome(service=Service(DRIVER), options=options)
+    driver.set_page_load_timeout(30)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[Server]:
+    """A server on seed 004's unknown turns and incompatible checkpoints, and a watcher that stopped (seed 000)."""
+    log = tmp_path / "ledger.jsonl"
+    with log.open("wb") as out:
+        for name in ("handoffs_watcher_stopped", "sessions_unknown_turn"):
+            out.write((ROOT / "fixtures" / f"{name}.jsonl").read_bytes())
+        # two sessions stopped by an incompatible checkpoint, before anyone decided
+        out.writelines((ROOT / "fixtures" / "sessions_incompatible_checkpoint.jsonl").open("rb").readlines()[:4])
+    s = start_server(log, tmp_path, None, "--tick", "1s")
+    yield s
+    s.stop()
+
+
+def shot(driver: Any, name: str) -> None:
+    """Save the whole page as EVENTLOG_SCREENSHOTS/NAME when that is set (the docs' screenshots)."""
+    where = os.environ.get("EVENTLOG_SCREENSHOTS")
+    if not where:
+        return
+    size = driver.get_window_size()
+    height = driver.execute_script("return document.documentElement.scrollHeight")
+    driver.set_window_size(size["width"], height + 140)  # the window's frame in headless mode
+    driver.execute_script("window.scrollTo(0, 0)")
+    driver.save_screenshot(str(Path(where) / name))
+    driver.set_window_size(size["width"], size["height"])
+
+
+def wait(driver: Any, timeout: float, what: Any, message: str) -> Any:
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    return WebDriverWait(driver, timeout, poll_frequency=0.02).until(what, message)
+
+
+def texts(driver: Any, css: str) -> list[str]:
+    """The texts of the elements ``css`` selects (read again if the live page replaced them meanwhile)."""
+    from selenium.common.exceptions import StaleElementReferenceException
+    from selenium.webdriver.common.by import By
+
+    for _ in range(50):
+        try:
+            return [e.text for e in driver.find_elements(By.CSS_SELECTOR, css)]
+        except StaleElementReferenceException:
+            continue
+    raise AssertionError(f"{css} kept changing")
+
+
+def type_key(driver: Any, key: str) -> None:
+    from selenium.webdriver.common.by import By
+
+    box = driver.find_element(By.ID, "keybox")
+    assert box.is_displayed()
+    driver.find_element(By.ID, "key").send_keys(key)
+    driver.find_element(By.CSS_SELECTOR, "#keybox button").click()
+
+
+NEW_SESSION = [
+    {"type": "turn_started", "session_id": "s-new", "turn_id": "z1"},
+    {"type": "turn_finished", "session_id": "s-new", "turn_id": "z1", "outcome": "outcome_unknown",
+     "terminal_reason": "interrupt_checkpoint_unavailable"},
+    {"type": "execution_gone", "session_id": "s-new"},
+]
+
+
+def test_console_shows_what_needs_a_person_live_and_sends_decisions(browser: Any, server: Server,
+                                                                     tmp_path: Path) -> None:
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+
+    browser.get(server.url + "/")
+    type_key(browser, "rlk_wrong")
+    wait(browser, 10, lambda d: d.find_element(By.ID, "keyerror").is_displayed(), "a wrong key is refused")
+    assert "401" in browser.find_element(By.ID, "keyerror").text
+    type_key(browser, server.keys["ops"])
+    wait(browser, 10, lambda d: d.find_element(By.ID, "count").text not in ("", "–"), "the triage shows")
+    assert browser.execute_script("return window.sessionStorage.getItem('eventlog.key')") == server.keys["ops"]
+    assert browser.execute_script("return window.localStorage.length") == 0
+    assert server.keys["ops"] not in browser.current_url
+
+    needs = texts(browser, "#needs li")
+    status = server.client("viewer").get("/v1/status").json()
+    assert needs == status["needs_person"]  # the same triage as `status`
+    assert any(line.startswith("session s-early-gone: recovery required") for line in needs)
+    assert any(line.startswith("failback watcher is late") for line in needs)
+    assert browser.find_element(By.ID, "count").text == str(len(needs))
+    items = server.client("viewer").get("/v1/dump").json()["sessions"]["items"]
+    waiting = [sid for sid, it in items.items() if it["admission_state"] == "recovery_required"
+               or (it["attention"] == "CONTEXT_GAP" and it["admission_state"] != "closed")]
+    assert len(waiting) == 3 and texts(browser, "#waiting a") == waiting
+    assert browser.find_element(By.ID, "conn").text == "live"
+
+    # a line that makes a session wait for a person: on screen within a second, without a reload
+    EventLog(server.log).append(NEW_SESSION[:2])
+    written = time.monotonic()
+    wait(browser, 1.0, lambda d: any("session s-new: recovery required" in t for t in texts(d, "#needs li")),
+         "the new item did not appear within a second of its line")
+    seen = time.monotonic() - written
+    assert "s-new" in texts(browser, "#waiting a")
+    assert browser.execute_script("return performance.getEntriesByType('navigation').length") == 1  # no reload
+    shot(browser, "console-status.png")
+    print(f"new item on screen {seen * 1000:.0f} ms after its line was written")
+
+    EventLog(server.log).append(NEW_SESSION[2:])
+    browser.find_element(By.LINK_TEXT, "s-new").click()
+    wait(browser, 10, lambda d: d.find_element(By.ID, "sid").text == "s-new", "the session page shows")
+    wait(browser, 10, lambda d: "interrupt_checkpoint_unavailable" in " ".join(texts(d, "#turns li")),
+         "the unknown turn shows its terminal_reason")
+    wait(browser, 10, lambda d: "abandon z1" in texts(d, "#accept button"), "abandon is offered once it is gone")
+    assert "recovery_required" in browser.find_element(By.ID, "state").text
+    assert texts(browser, "#accept button") == ["close", "abandon z1"]
+    assert browser.find_element(By.ID, "revision").get_attribute("value") == "3"
+
+    def send(revision: int) -> str:
+        Select(browser.find_element(By.ID, "decision")).select_by_value("abandon")
+        Select(browser.find_element(By.ID, "turn")).select_by_value("z1")
+        field = browser.find_element(By.ID, "revision")
+        field.clear()
+        field.send_keys(str(revision))
+        reason = browser.find_element(By.ID, "reason")
+        reason.clear()
+        reason.send_keys("the interrupt had no confirmed effect")
+        before = browser.find_element(By.ID, "result-receipt").text
+        browser.find_element(By.ID, "send").click()
+        wait(browser, 10, lambda d: d.find_element(By.ID, "result").is_displayed()
+             and d.find_element(By.ID, "result-receipt").text != before, "the answer shows")
+        return str(browser.find_element(By.ID, "result-code").text)
+
+    assert send(2) == "Refused: REQUEST_STALE"
+    assert "revision" in browser.find_element(By.ID, "result-message").text
+    shot(browser, "console-session.png")
+    assert send(3) == "Accepted"
+    wait(browser, 10, lambda d: "stopped" in d.find_element(By.ID, "state").text, "the new state shows live")
+    decided = [line for line in Path(server.log).read_text().splitlines() if '"s-new"' in line][-2:]
+    assert all('"actor":"ops"' in line and '"decision":"abandon"' in line for line in decided)
+    assert '"expected_revision":2' in decided[0] and '"expected_revision":3' in decided[1]
+    assert server.keys["ops"] not in server.output()
