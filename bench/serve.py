@@ -17,8 +17,9 @@ answer read. Measured, in order:
   untimed warm-up decision (the appender's first append builds or loads its sidecar);
 - status: ``GET /v1/status`` in a loop while nothing is written (a judgement as of now is
   reused for up to a second, so most answers reuse one);
-- status after a write: one decision, then one ``GET /v1/status``, repeated: each status
-  must judge afresh (the dump and the triage over every entity).
+- status judged for the request: ``GET /v1/status?at=T`` with a new T each time, so each
+  answer is a judgement of its own (the dump and the triage over every entity): what a
+  reader would wait for if no judgement were kept.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -106,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", default=str(ROOT / "bench-out"))
     p.add_argument("--decisions", type=int, default=400)
     p.add_argument("--status", type=int, default=2000)
-    p.add_argument("--after-write", type=int, default=20)
+    p.add_argument("--judged", dest="after_write", type=int, default=20)
     p.add_argument("--concurrency", type=int, default=4)
     p.add_argument("--json", action="store_true")
     args = p.parse_args(argv)
@@ -170,15 +172,14 @@ def main(argv: list[str] | None = None) -> int:
         lat, wall = run(args.status, args.concurrency, url, key, status)
         rows.append(summary(f"GET /v1/status, {args.concurrency} clients, no writes", lat, wall))
 
-        after: list[float] = []
-        with client(url, key) as c:
-            for i in range(args.after_write):
-                close(c, i)
-                t = time.perf_counter()
-                status(c, i)
-                after.append(time.perf_counter() - t)
-        rows.append(summary("GET /v1/status right after a decision (a fresh judgement), 1 client", after,
-                            sum(after)))
+        def judged_for_it(c: httpx.Client, i: int) -> None:
+            at = datetime.now(UTC).isoformat()
+            r = c.get("/v1/status", params={"at": at})
+            if r.status_code != 200 or r.json()["as_of"] != at:
+                raise SystemExit(f"status at {at}: {r.status_code} {r.text[:200]}")
+
+        lat, wall = run(args.after_write, 1, url, key, judged_for_it)
+        rows.append(summary("GET /v1/status?at=T, a new T each time (judged for the request), 1 client", lat, wall))
         result = {
             "log": {"events": args.events, "entities": args.entities, "bytes": log.stat().st_size},
             "startup_s": round(startup, 2), "warmup_decision_s": round(warm, 2), "rows": rows,

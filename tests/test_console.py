@@ -102,6 +102,18 @@ def texts(driver: Any, css: str) -> list[str]:
     raise AssertionError(f"{css} kept changing")
 
 
+def click_link(driver: Any, text: str) -> bool:
+    """Click the link ``text``; False when the live page replaced it just then (try again)."""
+    from selenium.common.exceptions import StaleElementReferenceException
+    from selenium.webdriver.common.by import By
+
+    try:
+        driver.find_element(By.LINK_TEXT, text).click()
+    except StaleElementReferenceException:
+        return False
+    return True
+
+
 def type_key(driver: Any, key: str) -> None:
     from selenium.webdriver.common.by import By
 
@@ -158,7 +170,7 @@ def test_console_shows_what_needs_a_person_live_and_sends_decisions(browser: Any
     print(f"new item on screen {seen * 1000:.0f} ms after its line was written")
 
     EventLog(server.log).append(NEW_SESSION[2:])
-    browser.find_element(By.LINK_TEXT, "s-new").click()
+    wait(browser, 10, lambda d: texts(d, "#waiting a")[-1:] == ["s-new"] and click_link(d, "s-new"), "a click")
     wait(browser, 10, lambda d: d.find_element(By.ID, "sid").text == "s-new", "the session page shows")
     wait(browser, 10, lambda d: "interrupt_checkpoint_unavailable" in " ".join(texts(d, "#turns li")),
          "the unknown turn shows its terminal_reason")

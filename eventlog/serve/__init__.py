@@ -66,7 +66,7 @@ def serve(
     access_log: bool = True,
 ) -> None:
     """Follow ``target`` and answer on ``sock`` until SIGINT or SIGTERM (requests in flight are answered)."""
-    served = Served(target, assume_tz=assume_tz)
+    served = Served(target, assume_tz=assume_tz, stale_s=tick_s)
     served.start()
     app = make_app(served, keys_path, tick_s=tick_s)
     config = uvicorn.Config(app, log_level="info", access_log=access_log, timeout_graceful_shutdown=int(GRACE_S),

@@ -247,7 +247,11 @@ async def healthz(request: Request) -> Response:
 
 @guarded("read")
 async def status(request: Request) -> Response:
-    """The ``status --json`` view (with ``Accept: text/event-stream``: a stream of it, for the console)."""
+    """The ``status --json`` view (with ``Accept: text/event-stream``: a stream of it, for the console).
+
+    Its ``as_of`` is when it was judged: at most a second before when the log has
+    not moved, else the newest judgement while the next is made (``Served.judged``).
+    """
     try:
         at = judging(request)
     except ValueError as err:
@@ -261,11 +265,11 @@ async def status(request: Request) -> Response:
         while True:
             version = s.version
             try:
-                view, waiting = await run_in_threadpool(lambda: (s.status(at), s.waiting(at)))
+                shown = await run_in_threadpool(s.console, at)
             except Unavailable as err:
                 yield sse("unavailable", _encoder.encode({"message": str(err)}))
             else:
-                yield sse("status", _encoder.encode({"status": view, "waiting": waiting}))
+                yield sse("status", _encoder.encode(shown))
             if not await changes(request, version, request.app.state.tick_s):
                 return
 
@@ -413,7 +417,7 @@ async def events(request: Request) -> Response:
             version = s.version
             try:
                 lines = await run_in_threadpool(s.lines, cursor)
-            except (LogReplaced, OSError) as err:
+            except (LogReplaced, OSError, Unavailable) as err:
                 yield sse("reset", _encoder.encode({"message": str(err)}))
                 return
             for kind, seq, data in lines:

@@ -12,9 +12,12 @@ Writes go through :attr:`Served.log`, a :class:`~eventlog.logs.Log` whose
 caught up to what was just written: :func:`eventlog.runners.sessions.decide`
 runs on it unchanged, so a decision's receipt is the one the CLI would print.
 
-A judgement (the dump as of a time) costs O(entities); one judged as of now is
-reused while the log has not moved and it is younger than ``max_age_s``
-(:meth:`Served.judged`), so many readers cost one judgement a second.
+A judgement (the dump as of a time) costs O(entities): about 0.7 s on a log of
+100,000 entities. One judged as of now is reused while the log has not moved and
+it is younger than ``max_age_s``; past that, and for at most ``stale_s``, it is
+answered while the next one is made in the background (:meth:`Served.judged`),
+as ``follow``'s dump file is read while the next one is written. So many
+readers cost one judgement a second and none of them waits for it.
 """
 
 from __future__ import annotations
@@ -51,6 +54,8 @@ log = logging.getLogger("eventlog.serve")
 
 #: A judgement as of now is reused this long while the log has not moved.
 MAX_AGE_S = 1.0
+#: A judgement as of now this young is answered while a newer one is made (the server's --tick).
+STALE_S = 5.0
 #: How long a write waits for the follower to see it (a stream delivers it asynchronously).
 REACH_TIMEOUT_S = 10.0
 #: Lines read per step of an event stream.
@@ -92,13 +97,21 @@ class Judged:
         return self._derived[name]
 
 
+def _waiting(dump: dict[str, Any]) -> list[dict[str, Any]]:
+    """The sessions of a dump that wait for a person's decision (the console links them)."""
+    items = dump["sessions"]["items"]
+    return [{"session_id": sid, **item} for sid, item in items.items() if decisions.needs_decision(item)]
+
+
 class Served:
     """One log, followed in a thread; what the HTTP routes read and write."""
 
-    def __init__(self, target: str, *, assume_tz: tzinfo | None = None, max_age_s: float = MAX_AGE_S) -> None:
+    def __init__(self, target: str, *, assume_tz: tzinfo | None = None, max_age_s: float = MAX_AGE_S,
+                 stale_s: float = STALE_S) -> None:
         self.name = target
         self.stream = is_url(target)
         self.max_age_s = max_age_s
+        self.stale_s = stale_s
         self.lock = threading.RLock()
         self._changed = threading.Condition(self.lock)
         #: Bumped on every change of the folded state (and when the log is lost).
@@ -109,6 +122,9 @@ class Served:
         self._listeners: list[Callable[[], None]] = []
         self._judge_lock = threading.Lock()
         self._judged: dict[At, Judged] = {}
+        self._now: Judged | None = None
+        self._refresh_lock = threading.Lock()
+        self._refreshing = False
         self._write_lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self.writer: Log = open_log(target, assume_tz=assume_tz)
@@ -228,47 +244,86 @@ class Served:
 
     # -- reading -----------------------------------------------------------------
 
-    def judged(self, at: At = NOW) -> Judged:
-        """The dump as of ``at``: a judgement as of now is reused while fresh (same version, < max_age_s)."""
+    def judged(self, at: At = NOW, *, wait: bool = False) -> Judged:
+        """The dump as of ``at`` (a judgement), made at most once per version and time.
+
+        As of now: one younger than ``max_age_s`` of the current version is
+        reused. An older one (or one of an older version), younger than
+        ``stale_s``, is answered at once while a new one is made in the
+        background, unless ``wait``: then the caller waits for a new one. So a
+        reader never waits for a judgement while others keep it fresh; its
+        ``as_of`` says when it was made.
+        """
         self.check()
-        j = self._judged.get(at)
-        if j is not None and self._fresh(j, at):
-            return j
+        if at == NOW:
+            j = self._now
+            if j is not None and not wait:
+                age = time.monotonic() - j.made
+                if j.version == self.version and age < self.max_age_s:
+                    return j
+                if age < self.stale_s:
+                    self._refresh()
+                    return j
+            return self._judge_now(wait=True)
         with self._judge_lock:
             j = self._judged.get(at)
-            if j is not None and self._fresh(j, at):
-                return j
-            with self.lock:
-                version = self.version
-                dump = judged(self.follower, at)
-            j = Judged(version, time.monotonic(), dump)
-            if at != NOW:
-                self._judged = {k: v for k, v in self._judged.items() if k == NOW}
-            self._judged[at] = j
+            if j is None or j.version != self.version:
+                j = self._judge(at)
+                self._judged = {at: j}
             return j
 
-    def _fresh(self, j: Judged, at: At) -> bool:
-        return j.version == self.version and (at != NOW or time.monotonic() - j.made < self.max_age_s)
+    def _judge(self, at: At) -> Judged:
+        with self.lock:
+            version = self.version
+            dump = judged(self.follower, at)
+        return Judged(version, time.monotonic(), dump)
 
-    def status(self, at: At = NOW) -> dict[str, Any]:
-        """The ``status --json`` view."""
-        view: dict[str, Any] = self.judged(at).derived("status", lambda d: status_view(self.name, d))
+    def _judge_now(self, wait: bool) -> Judged:
+        """A judgement as of now of the current version, younger than ``max_age_s`` (made if needed)."""
+        with self._judge_lock:
+            j = self._now
+            if j is None or j.version != self.version or time.monotonic() - j.made >= self.max_age_s:
+                j = self._judge(NOW)
+                j.derived("status", self._status_view)  # made here, not by the reader who comes next
+                j.derived("waiting", _waiting)
+                self._now = j
+            return j
+
+    def _refresh(self) -> None:
+        """Make a new judgement as of now in the background (one at a time)."""
+        with self._refresh_lock:
+            if self._refreshing:
+                return
+            self._refreshing = True
+
+        def run() -> None:
+            try:
+                self._judge_now(wait=True)
+            except Exception:  # a lost log is said by the next request
+                log.debug("judging %s failed", self.name, exc_info=True)
+            finally:
+                self._refreshing = False
+
+        threading.Thread(target=run, name="eventlog-serve-judge", daemon=True).start()
+
+    def _status_view(self, dump: dict[str, Any]) -> dict[str, Any]:
+        return status_view(self.name, dump)
+
+    def status(self, at: At = NOW, *, wait: bool = False) -> dict[str, Any]:
+        """The ``status --json`` view (``wait``: see :meth:`judged`)."""
+        view: dict[str, Any] = self.judged(at, wait=wait).derived("status", self._status_view)
         return view
 
-    def waiting(self, at: At = NOW) -> list[dict[str, Any]]:
-        """The sessions that wait for a person's decision (for the console's links)."""
-        def make(dump: dict[str, Any]) -> list[dict[str, Any]]:
-            items = dump["sessions"]["items"]
-            return [{"session_id": sid, **item} for sid, item in items.items() if decisions.needs_decision(item)]
-
-        out: list[dict[str, Any]] = self.judged(at).derived("waiting", make)
-        return out
+    def console(self, at: At = NOW) -> dict[str, Any]:
+        """What the console's status page shows: the status view and the sessions waiting for a decision."""
+        j = self.judged(at, wait=True)
+        return {"status": j.derived("status", self._status_view), "waiting": j.derived("waiting", _waiting)}
 
     def metrics(self, at: At = NOW) -> str:
         """The Prometheus exposition of ``follow --prom`` (its histograms read the folded state: under the lock)."""
         j = self.judged(at)
         with self.lock:
-            text: str = j.derived("metrics", lambda d: of_replay(self.replay, d))
+            text: str = j.derived("metrics", lambda d: of_replay(self.replay, d, self.stale_s))
         return text
 
     def session(self, session_id: str, at: At = NOW) -> dict[str, Any] | None:
@@ -329,10 +384,9 @@ class Served:
             last = replay.reader.last_seq
             if after is None:
                 after = last
-            if self.stream:
-                start = replay.line if after >= last else 0  # a stream's line number is its sequence
-                return Cursor(after=after, offset=start, line=start, last_seq=min(after, last))
-            if after >= last:
+            if self.stream and after >= last:  # a stream's line number is its sequence, its offset too
+                return Cursor(after=after, offset=replay.line, line=replay.line, last_seq=last)
+            if after >= last and not self.stream:
                 return Cursor(after=after, offset=replay.offset, line=replay.line, last_seq=last,
                               identity=self.follower.identity)
             return Cursor(after=after)
@@ -348,8 +402,14 @@ class Served:
             if self._tail_log is None:
                 self._tail_log = open_log(self.name)
             out: list[tuple[str, int, bytes]] = []
-            messages = self._tail_log.messages(cursor.offset + 1, cursor.offset + TAIL_BATCH)  # type: ignore[attr-defined]
-            for seq, _subject, data in messages:
+            tail: Any = self._tail_log
+            info = tail.info()
+            if info is None:
+                raise Unavailable(f"{self.name}: the stream is gone")
+            last = min(int(info.state.last_seq), cursor.offset + TAIL_BATCH)
+            if last <= cursor.offset:
+                return out
+            for seq, _subject, data in tail.messages(cursor.offset + 1, last):
                 raw = data.replace(b"\n", b" ") if b"\n" in data else data
                 out.extend(cursor.take(raw, seq))
                 cursor.offset = seq

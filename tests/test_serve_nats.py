@@ -1,0 +1,58 @@
+"""``eventlog serve nats://...``: the same API over a JetStream stream (a real nats-server on loopback)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from eventlog.jetstream import JetStreamLog
+from tests import natsserver
+from tests.conftest import ROOT, run_cli
+from tests.serving import start_server
+from tests.test_serve import read_events
+
+
+@pytest.fixture(scope="module")
+def nats(tmp_path_factory: pytest.TempPathFactory) -> Iterator[natsserver.Servers]:
+    servers = natsserver.start(tmp_path_factory.mktemp("nats"), nodes=1)
+    yield servers
+    servers.stop()
+
+
+def test_serve_a_stream(nats: natsserver.Servers, tmp_path: Path) -> None:
+    url = nats.stream_url("SERVE", prefix="srv")
+    lines = (ROOT / "fixtures" / "sessions_unknown_turn.jsonl").read_text("utf-8").splitlines()
+    with JetStreamLog(url) as log:
+        for line in lines:
+            log.append([json.loads(line)])
+    s = start_server(url, tmp_path)
+    try:
+        c = s.client("ops")
+        status = c.get("/v1/status", params={"at": "log"}).json()
+        cli = json.loads(run_cli("status", url, "--at", "log", "--json").stdout)
+        assert status == cli
+        assert c.get("/v1/sessions/s-early-gone").json()["revision"] == 3
+        assert c.get("/v1/sessions/s-unk/turns/t2").json()["terminal_reason"] == "interrupt_unanswered"
+        r = c.post("/v1/sessions/s-early-gone/recovery-decisions", headers={"Idempotency-Key": "n1"},
+                   json={"decision": "close", "expected_revision": 3, "reason": "done"})
+        assert r.status_code == 200 and r.json()["result"] == "accepted" and r.json()["line"] == 24
+        assert r.json()["session"]["admission_state"] == "closed"
+        stale = c.post("/v1/sessions/s-early-gone/recovery-decisions", headers={"Idempotency-Key": "n2"},
+                       json={"decision": "close", "expected_revision": 3, "reason": "again"})
+        assert (stale.status_code, stale.json()["code"]) == (409, "REQUEST_STALE")
+        ok = c.post("/v1/events", content=b'{"type":"execution_gone","ts":"2026-08-03T15:00:00+09:00",'
+                    b'"session_id":"s-x"}\n')
+        assert ok.status_code == 200 and ok.json() == {"written": 1, "first_seq": 26, "last_seq": 26}
+        with c.stream("GET", "/v1/events", params={"after": 23}, timeout=20) as events:
+            got = read_events(events, 3)
+        assert [e.get("id") for e in got] == ["24", "25", "26"], got
+        assert json.loads(got[0]["data"])["actor"] == "ops"
+        assert c.get("/healthz").json()["last_seq"] == 26
+    finally:
+        assert s.stop() == 0
+    with JetStreamLog(url) as log:
+        dump = log.replay().dump(url)
+    assert [r["result"] for r in dump["sessions"]["receipts"][-2:]] == ["accepted", "REQUEST_STALE"]
