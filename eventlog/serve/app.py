@@ -174,15 +174,13 @@ def served(request: Request) -> Served:
     return s
 
 
-def judging(request: Request) -> At:
-    """``?at=TIME`` or ``?at=log`` (default now); ValueError for a bad one."""
+def judging(request: Request) -> At | Response:
+    """``?at=TIME`` or ``?at=log`` (default now), or a 400 answer for a bad one."""
     s = served(request)
-    return parse_at(request.query_params.get("at"), getattr(s.writer, "assume_tz", None))
-
-
-def bad_at(err: ValueError) -> Response:
-    """400 for a bad ``?at=``."""
-    return problem(400, "BAD_REQUEST", str(err).replace("--at", "at"))
+    try:
+        return parse_at(request.query_params.get("at"), getattr(s.writer, "assume_tz", None))
+    except ValueError as err:
+        return problem(400, "BAD_REQUEST", str(err).replace("--at", "at"))
 
 
 async def read_body(request: Request) -> bytes | Response:
@@ -252,10 +250,9 @@ async def status(request: Request) -> Response:
     Its ``as_of`` is when it was judged: at most a second before when the log has
     not moved, else the newest judgement while the next is made (``Served.judged``).
     """
-    try:
-        at = judging(request)
-    except ValueError as err:
-        return bad_at(err)
+    at = judging(request)
+    if isinstance(at, Response):
+        return at
     s = served(request)
     if not wants_stream(request):
         return JSON(await run_in_threadpool(s.status, at))
@@ -279,10 +276,9 @@ async def status(request: Request) -> Response:
 @guarded("read")
 async def dump(request: Request) -> Response:
     """The dump, as ``tools/replay --at`` would print it (judged now unless ``?at=``)."""
-    try:
-        at = judging(request)
-    except ValueError as err:
-        return bad_at(err)
+    at = judging(request)
+    if isinstance(at, Response):
+        return at
     j = await run_in_threadpool(served(request).judged, at)
     return JSON(j.dump)
 
@@ -290,10 +286,9 @@ async def dump(request: Request) -> Response:
 @guarded("read")
 async def session(request: Request) -> Response:
     """One session with the decisions it would accept now (a stream of it with ``Accept: text/event-stream``)."""
-    try:
-        at = judging(request)
-    except ValueError as err:
-        return bad_at(err)
+    at = judging(request)
+    if isinstance(at, Response):
+        return at
     s = served(request)
     sid = request.path_params["session_id"]
     found = await run_in_threadpool(s.session, sid, at)
@@ -434,23 +429,17 @@ async def events(request: Request) -> Response:
 @guarded("read")
 async def metrics(request: Request) -> Response:
     """The Prometheus exposition of ``follow --prom`` (judged now unless ``?at=``)."""
-    try:
-        at = judging(request)
-    except ValueError as err:
-        return bad_at(err)
+    at = judging(request)
+    if isinstance(at, Response):
+        return at
     text = await run_in_threadpool(served(request).metrics, at)
     return Response(text, media_type="text/plain; version=0.0.4; charset=utf-8",
                     headers={"cache-control": "no-store"})
 
 
 async def console(request: Request) -> Response:
-    """The console's page (it asks for a key and keeps it in the tab's sessionStorage only)."""
+    """The console's one page: what needs a person, or at /sessions/ID a session (it asks for a key)."""
     return FileResponse(CONSOLE / "index.html", headers={"cache-control": "no-store"})
-
-
-async def console_session(request: Request) -> Response:
-    """A session's page of the console."""
-    return FileResponse(CONSOLE / "session.html", headers={"cache-control": "no-store"})
 
 
 # --- the application --------------------------------------------------------------
@@ -511,7 +500,7 @@ def make_app(served_log: Served, keys_path: str, *, tick_s: float = TICK_S) -> S
         Route("/v1/events", events, methods=["GET"]),
         Route("/metrics", metrics),
         Route("/", console),
-        Route("/sessions/{session_id}", console_session),
+        Route("/sessions/{session_id}", console),
         Mount("/console", StaticFiles(directory=CONSOLE), name="console"),
     ]
 

@@ -6,6 +6,10 @@
 
 const KEY = "eventlog.key";
 const $ = (id) => document.getElementById(id);
+// One page for both views: /sessions/ID shows a session, anything else what needs a person.
+const PAGE = location.pathname.startsWith("/sessions/") ? "session" : "status";
+const MAIN = PAGE + "-page";
+document.body.dataset.page = PAGE;
 
 function key() { return sessionStorage.getItem(KEY); }
 
@@ -23,7 +27,7 @@ function setConn(state, text) {
 }
 
 function askKey(message) {
-  $("main").hidden = true;
+  $(MAIN).hidden = true;
   $("keybox").hidden = false;
   $("forget").hidden = true;
   const e = $("keyerror");
@@ -92,7 +96,7 @@ function live(url, onEvent, onMissing) {
       return retry((body.message || "error") + " (" + response.status + ")");
     }
     $("keybox").hidden = true;
-    $("main").hidden = false;
+    $(MAIN).hidden = false;
     $("forget").hidden = false;
     setConn("live", "live");
     try {
@@ -170,7 +174,7 @@ function renderStatus(payload) {
 
 // --- the session page --------------------------------------------------------------
 
-const sessionId = document.body.dataset.page === "session"
+const sessionId = PAGE === "session"
   ? decodeURIComponent(location.pathname.replace(/^\/sessions\//, "")) : null;
 let revisionTouched = false;
 const turnsSeen = new Map();
@@ -295,12 +299,12 @@ async function sendDecision(event) {
 
 function start() {
   if (!key()) return askKey("");
-  if (document.body.dataset.page === "session") {
+  if (PAGE === "session") {
     live("/v1/sessions/" + encodeURIComponent(sessionId), (name, data) => {
       if (name === "session") renderSession(data);
     }, (message) => {
       $("keybox").hidden = true;
-      $("main").hidden = false;
+      $(MAIN).hidden = false;
       $("sid").textContent = sessionId;
       const m = $("missing");
       m.hidden = false;
@@ -321,7 +325,7 @@ $("forget").addEventListener("click", () => {
   sessionStorage.removeItem(KEY);
   location.reload();
 });
-if ($("decide")) {
+if (PAGE === "session") {
   $("decide").addEventListener("submit", sendDecision);
   $("revision").addEventListener("input", () => { revisionTouched = true; });
 }
