@@ -12,6 +12,7 @@ import os
 import shutil
 import signal
 import stat
+import subprocess
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,12 +22,16 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from eventlog.prom import exposition
+from eventlog.cli.common import replay_log
+from eventlog.prom import of_replay
 from tests.conftest import ROOT, run_cli
 from tests.serving import Server, make_keys, start_server
+from tests.test_prom import promtool
 
 FIXTURES = ROOT / "fixtures"
 UNKNOWN_TURN = FIXTURES / "sessions_unknown_turn.jsonl"
+#: Lines of the fixture: what is appended gets seq N + 1 on.
+N = len(UNKNOWN_TURN.read_text(encoding="utf-8").splitlines())
 
 
 @pytest.fixture
@@ -87,7 +92,7 @@ def test_serve_refuses_an_unusable_key_file(tmp_path: Path) -> None:
 def test_reads_answer_what_the_cli_prints(server: Server) -> None:
     c = server.client("viewer")
     health = httpx.get(server.url + "/healthz")
-    assert health.status_code == 200 and health.json()["events"] == 23
+    assert health.status_code == 200 and health.json()["events"] == N
 
     status = c.get("/v1/status", params={"at": "log"})
     assert status.status_code == 200
@@ -127,9 +132,13 @@ def test_metrics_are_the_follow_prom_exposition(server: Server) -> None:
     c = server.client("viewer")
     text = c.get("/metrics", params={"at": "log"})
     assert text.status_code == 200 and text.headers["content-type"].startswith("text/plain")
-    assert text.text == exposition(cli_json("replay", server.log))
+    replay = replay_log(server.log)
+    assert text.text == of_replay(replay, replay.dump(server.log), 5.0)  # follow --prom's, with serve's --tick
     families = {f.name: f for f in text_string_to_metric_families(text.text)}
-    assert families["recovery_events"].samples[0].value == 23
+    assert families["recovery_events"].samples[0].value == N
+    checked = subprocess.run([promtool(), "check", "metrics"], input=text.text, capture_output=True, text=True,
+                             timeout=60)
+    assert checked.returncode == 0 and checked.stdout + checked.stderr == "", checked.stdout + checked.stderr
 
 
 # --- decisions --------------------------------------------------------------------------
@@ -200,6 +209,10 @@ def test_seed_004_refusal_codes(server: Server) -> None:
     again = decide(c, "s-cc", "c", decision="abandon", expected_revision=3, reason="no effect", target_turn_id="x1")
     assert again.status_code == 200 and again.json()["replayed"] is True
     assert again.json()["session"] == r.json()["session"]
+    # the same key for another request: IDEMPOTENCY_KEY_REUSED, nothing changes (spec section 6)
+    reused = decide(c, "s-cc", "c", decision="close", expected_revision=4, reason="other")
+    assert (reused.status_code, reused.json()["code"]) == (409, "IDEMPOTENCY_KEY_REUSED")
+    assert reused.json()["receipt"]["session"] == r.json()["session"]
 
 
 def test_bad_decisions_write_nothing(server: Server) -> None:
@@ -278,8 +291,8 @@ def test_post_events_is_append_over_http(server: Server) -> None:
     ok = c.post("/v1/events", content=b'{"type":"execution_gone","ts":"2026-08-03T15:00:00+09:00",'
                 b'"session_id":"s-early-gone"}\n\n{"type":"worker_claimed","ts":"2026-08-03T15:01:00+09:00",'
                 b'"session_id":"s-2","generation":1,"worker":"w","restore":false}\n')
-    assert ok.status_code == 200 and ok.json() == {"written": 2, "first_seq": 24, "last_seq": 25}
-    assert [x["seq"] for x in lines(server.log)[-2:]] == [24, 25]
+    assert ok.status_code == 200 and ok.json() == {"written": 2, "first_seq": N + 1, "last_seq": N + 2}
+    assert [x["seq"] for x in lines(server.log)[-2:]] == [N + 1, N + 2]
     before = Path(server.log).read_bytes()
     bad = c.post("/v1/events", content=b'{"type":"execution_gone"}\nnot json\n{"type":"nope","ts":"x"}\n')
     assert bad.status_code == 400
@@ -297,12 +310,12 @@ def test_post_events_is_append_over_http(server: Server) -> None:
     right = c.post("/v1/events", headers={"Expect-Revision": "1"},
                    content=b'{"type":"worker_ready","ts":"2026-08-03T15:02:00+09:00","session_id":"s-2",'
                            b'"generation":1}\n')
-    assert right.status_code == 200 and right.json()["first_seq"] == 26
+    assert right.status_code == 200 and right.json()["first_seq"] == N + 3
     refused = c.post("/v1/events", content=b'{"type":"claimed","ts":"2026-08-03T15:03:00+09:00",'
                      b'"handoff_id":"nope","watcher":"w","attempt":1}\n')
     assert refused.status_code == 409 and "rejected" in refused.json()["problems"][0]
     assert len(Path(server.log).read_bytes()) > len(before)
-    assert lines(server.log)[-1]["seq"] == 26  # the refused and bad ones wrote nothing
+    assert lines(server.log)[-1]["seq"] == N + 3  # the refused and bad ones wrote nothing
     # what was written is in the next read at once
     status = server.client("viewer").get("/v1/sessions/s-2").json()
     assert status["revision"] == 2
@@ -350,7 +363,7 @@ def read_events(response: httpx.Response, want: int) -> list[dict[str, str]]:
 
 def test_events_stream_new_lines(server: Server) -> None:
     c = server.client("viewer")
-    with c.stream("GET", "/v1/events", params={"after": 21}, timeout=20) as r:
+    with c.stream("GET", "/v1/events", params={"after": N - 2}, timeout=20) as r:
         assert r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream")
         got: list[dict[str, str]] = []
 
@@ -360,13 +373,13 @@ def test_events_stream_new_lines(server: Server) -> None:
 
         threading.Timer(0.5, write_later).start()
         got = read_events(r, 3)
-    assert [(e["event"], e["id"]) for e in got] == [("line", "22"), ("line", "23"), ("line", "24")]
-    assert json.loads(got[2]["data"])["type"] == "execution_gone" and json.loads(got[2]["data"])["seq"] == 24
-    assert json.loads(got[0]["data"]) == lines(server.log)[21]
+    assert [(e["event"], e["id"]) for e in got] == [("line", str(N - 1)), ("line", str(N)), ("line", str(N + 1))]
+    assert json.loads(got[2]["data"])["type"] == "execution_gone" and json.loads(got[2]["data"])["seq"] == N + 1
+    assert json.loads(got[0]["data"]) == lines(server.log)[N - 2]
     # a dashboard that reconnects says where it was
-    with c.stream("GET", "/v1/events", headers={"Last-Event-ID": "23"}, timeout=20) as r:
+    with c.stream("GET", "/v1/events", headers={"Last-Event-ID": str(N)}, timeout=20) as r:
         (again,) = read_events(r, 1)
-    assert again["id"] == "24"
+    assert again["id"] == str(N + 1)
 
 
 def test_status_stream_for_the_console(server: Server) -> None:

@@ -17,6 +17,7 @@ from tests.conftest import ROOT
 from tests.serving import start_server
 
 UNKNOWN_TURN = ROOT / "fixtures" / "sessions_unknown_turn.jsonl"
+N = len(UNKNOWN_TURN.read_text(encoding="utf-8").splitlines())
 
 
 def together(n: int, work: Any) -> list[Any]:
@@ -60,7 +61,7 @@ def test_50_concurrent_decisions_on_one_revision_one_accepted_all_audited(tmp_pa
     decided = [x for x in written if x["type"] == "recovery_decision" and x["idempotency_key"].startswith("k-")]
     assert sorted(x["idempotency_key"] for x in decided) == sorted(f"k-{i}" for i in range(50))  # all 50 audited
     assert all(x["actor"] == "ops" for x in decided)
-    assert [x["seq"] for x in written[23:]] == list(range(24, 74))
+    assert [x["seq"] for x in written[N:]] == list(range(N + 1, N + 51))
     assert accepted["line"] in {i + 1 for i, x in enumerate(written) if x.get("idempotency_key", "").startswith("k-")}
 
 
@@ -87,13 +88,13 @@ def test_8_clients_x_250_appends_contiguous_nothing_lost(tmp_path: Path) -> None
     finally:
         assert s.stop() == 0
     seqs = sorted(first for got in results for first, last in got)
-    assert seqs == list(range(24, 24 + clients * each))  # every answer a different seq, none skipped
+    assert seqs == list(range(N + 1, N + 1 + clients * each))  # every answer a different seq, none skipped
     written = [json.loads(x) for x in log.read_text().splitlines()]
-    assert [x.get("seq", i + 1) for i, x in enumerate(written)] == list(range(1, 24 + clients * each))
-    ids = {x["session_id"] for x in written[23:]}
+    assert [x.get("seq", i + 1) for i, x in enumerate(written)] == list(range(1, N + 1 + clients * each))
+    ids = {x["session_id"] for x in written[N:]}
     assert ids == {f"load-{i}-{n}" for i in range(clients) for n in range(each)}
     # each client's answers name the line it wrote
-    by_seq = {x["seq"]: x["session_id"] for x in written[23:]}
+    by_seq = {x["seq"]: x["session_id"] for x in written[N:]}
     for i, got in enumerate(results):
         assert [by_seq[first] for first, _ in got] == [f"load-{i}-{n}" for n in range(each)]
-    assert status["last_seq"] == 23 + clients * each
+    assert status["last_seq"] == N + clients * each

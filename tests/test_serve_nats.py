@@ -12,7 +12,7 @@ from eventlog.jetstream import JetStreamLog
 from tests import natsserver
 from tests.conftest import ROOT, run_cli
 from tests.serving import start_server
-from tests.test_serve import read_events
+from tests.test_serve import N, read_events
 
 
 @pytest.fixture(scope="module")
@@ -38,19 +38,19 @@ def test_serve_a_stream(nats: natsserver.Servers, tmp_path: Path) -> None:
         assert c.get("/v1/sessions/s-unk/turns/t2").json()["terminal_reason"] == "interrupt_unanswered"
         r = c.post("/v1/sessions/s-early-gone/recovery-decisions", headers={"Idempotency-Key": "n1"},
                    json={"decision": "close", "expected_revision": 3, "reason": "done"})
-        assert r.status_code == 200 and r.json()["result"] == "accepted" and r.json()["line"] == 24
+        assert r.status_code == 200 and r.json()["result"] == "accepted" and r.json()["line"] == N + 1
         assert r.json()["session"]["admission_state"] == "closed"
         stale = c.post("/v1/sessions/s-early-gone/recovery-decisions", headers={"Idempotency-Key": "n2"},
                        json={"decision": "close", "expected_revision": 3, "reason": "again"})
         assert (stale.status_code, stale.json()["code"]) == (409, "REQUEST_STALE")
         ok = c.post("/v1/events", content=b'{"type":"execution_gone","ts":"2026-08-03T15:00:00+09:00",'
                     b'"session_id":"s-x"}\n')
-        assert ok.status_code == 200 and ok.json() == {"written": 1, "first_seq": 26, "last_seq": 26}
-        with c.stream("GET", "/v1/events", params={"after": 23}, timeout=20) as events:
+        assert ok.status_code == 200 and ok.json() == {"written": 1, "first_seq": N + 3, "last_seq": N + 3}
+        with c.stream("GET", "/v1/events", params={"after": N}, timeout=20) as events:
             got = read_events(events, 3)
-        assert [e.get("id") for e in got] == ["24", "25", "26"], got
+        assert [e.get("id") for e in got] == [str(N + 1), str(N + 2), str(N + 3)], got
         assert json.loads(got[0]["data"])["actor"] == "ops"
-        assert c.get("/healthz").json()["last_seq"] == 26
+        assert c.get("/healthz").json()["last_seq"] == N + 3
     finally:
         assert s.stop() == 0
     with JetStreamLog(url) as log:

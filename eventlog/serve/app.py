@@ -357,8 +357,8 @@ async def recovery_decision(request: Request) -> Response:
         return JSON(receipt)
     code = str(done.receipt["result"])
     why = decisions.WHY.get(code, f"refused with {code}")
-    if done.receipt.get("replayed"):
-        why = f"the idempotency key was used before; its first receipt: {why}"
+    if done.note is not None:  # a repeated key: what its first request was
+        why = f"{why} ({done.note})"
     return problem(409, code, why, receipt=receipt)
 
 
