@@ -169,8 +169,8 @@ class Follower:
         self._stamp = None
 
     def _edges(self, f: Any) -> tuple[str, str]:
-        pos = snapshot.position(f, self.replay)
-        return pos.head_sha256, pos.tail_sha256
+        # only the edges: snapshot.position would also hash the whole prefix (O(file) per change)
+        return snapshot.edges(f, self.replay.offset)
 
 
 def _stamp(st: os.stat_result) -> tuple[int, int, int]:

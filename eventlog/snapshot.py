@@ -176,6 +176,11 @@ def copy(replay: Replay, fresh: Replay) -> Replay:
 # --- files -----------------------------------------------------------------------------------
 
 
+def edges(f: IO[bytes], offset: int) -> tuple[str, str]:
+    """The SHA-256 of the first and of the last 4 KiB before ``offset`` in the open file ``f`` (cheap, O(1))."""
+    return _edges(f.fileno(), offset)
+
+
 def position(f: IO[bytes], replay: Replay) -> Position:
     """The position of ``replay`` in the open file ``f``."""
     fd = f.fileno()
