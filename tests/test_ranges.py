@@ -26,12 +26,13 @@ from hypothesis import strategies as st
 
 from eventlog import lazystate, snapshot
 from eventlog.appender import AppendError, EventLog
-from eventlog.cli.live import headline, needs_person, verdict
+from eventlog.cli.live import verdict
 from eventlog.events import EVENT_TYPES, INT64_MAX, INT64_MIN, TIME_FIELDS, Event
 from eventlog.prom import exposition
 from eventlog.reader import Reader, validate_object
 from eventlog.replay import Replay
 from eventlog.runners.sessions import describe
+from eventlog.status import headline, needs_person
 from projections.runner import Runner
 
 OFFSETS = [timezone(timedelta(hours=h, minutes=m)) for h, m in

@@ -27,8 +27,9 @@ ZONE and written with its offset; the log's own lines are read in ZONE too."""
 
 APPEND_EXITS = """\
 0  written
-1  the log could not be written (nothing partial is left)
-2  bad input (each bad line named on stderr) or bad usage
+1  the log could not be written (nothing partial is left; a log this run created is removed again)
+2  bad input (each bad line named on stderr), bad usage, a closed stdin, or a LOG that does not look
+   like an event log (left untouched)
 3  a conflict: a refused transition or a revision mismatch"""
 
 
@@ -59,7 +60,14 @@ def run(args: argparse.Namespace) -> int:
     except UsageError as err:
         error(str(err))
         return 2
-    objs, problems = read_stdin(sys.stdin.buffer)
+    if sys.stdin is None:
+        error(f"{args.log}: stdin is closed: no events to append; nothing was written")
+        return 2
+    try:
+        objs, problems = read_stdin(sys.stdin.buffer)
+    except OSError as err:
+        error(f"{args.log}: cannot read stdin ({err.strerror or err}); nothing was written")
+        return 2
     if tz is not None:
         objs = [zoned(obj, tz) for obj in objs]
     if problems:
