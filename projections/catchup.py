@@ -38,6 +38,8 @@ class Marker(msgspec.Struct, gc=False):
     skipped: bool
     ts: str
     kicked: bool = False
+    #: The ``ts`` of the ``catchup_kicked`` since this marker, as written (None: not kicked).
+    kicked_ts: str | None = None
 
     @property
     def at(self) -> datetime:
@@ -56,6 +58,9 @@ class CatchupState(msgspec.Struct):
     open_until: str | None = None
     #: Whether a ``circuit_closed`` came after it.
     closed_since: bool = False
+    #: That ``circuit_opened``'s ``ts`` and ``reason``, as written (for "open since ..., because ...").
+    opened_ts: str | None = None
+    open_reason: str | None = None
 
 
 class Candidate(NamedTuple):
@@ -141,6 +146,52 @@ def is_candidate(job: JobRegistered, marker: Marker | None, now: datetime) -> bo
     )
 
 
+def why_not(job: JobRegistered | None, marker: Marker | None, now: datetime) -> list[str]:
+    """Which of seed 002's three conditions fail for a label as of ``now``, in words (empty: it is a candidate).
+
+    The conditions are :func:`is_candidate`'s: the job is guarded (``is_guarded``),
+    its latest marker is a skip of today not kicked since
+    (``latest_marker_is_today_skip``), and a calendar slot of today has passed
+    (``calendar_slot_passed``). Every failing one is named, in that order.
+    """
+    out: list[str] = []
+    if job is None:
+        out.append("no job_registered names it: it is no scheduled job of this log")
+    elif not job.guarded:
+        out.append("it is not guarded: the quota guard does not run it, so it never skips for quota")
+    if marker is None:
+        out.append("the guard left no marker for it yet (neither skipped nor ran)")
+    elif not marker.skipped:
+        out.append(f"its latest marker is a run ({marker.ts}), not a skip")
+    elif not skipped_today(marker, now):
+        out.append(f"its latest skip ({marker.ts}) is not from today ({now.date().isoformat()})")
+    elif marker.kicked:
+        out.append(f"catch-up already re-ran it at {marker.kicked_ts} after that skip")
+    if job is not None and not calendar_slot_passed(job, now):
+        out.append(_no_slot(job, now))
+    return out
+
+
+def _no_slot(job: JobRegistered, now: datetime) -> str:
+    """Why no calendar slot of today has passed, in words (``calendar_slot_passed`` said False)."""
+    if job.interval_s is not None:
+        return f"it runs every {job.interval_s} s (StartInterval): the next run comes by itself"
+    if job.calendar is None:
+        return "it has no calendar slot (no StartCalendarInterval)"
+    if any(entry.hour is None for entry in job.calendar):
+        return "a calendar entry has no Hour, so its slots cannot be known"
+    today = [entry for entry in job.calendar if runs_today(entry, now)]
+    if not today:
+        return "none of its calendar slots falls on today"
+    slots = []
+    for entry in today:
+        hour, minute = entry.hour, entry.minute if entry.minute is not None else 0
+        if hour is None or not (0 <= hour <= 23 and 0 <= minute <= 59):
+            return f"a calendar entry of today is no time of day (Hour {hour}, Minute {minute})"
+        slots.append(f"{hour:02d}:{minute:02d}")
+    return f"today's slot(s) ({', '.join(sorted(slots))}) have not come yet"
+
+
 def circuit_open(open_until: datetime | None, closed_since: bool, now: datetime) -> bool:
     """Open: ``now`` is before the latest ``open_until`` and no ``circuit_closed`` came after it."""
     return open_until is not None and not closed_since and now < open_until
@@ -213,11 +264,14 @@ class Catchup:
         marker = self.state.markers.get(ev.label)
         if marker is not None:
             marker.kicked = True
+            marker.kicked_ts = ev.ts
         return None
 
     def _circuit_opened(self, ev: CircuitOpened, line: int, at: datetime) -> FoldResult:
         self.state.open_until = ev.open_until
         self.state.closed_since = False
+        self.state.opened_ts = ev.ts
+        self.state.open_reason = ev.reason
         return None
 
     def _circuit_closed(self, ev: CircuitClosed, line: int, at: datetime) -> FoldResult:

@@ -186,6 +186,9 @@ class Account(msgspec.Struct, gc=False):
     run: int = 0
     #: ``ts`` of the run's latest probe, as the reader left it: the backoff's end is computed from it and printed.
     run_ts: str | None = None
+    #: The outcome and ``ts`` (as written) of the account's latest probe (None: never probed).
+    last_outcome: str | None = None
+    last_probe_ts: str | None = None
 
 
 class Latency(msgspec.Struct):
@@ -233,6 +236,8 @@ class HandoffsState(msgspec.Struct):
     watcher_period_s: int = 0
     #: Watcher name -> its last ``watcher_run``.
     watchers: dict[str, Heartbeat] = {}
+    #: Watcher name -> how many claims of it were applied (a watcher that claims but writes no heartbeat is known).
+    claims_by: dict[str, int] = {}
 
 
 def _fmt(value: datetime) -> str:
@@ -476,6 +481,7 @@ class Handoffs:
         self._move(h, CLAIMED, at)
         h.attempt = ev.attempt
         h.watcher = ev.watcher
+        self.state.claims_by[ev.watcher] = self.state.claims_by.get(ev.watcher, 0) + 1
         h.reason = None
         if h.first_claimed_us is None:
             h.first_claimed_us = micros(at)
@@ -567,6 +573,8 @@ class Handoffs:
         else:
             acc.run_kind, acc.run = kind, 1 if kind else 0
         acc.run_ts = ev.ts
+        acc.last_outcome = ev.outcome
+        acc.last_probe_ts = ev.ts
         if ev.outcome == "ok":
             acc.last_ok_line = line
         return None

@@ -73,7 +73,7 @@ from eventlog.events import (
 )
 from projections import controls
 from projections.base import NOT_APPLIED, FoldResult, Handler, Rejected, later, micros
-from projections.controls import Control
+from projections.controls import Control, timeline
 
 # --- words of the seed -------------------------------------------------------------
 
@@ -161,6 +161,8 @@ class Session(msgspec.Struct, array_like=True, gc=False):
     gone_line: int = 0
     #: Idempotency key -> the first request sent with it.
     keys: dict[str, FirstUse] = msgspec.field(default_factory=dict)
+    #: The ``ts`` (as written) of the event that last set ``admission_state`` or ``attention``: "so since".
+    since: str | None = None
 
     def item(self) -> dict[str, Any]:
         """The dump's item for this session."""
@@ -321,21 +323,23 @@ class Sessions:
         s.retry_at = None
         s.attention = None
         s.admit_as(ADMITTED)
+        s.since = ev.ts
         return None
 
     def _restore_failed(self, ev: CheckpointRestoreFailed, line: int, at: datetime) -> FoldResult:
         """A counted failure: attention RESTORE_FAILED."""
-        self._failed(self._seen(ev.session_id, ev.generation), RESTORE_FAILED, ev.reason, at)
+        self._failed(self._seen(ev.session_id, ev.generation), RESTORE_FAILED, ev.reason, at, ev.ts)
         return None
 
     def _startup_failed(self, ev: StartupFailed, line: int, at: datetime) -> FoldResult:
         """A counted failure: attention STARTUP_FAILED."""
-        self._failed(self._seen(ev.session_id, ev.generation), STARTUP_FAILED, ev.reason, at)
+        self._failed(self._seen(ev.session_id, ev.generation), STARTUP_FAILED, ev.reason, at, ev.ts)
         return None
 
     @staticmethod
-    def _failed(s: Session, attention: Attention, reason: str, at: datetime) -> None:
+    def _failed(s: Session, attention: Attention, reason: str, at: datetime, ts: str) -> None:
         """failures + 1; 1st: backoff 30 s, 2nd: 60 s, 3rd or incompatible: recovery_required (and it stays so)."""
+        s.since = ts
         s.failures += 1
         s.attention = attention
         s.reason = reason
@@ -369,6 +373,7 @@ class Sessions:
         s.place(ev.turn_id)
         if ev.outcome == OUTCOME_UNKNOWN:
             s.unknown[ev.turn_id] = line
+            s.since = ev.ts
             s.admit_as(RECOVERY_REQUIRED_STATE)
             s.attention = RECOVERY_REQUIRED
             s.retry_at = None
@@ -406,6 +411,7 @@ class Sessions:
                                               ev.evidence_ref or None, j.result)
         if not j.accepted:
             return NOT_APPLIED
+        s.since = ev.ts
         if ev.decision in ("retry_restore", "start_fresh"):
             s.admit_as(ADMITTED)
             s.failures = 0
@@ -584,3 +590,45 @@ def _later(at: datetime, wait: timedelta) -> str | None:
     """``at`` + ``wait`` in ``at``'s own offset, as ISO 8601 (elapsed time, also across DST); None: never."""
     when = later(at, wait)
     return None if when is None else when.isoformat()
+
+
+def describe(sessions: Sessions, session_id: str, as_of: datetime | None) -> dict[str, Any]:
+    """The dump item plus ``retry_due``, ``needs_decision``, ``fenced``, ``would_accept``, ``would_refuse``,
+    ``decisions`` (its receipts, with who decided) and ``controls`` (its interrupts' verdicts)."""
+    s = sessions.sessions[session_id]
+    out = s.item()
+    due = None
+    if s.retry_at is not None and as_of is not None:
+        due = as_of >= datetime.fromisoformat(s.retry_at)
+    out["retry_due"] = due
+    #: Why a new generation or a turn would be refused now (``Session.fence``), or None.
+    out["fenced"] = s.fence(as_of) if as_of is not None else None
+    out["needs_decision"] = needs_decision(out)
+    accept: list[dict[str, Any]] = []
+    refuse: list[dict[str, Any]] = []
+    for decision, turn, j in sessions.options(session_id):
+        entry: dict[str, Any] = {"decision": decision, "expected_revision": s.revision}
+        if turn is not None:
+            entry["target_turn_id"] = turn
+        if decision == "confirm_completed":
+            entry["needs"] = "evidence_ref"
+        if j.accepted:
+            accept.append(entry)
+        else:
+            refuse.append({**entry, "result": j.result, "why": j.why})
+    out["would_accept"] = accept
+    out["would_refuse"] = refuse
+    out["decisions"] = [r.item() for r in sessions.receipts if r.session_id == session_id]
+    out["controls"] = {
+        cid: {k: t[k] for k in ("turn_id", "verdict", "outcome", "reason_code", "effect_ms")}
+        for cid, c in sorted(sessions.state.controls.items()) if c.session_id == session_id
+        for t in (timeline(c),)
+    }
+    return out
+
+
+def needs_decision(item: dict[str, Any]) -> bool:
+    """Whether a session (its dump item) waits for a person's decision: recovery required, or a context gap."""
+    return bool(item["admission_state"] == RECOVERY_REQUIRED_STATE or (
+        item["admission_state"] != CLOSED and item["attention"] == CONTEXT_GAP
+    ))

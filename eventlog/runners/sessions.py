@@ -15,13 +15,13 @@ An idempotency key sent before with the same request returns its first receipt
 either way nothing changes, and :attr:`Decided.note` says which line the key
 was first used on.
 
-:func:`describe` is one session as the dump shows it, plus whether its retry is
-due, whether it waits for a person, and which decisions it would accept now.
+:func:`describe` (from :mod:`projections.sessions`, where it is pure) is one
+session as the dump shows it, plus whether its retry is due, whether it waits
+for a person, and which decisions it would accept now.
 """
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any
 
 import msgspec
@@ -29,15 +29,13 @@ import msgspec
 from eventlog.appender import AppendError
 from eventlog.logs import Log
 from eventlog.runners.common import RunnerError, folder
-from projections.controls import timeline
 from projections.sessions import (
-    CLOSED,
-    CONTEXT_GAP,
     DECISIONS,
     IDEMPOTENCY_KEY_REUSED,
-    RECOVERY_REQUIRED_STATE,
     Session,
     Sessions,
+    describe,
+    needs_decision,
 )
 
 #: What a refusal code means, for people.
@@ -130,48 +128,6 @@ def _key_note(sessions: Sessions, request: Decision, receipt: dict[str, Any]) ->
         return (f"idempotency key {request.idempotency_key!r} was used at line {first.line} for another request "
                 f"({first.describe()}); nothing changed")
     return f"idempotency key {request.idempotency_key!r} was first used at line {first.line}: its receipt again"
-
-
-def describe(sessions: Sessions, session_id: str, as_of: datetime | None) -> dict[str, Any]:
-    """The dump item plus ``retry_due``, ``needs_decision``, ``fenced``, ``would_accept``, ``would_refuse``,
-    ``decisions`` (its receipts, with who decided) and ``controls`` (its interrupts' verdicts)."""
-    s = sessions.sessions[session_id]
-    out = s.item()
-    due = None
-    if s.retry_at is not None and as_of is not None:
-        due = as_of >= datetime.fromisoformat(s.retry_at)
-    out["retry_due"] = due
-    #: Why a new generation or a turn would be refused now (``Session.fence``), or None.
-    out["fenced"] = s.fence(as_of) if as_of is not None else None
-    out["needs_decision"] = needs_decision(out)
-    accept: list[dict[str, Any]] = []
-    refuse: list[dict[str, Any]] = []
-    for decision, turn, j in sessions.options(session_id):
-        entry: dict[str, Any] = {"decision": decision, "expected_revision": s.revision}
-        if turn is not None:
-            entry["target_turn_id"] = turn
-        if decision == "confirm_completed":
-            entry["needs"] = "evidence_ref"
-        if j.accepted:
-            accept.append(entry)
-        else:
-            refuse.append({**entry, "result": j.result, "why": j.why})
-    out["would_accept"] = accept
-    out["would_refuse"] = refuse
-    out["decisions"] = [r.item() for r in sessions.receipts if r.session_id == session_id]
-    out["controls"] = {
-        cid: {k: t[k] for k in ("turn_id", "verdict", "outcome", "reason_code", "effect_ms")}
-        for cid, c in sorted(sessions.state.controls.items()) if c.session_id == session_id
-        for t in (timeline(c),)
-    }
-    return out
-
-
-def needs_decision(item: dict[str, Any]) -> bool:
-    """Whether a session (its dump item) waits for a person's decision: recovery required, or a context gap."""
-    return bool(item["admission_state"] == RECOVERY_REQUIRED_STATE or (
-        item["admission_state"] != CLOSED and item["attention"] == CONTEXT_GAP
-    ))
 
 
 def state_line(s: Session | dict[str, Any]) -> str:
