@@ -83,7 +83,7 @@ def test_live_views_judge_now_and_at_log_is_the_replay(tmp_path: Path) -> None:
     assert now.returncode == 1
     judged = json.loads(now.stdout)
     assert datetime.fromisoformat(judged["as_of"]) >= started
-    assert any("failback watcher is late" in line for line in judged["needs_person"])
+    assert [(g["reason_code"], [i["id"] for i in g["items"]]) for g in judged["groups"]] == [("watcher_late", ["w"])]
     replayed = json.loads(run_cli("replay", str(log)).stdout)  # the replay is unchanged: the last line
     assert replayed["as_of"] == "2026-08-03T08:00:01+09:00" and replayed["handoffs"]["watcher"]["late"] is False
     at = run_cli("explain", str(log), "h1", "--json", "--at", "2026-08-03T08:10:00+09:00")
@@ -99,7 +99,8 @@ def test_status_pinned_in_process_by_freezegun(capsys: pytest.CaptureFixture[str
         status = main(["status", str(FIX / "handoffs_watcher_stopped.jsonl"), "--json"])
     judged = json.loads(capsys.readouterr().out)
     assert judged["as_of"] == "2026-08-03T02:00:00+00:00"
-    assert status == (1 if judged["needs_person"] else 0)
+    assert status == (1 if judged["needs_person"] else 0) and judged["needs_person"] == sum(
+        g["count"] for g in judged["groups"])
 
 
 # --- --help, --version ---------------------------------------------------------------------------
@@ -258,5 +259,5 @@ def test_hostile_ids_are_printed_escaped_everywhere(tmp_path: Path) -> None:
             assert "h1\\nNothing needs a person.\\u001b[2J\\x9b" in out.stdout
         else:
             assert "h1\\nNothing needs a person.\\x1b[2J\\x9b" in out.stdout + out.stderr, name
-    assert runs["status"].returncode == 1 and "Needs a person (" in runs["status"].stdout
+    assert runs["status"].returncode == 1 and "Needs a person: " in runs["status"].stdout
     assert runs["unknown"].returncode == 2

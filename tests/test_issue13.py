@@ -21,8 +21,8 @@ def test_1_status_of_dead_log_judges_now_and_names_the_late_watcher(tmp_path: Pa
     log = dead_log(tmp_path / "dead.jsonl", datetime.now().astimezone(), 2 * 3600)
     out = run_cli("status", str(log))
     assert out.returncode == 1, out.stdout + out.stderr
-    assert "Needs a person (1):" in out.stdout
-    assert "failback watcher is late (last run " in out.stdout
+    assert "Needs a person: 1 (1 reason)." in out.stdout
+    assert "Watchers that stopped reporting: 1" in out.stdout and "  watcher-a (for 2 h" in out.stdout
     assert "Nothing needs a person" not in out.stdout
 
 
@@ -31,10 +31,13 @@ def test_2_status_at_a_time_two_hours_on_names_the_late_watcher_and_at_log_does_
     log = str(FIX / "handoffs_watcher_dead.jsonl")
     later = run_cli("status", log, "--at", "2026-08-03T10:00:01+09:00")
     assert later.returncode == 1
-    assert later.stdout.splitlines()[:3] == [
+    assert later.stdout.splitlines()[:6] == [
         f"{log} as of 2026-08-03T10:00:01+09:00",
-        "Needs a person (1):",
-        "  - failback watcher is late (last run 2026-08-03T08:00:01+09:00)",
+        "Needs a person: 1 (1 reason).",
+        "",
+        "Watchers that stopped reporting: 1",
+        "  watcher-a (for 2 h): no run since 2026-08-03T08:00:01+09:00; it runs every 15 min and is late after 30 min",
+        f"      eventlog explain {log} watcher-a",
     ]
     # not late as of the log's last line: what the replay (and its .expected.json) says
     at_log = run_cli("status", log, "--at", "log")

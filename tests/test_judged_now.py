@@ -133,7 +133,7 @@ def test_watcher_run_detail_is_in_the_schema() -> None:
 def test_status_names_a_watcher_whose_last_pass_ended_in_error_with_its_detail() -> None:
     out = run_cli("status", str(FIX / "handoffs_watcher_error.jsonl"), "--at", "log")
     assert out.returncode == 1
-    assert ("failback watcher watcher-a: its last pass (2026-08-03T08:15:05+09:00) ended in error: probe command "
+    assert ("  watcher-a (for 1 s): its last pass (2026-08-03T08:15:05+09:00) ended in error: probe command "
             "cannot start: [Errno 2] No such file or directory: 'claude'") in out.stdout
     assert "watcher-b" not in out.stdout
 

@@ -26,14 +26,13 @@ from hypothesis import strategies as st
 
 from eventlog import lazystate, snapshot
 from eventlog.appender import AppendError, EventLog
-from eventlog.cli.live import verdict
 from eventlog.events import EVENT_TYPES, INT64_MAX, INT64_MIN, TIME_FIELDS, Event
 from eventlog.prom import exposition
 from eventlog.reader import Reader, validate_object
 from eventlog.replay import Replay
 from eventlog.runners.sessions import describe
-from eventlog.status import headline, needs_person
 from projections.runner import Runner
+from projections.triage import LogFacts, explain, triage
 
 OFFSETS = [timezone(timedelta(hours=h, minutes=m)) for h, m in
            ((0, 0), (14, 0), (-12, 0), (5, 45), (-9, -30), (23, 59), (-23, -59))]
@@ -146,10 +145,11 @@ def everything_reads(replay: Replay, at: datetime) -> None:
         dump = replay.dump("log", when, text)
         json.dumps(dump)  # the dump is JSON as it is
         exposition(dump)
-        needs_person(dump)
-        headline(dump)
-        for ident in ("h1", "a", "h2", "x\ny"):
-            verdict(dump, ident)
+        facts = LogFacts(name="log", events=replay.events, torn_tail=replay.torn_tail)
+        judged = triage(folder, when, text, facts)
+        msgspec.json.encode(judged)
+        for ident in ("h1", "a", "h2", "x\ny", "w", "j", "s", "p"):
+            msgspec.json.encode(explain(folder, ident, when, text, facts))
     handoffs, catchup, lanes, sessions = folder.handoffs, folder.catchup, folder.lanes, folder.sessions
     handoffs.probe_plan(at)
     handoffs.due_accounts(at)

@@ -201,7 +201,8 @@ def test_explain_prints_the_timeline_with_elapsed_ms() -> None:
     assert "outcome=timeout budget_ms=30000" in text
     js = json.loads(run_cli("explain", str(FIXTURES / "sessions_interrupt_capture_timeout.jsonl"), "s-capture",
                             "--at", "log", "--json").stdout)
-    assert js["verdict"]["controls"]["c-cap"]["verdict"] == "capture_timeout"
+    [session] = js["verdicts"]
+    assert session["kind"] == "session" and session["facts"]["interrupts"]["c-cap"]["verdict"] == "capture_timeout"
 
 
 def test_sessions_lists_the_interrupts_verdicts() -> None:

@@ -24,12 +24,14 @@ from eventlog.cli import (
     cmd_lanes,
     cmd_serve,
     cmd_sessions,
+    cmd_status,
     live,
     replay,
     transfer,
 )
 
-COMMANDS = (replay, append, live, cmd_failback, cmd_lanes, cmd_catchup, cmd_import, cmd_sessions, cmd_serve, transfer)
+COMMANDS = (replay, append, live, cmd_status, cmd_failback, cmd_lanes, cmd_catchup, cmd_import, cmd_sessions, cmd_serve,
+            transfer)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,255 @@
+"""``eventlog status`` (the triage screen) and ``eventlog explain`` (one id's verdict): renderers only.
+
+The triage and the verdicts are judged by :mod:`projections.triage` (pure) through
+:mod:`eventlog.views`; this module parses the arguments and prints them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from typing import Any
+
+import msgspec
+
+from eventlog.cli.common import UsageError, add_judging, add_log, command_parser, dumps, error, judging, replay_log, say
+from eventlog.cli.timeline import timeline_lines
+from eventlog.logs import is_url
+from eventlog.views import Explained, explain, status, status_of_missing
+from projections.triage import DOMAINS, SHOWN, Group, Item, Triage, Verdict, duration_words
+
+#: The lines a default screen aims to stay within (a 1M-event log with every kind of trouble included).
+SCREEN_LINES = 50
+
+STATUS = """\
+What needs a person as of now (or --at), grouped by reason: each item with its
+reason, how long it has been so, and the command to copy for the next step;
+then the totals of each domain the log holds. Every domain is looked at:
+handoffs (handed to a person, stale claims, accounts backing off), watchers
+(late, or ended in error), lanes (stalled now), catch-up (candidates, an open
+circuit), sessions (waiting for a decision, a retry due), and the log itself
+(missing, bad lines, rejected events, an unfinished last line). Ids are in
+natural order (h-2 before h-10). A screen shows the first few of each group
+(at most 3, fewer when there are many groups, so it fits about 50 lines);
+--all shows every item. --json prints one object: per item
+{domain, id, reason_code, reason, since, for_s, until, next, needs_decision},
+the groups with their counts, and the totals (times ISO 8601, durations in
+seconds, counts as numbers)."""
+
+STATUS_EXITS = """\
+0  nothing needs a person
+1  something needs a person (a missing log included)
+2  bad usage or a log that cannot be read"""
+
+EXPLAIN = """\
+Every line of LOG that names ID (file:line and the event; rejections marked),
+then the verdict as of now (or --at) in each domain that knows ID: a handoff,
+an account (its probe plan and why), a watcher, a lane (judged now), a catch-up
+job label (candidate, or why not, the circuit, a kick) or a session (its state,
+why, and the decisions it would accept now, as commands to copy)."""
+
+EXPLAIN_EXITS = """\
+0  done
+2  bad usage, a log that cannot be read, or an id no line and no domain of LOG knows"""
+
+
+def register(sub: Any) -> None:
+    """Add ``status`` and ``explain``."""
+    s = command_parser(sub, "status", help="what needs a person now, grouped, with the command to copy",
+                       description=STATUS, exits=STATUS_EXITS)
+    add_log(s)
+    add_judging(s)
+    s.add_argument("--domain", action="append", choices=DOMAINS, metavar="DOMAIN",
+                   help=f"only this domain ({', '.join(DOMAINS)}); may be given again")
+    s.add_argument("--needs-decision", action="store_true",
+                   help="only what a person must decide (handoffs handed over, sessions stopped)")
+    s.add_argument("--all", action="store_true", help="every item of every group, not the first few")
+    s.add_argument("--json", action="store_true", help="one JSON object for machines")
+    s.set_defaults(run=run_status)
+
+    e = command_parser(sub, "explain", help="the lines that brought one id to its state, and its verdict now",
+                       description=EXPLAIN, exits=EXPLAIN_EXITS)
+    add_log(e)
+    e.add_argument("id", metavar="ID", help="a handoff, account, watcher, product, job label or session")
+    add_judging(e)
+    e.add_argument("--json", action="store_true", help="one JSON object for machines")
+    e.set_defaults(run=run_explain)
+
+
+# -- status ----------------------------------------------------------------------
+
+
+def run_status(args: argparse.Namespace) -> int:
+    """Print the triage; exit 1 when anything needs a person."""
+    try:
+        tz, at = judging(args)
+        if _missing(args.log):
+            judged = status_of_missing(args.log, at)
+        else:
+            judged = status(replay_log(args.log, assume_tz=tz), args.log, at)
+    except UsageError as err:
+        error(str(err))
+        return 2
+    except OSError as err:
+        error(f"cannot read {args.log}: {err.strerror or err}")
+        return 2
+    judged = judged.only(args.domain, args.needs_decision)
+    if args.json:
+        shown = judged.shown(None if args.all else SHOWN)
+        print(dumps(msgspec.to_builtins(shown)))
+    else:
+        for line in screen(judged, None if args.all else fit(judged)):
+            say(line)
+    return 1 if judged.needs_person else 0
+
+
+def _missing(log: str) -> bool:
+    """A file LOG that is not there (its directory is): the triage says so; anything else unreadable is exit 2."""
+    if is_url(log) or os.path.lexists(log):
+        return False
+    return os.path.isdir(os.path.dirname(log) or ".")
+
+
+def fit(t: Triage, lines: int = SCREEN_LINES) -> int:
+    """How many items of each group a screen shows: at most :data:`SHOWN`, fewer so it stays within ``lines``."""
+    for n in range(SHOWN, 1, -1):
+        if len(screen(t, n)) <= lines:
+            return n
+    return 1
+
+
+def screen(t: Triage, limit: int | None) -> list[str]:
+    """The triage for people: a head line, each group (its first ``limit`` items; None: all), the totals."""
+    out = [head(t)]
+    if not t.needs_person:
+        out.append("Nothing needs a person.")
+    else:
+        out.append(f"Needs a person: {t.needs_person:,} ({_plural(len(t.groups), 'reason')}).")
+    for g in t.groups:
+        out += group_lines(g, limit)
+    out.append("")
+    out += totals_lines(t)
+    return out
+
+
+def head(t: Triage) -> str:
+    """The first line: the log and the time it is judged at, or that it is missing or empty."""
+    when = f"as of {t.as_of}" if t.as_of is not None else "as of its last line, and it has none"
+    if t.log_missing:
+        return f"{t.log}: no such log ({when})"
+    if t.empty:
+        return f"{t.log}: empty, no line yet ({when})"
+    if t.as_of is None:
+        return f"{t.log}: no event with a time yet ({when})"
+    return f"{t.log} {when}"
+
+
+def group_lines(g: Group, limit: int | None) -> list[str]:
+    """A group's title with its count, then each shown item (reason, then the command on its own line)."""
+    items = g.items if limit is None else g.items[:limit]
+    more = f" (first {len(items)}; --all for every one)" if len(items) < g.count else ""
+    out = ["", f"{g.title}: {g.count:,}{more}"]
+    for it in items:
+        out += item_lines(it)
+    return out
+
+
+def item_lines(it: Item) -> list[str]:
+    """One item: ``  ID (for 2 h 5 min): reason`` and the command to copy, indented."""
+    since = f" ({_for(it.for_s)})" if it.for_s is not None else ""
+    return [f"  {it.id}{since}: {it.reason}", f"      {it.next}"]
+
+
+def totals_lines(t: Triage) -> list[str]:
+    """One line of totals for each domain present in the log, the log's own last."""
+    tot = t.totals
+    out: list[str] = []
+    if (h := tot.handoffs) is not None:
+        p50, p95 = (duration_words(v) if v is not None else "n/a" for v in (h.return_p50_s, h.return_p95_s))
+        oldest = f" (oldest {duration_words(h.oldest_pending_age_s)})" if h.oldest_pending_age_s is not None else ""
+        out.append(f"Handoffs: failover {h.failover_started:,}/{h.total:,}, failback {h.returned:,}/{h.total:,}; "
+                   f"pending {h.pending:,}{oldest}, claimed {h.live_claims:,}, handed to a person "
+                   f"{h.needs_human:,}, skipped {h.skipped:,}, stale {h.stale:,}; return p50 {p50}, p95 {p95}; "
+                   f"{_plural(h.accounts, 'account')}")
+    if (w := tot.watchers) is not None:
+        out.append(f"Watchers: {w.watchers:,}, late {w.late:,}, last pass in error {w.error:,}; "
+                   f"last run {w.last_run or 'never'}")
+    if (la := tot.lanes) is not None:
+        out.append(f"Lanes: {_plural(la.products, 'product')}; stalled {la.stalled:,}, moving {la.moving:,}, "
+                   f"stopped {la.stopped:,}, idle {la.idle:,}")
+    if (c := tot.catchup) is not None:
+        circuit = f"open until {c.open_until}" if c.circuit == "open" else "closed"
+        out.append(f"Catch-up: {_plural(c.jobs, 'job')} ({c.guarded:,} guarded); candidates {c.candidates:,}; "
+                   f"circuit {circuit}")
+    if (s := tot.sessions) is not None:
+        out.append(f"Sessions: {s.sessions:,}; admitted {s.admitted:,}, backoff {s.backoff:,}, recovery required "
+                   f"{s.recovery_required:,}, stopped {s.stopped:,}, closed {s.closed:,}; waiting for a decision "
+                   f"{s.waiting_decision:,}, retry due {s.retry_due:,}; {_plural(s.decisions, 'decision')} logged")
+    lg = tot.log
+    torn = ", an unfinished last line" if lg.torn_tail else ""
+    out.append(f"Log: {_plural(lg.events, 'event')}, {_plural(lg.bad_lines, 'bad line')}, "
+               f"{lg.rejected:,} rejected{torn}")
+    return out
+
+
+def _for(seconds: float) -> str:
+    """``for 2 h 5 min`` (``in 5 min`` when T is before it)."""
+    words = duration_words(seconds)
+    return words if words.startswith("in ") else f"for {words}"
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n:,} {word}" + ("" if n == 1 else "s")
+
+
+# -- explain ---------------------------------------------------------------------
+
+
+def run_explain(args: argparse.Namespace) -> int:
+    """Print the lines behind one id and its verdicts; exit 2 when nothing knows the id."""
+    try:
+        tz, at = judging(args)
+        replay = replay_log(args.log, assume_tz=tz)
+        judged = explain(replay, args.log, args.id, at, tz)
+    except UsageError as err:
+        error(str(err))
+        return 2
+    except OSError as err:
+        error(f"cannot read {args.log}: {err.strerror or err}")
+        return 2
+    if judged is None:
+        error(f"{args.log}: no line or domain names {args.id!r}")
+        return 2
+    if args.json:
+        print(dumps(msgspec.to_builtins(judged)))
+    else:
+        for line in explained_lines(judged):
+            say(line)
+    return 0
+
+
+def explained_lines(e: Explained) -> list[str]:
+    """The lines (``LOG:LINE: event``, rejections marked), then each verdict with its commands."""
+    out = []
+    for line in e.lines:
+        mark = f"   <- rejected: {line.rejected}" if line.rejected is not None else ""
+        out.append(f"{e.log}:{line.line}: {dumps(line.event)}{mark}")
+    out.append(f"as of {e.as_of}:" if e.as_of is not None else "as of its last line, and it has none:")
+    for v in e.verdicts:
+        out += verdict_lines(v)
+    return out
+
+
+def verdict_lines(v: Verdict) -> list[str]:
+    """One verdict: ``KIND ID: what it is``, since when, what needs a person, the commands to copy."""
+    out = [f"  {v.kind} {v.id}: {v.says}"]
+    if v.since is not None:
+        ago = f" ({_for(v.for_s)})" if v.for_s is not None else ""
+        out.append(f"    since {v.since}{ago}" + (f"; until {v.until}" if v.until else ""))
+    if v.needs_person:
+        out.append(f"    needs a person: {', '.join(it.reason_code for it in v.needs_person)} (as status shows it)")
+    for cmd in v.next:
+        out.append(f"    next: {cmd}")
+    if v.kind == "session" and v.facts.get("interrupts"):
+        out += ["  " + line for line in timeline_lines(v.facts["interrupts"])]
+    return out

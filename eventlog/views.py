@@ -1,0 +1,114 @@
+"""The live views of a log for people and consoles: the triage (``status``) and one id's verdict (``explain``).
+
+The judging is pure (:mod:`projections.triage`); this module is its shell
+side: it reads what the judging needs from a replayed log (:func:`facts`)
+and, for ``explain``, the lines that name the id. ``eventlog status``,
+``eventlog explain`` and an HTTP console call these same functions, so they
+show the same triage.
+
+- :func:`status` (a replayed log) and :func:`status_of_missing` (no log at
+  that path) give a :class:`projections.triage.Triage`;
+- :func:`explain` gives an :class:`Explained` (the lines and the verdicts),
+  or None when neither a line nor a domain knows the id.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+import orjson
+
+from eventlog.clock import At
+from eventlog.events import KEY_FIELDS, type_name
+from eventlog.logs import open_log
+from eventlog.reader import Reader
+from eventlog.replay import Replay
+from projections.runner import Runner
+from projections.triage import KIND_OF_FIELD, BadLineFact, LogFacts, Triage, Verdict, not_applied, triage
+from projections.triage import explain as verdicts_of
+
+#: Fields whose value names an id ``explain`` finds lines by: the stream keys, and the watcher's name.
+ID_FIELDS: tuple[str, ...] = (*KEY_FIELDS, "watcher")
+
+
+def facts(replay: Replay, log: str) -> LogFacts:
+    """What the triage needs of the log itself: its name, events, bad lines, a torn tail."""
+    return LogFacts(name=log, events=replay.events, torn_tail=replay.torn_tail,
+                    bad_lines=[BadLineFact(b["line"], b["reason"]) for b in replay.bad_lines])
+
+
+def _runner(replay: Replay) -> Runner:
+    runner = replay.folder
+    assert isinstance(runner, Runner)
+    return runner
+
+
+def status(replay: Replay, log: str, at: At) -> Triage:
+    """The triage of a replayed log as of ``at`` (now, a time, or its last line)."""
+    as_of, text = at.resolve(replay.last_at, replay.last_ts)
+    return triage(_runner(replay), as_of, text, facts(replay, log))
+
+
+def status_of_missing(log: str, at: At) -> Triage:
+    """The triage of a log that is not there: one item, the log is missing (never an all-clear)."""
+    as_of, text = at.resolve(None, None)
+    return triage(Runner(), as_of, text, LogFacts(name=log, missing=True))
+
+
+class Line(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """One line of the log that names the id: its number, type, ``ts``, the event as written, and its rejection."""
+
+    line: int
+    type: str
+    ts: str
+    event: dict[str, Any]
+    rejected: str | None = None
+
+
+class Explained(msgspec.Struct, kw_only=True):
+    """``explain ID``: the lines that name it (log order) and its verdict in each domain that knows it."""
+
+    log: str
+    id: str
+    as_of: str | None
+    lines: list[Line]
+    verdicts: list[Verdict]
+
+
+def lines_of(path: str, ident: str, assume_tz: Any = None) -> list[Line]:
+    """Every line of ``path`` (a file or a stream) whose event names ``ident`` (:data:`ID_FIELDS`), in log order."""
+    found: list[Line] = []
+    reader = Reader(assume_tz)
+    with open_log(path) as log:
+        for n, raw in log.lines():
+            decoded = reader.decode(raw, n)
+            if isinstance(decoded, str):
+                continue
+            ev = decoded[0]
+            if any(getattr(ev, key, None) == ident for key in ID_FIELDS):
+                found.append(Line(line=n, type=type_name(ev), ts=ev.ts, event=orjson.loads(raw)))
+    return found
+
+
+def explain(replay: Replay, log: str, ident: str, at: At, assume_tz: Any = None) -> Explained | None:
+    """The lines that name ``ident`` and its verdict as of ``at``; None when no line and no domain knows it.
+
+    Reads the log again for the lines (raises OSError when it cannot).
+    """
+    found = lines_of(log, ident, assume_tz)
+    runner = _runner(replay)
+    as_of, text = at.resolve(replay.last_at, replay.last_ts)
+    judged = verdicts_of(runner, ident, as_of, text, facts(replay, log))
+    if not found and not judged:
+        return None
+    rejected = {r["line"]: r["reason"] for r in runner.rejected}
+    for item in found:
+        item.rejected = rejected.get(item.line)
+    if not judged:  # lines name it, and none of them made it an entity (all rejected, say)
+        field = next(k for k in ID_FIELDS if found[0].event.get(k) == ident)
+        judged = [not_applied(KIND_OF_FIELD[field], ident, len(found), sum(x.rejected is not None for x in found))]
+    return Explained(log=log, id=ident, as_of=text, lines=found, verdicts=judged)
+
+
+__all__ = ["ID_FIELDS", "Explained", "Line", "explain", "facts", "lines_of", "status", "status_of_missing"]

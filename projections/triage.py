@@ -1,0 +1,972 @@
+"""What needs a person now: the triage of every domain, and a verdict for any id (pure).
+
+:func:`triage` turns the folded state of a log (a :class:`~projections.runner.Runner`),
+what the log itself says (:class:`LogFacts`: its name, bad lines, a torn tail,
+whether it is missing) and a time T into a :class:`Triage`: every item that
+needs a person as of T, grouped by reason (:data:`REASONS`, in screen order),
+each with its reason in plain words, since when it has been so, and the exact
+command to copy for the next step; plus the totals of each domain present in
+the log. :func:`explain` gives the verdict of one id in every domain that knows
+it. ``eventlog status`` and ``eventlog explain`` render them; any other front
+end (an HTTP console) calls the same two functions and shows the same triage.
+
+Pure: no clock, no disk, no network. T and the log's name are given.
+
+What needs a person (each reason code is in :data:`REASONS`):
+
+- **handoffs**: handed to a person (``needs_human``, with the reason); a stale
+  ``resume_requested`` (``stale_unknown_effect``: never retried on its own); a
+  stale ``claimed`` (``stale_retryable``); an account whose probes back off
+  (``backoff_transient``, ``backoff_estimate``).
+- **watchers**: a watcher whose last pass ended in ``error`` (with its detail);
+  one late (no ``watcher_run`` for more than twice its period); pending
+  handoffs and no watcher ever ran (``no_watcher``).
+- **lanes**: a lane stalled now (``job_unpicked``, ``status_quiet``; judged at T).
+- **catchup**: the quota circuit open (``circuit_open``); a job to re-run (``candidate``).
+- **sessions**: waiting for a decision (``restore_failed``, ``startup_failed``,
+  ``outcome_unknown``, ``context_gap``); in backoff with its retry due and no
+  worker ready since (``retry_due``).
+- **log**: the log missing; bad lines; rejected events; an unfinished last line.
+
+"Since" is the time it has been so: the handoff's last applied event, the
+latest probe of a backing-off account, the watcher's last run, the finished
+job or the last progress of a lane, the skip of a candidate, the circuit's
+opening, the event that put a session in its state, a retry's due time.
+Times the log wrote are printed as written; a handoff's last event (kept as an
+instant) is printed in T's offset. Bad and rejected lines have no "since".
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from typing import Any, Literal, NamedTuple
+
+import msgspec
+
+from eventlog.events import parse_time
+from projections.base import elapsed_s, num, summary
+from projections.catchup import skipped_today, why_not
+from projections.controls import timeline
+from projections.handoffs import LIVE, NEEDS_HUMAN, PENDING, REASON_CONFLICT, REASON_UNKNOWN_EFFECT, RETURNED, SKIPPED
+from projections.lanes import JOB_UNPICKED, STATUS_QUIET
+from projections.runner import Runner
+from projections.sessions import (
+    BACKOFF,
+    CLOSED,
+    CONTEXT_GAP,
+    RECOVERY_REQUIRED,
+    RECOVERY_REQUIRED_STATE,
+    RESTORE_FAILED,
+    STARTUP_FAILED,
+    STOPPED,
+    Session,
+    Sessions,
+    describe,
+)
+
+#: The domains of the triage, in screen order.
+Domain = Literal["handoffs", "watchers", "lanes", "catchup", "sessions", "log"]
+DOMAINS: tuple[Domain, ...] = ("handoffs", "watchers", "lanes", "catchup", "sessions", "log")
+
+#: How many items of each group a screen shows unless every item is asked for.
+SHOWN = 3
+
+
+class Reason(NamedTuple):
+    """One reason something needs a person: its domain, its code, the group's title, and whether a person decides."""
+
+    domain: Domain
+    code: str
+    title: str
+    decision: bool
+
+
+#: Every reason, in the order the groups are shown.
+REASONS: tuple[Reason, ...] = (
+    Reason("log", "missing", "The log is missing", False),
+    Reason("handoffs", "needs_human", "Handoffs handed to a person", True),
+    Reason("handoffs", "stale_unknown_effect", "Resume requested, then silence: effect unknown", True),
+    Reason("handoffs", "stale_retryable", "Claims gone quiet before any resume request", False),
+    Reason("handoffs", "backoff_transient", "Accounts backing off after transient probe errors", False),
+    Reason("handoffs", "backoff_estimate", "Accounts whose estimated reset proved wrong", False),
+    Reason("watchers", "watcher_error", "Watchers whose last pass ended in error", False),
+    Reason("watchers", "watcher_late", "Watchers that stopped reporting", False),
+    Reason("watchers", "no_watcher", "Pending handoffs, and no watcher ever ran", False),
+    Reason("lanes", "job_unpicked", "Finished jobs nobody picked up", False),
+    Reason("lanes", "status_quiet", "Lanes whose progress went quiet", False),
+    Reason("catchup", "circuit_open", "The quota circuit is open", False),
+    Reason("catchup", "candidate", "Jobs skipped today, waiting for a catch-up re-run", False),
+    Reason("sessions", "restore_failed", "Sessions stopped: checkpoint restore failed", True),
+    Reason("sessions", "startup_failed", "Sessions stopped: the worker never became ready", True),
+    Reason("sessions", "outcome_unknown", "Sessions stopped: a turn's outcome is unknown", True),
+    Reason("sessions", "context_gap", "Sessions stopped with a context gap", True),
+    Reason("sessions", "retry_due", "Sessions whose retry is due, and nothing moved", False),
+    Reason("log", "bad_line", "Bad lines (skipped, counted)", False),
+    Reason("log", "rejected", "Rejected events (not applied)", False),
+    Reason("log", "torn_tail", "An unfinished last line", False),
+)
+_BY_CODE = {r.code: r for r in REASONS}
+_ORDER = {r.code: i for i, r in enumerate(REASONS)}
+
+#: A session's attention -> its reason code while it is ``recovery_required``.
+_ATTENTION_CODE = {RESTORE_FAILED: "restore_failed", STARTUP_FAILED: "startup_failed",
+                   RECOVERY_REQUIRED: "outcome_unknown", CONTEXT_GAP: "context_gap"}
+
+
+# --- the result ---------------------------------------------------------------------------------
+
+
+class BadLineFact(msgspec.Struct, frozen=True):
+    """A bad line of the log: its number and the reader's reason (its code first)."""
+
+    line: int
+    reason: str
+
+
+class LogFacts(msgspec.Struct, kw_only=True, frozen=True):
+    """What the log says besides the folded state (the shell reads it from its replay).
+
+    ``name``: the LOG as given (it goes into every command); ``events``: lines
+    applied or rejected; ``missing``: no log at that path (nothing was folded).
+    """
+
+    name: str
+    events: int = 0
+    bad_lines: list[BadLineFact] = []
+    torn_tail: bool = False
+    missing: bool = False
+
+    @property
+    def is_stream(self) -> bool:
+        """Whether the log is a JetStream stream (``nats://``), not a file."""
+        return self.name.startswith("nats://")
+
+
+class Item(msgspec.Struct, kw_only=True):
+    """One thing that needs a person: where, what, why (plain words), since when, and the command to copy.
+
+    ``since`` is ISO 8601 (null when no time applies, as for a bad line),
+    ``for_s`` the seconds from ``since`` to T, ``until`` when it ends by itself
+    (a backoff, an open circuit), ``needs_decision`` whether a person must decide
+    (not only look). ``next`` is one shell command, LOG and ids quoted.
+    """
+
+    domain: Domain
+    id: str
+    reason_code: str
+    reason: str
+    since: str | None = None
+    for_s: int | float | None = None
+    until: str | None = None
+    next: str
+    needs_decision: bool = False
+
+
+class Group(msgspec.Struct, kw_only=True):
+    """The items of one reason: ``count`` of them in all, ``items`` those shown (natural order of ids)."""
+
+    domain: Domain
+    reason_code: str
+    title: str
+    needs_decision: bool
+    count: int
+    items: list[Item]
+
+
+class HandoffTotals(msgspec.Struct, kw_only=True):
+    """The headline numbers of the handoffs (seed 000: failover and failback counted apart)."""
+
+    total: int
+    failover_started: int
+    returned: int
+    pending: int
+    oldest_pending_age_s: int | float | None
+    live_claims: int
+    needs_human: int
+    skipped: int
+    stale: int
+    return_p50_s: int | float | None
+    return_p95_s: int | float | None
+    accounts: int
+
+
+class WatcherTotals(msgspec.Struct, kw_only=True):
+    """How many watchers wrote a heartbeat, how many are late or ended their last pass in error."""
+
+    watchers: int
+    late: int
+    error: int
+    last_run: str | None
+
+
+class LaneTotals(msgspec.Struct, kw_only=True):
+    """Every lane judged at T, by verdict."""
+
+    products: int
+    stalled: int
+    moving: int
+    stopped: int
+    idle: int
+
+
+class CatchupTotals(msgspec.Struct, kw_only=True):
+    """Registered jobs, guarded ones, candidates, and the circuit."""
+
+    jobs: int
+    guarded: int
+    candidates: int
+    circuit: Literal["open", "closed"]
+    open_until: str | None
+
+
+class SessionTotals(msgspec.Struct, kw_only=True):
+    """Sessions by admission state, those waiting for a decision, those whose retry is due."""
+
+    sessions: int
+    admitted: int
+    backoff: int
+    recovery_required: int
+    stopped: int
+    closed: int
+    waiting_decision: int
+    retry_due: int
+    decisions: int
+
+
+class LogTotals(msgspec.Struct, kw_only=True):
+    """The log itself: events read, bad lines, rejected events, an unfinished last line."""
+
+    events: int
+    bad_lines: int
+    rejected: int
+    torn_tail: bool
+
+
+class Totals(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """The totals of each domain present in the log (a domain the log never names is left out)."""
+
+    log: LogTotals
+    handoffs: HandoffTotals | None = None
+    watchers: WatcherTotals | None = None
+    lanes: LaneTotals | None = None
+    catchup: CatchupTotals | None = None
+    sessions: SessionTotals | None = None
+
+
+class Triage(msgspec.Struct, kw_only=True):
+    """Everything that needs a person as of T, grouped by reason, and the totals.
+
+    ``as_of`` is T as written (null only for a log with no event judged at its
+    last line); ``empty``: the log has no line at all; ``needs_person``: how
+    many items in all (``status`` exits 1 when it is not 0).
+    """
+
+    log: str
+    as_of: str | None
+    empty: bool
+    log_missing: bool
+    needs_person: int
+    groups: list[Group]
+    totals: Totals
+
+    def only(self, domains: Iterable[str] | None = None, needs_decision: bool = False) -> Triage:
+        """The same triage with only the groups of ``domains`` (None: all), or only those a person decides."""
+        wanted = set(domains) if domains is not None else None
+        groups = [g for g in self.groups
+                  if (wanted is None or g.domain in wanted) and (g.needs_decision or not needs_decision)]
+        totals = self.totals
+        if wanted is not None:
+            totals = msgspec.structs.replace(totals, **{d: None for d in DOMAINS if d != "log" and d not in wanted})
+        return msgspec.structs.replace(self, groups=groups, needs_person=sum(g.count for g in groups),
+                                       totals=totals)
+
+    def shown(self, limit: int | None = SHOWN) -> Triage:
+        """The same triage with at most ``limit`` items per group (None: every item); the counts stay."""
+        if limit is None:
+            return self
+        groups = [msgspec.structs.replace(g, items=g.items[:limit]) for g in self.groups]
+        return msgspec.structs.replace(self, groups=groups)
+
+
+# --- words and commands ---------------------------------------------------------------------------
+
+_UNITS = (("d", 86400), ("h", 3600), ("min", 60), ("s", 1))
+
+
+def duration_words(seconds: float) -> str:
+    """A duration for people: its largest unit and the next one when not 0: ``2 h 5 min``, ``3 d``, ``40 s``.
+
+    Ahead of T (negative) it reads ``in 5 min``.
+    """
+    if seconds < 0:
+        return "in " + duration_words(-seconds)
+    left = int(seconds)
+    values = []
+    for unit, size in _UNITS:
+        value, left = divmod(left, size)
+        values.append((value, unit))
+    first = next((i for i, (value, _) in enumerate(values) if value), len(values) - 1)
+    words = [f"{values[first][0]} {values[first][1]}"]
+    if first + 1 < len(values) and values[first + 1][0]:
+        words.append(f"{values[first + 1][0]} {values[first + 1][1]}")
+    return " ".join(words)
+
+
+_DIGITS = re.compile(r"(\d+)")
+
+
+def natural_key(text: str) -> tuple[Any, ...]:
+    """Sort ids as people count: ``h-2``, ``h-1010``, ``h-10004`` (digit runs compared as numbers)."""
+    parts = _DIGITS.split(text)
+    key = tuple((1, int(p)) if i % 2 else (0, p) for i, p in enumerate(parts))
+    return (key, text)
+
+
+def q(text: str) -> str:
+    """One shell word (quoted when needed), for a command to copy."""
+    return shlex.quote(text)
+
+
+def explain_cmd(log: str, ident: str) -> str:
+    """``eventlog explain LOG ID``."""
+    return f"eventlog explain {q(log)} {q(ident)}"
+
+
+def append_cmd(log: str, event: dict[str, Any], revision: int | None = None) -> str:
+    """One event piped to ``eventlog append LOG`` (with ``--expect-revision`` when given)."""
+    expect = f" --expect-revision {revision}" if revision is not None else ""
+    return f"printf '%s\\n' {q(json.dumps(event, ensure_ascii=False))} | eventlog append {q(log)}{expect}"
+
+
+def decide_cmd(log: str, session_id: str, decision: str, revision: int, turn: str | None = None) -> str:
+    """``eventlog decide`` for one decision on one revision.
+
+    The idempotency key is the decision, its turn and the revision: sending the
+    same command twice returns the first receipt instead of deciding twice.
+    """
+    key = "-".join([decision, *([turn] if turn is not None else []), f"r{revision}"])
+    turn_arg = f" --target-turn {q(turn)}" if turn is not None else ""
+    evidence = " --evidence-ref '<evidence>'" if decision == "confirm_completed" else ""
+    return (f"eventlog decide {q(log)} {q(session_id)} --decision {decision} --expected-revision {revision}"
+            f"{turn_arg}{evidence} --idempotency-key {q(key)} --reason '<why>'")
+
+
+def line_cmd(facts: LogFacts, line: int) -> str:
+    """The command that prints line ``line`` of the log."""
+    if facts.is_stream:
+        return f"eventlog export {q(facts.name)} | sed -n '{line}p'"
+    return f"sed -n '{line}p' {q(facts.name)}"
+
+
+# --- judging ------------------------------------------------------------------------------------
+
+
+class _Judge:
+    """The state, T and the log's facts: everything an item is judged from."""
+
+    def __init__(self, runner: Runner, as_of: datetime | None, as_of_text: str | None, facts: LogFacts) -> None:
+        self.runner = runner
+        self.known = as_of is not None
+        self.at = as_of if as_of is not None else datetime(1970, 1, 1, tzinfo=UTC)
+        self.text = as_of_text
+        self.facts = facts
+        self.log = facts.name
+
+    def item(self, code: str, ident: str, reason: str, next_cmd: str, since: str | datetime | None = None,
+             until: str | None = None) -> Item:
+        """One item of reason ``code`` (its domain and whether a person decides come from :data:`REASONS`)."""
+        r = _BY_CODE[code]
+        since_text, for_s = self.since(since)
+        return Item(domain=r.domain, id=ident, reason_code=code, reason=reason, since=since_text, for_s=for_s,
+                    until=until, next=next_cmd, needs_decision=r.decision)
+
+    def since(self, since: str | datetime | None) -> tuple[str | None, int | float | None]:
+        """A "since" as printed (a time the log wrote as written, an instant in T's offset) and its seconds to T."""
+        text: str | None
+        when: datetime | None
+        if isinstance(since, datetime):
+            text, when = (since.astimezone(self.at.tzinfo) if self.known else since).isoformat(), since
+        else:
+            text, when = since, _time(since)
+        if when is None or not self.known:
+            return text, None
+        return text, num(round(elapsed_s(self.at, when), 3))
+
+    def ago(self, since: str | datetime | None) -> str:
+        """``for 2 h 5 min`` from ``since`` to T (empty when either is unknown)."""
+        when = since if isinstance(since, datetime) else _time(since)
+        if when is None or not self.known:
+            return ""
+        return duration_words(elapsed_s(self.at, when))
+
+    # -- handoffs ---------------------------------------------------------------------------------
+
+    def handoff(self, hid: str) -> list[Item]:
+        """What needs a person about one handoff."""
+        h = self.runner.handoffs.items[hid]
+        if h.state == NEEDS_HUMAN:
+            return [self.item("needs_human", hid, f"handed to a person: {needs_human_words(h.reason)} "
+                              f"(account {h.account})", explain_cmd(self.log, hid), h.last_at)]
+        if h.state not in LIVE:
+            return []
+        kind = self.runner.handoffs.stale(hid, self.at)
+        if kind == "unknown_effect":
+            return [self.item("stale_unknown_effect", hid,
+                              f"resume requested (attempt {h.attempt} by {h.watcher}), then silence: it may "
+                              "have taken effect; never retried on its own",
+                              explain_cmd(self.log, hid), h.last_at)]
+        if kind == "retryable":
+            revision = self.runner.revisions["handoff_id"].get(hid, 0)
+            release = append_cmd(self.log, {"type": "released", "handoff_id": hid,
+                                            "reason": "stale claim released by hand"}, revision)
+            return [self.item("stale_retryable", hid,
+                              f"claimed by {h.watcher} (attempt {h.attempt}), no resume request since: safe to "
+                              "release and retry", release, h.last_at)]
+        return []
+
+    def account(self, name: str) -> list[Item]:
+        """An account whose probes back off (its plan as of T)."""
+        handoffs = self.runner.handoffs
+        acc = handoffs.accounts[name]
+        plan = handoffs.plan(name, self.at, self.text)
+        if plan["reason"] == "backoff_transient":
+            why = (f"{acc.run} transient probe error(s) in a row (latest {acc.last_outcome}); "
+                   f"{acc.pending} handoff(s) wait")
+        elif plan["reason"] == "backoff_estimate":
+            why = (f"its {acc.confidence} reset ({acc.reset_text or 'none given'}) passed and {acc.run} "
+                   f"probe(s) since still said quota_limited; {acc.pending} handoff(s) wait")
+        else:
+            return []
+        until = plan["next_probe_at"]
+        why += f"; next probe at {until}" if until is not None else "; no probe planned (past any time)"
+        return [self.item(plan["reason"], name, why, explain_cmd(self.log, name), acc.run_ts, until)]
+
+    # -- watchers ---------------------------------------------------------------------------------
+
+    def watcher(self, name: str) -> list[Item]:
+        """A watcher whose last pass ended in error, or that is late."""
+        beat = self.runner.handoffs.state.watchers[name]
+        out: list[Item] = []
+        if beat.exit == "error":
+            out.append(self.item("watcher_error", name,
+                                 f"its last pass ({beat.ts}) ended in error: {beat.detail or 'no detail given'}",
+                                 explain_cmd(self.log, name), beat.ts))
+        if beat.late(self.at):
+            out.append(self.item("watcher_late", name,
+                                 f"no run since {beat.ts}; it runs every {duration_words(beat.period_s)} and is "
+                                 f"late after {duration_words(2 * beat.period_s)}",
+                                 explain_cmd(self.log, name), beat.ts))
+        return out
+
+    def no_watcher(self) -> list[Item]:
+        """Pending handoffs and no ``watcher_run`` at all (the spec's "none while pending")."""
+        state = self.runner.handoffs.state
+        if state.watcher_at is not None:
+            return []
+        pending = [(h.created_us, hid) for hid, h in state.items.items() if h.state == PENDING]
+        if not pending:
+            return []
+        oldest_us, _ = min(pending)
+        oldest = datetime.fromtimestamp(oldest_us / 1_000_000, UTC)
+        return [self.item("no_watcher", "failback", f"{len(pending)} handoff(s) pending and no watcher_run in the "
+                          "log: nothing brings them back", "eventlog failback --help", oldest)]
+
+    # -- lanes ------------------------------------------------------------------------------------
+
+    def lanes(self) -> list[Item]:
+        """Every lane stalled as of T (the seed's verdict, in English)."""
+        lanes = self.runner.lanes
+        out: list[Item] = []
+        for r in lanes.judge(self.at, self.text)["results"]:
+            if not r["stalled"]:
+                continue
+            product, kind = r["product"], r.get("kind")
+            covered = lanes.covered(product, kind or "")
+            enqueued = "; a resume was enqueued for it" if covered else ""
+            if kind == JOB_UNPICKED:
+                since = r.get("finished_at")
+                out.append(self.item("job_unpicked", product, f"a job finished at {since} and nothing was "
+                                     f"committed since (unpicked after "
+                                     f"{duration_words(lanes.unpicked_minutes * 60)}){enqueued}",
+                                     explain_cmd(self.log, product), since))
+            elif kind == STATUS_QUIET:
+                since = r.get("updated_at")
+                out.append(self.item("status_quiet", product, f"progress not updated since {since} "
+                                     f"(quiet after {duration_words(lanes.quiet_hours * 3600)}){enqueued}",
+                                     explain_cmd(self.log, product), since))
+        return out
+
+    # -- catch-up ---------------------------------------------------------------------------------
+
+    def circuit(self) -> list[Item]:
+        """The quota circuit, when it is open as of T."""
+        c = self.runner.catchup
+        if not c.circuit_open(self.at):
+            return []
+        until = c.state.open_until
+        assert until is not None  # open means a circuit_opened with its open_until
+        return [self.item("circuit_open", "circuit", f"the quota circuit is open until {until} "
+                          f"({c.state.open_reason}): nothing is re-run before",
+                          f"eventlog catchup {q(self.log)} --dry-run --at {q(until)}", c.state.opened_ts, until)]
+
+    def candidates(self) -> list[Item]:
+        """Every job to re-run as of T (seed 002's three conditions hold)."""
+        c = self.runner.catchup
+        held = "; held while the circuit is open" if c.circuit_open(self.at) else ""
+        out: list[Item] = []
+        for cand in c.candidates(self.at):
+            marker = c.markers[cand.label]
+            out.append(self.item("candidate", cand.label, f"the quota guard skipped it today ({marker.ts}) and a "
+                                 f"slot of today has passed; not re-run yet{held}",
+                                 explain_cmd(self.log, cand.label), marker.ts))
+        return out
+
+    # -- sessions ---------------------------------------------------------------------------------
+
+    def session(self, sid: str) -> list[Item]:
+        """A session waiting for a decision, or whose retry is due."""
+        sessions = self.runner.sessions
+        s = sessions.sessions[sid]
+        code = session_code(s)
+        if code is not None:
+            return [self.item(code, sid, session_words(s), next_decision(self.log, sessions, sid), s.since)]
+        if s.admission_state == BACKOFF and s.retry_at is not None:
+            due = _time(s.retry_at)
+            if due is not None and self.known and due <= self.at:
+                return [self.item("retry_due", sid, f"{s.attention} ({s.reason}), failure {s.failures}: its retry "
+                                  f"was due at {s.retry_at} and no worker became ready since",
+                                  explain_cmd(self.log, sid), s.retry_at)]
+        return []
+
+    # -- the log ----------------------------------------------------------------------------------
+
+    def the_log(self) -> list[Item]:
+        """The log itself: missing, bad lines, rejected events, an unfinished last line."""
+        facts, out = self.facts, []
+        if facts.missing:
+            where = facts.name.rsplit("/", 1)[0] if "/" in facts.name else "."
+            out.append(self.item("missing", facts.name, "no log at this path: nothing can be judged (moved, "
+                                 "renamed, or not written yet?)", f"ls -la {q(where)}"))
+        for bad in facts.bad_lines:
+            out.append(self.item("bad_line", f"line {bad.line}", bad.reason, line_cmd(facts, bad.line)))
+        for rej in self.runner.rejected:
+            out.append(self.item("rejected", f"line {rej['line']}", f"{rej['type']}: {rej['reason']}",
+                                 line_cmd(facts, rej["line"])))
+        if facts.torn_tail:
+            out.append(self.item("torn_tail", "last line", "the last line has no newline: not committed (a writer "
+                                 "died mid-line or is writing now); the next append cuts it",
+                                 f"tail -c 300 {q(facts.name)}"))
+        return out
+
+
+def _time(text: str | None) -> datetime | None:
+    """A time the log wrote, or None."""
+    if text is None:
+        return None
+    try:
+        return parse_time(text)
+    except ValueError:
+        return None
+
+
+def needs_human_words(reason: str | None) -> str:
+    """Why a handoff was handed to a person, in words (a ``needs_human`` event's own words as written)."""
+    if reason == REASON_CONFLICT:
+        return "the handshake found the tree changed by someone else (conflict); nothing was edited"
+    if reason == REASON_UNKNOWN_EFFECT:
+        return "a resume failed and may have had an effect (effect unknown)"
+    return reason or "no reason given"
+
+
+def session_code(s: Session) -> str | None:
+    """The reason code of a session that waits for a decision, or None."""
+    if s.admission_state == RECOVERY_REQUIRED_STATE:
+        return _ATTENTION_CODE.get(s.attention or "", "outcome_unknown")
+    if s.admission_state != CLOSED and s.attention == CONTEXT_GAP:
+        return "context_gap"
+    return None
+
+
+def session_words(s: Session) -> str:
+    """Why a session waits for a decision, in words."""
+    if s.admission_state == STOPPED or s.attention == CONTEXT_GAP:
+        return "stopped, and no checkpoint covers every turn it ran: start_fresh (without that context) or close"
+    if s.attention == RESTORE_FAILED:
+        return (f"checkpoint restore failed ({s.reason}), failure {s.failures}: stopped until a decision "
+                "(retry_restore once the cause is fixed, start_fresh, or close)")
+    if s.attention == STARTUP_FAILED:
+        return (f"the worker ended before it was ready ({s.reason}), failure {s.failures}: stopped until a "
+                "decision (start_fresh once the cause is fixed, or close)")
+    turns = ", ".join(sorted(s.unknown, key=natural_key)) or "none left"
+    gone = [t for t in s.unknown if s.gone_after(t)]
+    wait = ("the execution is confirmed gone: check what the turn did outside, then abandon or "
+            "confirm_completed" if gone else "waiting for the scheduler to confirm the execution gone "
+            "(execution_gone) before abandon or confirm_completed")
+    return f"turn(s) {turns} ended with outcome unknown ({s.reason}); never re-run on their own; {wait}"
+
+
+def next_decision(log: str, sessions: Sessions, sid: str) -> str:
+    """The decide command of the first decision the session would accept now (``close`` last), else explain."""
+    s = sessions.sessions[sid]
+    accepted = [(d, turn) for d, turn, j in sessions.options(sid) if j.accepted and d != "confirm_completed"]
+    accepted.sort(key=lambda dt: dt[0] == "close")
+    if accepted and accepted[0][0] != "close":
+        decision, turn = accepted[0]
+        return decide_cmd(log, sid, decision, s.revision, turn)
+    return explain_cmd(log, sid)
+
+
+# --- the triage -------------------------------------------------------------------------------------
+
+
+def triage(runner: Runner, as_of: datetime | None, as_of_text: str | None, facts: LogFacts) -> Triage:
+    """Everything that needs a person as of ``as_of`` (``as_of_text``: T as written), grouped, with the totals.
+
+    ``as_of`` None: a log with no event judged at its last line (nothing is
+    folded then). Every group holds all its items, ids in natural order; use
+    :meth:`Triage.shown` for the first few of each and :meth:`Triage.only` to
+    filter.
+    """
+    judge = _Judge(runner, as_of, as_of_text, facts)
+    items: list[Item] = judge.the_log()
+    h = runner.handoffs
+    for hid in h.items:
+        items += judge.handoff(hid)
+    for account in h.accounts:
+        items += judge.account(account)
+    for name in h.state.watchers:
+        items += judge.watcher(name)
+    items += judge.no_watcher()
+    items += judge.lanes()
+    items += judge.circuit()
+    items += judge.candidates()
+    for sid in runner.sessions.sessions:
+        items += judge.session(sid)
+    by_code: dict[str, list[Item]] = {}
+    for it in items:
+        by_code.setdefault(it.reason_code, []).append(it)
+    groups = []
+    for code in sorted(by_code, key=_ORDER.__getitem__):
+        r = _BY_CODE[code]
+        found = sorted(by_code[code], key=lambda it: natural_key(it.id))
+        groups.append(Group(domain=r.domain, reason_code=code, title=r.title, needs_decision=r.decision,
+                            count=len(found), items=found))
+    empty = facts.events == 0 and not facts.bad_lines and not facts.torn_tail
+    return Triage(log=facts.name, as_of=as_of_text, empty=empty and not facts.missing, log_missing=facts.missing,
+                  needs_person=len(items), groups=groups, totals=totals(runner, judge, groups))
+
+
+def totals(runner: Runner, judge: _Judge, groups: list[Group]) -> Totals:
+    """The totals of each domain present in the log."""
+    count = {g.reason_code: g.count for g in groups}
+    out = Totals(log=LogTotals(events=judge.facts.events, bad_lines=len(judge.facts.bad_lines),
+                               rejected=len(runner.rejected), torn_tail=judge.facts.torn_tail))
+    h = runner.handoffs
+    if h.items or h.accounts:
+        by_state: dict[str, int] = {}
+        started = 0
+        oldest: int | None = None
+        for item in h.items.values():
+            by_state[item.state] = by_state.get(item.state, 0) + 1
+            started += item.local_started
+            if item.state == PENDING and (oldest is None or item.created_us < oldest):
+                oldest = item.created_us
+        ret = summary(h.state.latency.created_to_returned)
+        age = None
+        if oldest is not None and judge.known:
+            age = num(round(elapsed_s(judge.at, datetime.fromtimestamp(oldest / 1_000_000, UTC)), 3))
+        out.handoffs = HandoffTotals(
+            total=len(h.items), failover_started=started, returned=by_state.get(RETURNED, 0),
+            pending=by_state.get(PENDING, 0), oldest_pending_age_s=age, live_claims=h.live,
+            needs_human=by_state.get(NEEDS_HUMAN, 0), skipped=by_state.get(SKIPPED, 0),
+            stale=count.get("stale_unknown_effect", 0) + count.get("stale_retryable", 0),
+            return_p50_s=ret["p50"], return_p95_s=ret["p95"], accounts=len(h.accounts))
+    beats = h.state.watchers
+    if beats:
+        out.watchers = WatcherTotals(watchers=len(beats), late=count.get("watcher_late", 0),
+                                     error=count.get("watcher_error", 0), last_run=h.state.watcher_text)
+    lanes = runner.lanes
+    if lanes.lanes:
+        results = lanes.judge(judge.at, judge.text)["results"]
+        reasons = [r.get("reason") for r in results if not r["stalled"]]
+        out.lanes = LaneTotals(products=len(results), stalled=sum(r["stalled"] for r in results),
+                               moving=reasons.count("moving"), stopped=reasons.count("stopped-on-purpose"),
+                               idle=reasons.count("lane-idle"))
+    c = runner.catchup
+    if c.jobs or c.markers or c.state.open_until is not None:
+        is_open = c.circuit_open(judge.at)
+        out.catchup = CatchupTotals(jobs=len(c.jobs), guarded=sum(j.guarded for j in c.jobs.values()),
+                                    candidates=count.get("candidate", 0), circuit="open" if is_open else "closed",
+                                    open_until=c.state.open_until if is_open else None)
+    sessions = runner.sessions
+    if sessions.sessions:
+        states: dict[str, int] = {}
+        for s in sessions.sessions.values():
+            states[s.admission_state] = states.get(s.admission_state, 0) + 1
+        waiting = sum(count.get(code, 0) for code in ("restore_failed", "startup_failed", "outcome_unknown",
+                                                       "context_gap"))
+        out.sessions = SessionTotals(
+            sessions=len(sessions.sessions), admitted=states.get("admitted", 0), backoff=states.get(BACKOFF, 0),
+            recovery_required=states.get(RECOVERY_REQUIRED_STATE, 0), stopped=states.get(STOPPED, 0),
+            closed=states.get(CLOSED, 0), waiting_decision=waiting, retry_due=count.get("retry_due", 0),
+            decisions=len(sessions.receipts))
+    return out
+
+
+# --- explain: a verdict for any id ------------------------------------------------------------------
+
+#: The kinds of id :func:`explain` knows, in the order its verdicts come.
+Kind = Literal["handoff", "account", "watcher", "lane", "catchup", "session"]
+
+
+class Verdict(msgspec.Struct, kw_only=True):
+    """What one id is in one domain as of T: a word, plain words, since when, and what to type next.
+
+    ``code`` is a short machine word (a state, a plan reason, a lane verdict,
+    ``candidate``/``not_candidate``...), ``says`` the verdict for a person,
+    ``needs_person`` the triage items of this id (the same as ``status``),
+    ``next`` the commands to copy (may be empty: nothing to do), ``facts`` the
+    domain's own record of it (the dump's item, the plan, the lane record, the
+    session with the decisions it would accept).
+    """
+
+    kind: Kind
+    id: str
+    code: str
+    says: str
+    since: str | None = None
+    for_s: int | float | None = None
+    until: str | None = None
+    needs_person: list[Item] = []
+    next: list[str] = []
+    facts: dict[str, Any] = {}
+
+
+def explain(runner: Runner, ident: str, as_of: datetime | None, as_of_text: str | None,
+            facts: LogFacts) -> list[Verdict]:
+    """The verdict of ``ident`` as of T in every domain that knows it (empty: no domain knows it)."""
+    judge = _Judge(runner, as_of, as_of_text, facts)
+    out: list[Verdict] = []
+    h = runner.handoffs
+    if ident in h.items:
+        out.append(_handoff_verdict(judge, ident))
+    if ident in h.accounts:
+        out.append(_account_verdict(judge, ident))
+    if ident in h.state.watchers or ident in h.state.claims_by:
+        out.append(_watcher_verdict(judge, ident))
+    if ident in runner.lanes.lanes:
+        out.append(_lane_verdict(judge, ident))
+    c = runner.catchup
+    if ident in c.jobs or ident in c.markers:
+        out.append(_catchup_verdict(judge, ident))
+    if ident in runner.sessions.sessions:
+        out.append(_session_verdict(judge, ident))
+    return out
+
+
+#: The field of an event that names an id of each kind.
+KIND_OF_FIELD: dict[str, Kind] = {"handoff_id": "handoff", "account": "account", "watcher": "watcher",
+                                  "product": "lane", "label": "catchup", "session_id": "session"}
+
+
+def not_applied(kind: Kind, ident: str, lines: int, rejected: int) -> Verdict:
+    """The verdict of an id some lines name but no domain holds: none of those lines was applied."""
+    why = (f"all {lines} line(s) naming it were rejected" if rejected == lines
+           else f"{lines} line(s) name it, {rejected} of them rejected, and none made it a {kind} of this log")
+    return Verdict(kind=kind, id=ident, code="not_applied", says=f"no {kind} {ident!r} in the log's state: {why} "
+                   "(see each line's reason)", facts={"lines": lines, "rejected": rejected})
+
+
+def _verdict(judge: _Judge, kind: Kind, ident: str, code: str, says: str, items: list[Item],
+             since: str | datetime | None = None, until: str | None = None, next_cmds: list[str] | None = None,
+             facts: dict[str, Any] | None = None) -> Verdict:
+    since_text, for_s = judge.since(since)
+    cmds = list(next_cmds or [])
+    for it in items:
+        if it.next not in cmds and not it.next.startswith("eventlog explain "):
+            cmds.insert(0, it.next)
+    return Verdict(kind=kind, id=ident, code=code, says=says, since=since_text, for_s=for_s, until=until,
+                   needs_person=items, next=cmds, facts=facts or {})
+
+
+def _handoff_verdict(judge: _Judge, hid: str) -> Verdict:
+    h = judge.runner.handoffs.items[hid]
+    stale = judge.runner.handoffs.stale(hid, judge.at)
+    revision = judge.runner.revisions["handoff_id"].get(hid, 0)
+    log = judge.log
+    facts = {"state": h.state, "account": h.account, "attempt": h.attempt, "watcher": h.watcher,
+             "reason": h.reason, "stale": stale, "local_started": h.local_started, "revision": revision}
+    says = {
+        PENDING: "pending: waits for a watcher to claim it when its account is due",
+        "claimed": f"claimed by {h.watcher} (attempt {h.attempt}); no resume request yet",
+        "resume_requested": f"resume requested (attempt {h.attempt} by {h.watcher}); waits for the handshake",
+        RETURNED: "returned: the handshake verified it back in the cloud",
+        NEEDS_HUMAN: f"handed to a person: {needs_human_words(h.reason)}",
+        SKIPPED: f"skipped: {h.reason}",
+    }[h.state]
+    if stale == "unknown_effect":
+        says += "; stale: silent since, effect unknown, never retried on its own"
+    elif stale == "retryable":
+        says += "; stale: safe to release and retry"
+    cmds: list[str] = []
+    if h.state == NEEDS_HUMAN:
+        cmds = [append_cmd(log, {"type": "released", "handoff_id": hid, "reason": "<why it may go back>"}, revision),
+                append_cmd(log, {"type": "skip", "handoff_id": hid, "reason": "<why it is closed>"}, revision)]
+    elif stale == "unknown_effect":
+        cmds = [append_cmd(log, {"type": "needs_human", "handoff_id": hid, "reason": "<what was found>"}, revision)]
+    elif h.state == PENDING:
+        order = judge.runner.handoffs.claim_order()
+        facts["claim_position"] = order.index(hid) + 1
+        says += f" (number {order.index(hid) + 1} of {len(order)} in claim order)"
+    return _verdict(judge, "handoff", hid, h.state, says, judge.handoff(hid), h.last_at, next_cmds=cmds, facts=facts)
+
+
+def _account_verdict(judge: _Judge, name: str) -> Verdict:
+    handoffs = judge.runner.handoffs
+    acc = handoffs.accounts[name]
+    plan = handoffs.plan(name, judge.at, judge.text)
+    limit = (f"its latest limit resets at {acc.reset_text} ({acc.confidence})" if acc.confidence is not None
+             and acc.reset_text is not None else f"its latest limit has no reset time ({acc.confidence})"
+             if acc.confidence is not None else "no limit recorded")
+    probe = (f"latest probe {acc.last_outcome} at {acc.last_probe_ts}" if acc.last_outcome is not None
+             else "never probed")
+    why = {
+        "nothing_pending": "no pending handoff of this account: no probe (a probe would only spend quota)",
+        "waiting_reset": f"waits for its reset at {plan['next_probe_at']}: no probe before",
+        "backoff_transient": f"backing off after {acc.run} transient probe error(s) in a row: next probe at "
+                             f"{plan['next_probe_at']}",
+        "backoff_estimate": f"the estimated reset proved wrong ({acc.run} quota_limited probe(s) since): next "
+                            f"probe at {plan['next_probe_at']}",
+        "due": "probe now: work is pending and no known reset or backoff holds it",
+    }[plan["reason"]]
+    says = f"{why}; {limit}; {probe}; {acc.pending} handoff(s) pending"
+    if acc.last_outcome == "auth_error":
+        says += "; the latest probe was refused (auth_error): the login needs a person"
+    facts = {"plan": plan, "pending": acc.pending, "limit": {"reset_at": acc.reset_text, "confidence":
+             acc.confidence}, "last_probe": {"outcome": acc.last_outcome, "ts": acc.last_probe_ts},
+             "run": {"kind": acc.run_kind, "probes": acc.run, "latest": acc.run_ts}}
+    until = plan["next_probe_at"] if not plan["probe"] else None
+    return _verdict(judge, "account", name, plan["reason"], says, judge.account(name), acc.last_probe_ts,
+                    until=until, facts=facts)
+
+
+def _watcher_verdict(judge: _Judge, name: str) -> Verdict:
+    state = judge.runner.handoffs.state
+    claims = state.claims_by.get(name, 0)
+    beat = state.watchers.get(name)
+    if beat is None:
+        return _verdict(judge, "watcher", name, "no_heartbeat", f"it made {claims} claim(s) but wrote no "
+                        "heartbeat (watcher_run): whether it still runs cannot be judged", [],
+                        facts={"name": name, "claims": claims, "last_run": None})
+    late = beat.late(judge.at)
+    says = (f"last run {beat.ts}, exit {beat.exit}, every "
+            f"{duration_words(beat.period_s)}: " + ("late (more than twice its period)" if late else "on time"))
+    if beat.exit == "error":
+        says += f"; that pass ended in error: {beat.detail or 'no detail given'}"
+    code = "late" if late else beat.exit
+    return _verdict(judge, "watcher", name, code, says, judge.watcher(name), beat.ts,
+                    facts=beat.item(judge.at) | {"name": name, "claims": claims})
+
+
+def _lane_verdict(judge: _Judge, product: str) -> Verdict:
+    lanes = judge.runner.lanes
+    record = next(r for r in lanes.judge(judge.at, judge.text)["results"] if r["product"] == product)
+    lane = lanes.lanes[product]
+    if record["stalled"]:
+        kind = record.get("kind", "")
+        items = [it for it in judge.lanes() if it.id == product]
+        says = f"stalled ({kind}): {items[0].reason}" if items else f"stalled ({kind})"
+        code = kind
+        since: str | None = record.get("finished_at") or record.get("updated_at")
+        cmds = [] if lanes.covered(product, kind) else [
+            f"eventlog lanes {q(judge.log)} --enqueue-cmd '<command that sends a resume>'"]
+        return _verdict(judge, "lane", product, code, says, items, since, next_cmds=cmds,
+                        facts={"record": record})
+    reason = record.get("reason", "")
+    if reason == "stopped-on-purpose":
+        says = "not stalled: stopped on purpose (lane_stopped); nothing is sent to a stopped lane"
+    elif reason == "lane-idle":
+        says = "not stalled: its last status says idle"
+    else:
+        parts = []
+        if lane.updated_ts is not None:
+            parts.append(f"progress updated {judge.ago(lane.updated_ts)} ago (quiet after "
+                         f"{duration_words(lanes.quiet_hours * 3600)})")
+        else:
+            parts.append("no progress status yet (never quiet)")
+        if lane.finished_ts is not None:
+            picked = lane.commit_at is not None and elapsed_s(lane.commit_at, parse_time(lane.finished_ts)) > 0
+            parts.append(f"its last job finished {judge.ago(lane.finished_ts)} ago and "
+                         + ("was picked up (a commit came after)" if picked else
+                            f"is not unpicked yet (after {duration_words(lanes.unpicked_minutes * 60)})"))
+        else:
+            parts.append("no finished job waits")
+        says = "not stalled: moving; " + "; ".join(parts)
+    return _verdict(judge, "lane", product, reason, says, [], lane.updated_ts, facts={"record": record})
+
+
+def _catchup_verdict(judge: _Judge, label: str) -> Verdict:
+    c = judge.runner.catchup
+    job, marker = c.jobs.get(label), c.markers.get(label)
+    failed = why_not(job, marker, judge.at)
+    is_open = c.circuit_open(judge.at)
+    facts: dict[str, Any] = {
+        "registered": job is not None, "guarded": job.guarded if job is not None else None,
+        "marker": None if marker is None else {"skipped": marker.skipped, "ts": marker.ts, "kicked_at":
+                                               marker.kicked_ts},
+        "circuit": "open" if is_open else "closed", "open_until": c.state.open_until if is_open else None,
+    }
+    if not failed:
+        code, says = "candidate", "candidate: guarded, skipped today, and a slot of today has passed"
+        if is_open:
+            says += f"; but the circuit is open until {c.state.open_until}: nothing is re-run before"
+        cmds = [f"eventlog catchup {q(judge.log)} --dry-run"]
+        since = marker.ts if marker is not None else None
+    else:
+        code, says, cmds, since = "not_candidate", "not a candidate, because " + "; and ".join(failed), [], None
+        if marker is not None and marker.kicked and skipped_today(marker, judge.at):
+            code, since = "kicked", marker.kicked_ts
+            rest = [why for why in failed if not why.startswith("catch-up already re-ran")]
+            says = f"kicked at {marker.kicked_ts}: catch-up re-ran it after today's skip" + (
+                "; and it would not be a candidate anyway, because " + "; and ".join(rest) if rest else "")
+        if is_open:
+            says += f"; the circuit is open until {c.state.open_until}"
+    facts["why_not"] = failed
+    return _verdict(judge, "catchup", label, code, says, [it for it in judge.candidates() if it.id == label],
+                    since, until=c.state.open_until if is_open else None, next_cmds=cmds, facts=facts)
+
+
+def _session_verdict(judge: _Judge, sid: str) -> Verdict:
+    sessions = judge.runner.sessions
+    s = sessions.sessions[sid]
+    d = describe(sessions, sid, judge.at if judge.known else None)
+    state = s.admission_state + (f" ({s.attention})" if s.attention else "")
+    if session_code(s) is not None:
+        says = f"{state}: {session_words(s)}"
+    elif s.admission_state == BACKOFF:
+        due = "due now" if d["retry_due"] else "not yet"
+        says = f"{state}: failure {s.failures} ({s.reason}); retries at {s.retry_at} ({due})"
+    elif s.admission_state == STOPPED:
+        says = f"{state}: resumable; a new worker's claim and ready resume it"
+    elif s.admission_state == CLOSED:
+        says = "closed: final, it admits nothing"
+    else:
+        says = f"{state}: admitted, takes work"
+    if d["fenced"]:
+        says += f"; new work refused: {d['fenced']}"
+    cmds = [decide_cmd(judge.log, sid, e["decision"], e["expected_revision"], e.get("target_turn_id"))
+            for e in d["would_accept"]]
+    d["interrupts"] = {cid: timeline(c) for cid, c in sorted(sessions.state.controls.items())
+                       if c.session_id == sid}
+    return _verdict(judge, "session", sid, s.admission_state, says, judge.session(sid), s.since,
+                    until=s.retry_at if s.admission_state == BACKOFF else None, next_cmds=cmds, facts=d)
+
+
+__all__ = [
+    "DOMAINS", "KIND_OF_FIELD", "REASONS", "SHOWN", "BadLineFact", "Domain", "Group", "Item", "Kind", "LogFacts",
+    "Reason", "Totals", "Triage", "Verdict", "duration_words", "explain", "natural_key", "not_applied", "triage",
+]
