@@ -50,6 +50,8 @@ ENVELOPE_FIELDS: frozenset[str] = frozenset({"ts", "seq", "v", "batch_end"})
 
 
 class HandoffCreated(Event, tag="handoff_created"):
+    """Cloud work was handed off to a local machine: failover began."""
+
     handoff_id: str
     account: str
     deadline: str | None = None
@@ -60,31 +62,43 @@ class HandoffCreated(Event, tag="handoff_created"):
 
 
 class LocalStarted(Event, tag="local_started"):
+    """A local session picked the handoff up: failover reached."""
+
     handoff_id: str
 
 
 class LocalStartFailed(Event, tag="local_start_failed"):
+    """The local session did not start."""
+
     handoff_id: str
     error: str
 
 
 class Claimed(Event, tag="claimed"):
+    """A watcher took the handoff to bring it back to the cloud (failback)."""
+
     handoff_id: str
     watcher: str
     attempt: Positive
 
 
 class Released(Event, tag="released"):
+    """A claim given back before any resume request, or a person sending a handoff back: pending again."""
+
     handoff_id: str
     reason: str
 
 
 class ResumeRequested(Event, tag="resume_requested"):
+    """The cloud side was asked to resume (written before the request goes out)."""
+
     handoff_id: str
     attempt: Positive
 
 
 class ResumeFailed(Event, tag="resume_failed"):
+    """It did not resume; ``effect: unknown`` means something may have happened outside."""
+
     handoff_id: str
     attempt: Positive
     error: str
@@ -92,6 +106,8 @@ class ResumeFailed(Event, tag="resume_failed"):
 
 
 class Verified(Event, tag="verified"):
+    """The handshake finished (branch, HEAD, dirty tree, TODOs). Only this counts as returned."""
+
     handoff_id: str
     attempt: Positive
     branch: str
@@ -101,16 +117,22 @@ class Verified(Event, tag="verified"):
 
 
 class Conflict(Event, tag="conflict"):
+    """The handshake found the tree changed by someone else; nothing was edited."""
+
     handoff_id: str
     detail: str
 
 
 class NeedsHuman(Event, tag="needs_human"):
+    """Handed to a person, with the reason."""
+
     handoff_id: str
     reason: str
 
 
 class Skip(Event, tag="skip"):
+    """Closed without returning, with its reason."""
+
     handoff_id: str
     reason: NonEmpty
 
@@ -121,6 +143,8 @@ PROBE_OUTCOMES: tuple[str, ...] = ProbeOutcome.__args__  # type: ignore[attr-def
 
 
 class LimitRecorded(Event, tag="limit_recorded"):
+    """The account's limit ledger: when it was limited, when it resets, how sure that is."""
+
     account: str
     limited_at: str
     reset_at: str | None
@@ -129,6 +153,8 @@ class LimitRecorded(Event, tag="limit_recorded"):
 
 
 class ProbeResult(Event, tag="probe_result"):
+    """A small probe of the account (never the original work), classified."""
+
     account: str
     outcome: ProbeOutcome
     status: Int64 | None = None
@@ -136,6 +162,8 @@ class ProbeResult(Event, tag="probe_result"):
 
 
 class WatcherRun(Event, tag="watcher_run"):
+    """The watcher's heartbeat, one per pass."""
+
     watcher: str
     exit: Literal["ok", "error"]
     period_s: Positive
@@ -147,33 +175,45 @@ class WatcherRun(Event, tag="watcher_run"):
 
 
 class StatusUpdated(Event, tag="status_updated"):
+    """The lane's progress file was written at ``ts``."""
+
     product: str
     state: Literal["running", "idle"]
 
 
 class JobFinished(Event, tag="job_finished"):
+    """A job of the lane finished at ``ts``."""
+
     product: str
     job_id: str | None = None
 
 
 class RepoCommit(Event, tag="repo_commit"):
+    """The product repository moved at ``ts`` (the finished work was picked up)."""
+
     product: str
     head: str
 
 
 class LaneStopped(Event, tag="lane_stopped"):
+    """The lane was stopped on purpose (the stop file)."""
+
     product: str
 
 
 class LaneStarted(Event, tag="lane_started"):
+    """The stop was lifted."""
+
     product: str
 
 
 class LaneCheck(Event, tag="lane_check"):
-    pass
+    """A check ran at ``ts``; it yields one ``impl-lane-watch/v1`` record."""
 
 
 class ResumeEnqueued(Event, tag="resume_enqueued"):
+    """A resume task was sent for a stall of the lane."""
+
     product: str
     kind: str
     task_branch: str | None = None
@@ -193,6 +233,8 @@ class CalendarEntry(msgspec.Struct, kw_only=True):
 
 
 class JobRegistered(Event, tag="job_registered"):
+    """A scheduled launchd job and its slots (``StartCalendarInterval`` or ``StartInterval``)."""
+
     label: str
     guarded: bool
     calendar: list[CalendarEntry] | None
@@ -200,30 +242,40 @@ class JobRegistered(Event, tag="job_registered"):
 
 
 class CircuitOpened(Event, tag="circuit_opened"):
+    """The quota circuit opened: guarded jobs are skipped until ``open_until``."""
+
     reason: str
     open_until: str
 
 
 class CircuitClosed(Event, tag="circuit_closed"):
-    pass
+    """The quota circuit closed."""
 
 
 class JobSkipped(Event, tag="job_skipped"):
+    """The quota guard skipped a run (the ``CLAUDE_QUOTA_JOB_SKIPPED`` marker)."""
+
     label: str
     reason: str
     remaining_s: Int64 | float
 
 
 class JobRan(Event, tag="job_ran"):
+    """The quota guard ran the job (the ``CLAUDE_QUOTA_JOB_RAN`` marker)."""
+
     label: str
     exit: Int64
 
 
 class CatchupKicked(Event, tag="catchup_kicked"):
+    """Catch-up started a re-run of the job."""
+
     label: str
 
 
 class CatchupFinished(Event, tag="catchup_finished"):
+    """That re-run ended: exited, or killed at its timeout."""
+
     label: str
     outcome: Literal["exited", "timeout_killed"]
     exit: Int64 | None = None
@@ -233,6 +285,8 @@ class CatchupFinished(Event, tag="catchup_finished"):
 
 
 class WorkerClaimed(Event, tag="worker_claimed"):
+    """A worker took the session (one generation)."""
+
     session_id: str
     generation: Int64
     worker: str
@@ -240,40 +294,54 @@ class WorkerClaimed(Event, tag="worker_claimed"):
 
 
 class WorkerReady(Event, tag="worker_ready"):
+    """The worker reported ready."""
+
     session_id: str
     generation: Int64
 
 
 class CheckpointRestoreFailed(Event, tag="checkpoint_restore_failed"):
+    """Restoring the checkpoint failed: a counted failure."""
+
     session_id: str
     generation: Int64
     reason: str
 
 
 class StartupFailed(Event, tag="startup_failed"):
+    """The worker ended before it asked for input: a counted failure."""
+
     session_id: str
     generation: Int64
     reason: str
 
 
 class StorageUnavailable(Event, tag="storage_unavailable"):
+    """A transient storage error: never a failure."""
+
     session_id: str
     generation: Int64
     cause: Literal["connect", "dns", "timeout", "http_408", "http_429", "http_5xx"]
 
 
 class WorkerStopped(Event, tag="worker_stopped"):
+    """The worker ended; informational, never counted."""
+
     session_id: str
     generation: Int64
     stop_kind: Literal["drain", "pause", "terminate", "close", "revoked", "failed"]
 
 
 class TurnStarted(Event, tag="turn_started"):
+    """A turn started (its place in the turn order)."""
+
     session_id: str
     turn_id: str
 
 
 class TurnFinished(Event, tag="turn_finished"):
+    """A turn ended; ``outcome_unknown`` stops the session for a person."""
+
     session_id: str
     turn_id: str
     outcome: Literal["completed", "interrupted", "outcome_unknown"]
@@ -281,11 +349,15 @@ class TurnFinished(Event, tag="turn_finished"):
 
 
 class CheckpointCommitted(Event, tag="checkpoint_committed"):
+    """A checkpoint covering every turn up to ``covers_turn``."""
+
     session_id: str
     covers_turn: str
 
 
 class ExecutionGone(Event, tag="execution_gone"):
+    """The scheduler confirmed that no execution of the session is left."""
+
     session_id: str
 
 
@@ -293,6 +365,8 @@ Decision = Literal["retry_restore", "start_fresh", "close", "abandon", "confirm_
 
 
 class RecoveryDecision(Event, tag="recovery_decision"):
+    """An operator's recovery decision; it yields a receipt."""
+
     session_id: str
     decision: Decision
     expected_revision: Int64

@@ -1,0 +1,106 @@
+"""The docs stand alone: the event reference is generated and fresh, no doc points outside the repository,
+and the README's examples run as written and print what it shows."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import msgspec.inspect as mi
+import pytest
+
+from eventlog.events import EVENT_TYPES
+from eventlog.reference import events_markdown
+from tests.conftest import ROOT
+
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+
+
+def test_the_event_reference_is_generated_and_fresh() -> None:
+    path = ROOT / "docs" / "EVENTS.md"
+    assert path.read_text(encoding="utf-8") == events_markdown(), "docs/EVENTS.md is stale: run tools/gen-docs"
+    check = subprocess.run([str(ROOT / "tools" / "gen-docs"), "--check"], capture_output=True, text=True,
+                           check=False)
+    assert check.returncode == 0, check.stderr
+
+
+def test_every_event_type_and_field_is_in_the_reference() -> None:
+    text = (ROOT / "docs" / "EVENTS.md").read_text(encoding="utf-8")
+    rows = {m[1]: m[0] for m in re.finditer(r"^\| `([a-z_]+)` \|.*$", text, re.M)}
+    assert set(rows) - {"type", "ts", "seq", "v", "batch_end"} == set(EVENT_TYPES)  # the envelope has a table too
+    for name, cls in EVENT_TYPES.items():
+        info = mi.type_info(cls)
+        assert isinstance(info, mi.StructType)
+        for field in info.fields:
+            if field.encode_name not in {"ts", "seq", "v", "batch_end"}:
+                assert f"`{field.encode_name}`: " in rows[name], (name, field.encode_name)
+        assert cls.__doc__ and " ".join(cls.__doc__.split()).replace("``", "`") in rows[name]
+
+
+@pytest.mark.parametrize("doc", DOCS, ids=[p.name for p in DOCS])
+def test_no_doc_sends_a_reader_outside_the_repository(doc: Path) -> None:
+    text = doc.read_text(encoding="utf-8")
+    assert "../shared" not in text and "spec/" not in text
+    for target in re.findall(r"\]\(([^)#\s]+)", text):  # markdown links
+        if re.match(r"[a-z]+://", target):
+            continue
+        resolved = (doc.parent / target).resolve()
+        assert resolved.is_relative_to(ROOT) and resolved.exists(), (doc.name, target)
+    for name in set(re.findall(r"\b([A-Z][A-Z_]+\.md)\b", text)):  # a doc named in words
+        assert (doc.parent / name).exists() or (ROOT / "docs" / name).exists() or (ROOT / name).exists(), name
+
+
+# --- the README's examples ---------------------------------------------------------------------------
+
+
+def examples(readme: str) -> list[tuple[str, list[str]]]:
+    """Each ``$ command`` of the README's sh blocks (continuation lines joined) with the output shown under it."""
+    out: list[tuple[str, list[str]]] = []
+    for block in re.finditer(r"^( *)```sh\n(.*?)^\1```", readme, re.M | re.S):
+        indent = len(block[1])
+        lines = [line[indent:] for line in block[2].splitlines()]
+        i = 0
+        while i < len(lines):
+            if not lines[i].startswith("$ "):
+                i += 1
+                continue
+            command = lines[i][2:]
+            while command.endswith("\\"):
+                i += 1
+                command = command[:-1] + lines[i].strip()
+            i += 1
+            shown = []
+            while i < len(lines) and not lines[i].startswith("$ "):
+                shown.append(lines[i])
+                i += 1
+            out.append((command, shown))
+    return out
+
+
+def matches(shown: list[str], got: list[str]) -> bool:
+    """Whether ``got`` is ``shown``, a line of just ``...`` standing for any number of lines."""
+    if not shown:
+        return not got
+    if shown[0].strip() == "...":
+        return any(matches(shown[1:], got[k:]) for k in range(len(got) + 1))
+    return bool(got) and got[0].rstrip() == shown[0].rstrip() and matches(shown[1:], got[1:])
+
+
+def test_the_readme_examples_run_as_written(tmp_path: Path) -> None:
+    """From a fresh directory that holds what the repository's root holds, in the README's order."""
+    for name in ("fixtures", "tools", ".venv"):
+        (tmp_path / name).symlink_to(ROOT / name)
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}"}
+    found = examples((ROOT / "README.md").read_text(encoding="utf-8"))
+    commands = [c for c, _ in found]
+    assert any(c.startswith("eventlog status ") for c in commands)
+    assert any(c.startswith("eventlog explain ") for c in commands)
+    for command, shown in found:
+        run = subprocess.run(["bash", "-c", command], cwd=tmp_path, env=env, capture_output=True, text=True,
+                             timeout=120, check=False)
+        got = (run.stdout + run.stderr).splitlines()
+        assert matches(shown, got), f"$ {command}\n--- the README shows:\n" + "\n".join(shown) + \
+            "\n--- it prints:\n" + "\n".join(got)
