@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import argparse
 import os
-from typing import Any
+from collections.abc import Callable
+from datetime import tzinfo
+from typing import Any, TypeVar
 
 import msgspec
 
 from eventlog.cli.common import UsageError, add_judging, add_log, command_parser, dumps, error, judging, replay_log, say
 from eventlog.cli.timeline import timeline_lines
+from eventlog.clock import At
 from eventlog.logs import is_url
 from eventlog.views import Explained, explain, status, status_of_missing
 from projections.triage import DOMAINS, SHOWN, Group, Item, Triage, Verdict, duration_words
@@ -81,19 +84,16 @@ def register(sub: Any) -> None:
 
 def run_status(args: argparse.Namespace) -> int:
     """Print the triage; exit 1 when anything needs a person."""
-    try:
-        tz, at = judging(args)
+
+    def judge(tz: tzinfo | None, at: At) -> Triage:
         if _missing(args.log):
-            judged = status_of_missing(args.log, at)
-        else:
-            judged = status(replay_log(args.log, assume_tz=tz), args.log, at)
-    except UsageError as err:
-        error(str(err))
+            return status_of_missing(args.log, at)
+        return status(replay_log(args.log, assume_tz=tz), args.log, at)
+
+    read = reading(args, judge)
+    if read is None:
         return 2
-    except OSError as err:
-        error(f"cannot read {args.log}: {err.strerror or err}")
-        return 2
-    judged = judged.only(args.domain, args.needs_decision)
+    judged = read.only(args.domain, args.needs_decision)
     if args.json:
         shown = judged.shown(None if args.all else SHOWN)
         print(dumps(msgspec.to_builtins(shown)))
@@ -101,6 +101,21 @@ def run_status(args: argparse.Namespace) -> int:
         for line in screen(judged, None if args.all else fit(judged)):
             say(line)
     return 1 if judged.needs_person else 0
+
+
+R = TypeVar("R")
+
+
+def reading(args: argparse.Namespace, judge: Callable[[tzinfo | None, At], R]) -> R | None:
+    """``judge(zone, at)`` with the zone and time of ``--assume-tz``/``--at``; None (exit 2) when the usage is
+    bad or LOG cannot be read, said in one line on stderr."""
+    try:
+        return judge(*judging(args))
+    except UsageError as err:
+        error(str(err))
+    except OSError as err:
+        error(f"cannot read {args.log}: {err.strerror or err}")
+    return None
 
 
 def _missing(log: str) -> bool:
@@ -207,18 +222,15 @@ def _plural(n: int, word: str) -> str:
 
 def run_explain(args: argparse.Namespace) -> int:
     """Print the lines behind one id and its verdicts; exit 2 when nothing knows the id."""
-    try:
-        tz, at = judging(args)
-        replay = replay_log(args.log, assume_tz=tz)
-        judged = explain(replay, args.log, args.id, at, tz)
-    except UsageError as err:
-        error(str(err))
-        return 2
-    except OSError as err:
-        error(f"cannot read {args.log}: {err.strerror or err}")
-        return 2
+
+    def judge(tz: tzinfo | None, at: At) -> Explained:
+        found = explain(replay_log(args.log, assume_tz=tz), args.log, args.id, at, tz)
+        if found is None:
+            raise UsageError(f"{args.log}: no line or domain names {args.id!r}")
+        return found
+
+    judged = reading(args, judge)
     if judged is None:
-        error(f"{args.log}: no line or domain names {args.id!r}")
         return 2
     if args.json:
         print(dumps(msgspec.to_builtins(judged)))
