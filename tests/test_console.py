@@ -151,12 +151,17 @@ def test_console_shows_what_needs_a_person_live_and_sends_decisions(browser: Any
     assert browser.execute_script("return window.localStorage.length") == 0
     assert server.keys["ops"] not in browser.current_url
 
-    needs = texts(browser, "#needs li")
     status = server.client("viewer").get("/v1/status").json()
-    assert needs == status["needs_person"]  # the same triage as `status`
-    assert any(line.startswith("session s-early-gone: recovery required") for line in needs)
-    assert any(line.startswith("failback watcher is late") for line in needs)
-    assert browser.find_element(By.ID, "count").text == str(len(needs))
+    wait(browser, 10, lambda d: texts(d, "#needs .group h3") == [f"{g['title']}: {g['count']}"
+                                                                 for g in status["groups"]], "the groups show")
+    items = [i for g in status["groups"] for i in g["items"]]
+    needs = texts(browser, "#needs .item .line")
+    assert [line.split(" ", 1)[0].rstrip(":") for line in needs] == [i["id"] for i in items]  # the same triage
+    assert texts(browser, "#needs .item .next") == [i["next"] for i in items]  # the commands to copy
+    assert all(i["reason"] in line for i, line in zip(items, needs, strict=True))
+    assert any(line.startswith("s-early-gone (for ") for line in needs)
+    assert "watcher_late" in {g["reason_code"] for g in status["groups"]}
+    assert browser.find_element(By.ID, "count").text == str(status["needs_person"])
     items = server.client("viewer").get("/v1/dump").json()["sessions"]["items"]
     waiting = [sid for sid, it in items.items() if it["admission_state"] == "recovery_required"
                or (it["attention"] == "CONTEXT_GAP" and it["admission_state"] != "closed")]
@@ -166,7 +171,7 @@ def test_console_shows_what_needs_a_person_live_and_sends_decisions(browser: Any
     # a line that makes a session wait for a person: on screen within a second, without a reload
     EventLog(server.log).append(NEW_SESSION[:2])
     written = time.monotonic()
-    wait(browser, 1.0, lambda d: any("session s-new: recovery required" in t for t in texts(d, "#needs li")),
+    wait(browser, 1.0, lambda d: any(t.startswith("s-new (for ") for t in texts(d, "#needs .item .line")),
          "the new item did not appear within a second of its line")
     seen = time.monotonic() - written
     assert "s-new" in texts(browser, "#waiting a")

@@ -81,12 +81,21 @@ def examples(readme: str) -> list[tuple[str, list[str]]]:
 
 
 def matches(shown: list[str], got: list[str]) -> bool:
-    """Whether ``got`` is ``shown``, a line of just ``...`` standing for any number of lines."""
+    """Whether ``got`` is ``shown``: a line of just ``...`` stands for any number of lines, a line ending in
+    ``...`` (a comment after it aside) for any line that starts as it does (a random key, say)."""
     if not shown:
         return not got
-    if shown[0].strip() == "...":
+    line = re.sub(r"\.\.\.\s+#.*$", "...", shown[0]).rstrip()
+    if line.strip() == "...":
         return any(matches(shown[1:], got[k:]) for k in range(len(got) + 1))
-    return bool(got) and got[0].rstrip() == shown[0].rstrip() and matches(shown[1:], got[1:])
+    if not got:
+        return False
+    same = got[0].startswith(line[:-3]) if line.endswith("...") else got[0].rstrip() == line
+    return same and matches(shown[1:], got[1:])
+
+
+#: Examples that need a running server (tests/test_serve.py runs them against one): not run here.
+NEEDS_A_SERVER = ("eventlog serve ", "curl ")
 
 
 def test_the_readme_examples_run_as_written(tmp_path: Path) -> None:
@@ -99,6 +108,8 @@ def test_the_readme_examples_run_as_written(tmp_path: Path) -> None:
     assert any(c.startswith("eventlog status ") for c in commands)
     assert any(c.startswith("eventlog explain ") for c in commands)
     for command, shown in found:
+        if command.startswith(NEEDS_A_SERVER):
+            continue
         run = subprocess.run(["bash", "-c", command], cwd=tmp_path, env=env, capture_output=True, text=True,
                              timeout=120, check=False)
         got = (run.stdout + run.stderr).splitlines()

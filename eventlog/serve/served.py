@@ -46,8 +46,9 @@ from eventlog.reader import Reader, iter_blocks
 from eventlog.replay import Progress, Replay
 from eventlog.runners import sessions as decisions
 from eventlog.runners.common import folder
-from eventlog.status import status_view
+from eventlog.views import status as triage_of
 from projections.runner import Runner
+from projections.triage import SHOWN, Triage
 from projections.turns import Turns
 
 log = logging.getLogger("eventlog.serve")
@@ -83,12 +84,22 @@ class ServedRunner(Runner):
 
 @dataclass
 class Judged:
-    """The dump as of one time, at one version of the folded state, and what is derived from it."""
+    """The dump and the triage as of one time, at one version of the folded state, and what is derived from them.
+
+    Both are judged at the same T, under the lock: the triage is ``status``'s own
+    (:func:`eventlog.views.status`), so the console shows what ``status`` shows.
+    """
 
     version: int
     made: float
     dump: dict[str, Any]
+    triage: Triage
     _derived: dict[str, Any] = field(default_factory=dict)
+
+    def status(self) -> dict[str, Any]:
+        """``status --json``: the triage with the first few items of each group."""
+        view: dict[str, Any] = self.derived("status", lambda _dump: msgspec.to_builtins(self.triage.shown(SHOWN)))
+        return view
 
     def derived(self, name: str, make: Callable[[dict[str, Any]], Any]) -> Any:
         """``make(dump)``, made once per judgement."""
@@ -275,8 +286,12 @@ class Served:
     def _judge(self, at: At) -> Judged:
         with self.lock:
             version = self.version
-            dump = judged(self.follower, at)
-        return Judged(version, time.monotonic(), dump)
+            replay = self.replay
+            when, text = at.resolve(replay.last_at, replay.last_ts)
+            pinned = At(when, text, log=when is None)  # one T for the dump and the triage, read once
+            dump = judged(self.follower, pinned)
+            triage = triage_of(replay, self.name, pinned)
+        return Judged(version, time.monotonic(), dump, triage)
 
     def _judge_now(self, wait: bool) -> Judged:
         """A judgement as of now of the current version, younger than ``max_age_s`` (made if needed)."""
@@ -284,7 +299,7 @@ class Served:
             j = self._now
             if j is None or j.version != self.version or time.monotonic() - j.made >= self.max_age_s:
                 j = self._judge(NOW)
-                j.derived("status", self._status_view)  # made here, not by the reader who comes next
+                j.status()  # made here, not by the reader who comes next
                 j.derived("waiting", _waiting)
                 self._now = j
             return j
@@ -306,18 +321,14 @@ class Served:
 
         threading.Thread(target=run, name="eventlog-serve-judge", daemon=True).start()
 
-    def _status_view(self, dump: dict[str, Any]) -> dict[str, Any]:
-        return status_view(self.name, dump)
-
     def status(self, at: At = NOW, *, wait: bool = False) -> dict[str, Any]:
         """The ``status --json`` view (``wait``: see :meth:`judged`)."""
-        view: dict[str, Any] = self.judged(at, wait=wait).derived("status", self._status_view)
-        return view
+        return self.judged(at, wait=wait).status()
 
     def console(self, at: At = NOW) -> dict[str, Any]:
         """What the console's status page shows: the status view and the sessions waiting for a decision."""
         j = self.judged(at, wait=True)
-        return {"status": j.derived("status", self._status_view), "waiting": j.derived("waiting", _waiting)}
+        return {"status": j.status(), "waiting": j.derived("waiting", _waiting)}
 
     def metrics(self, at: At = NOW) -> str:
         """The Prometheus exposition of ``follow --prom`` (its histograms read the folded state: under the lock)."""

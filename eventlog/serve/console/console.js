@@ -135,20 +135,62 @@ function changed(name, value) {
   return true;
 }
 
+// A duration for people, as `eventlog status` writes it: its two largest units ("2 h 5 min", "3 d", "40 s").
+function durationWords(seconds) {
+  if (seconds < 0) return "in " + durationWords(-seconds);
+  let left = Math.floor(seconds);
+  const values = [["d", 86400], ["h", 3600], ["min", 60], ["s", 1]].map(([unit, size]) => {
+    const v = Math.floor(left / size);
+    left -= v * size;
+    return [v, unit];
+  });
+  let first = values.findIndex(([v]) => v > 0);
+  if (first < 0) first = values.length - 1;
+  const words = [values[first][0] + " " + values[first][1]];
+  if (first + 1 < values.length && values[first + 1][0]) words.push(values[first + 1][0] + " " + values[first + 1][1]);
+  return words.join(" ");
+}
+
+// One item as `eventlog status` prints it: "ID (for 2 h 5 min): reason", then the command to copy.
+function itemLine(item) {
+  const since = item.for_s === null ? "" : " (" + (item.for_s < 0 ? "" : "for ") + durationWords(item.for_s) + ")";
+  return item.id + since + ": " + item.reason;
+}
+
 function renderStatus(payload) {
   const status = payload.status;
   showAsOf(status.as_of);
   if (!changed("status", payload)) return;
   $("log").textContent = status.log;
-  const items = status.needs_person;
-  $("count").textContent = items.length;
-  $("count-word").textContent = items.length === 1 ? "thing needs a person now" : "things need a person now";
-  document.body.dataset.attention = items.length ? "yes" : "no";
-  $("calm").hidden = items.length > 0;
-  const list = $("needs");
-  list.replaceChildren(...items.slice(0, SHOWN).map((line) => el("li", line)));
-  $("more").hidden = items.length <= SHOWN;
-  $("more").textContent = "… and " + (items.length - SHOWN) + " more (GET /v1/status has them all)";
+  const count = status.needs_person;
+  $("count").textContent = count;
+  $("count-word").textContent = count === 1 ? "thing needs a person now" : "things need a person now";
+  document.body.dataset.attention = count ? "yes" : "no";
+  $("calm").hidden = count > 0;
+  $("needs").replaceChildren(...status.groups.map((g) => {
+    const li = el("li", null, "group");
+    li.dataset.reason = g.reason_code;
+    li.append(el("h3", g.title + ": " + g.count));
+    const items = el("ul", null, "items");
+    items.append(...g.items.map((item) => {
+      const row = el("li", null, "item");
+      const line = el("span", itemLine(item), "line");
+      if (item.domain === "sessions") {
+        line.textContent = "";
+        const a = el("a", item.id, "id");
+        a.href = "/sessions/" + encodeURIComponent(item.id);
+        line.append(a, document.createTextNode(itemLine(item).slice(item.id.length)));
+      }
+      row.append(line, el("code", item.next, "next"));
+      return row;
+    }));
+    li.append(items);
+    if (g.count > g.items.length) {
+      li.append(el("p", "… and " + (g.count - g.items.length) + " more (eventlog status --all)", "more"));
+    }
+    return li;
+  }));
+  $("more").hidden = true;
 
   const waiting = payload.waiting;
   $("nowaiting").hidden = waiting.length > 0;
@@ -161,15 +203,15 @@ function renderStatus(payload) {
     return li;
   }));
 
+  // The totals of each domain the log holds, as numbers (durations in words).
   const dl = $("headline");
-  const h = status.headline;
-  const rows = [
-    ["failover", h.failover], ["failback", h.failback],
-    ["return p50", h.return_p50_s === null ? "n/a" : h.return_p50_s + " s"],
-    ["return p95", h.return_p95_s === null ? "n/a" : h.return_p95_s + " s"],
-    ["pending", h.pending], ["rejected lines", h.rejected],
-  ];
-  dl.replaceChildren(...rows.flatMap(([k, v]) => [el("dt", k), el("dd", v)]));
+  const rows = [];
+  for (const [domain, numbers] of Object.entries(status.totals)) {
+    const parts = Object.entries(numbers).filter(([, v]) => v !== null).map(([k, v]) =>
+      k.replace(/_/g, " ").replace(/ s$/, "") + " " + (k.endsWith("_s") && typeof v === "number" ? durationWords(v) : v));
+    rows.push(el("dt", domain), el("dd", parts.join(", ")));
+  }
+  dl.replaceChildren(...rows);
 }
 
 // --- the session page --------------------------------------------------------------
