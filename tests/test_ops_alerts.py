@@ -1,0 +1,206 @@
+"""The shipped alert rules (ops/prometheus/): promtool accepts them, their unit tests pass and make every alert both
+fire and stay quiet, every metric and label value they use exists in a real ``follow --prom`` file, and every value of
+a verdict label either fires its alert or is known to need nobody."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from eventlog.runners.sessions import needs_decision
+from tests.conftest import ROOT
+from tests.opskit import RULE_TESTS, RULES, exposed, follow_prom, unknown_in
+from tests.test_prom import promtool
+
+L = "/var/lib/recovery-ledger/ledger.jsonl"
+
+
+def rules() -> list[dict[str, Any]]:
+    """Every alerting rule of the shipped file, in order."""
+    doc = yaml.safe_load(RULES.read_text())
+    return [rule for group in doc["groups"] for rule in group["rules"]]
+
+
+def rule_tests() -> list[dict[str, Any]]:
+    """Every ``alert_rule_test`` of the shipped unit tests."""
+    found = []
+    for path in sorted(RULE_TESTS.glob("*.yml")):
+        for group in yaml.safe_load(path.read_text())["tests"]:
+            found += group.get("alert_rule_test", [])
+    return found
+
+
+@pytest.fixture(scope="module")
+def metrics(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, set[str]]]:
+    """The sample names and label values of a real follow --prom file written from the shipped fixtures."""
+    return exposed(follow_prom(tmp_path_factory.mktemp("follow")))
+
+
+def test_promtool_accepts_the_rules() -> None:
+    checked = subprocess.run([promtool(), "check", "rules", str(RULES)], capture_output=True, text=True, timeout=60)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert f"SUCCESS: {len(rules())} rules found" in checked.stdout
+
+
+def test_the_rule_unit_tests_pass() -> None:
+    files = sorted(p.name for p in RULE_TESTS.glob("*.yml"))
+    assert files
+    checked = subprocess.run([promtool(), "test", "rules", *files], cwd=RULE_TESTS, capture_output=True, text=True,
+                             timeout=120)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert checked.stdout.count("SUCCESS") == len(files)
+
+
+def test_the_unit_tests_fail_when_a_rule_is_wrong(tmp_path: Path) -> None:
+    """The check above can fail: a threshold moved in a copy of the rules breaks the unit tests."""
+    text = RULES.read_text().replace("expr: recovery_lane_stalled == 1", "expr: recovery_lane_stalled == 2")
+    assert text != RULES.read_text()
+    (tmp_path / "prometheus").mkdir()
+    (tmp_path / "prometheus" / RULES.name).write_text(text)
+    (tmp_path / "prometheus" / "tests").mkdir()
+    for path in RULE_TESTS.glob("*.yml"):
+        (tmp_path / "prometheus" / "tests" / path.name).write_text(path.read_text())
+    checked = subprocess.run([promtool(), "test", "rules", "lanes_catchup.yml"], cwd=tmp_path / "prometheus" / "tests",
+                             capture_output=True, text=True, timeout=60)
+    assert checked.returncode != 0 and "RecoveryLaneStalled" in checked.stdout + checked.stderr
+
+
+def test_every_alert_fires_in_one_unit_test_and_stays_quiet_in_another() -> None:
+    names = [rule["alert"] for rule in rules()]
+    assert len(names) == len(set(names))
+    fired = {t["alertname"] for t in rule_tests() if t.get("exp_alerts")}
+    quiet = {t["alertname"] for t in rule_tests() if not t.get("exp_alerts")}
+    assert set(names) - fired == set(), "never shown to fire"
+    assert set(names) - quiet == set(), "never shown to stay quiet"
+    assert fired | quiet <= set(names), "a unit test names an alert that is not shipped"
+
+
+def test_every_alert_has_a_severity_a_summary_and_a_command_to_type_next() -> None:
+    for rule in rules():
+        assert rule["labels"]["severity"] in {"critical", "warning"}, rule["alert"]
+        assert rule["labels"]["domain"] in {"ledger", "handoffs", "lanes", "catchup", "sessions"}, rule["alert"]
+        assert rule["annotations"]["summary"], rule["alert"]
+        description = rule["annotations"]["description"]
+        assert "Next: `" in description, rule["alert"]
+        commands = re.findall(r"`([^`]+)`", description.split("Next:", 1)[1])
+        assert any(c.split()[0] in {"eventlog", "systemctl", "journalctl", "jq", "ls", "tail"} for c in commands), \
+            rule["alert"]
+
+
+def test_every_metric_and_label_value_the_rules_use_is_in_a_real_follow_file(
+    metrics: dict[str, dict[str, set[str]]],
+) -> None:
+    """Renaming a metric, a label or a label value breaks this test: the rules would never fire again."""
+    for rule in rules():
+        assert unknown_in(rule["expr"], metrics) == [], rule["alert"]
+        assert re.search(r"\brecovery_\w+", rule["expr"]), rule["alert"]
+
+
+def test_the_unit_tests_feed_series_a_real_follow_file_has(metrics: dict[str, dict[str, set[str]]]) -> None:
+    """The fed series are named and labelled as follow writes them (their label values may be made up)."""
+    for path in sorted(RULE_TESTS.glob("*.yml")):
+        for group in yaml.safe_load(path.read_text())["tests"]:
+            for fed in group["input_series"]:
+                name, labels = re.fullmatch(r"(\w+)\{(.*)\}", fed["series"]).groups()  # type: ignore[union-attr]
+                assert name in metrics, (path.name, name)
+                assert {k for k, _op, _v in re.findall(r'(\w+)(=)"([^"]*)"', labels)} == set(metrics[name]), \
+                    (path.name, fed["series"])
+
+
+def test_the_alerts_in_docs_metrics_are_the_shipped_rules() -> None:
+    section = (ROOT / "docs" / "METRICS.md").read_text().split("## Alerts", 1)[1]
+    rows = re.findall(r"^\| `(\w+)` \| `([^`]+)` \|([^|]*)\|", section, flags=re.MULTILINE)
+    documented = {name: (expr, wait.strip()) for name, expr, wait in rows}
+    shipped = {rule["alert"]: (" ".join(rule["expr"].split()), rule.get("for", "")) for rule in rules()}
+    assert documented == shipped
+
+
+# --- every value of a verdict label: its alert, or known to need nobody --------------------------------
+
+#: For each family whose label says a verdict: the alert each value fires (None: nobody is needed).
+#: A value follow writes that is not here fails the test below: decide whether it needs a person, and if it
+#: does, add an alert for it to ops/prometheus/recovery-ledger.rules.yml (and a unit test) before listing it.
+VERDICTS: dict[str, tuple[str, dict[str, str | None]]] = {
+    "recovery_probe_plan_accounts": ("reason", {
+        "nothing_pending": None, "waiting_reset": None, "due": None,
+        "backoff_transient": "RecoveryAccountBackingOff", "backoff_estimate": "RecoveryAccountBackingOff",
+    }),
+    "recovery_handoff_stale_claims": ("kind", {
+        "retryable": "RecoveryClaimStuck", "unknown_effect": "RecoveryResumeUnknownEffect",
+    }),
+    "recovery_handoff_needs_human": ("reason", dict.fromkeys(
+        ("conflict", "resume_failed_unknown_effect", "other"), "RecoveryHandoffNeedsHuman")),
+    "recovery_lane_stalled": ("kind", dict.fromkeys(("job-unpicked", "status-quiet"), "RecoveryLaneStalled")),
+    "recovery_controls_total": ("verdict", {
+        "clean": None, "late_sdk": None,
+        **dict.fromkeys(("engine_timeout", "capture_timeout", "capture_failed", "checkpoint_unavailable",
+                         "deadline_exceeded", "unexplained"), "RecoveryInterruptOutcomeUnknown"),
+    }),
+}
+
+
+def _minutes(duration: str | None) -> int:
+    units = {"h": 60, "m": 1}
+    return sum(int(n) * units[u] for n, u in re.findall(r"(\d+)([hm])", duration or "0m"))
+
+
+def _sweep_case(rules_: list[dict[str, Any]], series: str, labels: dict[str, str], counter: bool,
+                expected: set[str]) -> dict[str, Any]:
+    """One promtool test: ``series`` is 1 (a counter: rises to 1) from the start, follow is alive; each alert is
+    checked two minutes after its ``for``: those in ``expected`` fire with the series' labels, the rest do not."""
+    span = 12 * 60 + 30
+    present = {k: v for k, v in labels.items() if v}  # an empty label value is no label to Prometheus
+    fed = [
+        {"series": series, "values": f"0 1x{span}" if counter else f"1x{span}"},
+        {"series": f'recovery_follow_tick_seconds{{log="{L}"}}', "values": f"5x{span}"},
+        {"series": f'recovery_judged_timestamp_seconds{{log="{L}"}}', "values": f"0+60x{span}"},
+    ]
+    checks = [
+        {"eval_time": f"{_minutes(rule.get('for')) + 2}m", "alertname": rule["alert"],
+         "exp_alerts": [{"exp_labels": {**present, **rule["labels"]}}] if rule["alert"] in expected else []}
+        for rule in rules_
+    ]
+    return {"interval": "1m", "input_series": fed, "alert_rule_test": checks}
+
+
+def test_every_value_of_a_verdict_label_fires_its_alert_or_is_known_to_need_nobody(
+    tmp_path: Path, metrics: dict[str, dict[str, set[str]]],
+) -> None:
+    """The guard for new verdicts: the values are read from a real follow file, so a reason, kind or verdict added
+    to the code (an account waiting for a person, say) fails here until it is classified and, if a person is
+    needed, alerted on. Each value is fed alone through promtool and exactly its alert must fire."""
+    shipped = rules()
+    cases = []
+    for family, (label, table) in VERDICTS.items():
+        sample = family if family in metrics else family.removesuffix("_total") + "_total"
+        values = metrics[sample][label]
+        assert values - set(table) == set(), f"{family}{{{label}}}: classify these values (and alert on them)"
+        assert set(table) - values == set(), f"{family}{{{label}}}: no longer written"
+        others = {k: sorted(v)[0] for k, v in metrics[sample].items() if k not in {label, "log"}}
+        for value, alert in table.items():
+            labels = {"log": L, **others, label: value}
+            series = sample + "{" + ",".join(f'{k}="{v}"' for k, v in labels.items()) + "}"
+            cases.append(_sweep_case(shipped, series, labels, sample.endswith("_total"), {alert} - {None}))
+    # sessions: every (admission_state, attention) pair follow lists; a decision is needed where status says so
+    pairs = metrics["recovery_sessions"]
+    for state in sorted(pairs["admission_state"]):
+        for attention in sorted(pairs["attention"]):
+            labels = {"log": L, "admission_state": state, "attention": attention}
+            expected = {"RecoverySessionNeedsDecision"} if needs_decision(labels) else set()
+            series = "recovery_sessions{" + ",".join(f'{k}="{v}"' for k, v in labels.items()) + "}"
+            cases.append(_sweep_case(shipped, series, labels, False, expected))
+    assert len(cases) >= 5 + 2 + 3 + 2 + 8 + 25
+    for rule in shipped:  # the texts are checked by the unit tests; here only which series fire
+        rule.pop("annotations", None)
+    (tmp_path / "rules.yml").write_text(yaml.safe_dump({"groups": [{"name": "sweep", "rules": shipped}]}))
+    (tmp_path / "sweep.yml").write_text(json.dumps(
+        {"rule_files": ["rules.yml"], "evaluation_interval": "1m", "tests": cases}))
+    checked = subprocess.run([promtool(), "test", "rules", "sweep.yml"], cwd=tmp_path, capture_output=True, text=True,
+                             timeout=300)
+    assert checked.returncode == 0, (checked.stdout + checked.stderr)[-4000:]
