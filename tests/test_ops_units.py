@@ -1,0 +1,257 @@
+"""The shipped systemd units and launchd plists (ops/systemd, ops/launchd): systemd-analyze verifies the units, the
+timers run at the seeds' periods, every command line parses with eventlog's own parser, the plists say the same as
+the units, and the failback and follow units' commands do what the alerts expect of them when run."""
+
+from __future__ import annotations
+
+import json
+import os
+import plistlib
+import re
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+from collections import defaultdict
+from datetime import datetime
+from itertools import pairwise
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from eventlog.cli import build_parser
+from tests.conftest import ROOT
+from tests.opskit import OPS
+from tests.test_follow import _wait_for
+from tests.test_prom import promtool
+
+SYSTEMD = OPS / "systemd"
+LAUNCHD = OPS / "launchd"
+PREFIX = "/opt/recovery-ledger"
+EVENTLOG = f"{PREFIX}/.venv/bin/eventlog"
+#: Each job: its subcommand and how often it runs (None: a service that keeps running). Seeds 000, 001, 002.
+JOBS: dict[str, tuple[str, int | None]] = {
+    "failback": ("failback", 15 * 60), "lanes": ("lanes", 3600), "catchup": ("catchup", 30 * 60),
+    "follow": ("follow", None), "serve": ("serve", None),
+}
+
+
+def unit(path: Path) -> dict[str, dict[str, list[str]]]:
+    """A unit file's ``Key=Value`` lines by section (a key may repeat)."""
+    sections: dict[str, dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
+    section = ""
+    for line in path.read_text().splitlines():
+        line = line.strip()
+        if not line or line.startswith(("#", ";")):
+            continue
+        if line.startswith("["):
+            section = line.strip("[]")
+            continue
+        key, value = line.split("=", 1)
+        sections[section][key.strip()].append(value.strip())
+    return sections
+
+
+def env() -> dict[str, str]:
+    """ledger.env as systemd reads it: each value one word after its quotes are taken off, as a shell would."""
+    out = {}
+    for line in (SYSTEMD / "ledger.env").read_text().splitlines():
+        if line.strip() and not line.startswith("#"):
+            key, value = line.split("=", 1)
+            words = shlex.split(value)
+            assert len(words) == 1, line  # unquoted spaces would not be one value
+            out[key] = words[0]
+    return out
+
+
+def exec_start(name: str) -> list[str]:
+    """The service's ExecStart as the argv systemd runs: split at spaces, each ``${VAR}`` one argument."""
+    (line,) = unit(SYSTEMD / f"recovery-ledger-{name}.service")["Service"]["ExecStart"]
+    assert '"' not in line and "'" not in line, line
+    values = env()
+    return [values[w[2:-1]] if re.fullmatch(r"\$\{\w+\}", w) else w for w in line.split()]
+
+
+def plist(name: str) -> dict[str, Any]:
+    with (LAUNCHD / f"org.recovery-ledger.{name}.plist").open("rb") as f:
+        loaded: dict[str, Any] = plistlib.load(f)
+    return loaded
+
+
+def parsed(argv: list[str]) -> Any:
+    """eventlog's own parser on argv (a bad flag fails the test, not the process)."""
+    assert argv[0] == EVENTLOG, argv
+    try:
+        return build_parser().parse_args(argv[1:])
+    except SystemExit as exc:
+        pytest.fail(f"eventlog refuses {argv[1:]}: exit {exc.code}")
+
+
+def elapses(spec: str, n: int = 5) -> list[datetime]:
+    """The next ``n`` times systemd would run an ``OnCalendar=`` spec."""
+    out = subprocess.run([systemd_analyze(), "calendar", f"--iterations={n}", spec], capture_output=True,
+                         text=True, timeout=60, check=True).stdout
+    return [datetime.strptime(m, "%Y-%m-%d %H:%M:%S")
+            for m in re.findall(r"(?:Next elapse|Iter\. #\d+): \w+ (\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)", out)]
+
+
+def systemd_analyze() -> str:
+    """systemd-analyze's path; a loud skip when absent outside CI, a failure in CI (.ci/run installs it)."""
+    path = shutil.which("systemd-analyze")
+    if path is None:
+        if os.environ.get("CI"):
+            pytest.fail("systemd-analyze is not installed, and CI must run this test (.ci/run installs systemd)")
+        pytest.skip("SYSTEMD-ANALYZE IS NOT INSTALLED: the units were not verified (apt-get install -y systemd)")
+    return path
+
+
+# --- systemd ------------------------------------------------------------------------------------------------
+
+
+def test_systemd_analyze_verifies_every_unit(tmp_path: Path) -> None:
+    """As installed, but with this checkout as the prefix, so the ExecStart binary exists to be checked."""
+    tool = systemd_analyze()
+    assert (ROOT / ".venv" / "bin" / "eventlog").exists(), "run tools/setup first"
+    names = sorted(p.name for p in SYSTEMD.glob("recovery-ledger-*"))
+    assert names == sorted([f"recovery-ledger-{j}.service" for j in JOBS] +
+                           [f"recovery-ledger-{j}.timer" for j, (_c, every) in JOBS.items() if every])
+    for name in names:
+        (tmp_path / name).write_text((SYSTEMD / name).read_text().replace(PREFIX, str(ROOT)))
+    checked = subprocess.run([tool, "verify", "--man=no", *names], cwd=tmp_path, capture_output=True, text=True,
+                             timeout=120)
+    assert checked.returncode == 0 and checked.stdout + checked.stderr == "", checked.stdout + checked.stderr
+
+
+def test_systemd_analyze_does_flag_a_broken_unit(tmp_path: Path) -> None:
+    """The check above can fail: a misspelt key is said on stderr, a missing binary fails."""
+    tool = systemd_analyze()
+    text = (SYSTEMD / "recovery-ledger-lanes.service").read_text()
+    (tmp_path / "a.service").write_text(text.replace(PREFIX, str(ROOT)).replace("KillMode=", "KilMode="))
+    (tmp_path / "b.service").write_text(text)  # /opt/recovery-ledger/.venv/bin/eventlog does not exist here
+    a = subprocess.run([tool, "verify", "--man=no", "a.service"], cwd=tmp_path, capture_output=True, text=True,
+                       timeout=60)
+    assert "KilMode" in a.stderr
+    if not Path(EVENTLOG).exists():
+        b = subprocess.run([tool, "verify", "--man=no", "b.service"], cwd=tmp_path, capture_output=True, text=True,
+                           timeout=60)
+        assert b.returncode != 0 and "eventlog" in b.stderr
+
+
+@pytest.mark.parametrize("job", [j for j, (_c, every) in JOBS.items() if every])
+def test_each_timer_runs_its_service_at_the_seeds_period(job: str) -> None:
+    timer = unit(SYSTEMD / f"recovery-ledger-{job}.timer")
+    (spec,) = timer["Timer"]["OnCalendar"]
+    times = elapses(spec)
+    assert len(times) == 5
+    assert {(b - a).total_seconds() for a, b in pairwise(times)} == {JOBS[job][1]}
+    assert timer["Timer"].get("Unit") is None  # it starts the service of its own name
+    assert timer["Install"]["WantedBy"] == ["timers.target"]
+    assert unit(SYSTEMD / f"recovery-ledger-{job}.service")["Service"]["Type"] == ["oneshot"]
+
+
+@pytest.mark.parametrize("job", list(JOBS))
+def test_each_unit_runs_its_command_with_flags_eventlog_takes(job: str) -> None:
+    command, every = JOBS[job]
+    service = unit(SYSTEMD / f"recovery-ledger-{job}.service")["Service"]
+    assert service["EnvironmentFile"] == ["/etc/recovery-ledger/ledger.env"]
+    args = parsed(exec_start(job))
+    assert args.command == command
+    assert args.log == env()["LEDGER_LOG"]
+    if every is None:
+        assert service["Restart"] in (["always"], ["on-failure"])
+    if job == "failback":
+        assert args.period == every  # the heartbeat says how often the timer runs it: the alerts use it
+        assert shlex.split(args.probe_cmd) == ["claude", "-p", "reply PING_OK"]  # the quotes survive
+    if job == "follow":
+        assert args.prom.startswith("/var/lib/prometheus/node-exporter/") and args.prom.endswith(".prom")
+        assert os.path.dirname(args.prom) in service["ReadWritePaths"][0].split()
+    if job == "serve":
+        assert args.host == "127.0.0.1"
+
+
+# --- launchd ------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("job", list(JOBS))
+def test_each_plist_loads_and_says_what_its_systemd_unit_says(job: str) -> None:
+    command, every = JOBS[job]
+    job_plist = plist(job)
+    assert job_plist["Label"] == f"org.recovery-ledger.{job}"
+    mac = parsed(job_plist["ProgramArguments"])
+    linux = parsed(exec_start(job))
+    assert mac.command == command
+    paths = {"log", "dump", "prom", "snapshot", "keys", "resume_cmd", "enqueue_cmd", "kick_cmd"}
+    assert {k: v for k, v in vars(mac).items() if k not in paths and not callable(v)} == \
+        {k: v for k, v in vars(linux).items() if k not in paths and not callable(v)}
+    assert {k for k in paths if getattr(mac, k, None)} == {k for k in paths if getattr(linux, k, None)}
+    if every is None:
+        assert job_plist["KeepAlive"] is True and "StartInterval" not in job_plist
+    else:
+        assert job_plist["StartInterval"] == every and "KeepAlive" not in job_plist
+    assert job_plist["RunAtLoad"] is True
+    assert job_plist["StandardErrorPath"].startswith(f"{PREFIX}/var/log/")
+    assert "/usr/bin" in job_plist["EnvironmentVariables"]["PATH"].split(":")
+
+
+def test_catchup_gets_time_to_stop_its_rerun() -> None:
+    """Stopped, catchup sends its re-run SIGTERM and waits --kill-grace (30 s) before SIGKILL: both managers
+    wait longer than that before they kill catchup itself."""
+    grace = parsed(exec_start("catchup")).kill_grace
+    assert plist("catchup")["ExitTimeOut"] > grace
+    service = unit(SYSTEMD / "recovery-ledger-catchup.service")["Service"]
+    assert service["KillMode"] == ["mixed"]
+    assert int(service["TimeoutStopSec"][0].removesuffix("s")) > grace
+
+
+# --- the commands, run as the units run them ------------------------------------------------------------------
+
+
+def _as_here(argv: list[str], paths: dict[str, str]) -> list[str]:
+    """argv with the installed paths replaced by test ones, run by this Python."""
+    return [sys.executable, "-m", "eventlog", *(paths.get(a, a) for a in argv[1:])]
+
+
+def test_the_failback_units_pass_writes_a_heartbeat_with_the_timers_period(tmp_path: Path) -> None:
+    """What RecoveryWatcherDead compares: the heartbeat's period is the timer's, because the unit says --period."""
+    log = tmp_path / "ledger.jsonl"
+    shutil.copy(ROOT / "fixtures" / "handoffs_seed_98.jsonl", log)  # nothing pending: no probe runs
+    values = env()
+    argv = _as_here(exec_start("failback"), {values["LEDGER_LOG"]: str(log),
+                                             values["FAILBACK_PROBE_CMD"]: "false",
+                                             values["FAILBACK_RESUME_CMD"]: "false"})
+    ran = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert ran.returncode == 0, ran.stderr
+    dump = json.loads(subprocess.run([sys.executable, "-m", "eventlog", "replay", str(log)], cwd=ROOT,
+                                     capture_output=True, text=True, timeout=120, check=True).stdout)
+    (beat,) = dump["handoffs"]["watchers"].values()
+    assert beat["period_s"] == JOBS["failback"][1] and beat["exit"] == "ok"
+    times = elapses(unit(SYSTEMD / "recovery-ledger-failback.timer")["Timer"]["OnCalendar"][0], 2)
+    assert (times[1] - times[0]).total_seconds() == beat["period_s"]
+
+
+def test_the_follow_units_command_writes_a_prom_file_node_exporter_reads(tmp_path: Path) -> None:
+    """Its exact command line, with test paths: a ``.prom`` file promtool accepts, readable by others, and exit 0
+    on SIGTERM (how systemd and launchd stop it)."""
+    tool = promtool()
+    log, textfile = tmp_path / "ledger.jsonl", tmp_path / "node-exporter"
+    textfile.mkdir()
+    shutil.copy(ROOT / "fixtures" / "handoffs_watcher_error.jsonl", log)
+    args = parsed(exec_start("follow"))
+    prom = textfile / os.path.basename(args.prom)
+    argv = _as_here(exec_start("follow"), {args.log: str(log), args.dump: str(tmp_path / "dump.json"),
+                                           args.prom: str(prom), args.snapshot: str(tmp_path / "follow.snap")})
+    proc = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert _wait_for(lambda: "recovery_watcher_last_run_error" in prom.read_text(), timeout=60)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
+    assert prom.stat().st_mode & 0o004  # node_exporter runs as another user
+    assert [p.name for p in textfile.iterdir()] == [prom.name]  # no temporary file left for it to read
+    checked = subprocess.run([tool, "check", "metrics"], input=prom.read_text(), capture_output=True, text=True,
+                             timeout=60)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert f'recovery_watcher_last_run_error{{log="{log}",watcher="watcher-a"}} 1' in prom.read_text()
