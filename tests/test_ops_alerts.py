@@ -204,3 +204,12 @@ def test_every_value_of_a_verdict_label_fires_its_alert_or_is_known_to_need_nobo
     checked = subprocess.run([promtool(), "test", "rules", "sweep.yml"], cwd=tmp_path, capture_output=True, text=True,
                              timeout=300)
     assert checked.returncode == 0, (checked.stdout + checked.stderr)[-4000:]
+
+
+def test_operations_doc_says_what_to_type_next_for_every_alert() -> None:
+    """docs/OPERATIONS.md's table: every shipped alert, with its severity, and a command for each."""
+    text = (ROOT / "docs" / "OPERATIONS.md").read_text()
+    rows = re.findall(r"^\| `(Recovery\w+)` \| (\w+) \|[^|]*\| (.*) \|$", text, flags=re.MULTILINE)
+    assert {name: severity for name, severity, _next in rows} == \
+        {rule["alert"]: rule["labels"]["severity"] for rule in rules()}
+    assert all("`" in typed for _n, _s, typed in rows)

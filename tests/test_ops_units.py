@@ -15,6 +15,7 @@ import subprocess
 import sys
 from collections import defaultdict
 from datetime import datetime
+from fnmatch import fnmatch
 from itertools import pairwise
 from pathlib import Path
 from typing import Any
@@ -255,3 +256,16 @@ def test_the_follow_units_command_writes_a_prom_file_node_exporter_reads(tmp_pat
                              timeout=60)
     assert checked.returncode == 0, checked.stdout + checked.stderr
     assert f'recovery_watcher_last_run_error{{log="{log}",watcher="watcher-a"}} 1' in prom.read_text()
+
+
+def test_operations_doc_lists_every_shipped_file() -> None:
+    """Every file under ops/ is in docs/OPERATIONS.md's table (``a.{b,c}`` and ``*`` as a shell expands them)."""
+    text = (ROOT / "docs" / "OPERATIONS.md").read_text()
+    patterns = []
+    for listed in re.findall(r"^\| `(ops/[^`]+)` \|", text, flags=re.MULTILINE):
+        braces = re.fullmatch(r"(.*)\{(.*)\}(.*)", listed)
+        patterns += [braces[1] + alt + braces[3] for alt in braces[2].split(",")] if braces else [listed]
+    shipped = sorted(p.relative_to(ROOT).as_posix() for p in OPS.rglob("*") if p.is_file())
+    assert len(shipped) >= 20
+    for path in shipped:
+        assert any(fnmatch(path, pattern) for pattern in patterns), path
