@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -32,3 +34,14 @@ def write_log(path: Path, events: list[dict[str, Any]]) -> Path:
 def cli() -> Any:
     """The ``run_cli`` helper."""
     return run_cli
+
+
+def system_tool(name: str, package: str) -> str:
+    """The path of a system binary a test needs: a loud skip when it is absent outside CI, a failure in CI
+    (``.ci/run`` installs Debian's ``package`` when it is missing)."""
+    path = shutil.which(name)
+    if path is None:
+        if os.environ.get("CI"):
+            pytest.fail(f"{name} is not installed, and CI must run this test (.ci/run installs Debian's {package})")
+        pytest.skip(f"{name.upper()} IS NOT INSTALLED: this check did not run (apt-get install -y {package})")
+    return path

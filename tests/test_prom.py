@@ -4,9 +4,7 @@ the dump's values, timestamps an alert can use when nothing else runs, and the d
 from __future__ import annotations
 
 import json
-import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -20,7 +18,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from eventlog.cli.common import replay_log
 from eventlog.clock import LAST_LINE, parse_at
 from eventlog.prom import LATENCY_BUCKETS_S, exposition, of_replay
-from tests.conftest import ROOT
+from tests.conftest import ROOT, system_tool
 from tests.test_follow import _wait_for
 
 FIX = ROOT / "fixtures"
@@ -28,13 +26,8 @@ FIXTURES = sorted(p for p in FIX.glob("*.jsonl"))
 
 
 def promtool() -> str:
-    """promtool's path; a loud skip when it is absent outside CI, a failure in CI (.ci/run installs it)."""
-    path = shutil.which("promtool")
-    if path is None:
-        if os.environ.get("CI"):
-            pytest.fail("promtool is not installed, and CI must run this test (.ci/run installs Debian's prometheus)")
-        pytest.skip("PROMTOOL IS NOT INSTALLED: this Prometheus check did not run (apt-get install -y prometheus)")
-    return path
+    """promtool's path (Debian's prometheus ships it); a loud skip outside CI, a failure in CI."""
+    return system_tool("promtool", "prometheus")
 
 
 def replayed(log: Path, at: str | None = None, tick_s: float | None = 5) -> tuple[dict[str, Any], str]:
