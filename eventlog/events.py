@@ -121,6 +121,9 @@ class Conflict(Event, tag="conflict"):
 
     handoff_id: str
     detail: str
+    #: The project's addition (docs/DECISIONS.md, attempt fencing): the claim's attempt it answers. Without it,
+    #: the conflict answers whatever claim is live (spec section 3 as written).
+    attempt: Positive | None = None
 
 
 class NeedsHuman(Event, tag="needs_human"):

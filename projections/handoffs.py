@@ -13,8 +13,17 @@ Decisions where the spec is silent (the lead's):
 - open states are ``pending``, ``claimed``, ``resume_requested``, ``needs_human``;
 - ``local_started`` / ``local_start_failed`` apply to a created handoff in any
   state and change only the failover count;
-- ``resume_requested``, ``resume_failed`` and ``verified`` do not check that
-  ``attempt`` is the claimed one;
+- **attempt fencing** (the project's decision; it tightens the spec):
+  ``resume_requested``, ``resume_failed``, ``verified`` and ``conflict`` are
+  rejected unless their ``attempt`` is the live claim's (the last ``claimed``
+  one), so a watcher whose claim was released and taken by another can no
+  longer move the handoff. ``conflict`` may leave ``attempt`` out (the spec
+  has none): it then answers whatever claim is live, as the spec says;
+- a request the runner handed to a person because nothing came back
+  (``needs_human`` with reason ``resume_unconfirmed``) still takes the answer
+  it was waiting for: ``verified``, ``resume_failed`` or ``conflict`` of the
+  same attempt applies to it as to ``resume_requested`` (any other
+  ``needs_human`` refuses them, as the spec says);
 - an event of a handoff never created, and a second ``handoff_created``, are
   rejected; a rejection leaves state and timestamps as they were;
 - stale means strictly longer than ``stale_after`` since the last *applied*
@@ -38,19 +47,26 @@ first match wins:
 
 1. no pending handoff of the account: ``nothing_pending``, no probe,
    ``next_probe_at`` null;
-2. the latest ``limit_recorded`` of the account (log order) has a ``reset_at``
+2. ``needs_person``: the account's latest probe said ``auth_error`` (a broken
+   login does not heal by waiting): no probe at all, ``next_probe_at`` null,
+   until a person has fixed it and probes once by hand (``eventlog handoff
+   probe``): a probe of any other outcome ends it;
+3. the latest ``limit_recorded`` of the account (log order) has a ``reset_at``
    after T: ``waiting_reset``, no probe, ``next_probe_at`` = that ``reset_at``
    as written;
-3. ``backoff_transient``: the account's latest probe after that limit was
-   ``transient`` or ``network_timeout``; wait 60 s, doubled for each such
-   probe in a row before it (60, 120, 240, ... capped at 1 h), from the
-   latest probe's ``ts``; no probe while T is before that;
-4. ``backoff_estimate``: the latest limit is ``estimated`` or ``unknown``, its
+4. ``backoff_transient`` / ``backoff_unexpected``: the account's latest probe
+   after that limit was passing trouble (``transient``, ``network_timeout``,
+   or ``unexpected``: an answer nobody knows how to read is not retried at
+   once either); wait 60 s, doubled for each such probe in a row before it
+   (60, 120, 240, ... capped at 1 h), from the latest probe's ``ts``; no probe
+   while T is before that. The reason names the latest probe:
+   ``backoff_unexpected`` when it was ``unexpected``;
+5. ``backoff_estimate``: the latest limit is ``estimated`` or ``unknown``, its
    ``reset_at`` (if any) has passed, and the latest probes after it said
    ``quota_limited`` (the estimate proved wrong); wait 30 min, doubled for
    each ``quota_limited`` probe in a row since that limit (30 min, 1 h, 2 h,
    ... capped at 24 h), from the latest one; no probe while T is before that;
-5. otherwise ``due``: probe now, ``next_probe_at`` = T.
+6. otherwise ``due``: probe now, ``next_probe_at`` = T.
 
 An ``explicit`` reset that has passed followed by ``quota_limited`` probes does
 not back off: the spec says probe now. A probe of any other outcome ends a run
@@ -121,15 +137,23 @@ RULES: dict[str, frozenset[str]] = {
 #: Why a handoff is in ``needs_human`` when no ``needs_human`` event said so.
 REASON_CONFLICT = "conflict"
 REASON_UNKNOWN_EFFECT = "resume_failed_unknown_effect"
+#: The reason the failback runner gives a stale ``resume_requested`` it hands to a person.
+REASON_UNCONFIRMED = "resume_unconfirmed"
+
+#: The answers of the cloud side to a request; they take the claim's attempt (fencing).
+ANSWERS = frozenset({"verified", "resume_failed", "conflict"})
 
 #: Stale verdicts by state.
 STALE_KIND = {CLAIMED: "retryable", REQUESTED: "unknown_effect"}
 
-#: Every ``reason`` of an account's probe plan (spec: the first three; the backoffs are the project's).
-PLAN_REASONS: tuple[str, ...] = ("nothing_pending", "waiting_reset", "backoff_transient", "backoff_estimate", "due")
+#: Every ``reason`` of an account's probe plan (spec: nothing_pending, waiting_reset, due; the rest are the project's).
+PLAN_REASONS: tuple[str, ...] = (
+    "nothing_pending", "needs_person", "waiting_reset", "backoff_transient", "backoff_unexpected", "backoff_estimate",
+    "due",
+)
 
 #: Probe outcomes that are backed off as passing trouble, and the wait.
-TRANSIENT = frozenset({"transient", "network_timeout"})
+TRANSIENT = frozenset({"transient", "network_timeout", "unexpected"})
 TRANSIENT_FIRST_S = 60
 TRANSIENT_CAP_S = 3600
 #: Backoff after an estimated or unknown reset proved wrong.
@@ -186,7 +210,7 @@ class Account(msgspec.Struct, gc=False):
     run: int = 0
     #: ``ts`` of the run's latest probe, as the reader left it: the backoff's end is computed from it and printed.
     run_ts: str | None = None
-    #: The outcome and ``ts`` (as written) of the account's latest probe (None: never probed).
+    #: The outcome (it names the backoff) and ``ts`` (as written) of the account's latest probe (None: never probed).
     last_outcome: str | None = None
     last_probe_ts: str | None = None
 
@@ -320,12 +344,15 @@ class Handoffs:
         acc = self.state.accounts.get(account)
         if acc is None or acc.pending == 0:
             return {"probe": False, "reason": "nothing_pending", "next_probe_at": None}
+        if acc.last_outcome == "auth_error":
+            return {"probe": False, "reason": "needs_person", "next_probe_at": None}
         if acc.reset_at is not None and acc.reset_at > as_of:
             return {"probe": False, "reason": "waiting_reset", "next_probe_at": acc.reset_text}
         if acc.run and acc.run_ts is not None:
             reason = None
             if acc.run_kind == "transient":
-                reason, wait = "backoff_transient", backoff_s(TRANSIENT_FIRST_S, acc.run, TRANSIENT_CAP_S)
+                reason = "backoff_unexpected" if acc.last_outcome == "unexpected" else "backoff_transient"
+                wait = backoff_s(TRANSIENT_FIRST_S, acc.run, TRANSIENT_CAP_S)
             elif acc.run_kind == "quota" and acc.confidence in GUESSED:
                 reason, wait = "backoff_estimate", backoff_s(ESTIMATE_FIRST_S, acc.run, ESTIMATE_CAP_S)
             if reason is not None:
@@ -426,17 +453,25 @@ class Handoffs:
             acc = self.state.accounts[name] = Account()
         return acc
 
-    def _fits(self, kind: str, hid: str) -> Handoff | Rejected:
-        """The handoff an event of type ``kind`` moves, or why it does not fit (spec: rejected, state unchanged)."""
+    def _fits(self, kind: str, hid: str, attempt: int | None = None) -> Handoff | Rejected:
+        """The handoff an event of type ``kind`` moves, or why it does not fit (spec: rejected, state unchanged).
+
+        ``attempt``: the event's, fenced against the live claim's (None: not fenced).
+        """
         h = self.state.items.get(hid)
         if h is None:
             return Rejected(f"unknown handoff {hid}: never created")
         allowed = RULES[kind]
+        if kind in ANSWERS and h.state == NEEDS_HUMAN and h.reason == REASON_UNCONFIRMED:
+            allowed = allowed | {NEEDS_HUMAN}  # the answer the person was handed the silence for
         if h.state not in allowed:
             if kind == "claimed" and h.state in LIVE:
                 return Rejected(f"{hid} already has a live claim ({h.state} by {h.watcher}, attempt {h.attempt})")
             wanted = " or ".join(s for s in STATES if s in allowed)
             return Rejected(f"{kind} applies only to a {wanted} handoff; {hid} is {h.state}")
+        if attempt is not None and attempt != h.attempt:
+            return Rejected(f"{kind} of attempt {attempt} is fenced off: the live claim of {hid} is attempt "
+                            f"{h.attempt} (by {h.watcher})")
         return h
 
     def _move(self, h: Handoff, state: HandoffState, at: datetime) -> None:
@@ -497,7 +532,7 @@ class Handoffs:
         return None
 
     def _resume_requested(self, ev: ResumeRequested, line: int, at: datetime) -> FoldResult:
-        h = self._fits("resume_requested", ev.handoff_id)
+        h = self._fits("resume_requested", ev.handoff_id, ev.attempt)
         if isinstance(h, Rejected):
             return h
         self._move(h, REQUESTED, at)
@@ -508,7 +543,7 @@ class Handoffs:
         return None
 
     def _resume_failed(self, ev: ResumeFailed, line: int, at: datetime) -> FoldResult:
-        h = self._fits("resume_failed", ev.handoff_id)
+        h = self._fits("resume_failed", ev.handoff_id, ev.attempt)
         if isinstance(h, Rejected):
             return h
         if ev.effect == "none":
@@ -520,7 +555,7 @@ class Handoffs:
         return None
 
     def _verified(self, ev: Verified, line: int, at: datetime) -> FoldResult:
-        h = self._fits("verified", ev.handoff_id)
+        h = self._fits("verified", ev.handoff_id, ev.attempt)
         if isinstance(h, Rejected):
             return h
         self._move(h, RETURNED, at)
@@ -531,7 +566,7 @@ class Handoffs:
         return None
 
     def _conflict(self, ev: Conflict, line: int, at: datetime) -> FoldResult:
-        h = self._fits("conflict", ev.handoff_id)
+        h = self._fits("conflict", ev.handoff_id, ev.attempt)
         if isinstance(h, Rejected):
             return h
         self._move(h, NEEDS_HUMAN, at)

@@ -347,7 +347,7 @@ def test_estimate_backoff_needs_a_quota_probe_after_the_limit_and_a_passed_reset
 
 def test_ok_or_other_outcomes_end_a_run() -> None:
     h, _ = fold([created("h1", t("09:00:00")), limit(t("09:00:00"), None, "estimated"),
-                 *probes("a", [(t("09:10:00"), "quota_limited"), (t("09:11:00"), "auth_error")])])
+                 *probes("a", [(t("09:10:00"), "quota_limited"), (t("09:11:00"), "ok")])])
     assert h.plan("a", at(t("09:12:00")))["reason"] == "due"
     h, _ = fold([created("h1", t("09:00:00")),
                  *probes("a", [(t("09:10:00"), "transient"), (t("09:11:00"), "quota_limited"),
@@ -448,3 +448,103 @@ def test_durations_with_an_assumed_zone_are_real_time_across_dst(tmp_path: Path)
     assert got["watcher"]["late"] is False  # 15 min since the run, not more than 2 x 10 min
     restored = snapshot.copy(replay, Replay(Runner(), replay.reader.assume_tz))  # a snapshot judges the same
     assert restored.dump(str(log))["handoffs"] == got
+
+
+# --- issue 17: attempt fencing, a request that went unconfirmed, probe classes ------------------------
+
+
+def claimed(hid: str, ts: str, watcher: str, attempt: int) -> dict[str, Any]:
+    return ev("claimed", ts, handoff_id=hid, watcher=watcher, attempt=attempt)
+
+
+def verified(hid: str, ts: str, attempt: int) -> dict[str, Any]:
+    return ev("verified", ts, handoff_id=hid, attempt=attempt, branch="main", head="abc", dirty=False,
+              todos="taken_over")
+
+
+def test_attempt_fencing_refuses_the_answer_of_a_claim_that_was_given_back() -> None:
+    # Issue 17: "claimed w1/attempt 1 -> released -> claimed w2/attempt 2, then w1's resume_requested attempt:1 is
+    # accepted and w2's attempt:2 refused". Fenced: the other way round.
+    h, results = fold([
+        created("h1", t("09:00:00")),
+        claimed("h1", t("09:01:00"), "w1", 1),
+        ev("released", t("09:40:00"), handoff_id="h1", reason="stale claim"),
+        claimed("h1", t("09:45:00"), "w2", 2),
+        ev("resume_requested", t("09:46:00"), handoff_id="h1", attempt=1),
+        ev("resume_requested", t("09:46:01"), handoff_id="h1", attempt=2),
+        verified("h1", t("09:50:00"), 1),
+        ev("resume_failed", t("09:50:01"), handoff_id="h1", attempt=1, error="x", effect="unknown"),
+        ev("conflict", t("09:50:02"), handoff_id="h1", attempt=1, detail="x"),
+        verified("h1", t("09:51:00"), 2),
+    ])
+    reasons = [r.reason if isinstance(r, Rejected) else None for r in results]
+    fenced = "of attempt 1 is fenced off: the live claim of h1 is attempt 2 (by w2)"
+    assert reasons == [None, None, None, None, f"resume_requested {fenced}", None, f"verified {fenced}",
+                       f"resume_failed {fenced}", f"conflict {fenced}", None]
+    assert h.items["h1"].state == "returned" and h.items["h1"].attempt == 2
+
+
+def test_a_conflict_without_attempt_answers_the_live_claim_as_the_spec_says() -> None:
+    h, results = fold([
+        created("h1", t("09:00:00")), claimed("h1", t("09:01:00"), "w1", 3),
+        ev("resume_requested", t("09:02:00"), handoff_id="h1", attempt=3),
+        ev("conflict", t("09:03:00"), handoff_id="h1", detail="HEAD moved"),
+    ])
+    assert results == [None] * 4 and h.items["h1"].state == "needs_human"
+
+
+def test_the_answer_a_request_went_unconfirmed_for_is_still_taken() -> None:
+    base = [
+        created("h1", t("09:00:00")), claimed("h1", t("09:01:00"), "w1", 1),
+        ev("resume_requested", t("09:02:00"), handoff_id="h1", attempt=1),
+        ev("needs_human", t("09:40:00"), handoff_id="h1", reason="resume_unconfirmed"),
+    ]
+    h, results = fold([*base, verified("h1", t("09:50:00"), 1)])
+    assert results[-1] is None and h.items["h1"].state == "returned" and h.live == 0
+    assert h.durations()["requested_to_verified"] == [48 * 60]
+    h, results = fold([*base, ev("resume_failed", t("09:50:00"), handoff_id="h1", attempt=1, error="x",
+                                 effect="none")])
+    assert results[-1] is None and h.items["h1"].state == "pending"
+    # ... of that attempt only, and only for that reason: any other needs_human refuses it, as the spec says.
+    h, results = fold([*base, verified("h1", t("09:50:00"), 2)])
+    assert isinstance(results[-1], Rejected) and "fenced off" in results[-1].reason
+    h, results = fold([*base[:3], ev("needs_human", t("09:40:00"), handoff_id="h1", reason="owner asked"),
+                       verified("h1", t("09:50:00"), 1)])
+    assert isinstance(results[-1], Rejected)
+    assert results[-1].reason == "verified applies only to a resume_requested handoff; h1 is needs_human"
+    # A person who requeued it got a new claim: the old session's late answer is fenced off.
+    h, results = fold([*base, ev("released", t("09:45:00"), handoff_id="h1", reason="requeued"),
+                       claimed("h1", t("09:46:00"), "w2", 2), verified("h1", t("09:50:00"), 1)])
+    assert isinstance(results[-1], Rejected) and h.items["h1"].state == "claimed"
+
+
+def test_auth_error_needs_a_person_until_a_probe_says_anything_else() -> None:
+    base = [created("h1", t("09:00:00")), *probes("a", [(t("09:10:00"), "auth_error")])]
+    h, _ = fold(base)
+    for when in ("09:10:01", "12:00:00", "23:59:00"):  # no wait ends it
+        assert h.plan("a", at(t(when))) == {"probe": False, "reason": "needs_person", "next_probe_at": None}
+    # A limit does not prove the login works; nothing pending hides it (no probe would be made anyway).
+    h, _ = fold([*base, limit(t("09:11:00"), t("09:30:00"), "explicit")])
+    assert h.plan("a", at(t("10:00:00")))["reason"] == "needs_person"
+    h, _ = fold([*base, ev("skip", t("09:11:00"), handoff_id="h1", reason="obsolete")])
+    assert h.plan("a", at(t("10:00:00")))["reason"] == "nothing_pending"
+    # The person's probe by hand: quota_limited proves the login works (the limit now rules), ok is due.
+    h, _ = fold([*base, *probes("a", [(t("10:00:00"), "quota_limited")])])
+    assert h.plan("a", at(t("10:00:01")))["reason"] == "due"
+    h, _ = fold([*base, *probes("a", [(t("10:00:00"), "ok")])])
+    assert h.plan("a", at(t("10:00:01")))["reason"] == "due"
+
+
+def test_unexpected_backs_off_like_transient_and_is_named() -> None:
+    h, _ = fold([created("h1", t("09:00:00")), *probes("a", [(t("09:10:00"), "unexpected")])])
+    assert h.plan("a", at(t("09:10:30"))) == {"probe": False, "reason": "backoff_unexpected",
+                                                "next_probe_at": t("09:11:00")}
+    assert h.plan("a", at(t("09:11:00")))["reason"] == "due"
+    # Passing trouble of either kind in a row doubles the wait; the reason names the latest.
+    h, _ = fold([created("h1", t("09:00:00")),
+                 *probes("a", [(t("09:10:00"), "transient"), (t("09:12:00"), "unexpected")])])
+    assert h.plan("a", at(t("09:12:30"))) == {"probe": False, "reason": "backoff_unexpected",
+                                                "next_probe_at": t("09:14:00")}
+    h, _ = fold([created("h1", t("09:00:00")),
+                 *probes("a", [(t("09:10:00"), "unexpected"), (t("09:12:00"), "network_timeout")])])
+    assert h.plan("a", at(t("09:12:30")))["reason"] == "backoff_transient"
