@@ -220,18 +220,57 @@ def test_claim_not_yet_stale_is_left_alone(tmp_path: Path) -> None:
     assert [r["handoff_id"] for r in report.released] == ["h1"]
 
 
-def test_stale_resume_requested_is_left_for_a_person(tmp_path: Path) -> None:
+def test_stale_requests_go_to_a_person_and_free_their_slots(tmp_path: Path) -> None:
+    # Issue 17: "two of them stop all failback ('1 pending, no free slot: no probe')".
+    log = write_log(tmp_path / "log.jsonl", [
+        created("h1"), created("h2"), created("h3"),
+        {"type": "claimed", "ts": ts(-41), "handoff_id": "h1", "watcher": "watcher-b", "attempt": 1},
+        {"type": "resume_requested", "ts": ts(-40), "handoff_id": "h1", "attempt": 1},
+        {"type": "claimed", "ts": ts(-41), "handoff_id": "h2", "watcher": "watcher-b", "attempt": 1},
+        {"type": "resume_requested", "ts": ts(-35), "handoff_id": "h2", "attempt": 1},
+    ])
+    report = pass_at(options(log))
+    added = new_lines(log, 7)
+    assert types(added) == ["needs_human", "needs_human", "probe_result", "claimed", "resume_requested", "verified",
+                            "watcher_run"]
+    assert [(e["handoff_id"], e["reason"], e["attempt"]) for e in added[:2]] == [
+        ("h1", "resume_unconfirmed", 1), ("h2", "resume_unconfirmed", 1)]
+    assert "no verified, conflict or resume_failed came back in 2400s" in added[0]["detail"]
+    assert added[3]["handoff_id"] == "h3"
+    assert report.status == 1 and report.problems == [
+        f"{hid}: resume requested (attempt 1) and nothing came back in more than 1800 s: effect unknown, handed to "
+        "a person (resume_unconfirmed); its slot is free" for hid in ("h1", "h2")]
+    view = handoffs_view(log)
+    assert view["needs_human_reasons"] == {"resume_unconfirmed": 2}
+    assert view["stale_claims"]["unknown_effect"] == [] and view["items"]["h3"]["state"] == "returned"
+    # Handed over once: the next pass has nothing new for a person.
+    report = pass_at(options(log), T0 + timedelta(minutes=15))
+    assert report.status == 0 and types(new_lines(log, 14)) == ["watcher_run"]
+
+
+def test_a_stale_request_answered_meanwhile_is_not_handed_over(tmp_path: Path, monkeypatch: Any) -> None:
+    """needs_human goes in at the revision the pass read: a verified that lands between the read and the append wins."""
+    from projections.handoffs import Handoffs
+
     log = write_log(tmp_path / "log.jsonl", [
         created("h1"),
         {"type": "claimed", "ts": ts(-41), "handoff_id": "h1", "watcher": "watcher-b", "attempt": 1},
         {"type": "resume_requested", "ts": ts(-40), "handoff_id": "h1", "attempt": 1},
     ])
+    judged = Handoffs.stale_claims
+
+    def answered_right_after_the_read(self: Handoffs, *args: Any) -> dict[str, list[str]]:
+        found = judged(self, *args)
+        EventLog(log).append([{"type": "verified", "ts": ts(), "handoff_id": "h1", "attempt": 1, "branch": "main",
+                               "head": "abc", "dirty": False, "todos": "taken_over"}])
+        return found
+
+    monkeypatch.setattr(Handoffs, "stale_claims", answered_right_after_the_read)
     report = pass_at(options(log))
-    assert report.left_for_person == ["h1"]
-    assert report.status == 1 and report.problems == [
-        "h1: resume requested and silent for more than 1800 s: effect unknown, left for a person"]
-    assert types(new_lines(log, 3)) == ["watcher_run"]
-    assert handoffs_view(log)["stale_claims"]["unknown_effect"] == ["h1"]
+    assert report.unconfirmed == [] and report.status == 0
+    assert "expected revision 3, stream is at 4" in report.lost[0]["reason"]
+    assert types(new_lines(log, 3)) == ["verified", "watcher_run"]
+    assert handoffs_view(log)["items"]["h1"]["state"] == "returned"
 
 
 @pytest.mark.parametrize("missing", ["not_found", "not_executable"])
@@ -451,3 +490,145 @@ def test_pass_reads_the_one_clock(tmp_path: Path) -> None:
         report = run_pass(options(log, probe=["/nonexistent/probe"]))
     assert report.started_at == "2026-08-03T01:05:00.000+00:00"
     assert lines(log)[-1]["ts"] == "2026-08-03T01:05:00.000+00:00"
+
+
+# --- issue 17: a handshake that can wait, a failure with no effect, probe classes ------------------
+
+
+def append_cli(cli: Any, log: Path, event: dict[str, Any]) -> Any:
+    """What the cloud side does when its session ends: ``eventlog append LOG`` of its answer."""
+    return cli("append", str(log), stdin=json.dumps(event) + "\n")
+
+
+def verified_of(hid: str, attempt: int, minutes: float) -> dict[str, Any]:
+    return {"type": "verified", "ts": ts(minutes), "handoff_id": hid, "attempt": attempt, "branch": "main",
+            "head": "abc1234", "dirty": False, "todos": "taken_over"}
+
+
+def test_started_answer_waits_and_a_verified_a_minute_later_returns_it(tmp_path: Path, cli: Any) -> None:
+    log = write_log(tmp_path / "log.jsonl", [created("h1")])
+    report = pass_at(options(log, resume="started"))
+    added = new_lines(log, 1)
+    assert types(added) == ["probe_result", "claimed", "resume_requested", "watcher_run"]
+    assert report.status == 0 and report.problems == []
+    assert report.resumed == [{"handoff_id": "h1", "attempt": 1, "result": "started",
+                               "detail": "session-h1; waiting for the cloud side to report attempt 1"}]
+    view = handoffs_view(log, T0 + timedelta(minutes=1))
+    assert view["items"]["h1"] == {"state": "resume_requested", "account": "cloud-account-a", "attempt": 1,
+                                   "stale": None}
+    # The session reports a minute later, through eventlog append: an answer of another attempt is refused.
+    wrong = append_cli(cli, log, verified_of("h1", 2, 1))
+    assert wrong.returncode == 3
+    assert "verified of attempt 2 is fenced off: the live claim of h1 is attempt 1 (by watcher-a)" in wrong.stderr
+    right = append_cli(cli, log, verified_of("h1", 1, 1))
+    assert right.returncode == 0, right.stderr
+    view = handoffs_view(log, T0 + timedelta(minutes=1))
+    assert view["items"]["h1"]["state"] == "returned" and view["failback"] == {"returned": 1, "total": 1}
+    assert view["latency_s"]["requested_to_verified"]["p50"] == 60
+
+
+def test_failed_with_no_effect_is_pending_again_and_claimed_on_the_next_pass(tmp_path: Path) -> None:
+    log = write_log(tmp_path / "log.jsonl", [created("h1")])
+    report = pass_at(options(log, resume="failed_none"))
+    added = new_lines(log, 1)
+    assert types(added) == ["probe_result", "claimed", "resume_requested", "resume_failed", "watcher_run"]
+    assert added[3] == {**added[3], "attempt": 1, "effect": "none",
+                        "error": "the cloud refused the session before it started"}
+    assert report.status == 0 and report.to_person == []  # nothing for a person: it is retried
+    assert handoffs_view(log)["items"]["h1"]["state"] == "pending"
+    pass_at(options(log), T0 + timedelta(minutes=15))
+    added = new_lines(log, 6)
+    assert types(added) == ["probe_result", "claimed", "resume_requested", "verified", "watcher_run"]
+    assert added[1]["attempt"] == 2 and added[3]["attempt"] == 2
+
+
+def test_failed_with_unknown_effect_goes_to_a_person(tmp_path: Path) -> None:
+    log = write_log(tmp_path / "log.jsonl", [created("h1")])
+    report = pass_at(options(log, resume="failed_unknown"))
+    added = new_lines(log, 1)
+    assert added[3] == {**added[3], "type": "resume_failed", "effect": "unknown",
+                        "error": "lost the session after it started"}
+    assert report.status == 1 and report.to_person == ["h1"]
+    assert handoffs_view(log)["items"]["h1"]["state"] == "needs_human"
+
+
+def test_a_started_session_that_stays_silent_goes_to_a_person_and_its_late_answer_is_taken(
+    tmp_path: Path, cli: Any
+) -> None:
+    log = write_log(tmp_path / "log.jsonl", [created("h1"), created("h2")])
+    report = pass_at(options(log, resume="started", max_inflight=1))
+    assert report.claimed == ["h1"]  # the waiting request holds the one slot: h2 waits
+    report = pass_at(options(log, resume="started", max_inflight=1), T0 + timedelta(minutes=15))
+    assert report.claimed == [] and report.free_slots == 0
+    # 31 minutes on, nothing came back: a person gets it, the slot goes to h2.
+    report = pass_at(options(log, resume="started", max_inflight=1), T0 + timedelta(minutes=31))
+    assert [u["handoff_id"] for u in report.unconfirmed] == ["h1"] and report.claimed == ["h2"]
+    assert report.status == 1
+    # The session's answer comes after all: applied, the handoff returned.
+    out = append_cli(cli, log, verified_of("h1", 1, 40))
+    assert out.returncode == 0, out.stderr
+    view = handoffs_view(log, T0 + timedelta(minutes=40))
+    assert view["items"]["h1"]["state"] == "returned" and view["needs_human_reasons"] == {}
+
+
+def test_auth_error_hands_the_account_to_a_person_until_a_probe_by_hand(tmp_path: Path, cli: Any) -> None:
+    log = write_log(tmp_path / "log.jsonl", [created("h1")])
+    report = pass_at(options(log, probe="auth"))
+    assert report.status == 1
+    assert report.problems == ["account cloud-account-a: the probe said auth_error (auth error text: Invalid API "
+                               "key · Please run /login): no probe until a person fixes it and probes by hand "
+                               "(eventlog handoff probe)"]
+    # Later passes do not probe it at all (a probe that cannot start would be an error here).
+    later = T0 + timedelta(hours=6)
+    report = pass_at(options(log, probe=["/nonexistent/probe"]), later)
+    assert report.status == 0 and report.probes == []
+    assert report.not_probed == {"cloud-account-a": {"probe": False, "reason": "needs_person", "next_probe_at": None}}
+    status = cli("status", str(log), "--at", later.isoformat(), "--json")
+    assert status.returncode == 1
+    assert any(line.startswith("account cloud-account-a: its probe said auth_error")
+               for line in json.loads(status.stdout)["needs_person"])
+    # The person fixed the login and records it with a probe by hand; the next pass claims.
+    still = cli("handoff", "probe", str(log), "cloud-account-a", "--probe-cmd", f"{sys.executable} {PROBE} auth",
+                "--at", later.isoformat(), "--actor", "ops")
+    assert still.returncode == 1 and "the probe said auth_error" in still.stderr
+    fixed = cli("handoff", "probe", str(log), "cloud-account-a", "--probe-cmd", f"{sys.executable} {PROBE} ok",
+                "--at", later.isoformat(), "--actor", "ops", "--json")
+    assert fixed.returncode == 0, fixed.stderr
+    done = json.loads(fixed.stdout)
+    assert done["before"]["reason"] == "needs_person" and done["after"]["reason"] == "due"
+    assert lines(log)[-1] == {**lines(log)[-1], "type": "probe_result", "outcome": "ok", "actor": "ops"}
+    report = pass_at(options(log), later + timedelta(minutes=15))
+    assert report.claimed == ["h1"] and report.status == 0
+
+
+def test_unexpected_probe_backs_off(tmp_path: Path) -> None:
+    log = write_log(tmp_path / "log.jsonl", [created("h1")])
+    report = pass_at(options(log, probe="unexpected"))
+    assert report.probes[0]["outcome"] == "unexpected" and report.claimed == []
+    plan = handoffs_view(log)["probe_plan"]["cloud-account-a"]
+    assert plan["reason"] == "backoff_unexpected" and plan["next_probe_at"] is not None
+    # Within the wait the next pass does not probe.
+    report = pass_at(options(log, probe=["/nonexistent/probe"]), T0 + timedelta(seconds=30))
+    assert report.probes == [] and report.not_probed["cloud-account-a"]["reason"] == "backoff_unexpected"
+
+
+@pytest.mark.parametrize(
+    ("stdout", "kind", "fields"),
+    [
+        ('{"started": "session-9"}', "Started", {"started": "session-9"}),
+        ('{"started": true, "handoff_id": "h1"}', "Started", {"started": True}),
+        ('{"failed": "refused", "effect": "none"}', "Failed", {"failed": "refused", "effect": "none"}),
+        ('{"failed": "lost it"}', "Failed", {"failed": "lost it", "effect": "unknown"}),
+    ],
+)
+def test_read_the_answers_that_wait_or_fail(stdout: str, kind: str, fields: dict[str, Any]) -> None:
+    found = read_handshake("chatter\n" + stdout)
+    assert type(found).__name__ == kind
+    for name, value in fields.items():
+        assert getattr(found, name) == value
+
+
+@pytest.mark.parametrize("stdout", ['{"started": ""}', '{"started": false}', '{"failed": ""}',
+                                    '{"failed": "x", "effect": "maybe"}', '{"started": 3}'])
+def test_answers_that_say_nothing_are_no_answer(stdout: str) -> None:
+    assert isinstance(read_handshake(stdout), str)

@@ -20,6 +20,7 @@ from eventlog.cli import (
     append,
     cmd_catchup,
     cmd_failback,
+    cmd_handoff,
     cmd_import,
     cmd_lanes,
     cmd_serve,
@@ -30,8 +31,8 @@ from eventlog.cli import (
     transfer,
 )
 
-COMMANDS = (replay, append, live, cmd_status, cmd_failback, cmd_lanes, cmd_catchup, cmd_import, cmd_sessions, cmd_serve,
-            transfer)
+COMMANDS = (replay, append, live, cmd_status, cmd_failback, cmd_handoff, cmd_lanes, cmd_catchup, cmd_import,
+            cmd_sessions, cmd_serve, transfer)
 
 
 def build_parser() -> argparse.ArgumentParser:

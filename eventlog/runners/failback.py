@@ -4,8 +4,12 @@ A pass (claim one at a time, save the state, then go on):
 
 1. Stale retryable claims (``claimed``, no request, quiet for longer than
    ``stale_after_s``) are ``released`` with the reason; they are tried again on
-   a later pass, not this one. Stale ``resume_requested`` claims are left for a
-   person (something may have happened outside) and reported.
+   a later pass, not this one. A stale ``resume_requested`` (nothing came back
+   from the cloud side: something may have happened outside) is handed to a
+   person: ``needs_human`` with reason ``resume_unconfirmed``, which frees its
+   ``max_inflight`` slot; the answer it waited for is still taken if it comes
+   (projections/handoffs.py). Both are appended with the handoff's revision as
+   read (``expect_revision``): a handoff that moved meanwhile is left alone.
 2. No pending handoff (or no free slot of ``max_inflight``): no probe at all.
 3. Every account the projection's probe plan says is due, and that has a
    pending handoff, is probed with the probe command;
@@ -14,19 +18,34 @@ A pass (claim one at a time, save the state, then go on):
    it stated a reset time (explicit); an estimate only when the account has no
    estimated or unknown limit since its last ``ok`` probe (re-recording it
    would restart the backoff that is meant to widen while the estimate keeps
-   proving wrong).
+   proving wrong). A probe that says ``auth_error`` hands the account to a
+   person: its plan is ``needs_person`` (no probe) until a person probes it by
+   hand (``eventlog handoff probe``, :func:`probe_once`).
 4. Pending handoffs of accounts whose probe said ``ok`` are claimed in claim
    order, one at a time, each with a checked append (a refused claim means
    another watcher won: it is skipped). For each claim, ``resume_requested`` is
    appended before the resume command runs (intent before the act); the
-   command reports the handshake as one JSON object on stdout (the last line
-   that is one): ``{"handoff_id", "branch", "head", "dirty", "todos":
-   "taken_over" | "already_done"}`` gives ``verified``, ``{"conflict":
-   "detail"}`` gives ``conflict``. A command that could not be started gives
-   ``resume_failed`` with ``effect: none`` (pending again). One that started
-   and then exited non-zero, timed out (its process group is stopped) or
-   printed no valid handshake gives ``resume_failed`` with ``effect:
-   unknown``: it goes to a person and is never retried automatically.
+   command answers with one JSON object on stdout (the last line that is one;
+   :func:`read_handshake`, README "The resume handshake"):
+
+   - ``{"handoff_id", "branch", "head", "dirty", "todos": "taken_over" |
+     "already_done"}``: ``verified`` (returned);
+   - ``{"conflict": "detail"}``: ``conflict`` (to a person, nothing edited);
+   - ``{"started": "what started"}``: the cloud session started and reports
+     later itself (``eventlog append`` of ``verified``, ``conflict`` or
+     ``resume_failed`` with the attempt it was given): nothing is appended,
+     the handoff stays ``resume_requested`` and goes stale by the usual rule;
+   - ``{"failed": "why", "effect": "none"}``: ``resume_failed`` effect none,
+     pending again (claimed on a later pass); with ``"effect": "unknown"`` or
+     no effect: effect unknown (to a person).
+
+   A command that could not be started gives ``resume_failed`` with ``effect:
+   none``. One that started and then timed out (its process group is
+   stopped), exited non-zero without a ``failed`` or ``conflict`` answer, or
+   gave no valid answer gives ``resume_failed`` with ``effect: unknown``: it
+   goes to a person and is never retried automatically. The cloud side's
+   answers carry the attempt (``FAILBACK_ATTEMPT``, ``{attempt}``): an answer
+   of an older claim is refused (attempt fencing).
 5. The heartbeat ``watcher_run`` (``exit`` ok or error, ``period_s``) is
    appended at the END of the pass: a pass that hangs or dies midway leaves
    none, so the watcher shows as late instead of alive. ``exit: error`` means
@@ -63,11 +82,12 @@ import msgspec
 from eventlog.appender import AppendError, Conflict
 from eventlog.clock import NOW, At, Clock
 from eventlog.logs import Log, LogUnavailable, is_url, open_log
-from eventlog.probe import EXPECTED, classify
+from eventlog.probe import EXPECTED, Verdict, classify
 from eventlog.runners.common import BadLines, RunnerError, bad_lines, check_bounds, folder, require_log
 from eventlog.runners.process import Ran, run
 from projections.base import elapsed_s
-from projections.handoffs import GUESSED, Handoff, Handoffs
+from projections.handoffs import GUESSED, REASON_UNCONFIRMED, Handoff, Handoffs
+from projections.runner import Runner
 
 #: SIGTERM to SIGKILL for a command over its timeout.
 KILL_GRACE_S = 5.0
@@ -118,7 +138,8 @@ class Report(msgspec.Struct, kw_only=True):
     watcher: str
     started_at: str
     released: list[dict[str, Any]] = msgspec.field(default_factory=list)
-    left_for_person: list[str] = msgspec.field(default_factory=list)
+    #: Stale ``resume_requested`` handoffs this pass handed to a person (``resume_unconfirmed``).
+    unconfirmed: list[dict[str, Any]] = msgspec.field(default_factory=list)
     pending: int = 0
     free_slots: int = 0
     probes: list[dict[str, Any]] = msgspec.field(default_factory=list)
@@ -128,6 +149,8 @@ class Report(msgspec.Struct, kw_only=True):
     resumed: list[dict[str, Any]] = msgspec.field(default_factory=list)
     #: Handoffs this pass handed to a person (a resume that failed with effect unknown, a conflict).
     to_person: list[str] = msgspec.field(default_factory=list)
+    #: Accounts whose probe said ``auth_error`` in this pass (their plan is now ``needs_person``).
+    auth_errors: list[dict[str, Any]] = msgspec.field(default_factory=list)
     exit: Literal["ok", "error"] = "ok"
     errors: list[str] = msgspec.field(default_factory=list)
     bad_lines: BadLines = msgspec.field(default_factory=BadLines)
@@ -149,7 +172,8 @@ class Report(msgspec.Struct, kw_only=True):
         """The report for people, one line each."""
         out = [f"failback pass by {self.watcher} at {self.started_at}: {self.exit}"]
         out += [f"  released stale claim {r['handoff_id']}: {r['reason']}" for r in self.released]
-        out += [f"  left for a person (stale resume_requested): {hid}" for hid in self.left_for_person]
+        out += [f"  handed to a person (resume_unconfirmed): {u['handoff_id']} (attempt {u['attempt']})"
+                for u in self.unconfirmed]
         if self.write_failed:
             pass
         elif not self.pending:
@@ -177,8 +201,11 @@ class Report(msgspec.Struct, kw_only=True):
         self.problems = list(self.errors)
         self.problems += [f"{r['handoff_id']}: {r['result']} ({r['detail']}): handed to a person"
                           for r in self.resumed if r["handoff_id"] in self.to_person]
-        self.problems += [f"{hid}: resume requested and silent for more than {opts.stale_after_s:g} s: "
-                          "effect unknown, left for a person" for hid in self.left_for_person]
+        self.problems += [f"{u['handoff_id']}: resume requested (attempt {u['attempt']}) and nothing came back in "
+                          f"more than {opts.stale_after_s:g} s: effect unknown, handed to a person "
+                          "(resume_unconfirmed); its slot is free" for u in self.unconfirmed]
+        self.problems += [f"account {a['account']}: the probe said auth_error ({a['detail']}): no probe until a "
+                          "person fixes it and probes by hand (eventlog handoff probe)" for a in self.auth_errors]
         return self
 
 
@@ -216,10 +243,10 @@ def _run_pass(opts: Options, log: Log) -> Report:
     def stamp() -> str:
         return _stamp(clock)
 
-    def append(events: list[dict[str, Any]]) -> bool:
-        """Append with the transition check; False when refused (someone else moved first)."""
+    def append(events: list[dict[str, Any]], revision: int | None = None) -> bool:
+        """Append with the transition check (and the stream's ``revision``); False when refused (someone moved)."""
         try:
-            log.append(events)
+            log.append(events, expect_revision=revision)
         except Conflict as err:
             report.lost.append({"handoff_id": str(events[0].get("handoff_id", "")), "reason": "; ".join(err.messages)})
             return False
@@ -229,14 +256,14 @@ def _run_pass(opts: Options, log: Log) -> Report:
             raise _Stop from err
         return True
 
-    def state() -> Handoffs:
+    def state() -> Runner:
         try:
             replay = log.state()
         except AppendError as err:
             report.errors.append("cannot read the log: " + "; ".join(err.messages))
             report.write_failed = True
             raise _Stop from err
-        return folder(replay).handoffs
+        return folder(replay)
 
     try:
         first = log.state()
@@ -271,29 +298,42 @@ def _run_pass(opts: Options, log: Log) -> Report:
     return report.finish(opts)
 
 
+Append = Callable[..., bool]
+
+
 def _pass(
     opts: Options,
     stamp: Callable[[], str],
     clock: Clock,
-    state: Callable[[], Handoffs],
-    append: Callable[[list[dict[str, Any]]], bool],
+    state: Callable[[], Runner],
+    append: Append,
     report: Report,
 ) -> None:
-    # 1. stale claims: release the retryable ones, leave the rest to a person.
-    h = state()
+    # 1. stale claims: release the retryable ones; hand the unconfirmed requests to a person (frees their slots).
+    runner = state()
+    h = runner.handoffs
+    revisions = runner.revisions["handoff_id"]
     stale = h.stale_claims(clock(), opts.stale_after_s)
     released: set[str] = set()
     for hid in stale["retryable"]:
         item = h.items[hid]
         age = elapsed_s(clock(), item.last_at)
         reason = f"stale claim: {item.watcher} sent no resume_requested in {age:.0f}s (attempt {item.attempt})"
-        if append([{"type": "released", "ts": stamp(), "handoff_id": hid, "reason": reason}]):
+        if append([{"type": "released", "ts": stamp(), "handoff_id": hid, "reason": reason}], revisions.get(hid, 0)):
             released.add(hid)
             report.released.append({"handoff_id": hid, "reason": reason})
-    report.left_for_person = stale["unknown_effect"]
+    for hid in stale["unknown_effect"]:
+        item = h.items[hid]
+        age = elapsed_s(clock(), item.last_at)
+        detail = (f"{item.watcher} requested the resume (attempt {item.attempt}); no verified, conflict or "
+                  f"resume_failed came back in {age:.0f}s: effect unknown")
+        event = {"type": "needs_human", "ts": stamp(), "handoff_id": hid, "reason": REASON_UNCONFIRMED,
+                 "attempt": item.attempt, "detail": detail}
+        if append([event], revisions.get(hid, 0)):
+            report.unconfirmed.append({"handoff_id": hid, "attempt": item.attempt, "detail": detail})
 
     # 2. no pending (that this pass may claim) or no free slot: no probe.
-    h = state()
+    h = state().handoffs
     candidates = [hid for hid in h.claim_order() if hid not in released]
     report.pending = len(candidates)
     report.free_slots = max(0, opts.max_inflight - h.live)
@@ -316,7 +356,7 @@ def _pass(
     # 4. claim in claim order, one at a time; resume each right after its claim. The checked
     #    append is the guard: a handoff another watcher moved meanwhile is refused there.
     for hid in candidates:
-        h = state()
+        h = state().handoffs
         item = h.items[hid]
         if item.account not in ok_accounts:
             continue
@@ -330,9 +370,8 @@ def _pass(
         _resume(opts, item, hid, attempt, stamp, append, report)
 
 
-def _env(opts: Options, values: dict[str, str]) -> dict[str, str]:
-    env = {"FAILBACK_LOG": opts.log if is_url(opts.log) else os.path.abspath(opts.log),
-           "FAILBACK_WATCHER": opts.watcher}
+def _env(log: str, watcher: str, values: dict[str, str]) -> dict[str, str]:
+    env = {"FAILBACK_LOG": log if is_url(log) else os.path.abspath(log), "FAILBACK_WATCHER": watcher}
     for name, value in values.items():
         env["FAILBACK_" + name.upper()] = value
     return env
@@ -348,8 +387,51 @@ def _fill(argv: Sequence[str], values: dict[str, str]) -> list[str]:
 
 
 def _run(opts: Options, argv: list[str], values: dict[str, str]) -> Ran:
-    return run(argv, env=_env(opts, values), timeout_s=opts.timeout_s, grace_s=opts.kill_grace_s,
+    return run(argv, env=_env(opts.log, opts.watcher, values), timeout_s=opts.timeout_s, grace_s=opts.kill_grace_s,
                capture_stdout=True, capture_stderr=True)
+
+
+def run_probe(
+    probe_cmd: Sequence[str],
+    account: str,
+    *,
+    log: str,
+    watcher: str,
+    timeout_s: float,
+    grace_s: float,
+    expected: str,
+    now: datetime,
+) -> tuple[Ran, Verdict | None]:
+    """Run the probe command for ``account`` and classify what it said (None: it could not be started).
+
+    The command gets ``FAILBACK_LOG``, ``FAILBACK_WATCHER`` and ``FAILBACK_ACCOUNT``, and ``{account}`` filled.
+    """
+    values = {"account": account}
+    ran = run(_fill(probe_cmd, values), env=_env(log, watcher, values), timeout_s=timeout_s, grace_s=grace_s,
+              capture_stdout=True, capture_stderr=True)
+    if not ran.started:
+        return ran, None
+    text = ran.stdout + ("\n" + ran.stderr if ran.stderr else "")
+    return ran, classify(None if ran.timed_out else ran.exit, None, text, now=now, expected=expected)
+
+
+def probe_events(h: Handoffs, account: str, verdict: Verdict, ts: str) -> list[dict[str, Any]]:
+    """What a probe's verdict appends: ``probe_result``, and ``limit_recorded`` when its limit is to be recorded.
+
+    A limit is recorded when the probe read one: always when it stated a reset (explicit); an estimate only
+    when the account has no estimated or unknown limit open (re-recording it would restart the backoff).
+    """
+    probe: dict[str, Any] = {"type": "probe_result", "ts": ts, "account": account, "outcome": verdict.outcome,
+                             "detail": verdict.detail}
+    if verdict.status is not None:
+        probe["status"] = verdict.status
+    events = [probe]
+    limit = verdict.limit
+    if limit is not None and (
+        limit.confidence == "explicit" or not (h.limit_open(account) and h.limit_confidence(account) in GUESSED)
+    ):
+        events.append({"type": "limit_recorded", "ts": ts, "account": account, **msgspec.to_builtins(limit)})
+    return events
 
 
 def _probe(
@@ -358,37 +440,32 @@ def _probe(
     account: str,
     stamp: Callable[[], str],
     clock: Callable[[], datetime],
-    append: Callable[[list[dict[str, Any]]], bool],
+    append: Append,
     report: Report,
 ) -> str | None:
     """Run the probe for one account and record what it said; the outcome (None: not started)."""
-    values = {"account": account}
-    ran = _run(opts, _fill(opts.probe_cmd, values), values)
-    if not ran.started:
+    ran, verdict = run_probe(opts.probe_cmd, account, log=opts.log, watcher=opts.watcher, timeout_s=opts.timeout_s,
+                             grace_s=opts.kill_grace_s, expected=opts.expected, now=clock())
+    if verdict is None:
         report.errors.append(f"probe for {account} could not be started: {ran.error}")
         return None
-    text = ran.stdout + ("\n" + ran.stderr if ran.stderr else "")
-    verdict = classify(None if ran.timed_out else ran.exit, None, text, now=clock(), expected=opts.expected)
-    ts = stamp()
-    probe: dict[str, Any] = {"type": "probe_result", "ts": ts, "account": account, "outcome": verdict.outcome,
-                             "detail": verdict.detail}
-    if verdict.status is not None:
-        probe["status"] = verdict.status
-    events = [probe]
-    limit = verdict.limit
-    record = limit is not None and (
-        limit.confidence == "explicit" or not (h.limit_open(account) and h.limit_confidence(account) in GUESSED)
-    )
-    if limit is not None and record:
-        events.append({"type": "limit_recorded", "ts": ts, "account": account, **msgspec.to_builtins(limit)})
-    append(events)
+    events = probe_events(h, account, verdict, stamp())
+    applied = append(events)
+    limit = events[1] if len(events) > 1 else None
     report.probes.append({"account": account, "outcome": verdict.outcome, "status": verdict.status,
-                          "detail": verdict.detail, "limit": msgspec.to_builtins(limit) if record else None})
+                          "detail": verdict.detail,
+                          "limit": {k: limit[k] for k in ("limited_at", "reset_at", "source", "confidence")}
+                          if limit else None})
+    if applied and verdict.outcome == "auth_error":
+        report.auth_errors.append({"account": account, "detail": verdict.detail})
     return verdict.outcome
 
 
+# --- the resume command's answer ----------------------------------------------------------
+
+
 class Handshake(msgspec.Struct, forbid_unknown_fields=False):
-    """What a resume command reports when the work was taken back."""
+    """What a resume command reports when the work was taken back (``verified``)."""
 
     handoff_id: str
     branch: str
@@ -397,14 +474,39 @@ class Handshake(msgspec.Struct, forbid_unknown_fields=False):
     todos: Literal["taken_over", "already_done"]
 
 
-class ConflictReport(msgspec.Struct):
+class ConflictReport(msgspec.Struct, forbid_unknown_fields=False):
     """What a resume command reports when the tree was changed by someone else (nothing edited)."""
 
     conflict: str
 
 
-def read_handshake(stdout: str) -> Handshake | ConflictReport | str:
-    """The handshake in a resume command's stdout (its last line that is a JSON object), or why none."""
+class Started(msgspec.Struct, forbid_unknown_fields=False):
+    """The cloud session started and will report ``verified``/``conflict``/``resume_failed`` itself, later.
+
+    ``started`` says what started (a session id, a URL; ``true`` when there is nothing to say).
+    """
+
+    started: str | bool
+    handoff_id: str | None = None
+
+
+class Failed(msgspec.Struct, forbid_unknown_fields=False):
+    """It did not resume: ``effect`` ``none`` when nothing happened outside (pending again), else ``unknown``."""
+
+    failed: str
+    effect: Literal["none", "unknown"] = "unknown"
+
+
+Answer = Handshake | ConflictReport | Started | Failed
+
+#: The key that names each answer but ``verified``'s, checked in this order.
+_ANSWER_KEYS: tuple[tuple[str, type[Answer]], ...] = (
+    ("conflict", ConflictReport), ("failed", Failed), ("started", Started),
+)
+
+
+def read_handshake(stdout: str) -> Answer | str:
+    """The answer in a resume command's stdout (its last line that is a JSON object), or why there is none."""
     candidates = [*reversed([line for line in stdout.splitlines() if line.strip()]), stdout]
     for raw in candidates:
         try:
@@ -413,17 +515,55 @@ def read_handshake(stdout: str) -> Handshake | ConflictReport | str:
             continue
         if not isinstance(obj, dict):
             continue
-        if "conflict" in obj:
-            try:
-                found = msgspec.convert(obj, ConflictReport)
-            except msgspec.ValidationError as err:
-                return f"bad conflict report: {err}"
-            return found if found.conflict else "conflict report with an empty detail"
-        try:
-            return msgspec.convert(obj, Handshake)
-        except msgspec.ValidationError as err:
-            return f"bad handshake: {err}"
+        return _answer(obj)
     return "no handshake (no JSON object on stdout)"
+
+
+def _answer(obj: dict[str, Any]) -> Answer | str:
+    kind: type[Answer] = Handshake
+    for key, cls in _ANSWER_KEYS:
+        if key in obj:
+            kind = cls
+            break
+    try:
+        found = msgspec.convert(obj, kind)
+    except msgspec.ValidationError as err:
+        return f"bad {kind.__name__} answer: {err}" if kind is not Handshake else f"bad handshake: {err}"
+    if isinstance(found, ConflictReport) and not found.conflict:
+        return "conflict report with an empty detail"
+    if isinstance(found, Failed) and not found.failed:
+        return "failed answer with an empty reason"
+    if isinstance(found, Started) and found.started in ("", False):
+        return "started answer that says nothing started"
+    return found
+
+
+def answer_event(hid: str, attempt: int, ran: Ran, timeout_s: float) -> tuple[dict[str, Any] | None, str]:
+    """The event a resume command's run gives (None: it started the session, which reports later) and a detail."""
+    base = {"handoff_id": hid, "attempt": attempt}
+    if not ran.started:
+        return {"type": "resume_failed", **base, "error": f"could not start: {ran.error}", "effect": "none"}, ""
+    if ran.timed_out:
+        return {"type": "resume_failed", **base, "effect": "unknown",
+                "error": f"timed out after {timeout_s:g}s; stopped" + _tail(ran)}, ""
+    found = read_handshake(ran.stdout)
+    if ran.exit != 0 and not isinstance(found, Failed | ConflictReport):
+        return {"type": "resume_failed", **base, "effect": "unknown", "error": f"exit {ran.exit}" + _tail(ran)}, ""
+    if isinstance(found, str):
+        return {"type": "resume_failed", **base, "effect": "unknown", "error": found + _tail(ran)}, ""
+    named = getattr(found, "handoff_id", None)
+    if named is not None and named != hid:
+        return {"type": "resume_failed", **base, "effect": "unknown",
+                "error": f"handshake names handoff {named!r}, not {hid!r}"}, ""
+    if isinstance(found, ConflictReport):
+        return {"type": "conflict", **base, "detail": found.conflict}, ""
+    if isinstance(found, Failed):
+        return {"type": "resume_failed", **base, "error": found.failed, "effect": found.effect}, ""
+    if isinstance(found, Started):
+        said = found.started if isinstance(found.started, str) else "the session started"
+        return None, f"{said}; waiting for the cloud side to report attempt {attempt}"
+    return {"type": "verified", **base, "branch": found.branch, "head": found.head, "dirty": found.dirty,
+            "todos": found.todos}, ""
 
 
 def _resume(
@@ -432,10 +572,10 @@ def _resume(
     hid: str,
     attempt: int,
     stamp: Callable[[], str],
-    append: Callable[[list[dict[str, Any]]], bool],
+    append: Append,
     report: Report,
 ) -> None:
-    """Request the resume (journalled first), run the command, record what the handshake says."""
+    """Request the resume (journalled first), run the command, record what its answer says."""
     if not append([{"type": "resume_requested", "ts": stamp(), "handoff_id": hid, "attempt": attempt}]):
         return
     values = {
@@ -446,28 +586,12 @@ def _resume(
     if not any("{handoff_id}" in arg for arg in opts.resume_cmd):
         argv.append(hid)
     ran = _run(opts, argv, values)
-    base = {"handoff_id": hid, "attempt": attempt}
-    event: dict[str, Any]
     if not ran.started:
-        event = {"type": "resume_failed", **base, "error": f"could not start: {ran.error}", "effect": "none"}
         report.errors.append(f"resume command for {hid} could not be started: {ran.error}")
-    elif ran.timed_out:
-        event = {"type": "resume_failed", **base, "effect": "unknown",
-                 "error": f"timed out after {opts.timeout_s:g}s; stopped" + _tail(ran)}
-    elif ran.exit != 0:
-        event = {"type": "resume_failed", **base, "effect": "unknown", "error": f"exit {ran.exit}" + _tail(ran)}
-    else:
-        found = read_handshake(ran.stdout)
-        if isinstance(found, ConflictReport):
-            event = {"type": "conflict", "handoff_id": hid, "detail": found.conflict}
-        elif isinstance(found, Handshake) and found.handoff_id != hid:
-            event = {"type": "resume_failed", **base, "effect": "unknown",
-                     "error": f"handshake names handoff {found.handoff_id!r}, not {hid!r}"}
-        elif isinstance(found, Handshake):
-            event = {"type": "verified", **base, "branch": found.branch, "head": found.head,
-                     "dirty": found.dirty, "todos": found.todos}
-        else:
-            event = {"type": "resume_failed", **base, "effect": "unknown", "error": found + _tail(ran)}
+    event, waiting = answer_event(hid, attempt, ran, opts.timeout_s)
+    if event is None:
+        report.resumed.append({"handoff_id": hid, "attempt": attempt, "result": "started", "detail": waiting})
+        return
     event["ts"] = stamp()
     applied = append([event])
     detail = event.get("error") or event.get("detail") or f"{event.get('branch')} {event.get('head')}"
@@ -482,4 +606,7 @@ def _tail(ran: Ran) -> str:
     return f": {text[-300:]}" if text else ""
 
 
-__all__ = ["KILL_GRACE_S", "ConflictReport", "Handshake", "Options", "Report", "read_handshake", "run_pass"]
+__all__ = [
+    "KILL_GRACE_S", "Answer", "ConflictReport", "Failed", "Handshake", "Options", "Report", "Started", "answer_event",
+    "probe_events", "read_handshake", "run_pass", "run_probe",
+]

@@ -1,7 +1,9 @@
 """A fake resume command: reports a handshake (or fails) as chosen by its first argument.
 
 The handoff id is its last argument. Modes: verified, already_done, noisy (log lines, then the
-handshake), conflict, fail (exits 3), hang (sleeps, to be killed), garbage (no JSON), wrong_id.
+handshake), conflict, fail (exits 3), hang (sleeps, to be killed), garbage (no JSON), wrong_id,
+started (the cloud session started and reports later), failed_none (nothing happened outside,
+exit 1), failed_unknown (exit 1, something may have happened).
 With FAKE_RECORD set, it first appends one JSON line there: its argv, the FAILBACK_* environment
 and the types of the log's lines as it saw them when it started.
 """
@@ -40,6 +42,15 @@ elif mode == "hang":
     time.sleep(30)
 elif mode == "garbage":
     print("session started, looks fine")
+elif mode == "started":
+    print("starting the cloud session...")
+    print(json.dumps({"started": f"session-{hid}"}))
+elif mode == "failed_none":
+    print(json.dumps({"failed": "the cloud refused the session before it started", "effect": "none"}))
+    sys.exit(1)
+elif mode == "failed_unknown":
+    print(json.dumps({"failed": "lost the session after it started", "effect": "unknown"}))
+    sys.exit(1)
 elif mode == "wrong_id":
     print(json.dumps({**handshake, "handoff_id": "someone-else"}))
 else:
