@@ -110,7 +110,7 @@ def test_failed_probe_nothing_kicked(tmp_path: Path) -> None:
     s = two_jobs(tmp_path)
     out = s.run(probe="1")
     assert out.returncode == 1
-    assert "probe failed (exit 1)" in out.stderr
+    assert "probe failed (unexpected, exit 1: no rule matched: PING_OK): nothing kicked" in out.stderr
     assert s.probed() == 1 and s.kicked() == []
     assert len(s.events()) == 4
 
@@ -185,7 +185,8 @@ def test_a_job_that_ran_meanwhile_is_not_kicked(tmp_path: Path) -> None:
 
 def test_kick_command_that_cannot_start(tmp_path: Path) -> None:
     s = Setup(tmp_path, [registered("com.lily.test"), skipped("com.lily.test")])
-    out = run_cli("catchup", str(s.log), "--probe-cmd", "true", "--kick-cmd", str(tmp_path / "nope"), "--at", AT)
+    out = run_cli("catchup", str(s.log), "--probe-cmd", "echo PING_OK", "--kick-cmd", str(tmp_path / "nope"),
+                  "--at", AT)
     assert out.returncode == 1
     assert [(e["type"], e.get("exit")) for e in s.events()[2:]] == [("catchup_kicked", None),
                                                                       ("catchup_finished", 127)]
@@ -297,7 +298,8 @@ def test_kicks_are_stamped_by_the_runner_clock(tmp_path: Path) -> None:
 
 def test_a_kick_command_that_cannot_start_says_why(tmp_path: Path) -> None:
     s = Setup(tmp_path, [registered("com.lily.test"), skipped("com.lily.test")])
-    out = run_cli("catchup", str(s.log), "--probe-cmd", "true", "--kick-cmd", str(tmp_path / "nope"), "--at", AT)
+    out = run_cli("catchup", str(s.log), "--probe-cmd", "echo PING_OK", "--kick-cmd", str(tmp_path / "nope"),
+                  "--at", AT)
     assert out.returncode == 1
     assert f"eventlog: com.lily.test: kick command could not start: {tmp_path / 'nope'}" in out.stderr
 

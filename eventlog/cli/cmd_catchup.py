@@ -11,7 +11,8 @@ import types
 from typing import Any
 
 from eventlog.cli.common import UsageError, add_judging, add_log, command_parser, duration, error, judging, report
-from eventlog.runners import catchup
+from eventlog.probe import EXPECTED
+from eventlog.runners import catchup, schedulers
 from eventlog.runners.process import split_command
 
 DESCRIPTION = """\
@@ -20,15 +21,25 @@ Re-run today's quota-skipped jobs, one at a time:
 - the candidates are those of the catch-up projection as of now (or --at);
 - no candidates, --dry-run, or the circuit open: no probe, nothing kicked;
   --dry-run reads the log only (no lock file: it works in a read-only directory);
-- the probe (CMD, no shell) fails (non-zero exit, timeout, cannot start):
-  nothing kicked;
+- the probe (CMD, no shell) is judged as the failback probe is: only its
+  expected answer (--expect, PING_OK) with exit 0 is ok; "usage limit reached"
+  with exit 0 is quota_limited. Not ok, a timeout, or a probe that cannot
+  start: nothing kicked;
 - else each candidate in turn, never two at once: re-judged on the log as it is
   then (a job that ran meanwhile, or a circuit that opened again, stops it),
-  catchup_kicked appended, the kick command run with the label as its last
-  argument and in CATCHUP_LABEL, waited for; over --timeout its process group
-  gets SIGTERM, then SIGKILL after --kill-grace; then catchup_finished appended
-  (exited with exit, or timeout_killed) before the next starts. A kick command
-  that cannot start is recorded as exited with exit 127.
+  catchup_kicked appended, the job re-run and waited for, then catchup_finished
+  appended (exited with exit, or timeout_killed) before the next starts:
+  --scheduler launchd   launchctl kickstart DOMAIN/LABEL, then launchctl list
+                        every --poll until it no longer runs; over --timeout
+                        launchctl kill SIGTERM, --kill-grace, then SIGKILL (the
+                        job runs under launchd, outside our process group)
+  --scheduler systemd   the same with systemctl start --no-block UNIT,
+                        systemctl show, systemctl kill --signal=...
+  --kick-cmd CMD        CMD with the label as its last argument and in
+                        CATCHUP_LABEL; over --timeout its process group gets
+                        SIGTERM, then SIGKILL after --kill-grace
+  A re-run that cannot start is recorded as exited with exit 127; a job that
+  even SIGKILL did not end stops the catch-up (the next would overlap it).
 - one catch-up at a time per log: a second one finds LOG.catchup.lock held,
   says so on stderr and does nothing. An interrupted catch-up (SIGINT, SIGTERM)
   stops the running re-run and leaves its catchup_kicked without a
@@ -39,8 +50,8 @@ Why it exits 1 is on stderr, one line each."""
 EXITS = """\
 0    done: re-runs exited 0, or nothing to do (no candidates, a dry run, the
      circuit open, another catch-up running)
-1    the probe failed, a re-run did not exit 0 or could not start, the log
-     could not be read or written, or it has bad lines
+1    the probe was not ok, a re-run did not exit 0, could not start or could
+     not be stopped, the log could not be read or written, or it has bad lines
 2    bad usage or no such log
 130  interrupted"""
 
@@ -52,6 +63,13 @@ def register(sub: Any) -> None:
     add_log(p)
     p.add_argument("--probe-cmd", metavar="CMD", help="checks that the quota is back (exit 0); needed unless --dry-run")
     p.add_argument("--kick-cmd", metavar="CMD", help="re-runs one job (its label: last argument, CATCHUP_LABEL)")
+    p.add_argument("--scheduler", choices=("launchd", "systemd"),
+                   help="re-run jobs by their label through launchd (launchctl) or systemd (systemctl)")
+    p.add_argument("--launchd-domain", metavar="DOMAIN", help="launchd domain of the jobs (gui/UID)")
+    p.add_argument("--systemd-user", action="store_true", help="the user's systemd manager (systemctl --user)")
+    p.add_argument("--poll", type=duration, default=schedulers.POLL_S, metavar="DURATION",
+                   help="how often a job under --scheduler is looked at (2s)")
+    p.add_argument("--expect", default=EXPECTED, metavar="TEXT", help=f"a healthy probe's answer ({EXPECTED})")
     p.add_argument("--dry-run", action="store_true", help="print the candidates; no probe, no kick, nothing written")
     add_judging(p)
     p.add_argument("--timeout", type=duration, default=catchup.KICK_TIMEOUT_S, metavar="DURATION",
@@ -72,6 +90,9 @@ def run_catchup(args: argparse.Namespace) -> int:
             log=args.log,
             probe_cmd=split_command(args.probe_cmd, "--probe-cmd") if args.probe_cmd else None,
             kick_cmd=split_command(args.kick_cmd, "--kick-cmd") if args.kick_cmd else None,
+            scheduler=schedulers.scheduler(args.scheduler, launchd_domain=args.launchd_domain,
+                                           systemd_user=args.systemd_user) if args.scheduler else None,
+            poll_s=args.poll, expected=args.expect,
             dry_run=args.dry_run, at=at, timeout_s=args.timeout, kill_grace_s=args.kill_grace,
             probe_timeout_s=args.probe_timeout, assume_tz=tz,
         )

@@ -7,16 +7,31 @@
 - a dry run: the candidates, no probe, nothing kicked, and nothing written:
   the log is only read (no lock file, so it works in a read-only directory);
 - circuit open: no probe, nothing kicked;
-- the probe (no shell) fails (non-zero exit, timeout, cannot start): nothing
-  kicked, a problem;
+- the probe (no shell) is judged by ``eventlog.probe.classify``, as the
+  failback probe is: anything but ``ok`` (the expected answer, ``PING_OK``,
+  with exit 0: a probe printing "usage limit reached" with exit 0 is
+  ``quota_limited``), a timeout or a probe that cannot start: nothing kicked,
+  a problem;
 - else each candidate in turn, never two at once: re-judged on the log as it
   is then (a job that ran meanwhile, or a circuit that opened again, stops
-  it), ``catchup_kicked`` appended, the kick command run with the label as
-  its last argument and in ``CATCHUP_LABEL``, waited for; over the timeout
-  its process group gets SIGTERM, then SIGKILL after the grace; then
+  it), ``catchup_kicked`` appended, then the re-run, waited for, and
   ``catchup_finished`` appended (``exited`` with ``exit``, or
-  ``timeout_killed``) before the next starts. A kick command that cannot
-  start is recorded as ``exited`` with exit 127 (the shell's "not found").
+  ``timeout_killed``) before the next starts. Two ways to re-run:
+
+  * ``scheduler`` (launchd or systemd, :mod:`eventlog.runners.schedulers`):
+    the job is started by its label under the scheduler (``launchctl
+    kickstart``), waited for by polling the scheduler, and over the timeout
+    stopped through it (``launchctl kill SIGTERM``, the grace, ``SIGKILL``),
+    as seed 002's ``kick_and_wait``/``terminate_job`` do: the job runs outside
+    any process group of ours. A job that even SIGKILL did not end stops the
+    catch-up (the next would overlap it);
+  * ``kick_cmd`` (other schedulers): the command is run with the label as its
+    last argument and in ``CATCHUP_LABEL``; over the timeout its process group
+    gets SIGTERM, then SIGKILL after the grace (it must run the job itself,
+    in its own process group, to be stopped).
+
+  A re-run that cannot be started is recorded as ``exited`` with exit 127
+  (the shell's "not found").
 - one catch-up at a time per log: a second one finds ``LOG.catchup.lock``
   held, says so in ``notes`` and does nothing (``busy``).
 
@@ -36,6 +51,7 @@ import msgspec
 from eventlog.appender import AppendError
 from eventlog.clock import NOW, At, Clock
 from eventlog.logs import Log, open_log
+from eventlog.probe import EXPECTED, classify
 from eventlog.runners.common import (
     BadLines,
     RunnerError,
@@ -46,6 +62,7 @@ from eventlog.runners.common import (
     runner_lock,
 )
 from eventlog.runners.process import Ran, run
+from eventlog.runners.schedulers import POLL_S, Scheduler, run_job
 from projections.catchup import Catchup
 
 #: Spec section 5: a re-run over this is stopped.
@@ -63,6 +80,12 @@ class Options:
     log: str
     probe_cmd: list[str] | None = None
     kick_cmd: list[str] | None = None
+    #: Re-run jobs through launchd or systemd instead of ``kick_cmd``.
+    scheduler: Scheduler | None = None
+    #: How often a job under ``scheduler`` is looked at.
+    poll_s: float = POLL_S
+    #: The answer of a healthy probe.
+    expected: str = EXPECTED
     dry_run: bool = False
     #: When to judge and act: now (the default), a fixed time, or the log's last line.
     at: At = NOW
@@ -73,9 +96,14 @@ class Options:
 
     def check(self) -> None:
         """RunnerError when the runner cannot run with these options (nothing is written then)."""
-        if not self.dry_run and (not self.probe_cmd or not self.kick_cmd):
-            raise RunnerError("--probe-cmd and --kick-cmd are needed (or --dry-run)")
-        check_bounds(self.kill_grace_s, timeout_s=self.timeout_s, probe_timeout_s=self.probe_timeout_s)
+        if self.kick_cmd and self.scheduler:
+            raise RunnerError("--kick-cmd and --scheduler: give one of them")
+        if not self.dry_run and (not self.probe_cmd or not (self.kick_cmd or self.scheduler)):
+            raise RunnerError("--probe-cmd and --kick-cmd are needed (or --scheduler for --kick-cmd; or --dry-run)")
+        if not self.expected:
+            raise RunnerError("--expect is empty")
+        check_bounds(self.kill_grace_s, timeout_s=self.timeout_s, probe_timeout_s=self.probe_timeout_s,
+                     poll_s=self.poll_s)
         require_log(self.log, self.assume_tz)
 
 
@@ -85,7 +113,7 @@ class Report(msgspec.Struct, kw_only=True):
     as_of: str | None = None
     candidates: list[str] = msgspec.field(default_factory=list)
     circuit: str = "closed"
-    #: None: not probed; "ok" or "failed".
+    #: None: not probed; "ok", "failed" (it did not start or timed out), or the outcome the classifier named.
     probe: str | None = None
     runs: list[dict[str, Any]] = msgspec.field(default_factory=list)
     not_kicked: list[str] = msgspec.field(default_factory=list)
@@ -174,15 +202,12 @@ def _catchup(opts: Options, log: Log, report: Report) -> None:
         until = state.open_until.isoformat() if state.open_until else "?"
         report.note = f"circuit open until {until}: no probe, nothing kicked"
         return
-    assert opts.probe_cmd is not None and opts.kick_cmd is not None
-    probe = run(opts.probe_cmd, timeout_s=opts.probe_timeout_s, grace_s=opts.kill_grace_s, capture_stdout=False)
-    failure = probe.failure(opts.probe_timeout_s)
+    assert opts.probe_cmd is not None
+    failure = _probe(opts, report, clock())
     if failure is not None:
-        report.probe = "failed"
         report.problems.append(f"probe failed ({failure}): nothing kicked")
         report.note = f"probe failed ({failure}): nothing kicked"
         return
-    report.probe = "ok"
     labels = report.candidates
     try:
         for i, label in enumerate(labels):
@@ -197,18 +222,19 @@ def _catchup(opts: Options, log: Log, report: Report) -> None:
                 report.notes.append(f"{label}: no longer a candidate, not kicked")
                 continue
             log.append([{"type": "catchup_kicked", "ts": clock().isoformat(), "label": label}])
-            ran = run([*opts.kick_cmd, label], env={"CATCHUP_LABEL": label}, timeout_s=opts.timeout_s,
-                      grace_s=opts.kill_grace_s, capture_stdout=False)
+            ran = _rerun(opts, label)
             problem = None
+            unstoppable = ran.timed_out and ran.error is not None
             if not ran.started:
-                problem = f"{label}: kick command could not start: {ran.error}"
+                problem = f"{label}: kick command could not start: {ran.error}" if opts.scheduler is None else (
+                    f"{label}: {opts.scheduler.name} could not start it: {ran.error}")
                 ran = Ran(True, 127)
             finished: dict[str, Any] = {"type": "catchup_finished", "ts": clock().isoformat(), "label": label}
             run_: dict[str, Any]
             if ran.timed_out:
                 finished["outcome"] = "timeout_killed"
                 run_ = {"label": label, "outcome": "timeout_killed", "exit": None}
-                problem = f"{label}: re-run timed out after {opts.timeout_s:g} s; stopped"
+                problem = f"{label}: re-run timed out after {opts.timeout_s:g} s; {ran.error or 'stopped'}"
             else:
                 finished.update(outcome="exited", exit=ran.exit)
                 run_ = {"label": label, "outcome": "exited", "exit": ran.exit}
@@ -218,10 +244,41 @@ def _catchup(opts: Options, log: Log, report: Report) -> None:
                 report.problems.append(problem)
             log.append([finished])
             report.runs.append(run_)
+            if unstoppable:
+                report.not_kicked.extend(labels[i + 1:])
+                report.notes.append(f"{label} could not be stopped: no more re-runs (they would overlap it)")
+                break
     except AppendError as err:
         report.problems.append(f"cannot append to {opts.log}: " + "; ".join(err.messages))
     kicked = len(report.runs)
     report.note = f"{kicked} re-run(s) done" if kicked else "nothing kicked"
+
+
+def _probe(opts: Options, report: Report, now: datetime) -> str | None:
+    """Run the probe and judge it as the failback probe is judged; why it failed (None: it said ok)."""
+    assert opts.probe_cmd is not None
+    ran = run(opts.probe_cmd, timeout_s=opts.probe_timeout_s, grace_s=opts.kill_grace_s, capture_stdout=True,
+              capture_stderr=True)
+    if not ran.started:
+        report.probe = "failed"
+        return f"could not start: {ran.error}"
+    text = ran.stdout + ("\n" + ran.stderr if ran.stderr else "")
+    verdict = classify(None if ran.timed_out else ran.exit, None, text, now=now, expected=opts.expected)
+    report.probe = "failed" if ran.timed_out else verdict.outcome
+    if ran.timed_out:
+        return f"timed out after {opts.probe_timeout_s:g} s; its process group was stopped"
+    if verdict.outcome != "ok":
+        return f"{verdict.outcome}, exit {ran.exit}: {verdict.detail}"
+    return None
+
+
+def _rerun(opts: Options, label: str) -> Ran:
+    """Re-run one job, through the scheduler or the kick command, and wait for it (stopped over the timeout)."""
+    if opts.scheduler is not None:
+        return run_job(opts.scheduler, label, timeout_s=opts.timeout_s, grace_s=opts.kill_grace_s, poll_s=opts.poll_s)
+    assert opts.kick_cmd is not None
+    return run([*opts.kick_cmd, label], env={"CATCHUP_LABEL": label}, timeout_s=opts.timeout_s,
+               grace_s=opts.kill_grace_s, capture_stdout=False)
 
 
 __all__ = ["KICK_TIMEOUT_S", "KILL_GRACE_S", "PROBE_TIMEOUT_S", "Options", "Report", "run_catchup"]

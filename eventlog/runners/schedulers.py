@@ -1,0 +1,246 @@
+"""The platform seam of the catch-up runner: start a scheduled job by its label, wait for it, stop it.
+
+Seed 002's ``kick_and_wait`` kicks a launchd job with ``launchctl kickstart`` and
+polls until launchd no longer runs it; ``terminate_job`` stops one that overran
+with ``launchctl kill SIGTERM``, then ``SIGKILL``, each followed by up to the
+grace: "待つのをやめる" (stop waiting) and "ジョブを止める" (stop the job) are
+not the same, and only the second keeps re-runs serial. A job started this way
+runs under the scheduler, not in any process group of ours, so it can only be
+stopped through the scheduler. :class:`Scheduler` is that seam:
+
+- :class:`Launchd`: ``launchctl kickstart DOMAIN/LABEL``; ``launchctl list``
+  (the ``PID``, ``Status`` and ``Label`` columns: no PID is not running, the
+  status is the last exit, negative for the signal that ended it); ``launchctl
+  kill SIGNAL DOMAIN/LABEL``. ``DOMAIN`` is ``gui/<uid>`` unless given.
+- :class:`Systemd`: ``systemctl [--user] start --no-block UNIT``;
+  ``systemctl [--user] show -p InvocationID,ActiveState,MainPID,ExecMainCode,ExecMainStatus UNIT``
+  (a new ``InvocationID`` is this run; running while ``activating``,
+  ``deactivating``, ``reloading``, or ``active`` with a main PID: a
+  ``Type=oneshot`` unit without ``RemainAfterExit`` is what fits);
+  ``systemctl [--user] kill --signal=SIGNAL UNIT`` (every process of the unit).
+
+:func:`run_job` kicks, waits and stops, and says how it went as a
+:class:`~eventlog.runners.process.Ran`. Every ``launchctl``/``systemctl`` call
+goes through :func:`eventlog.runners.process.run` (bounded by ``CALL_TIMEOUT_S``).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from eventlog.runners.process import Ran, run
+
+#: Bound on one ``launchctl``/``systemctl`` call.
+CALL_TIMEOUT_S = 30.0
+#: How often a running job is looked at (the seed: every 2 s).
+POLL_S = 2.0
+
+SIGNALS = ("SIGTERM", "SIGKILL")
+
+
+@dataclass(frozen=True)
+class JobState:
+    """What the scheduler says of a job now; ``run`` names its latest run (a pid, an invocation id) when it says."""
+
+    running: bool
+    run: str | None = None
+    exit: int | None = None
+
+
+class SchedulerError(Exception):
+    """A scheduler call that failed (it could not start, or it said no)."""
+
+
+class Scheduler(Protocol):
+    """Start, look at and signal a scheduled job by its label."""
+
+    #: ``launchd`` or ``systemd``.
+    name: str
+    #: Whether ``kick`` only queues the start (until the run shows, the job counts as not begun yet).
+    queued: bool
+
+    def state(self, label: str) -> JobState:
+        """The job now (SchedulerError when it cannot be told)."""
+        ...
+
+    def kick(self, label: str) -> None:
+        """Start the job now (SchedulerError when it is refused)."""
+        ...
+
+    def signal(self, label: str, signal: str) -> None:
+        """Send ``SIGTERM`` or ``SIGKILL`` to the job (SchedulerError when it cannot be sent)."""
+        ...
+
+
+def _call(argv: list[str]) -> str:
+    ran = run(argv, timeout_s=CALL_TIMEOUT_S, grace_s=1.0, capture_stdout=True, capture_stderr=True)
+    if not ran.ok:
+        said = " ".join((ran.stderr or ran.stdout).split())[:300]
+        raise SchedulerError(f"{' '.join(argv)}: {ran.failure(CALL_TIMEOUT_S)}" + (f": {said}" if said else ""))
+    return ran.stdout
+
+
+@dataclass
+class Launchd:
+    """launchd, through ``launchctl`` (macOS)."""
+
+    domain: str = field(default_factory=lambda: f"gui/{os.getuid()}")
+    name: str = "launchd"
+    queued: bool = False  # kickstart returns once the job was spawned
+
+    def target(self, label: str) -> str:
+        """``DOMAIN/LABEL``, as ``kickstart`` and ``kill`` take it."""
+        return f"{self.domain}/{label}"
+
+    def state(self, label: str) -> JobState:
+        """From ``launchctl list``: the label's line (none: not loaded, not running)."""
+        for line in _call(["launchctl", "list"]).splitlines():
+            parts = line.split("\t") if "\t" in line else line.split()
+            if len(parts) >= 3 and parts[2] == label:
+                pid, status = parts[0], parts[1]
+                exit_ = int(status) if status.lstrip("-").isdigit() else None
+                return JobState(running=pid.isdigit(), run=pid if pid.isdigit() else None, exit=exit_)
+        return JobState(running=False)
+
+    def kick(self, label: str) -> None:
+        """``launchctl kickstart``: it returns once the job runs."""
+        _call(["launchctl", "kickstart", self.target(label)])
+
+    def signal(self, label: str, signal: str) -> None:
+        """``launchctl kill SIGNAL DOMAIN/LABEL``."""
+        _call(["launchctl", "kill", signal, self.target(label)])
+
+
+_SYSTEMD_RUNNING = frozenset({"activating", "deactivating", "reloading", "refreshing"})
+#: ``ExecMainCode`` values that mean a signal ended the main process (CLD_KILLED, CLD_DUMPED).
+_SYSTEMD_KILLED = frozenset({"2", "3"})
+
+
+@dataclass
+class Systemd:
+    """systemd, through ``systemctl`` (Linux); ``user``: the user's manager (``--user``)."""
+
+    user: bool = False
+    name: str = "systemd"
+    queued: bool = True  # start --no-block queues a start job
+
+    def _systemctl(self, *args: str) -> str:
+        return _call(["systemctl", *(["--user"] if self.user else []), *args])
+
+    @staticmethod
+    def unit(label: str) -> str:
+        """The service unit a label names (``.service`` added unless it ends so)."""
+        return label if label.endswith(".service") else f"{label}.service"
+
+    def state(self, label: str) -> JobState:
+        """From ``systemctl show``."""
+        props = dict(line.split("=", 1) for line in self._systemctl(
+            "show", "-p", "InvocationID", "-p", "ActiveState", "-p", "MainPID", "-p", "ExecMainCode",
+            "-p", "ExecMainStatus", self.unit(label)).splitlines() if "=" in line)
+        active = props.get("ActiveState", "")
+        running = active in _SYSTEMD_RUNNING or (active == "active" and props.get("MainPID", "0") not in ("", "0"))
+        status = props.get("ExecMainStatus", "")
+        exit_ = int(status) if status.isdigit() else None
+        if exit_ is not None and props.get("ExecMainCode") in _SYSTEMD_KILLED:
+            exit_ = -exit_
+        return JobState(running=running, run=props.get("InvocationID") or None, exit=exit_)
+
+    def kick(self, label: str) -> None:
+        """``systemctl start --no-block`` (a oneshot unit would block the call until it ends)."""
+        self._systemctl("start", "--no-block", self.unit(label))
+
+    def signal(self, label: str, signal: str) -> None:
+        """``systemctl kill --signal=SIGNAL UNIT``: every process of the unit."""
+        self._systemctl("kill", f"--signal={signal}", self.unit(label))
+
+
+def run_job(
+    scheduler: Scheduler,
+    label: str,
+    *,
+    timeout_s: float,
+    grace_s: float,
+    poll_s: float = POLL_S,
+    sleep: Callable[[float], None] = time.sleep,
+    monotonic: Callable[[], float] = time.monotonic,
+) -> Ran:
+    """Kick ``label``, wait until the scheduler no longer runs it; over ``timeout_s`` stop it, as seed 002 does.
+
+    Stopping: ``SIGTERM``, then up to ``grace_s`` for it to end, then ``SIGKILL`` and up to ``grace_s``
+    again. The result: not started (``error``: the kick was refused), its exit status, or ``timed_out``
+    (``exit`` None; ``error`` set when even SIGKILL did not end it, or it could not be signalled: the next
+    job must not start). A scheduler that stops answering while the job runs is treated as a timeout (the
+    job is stopped). An interruption (KeyboardInterrupt) stops the job the same way, then goes on.
+    """
+    try:
+        before = scheduler.state(label)
+        scheduler.kick(label)
+    except SchedulerError as err:
+        return Ran(False, error=str(err))
+    except BaseException:  # interrupted while kicking: the job may have started
+        _stop(scheduler, label, grace_s, poll_s, sleep, monotonic)
+        raise
+    deadline = monotonic() + timeout_s
+    try:
+        while True:
+            now = scheduler.state(label)
+            begun = not scheduler.queued or now.running or now.run != before.run
+            if begun and not now.running:
+                return Ran(True, now.exit if now.exit is not None else 0)
+            if monotonic() >= deadline:
+                break
+            sleep(min(poll_s, max(0.0, deadline - monotonic())))
+    except SchedulerError as err:
+        problem = _stop(scheduler, label, grace_s, poll_s, sleep, monotonic)
+        return Ran(True, None, timed_out=True,
+                   error=f"lost sight of {label} ({err}); " + (problem or "sent SIGTERM, it no longer runs"))
+    except BaseException:  # interrupted: the job must not outlive the catch-up that started it
+        _stop(scheduler, label, grace_s, poll_s, sleep, monotonic)
+        raise
+    return Ran(True, None, timed_out=True, error=_stop(scheduler, label, grace_s, poll_s, sleep, monotonic))
+
+
+def _stop(
+    scheduler: Scheduler,
+    label: str,
+    grace_s: float,
+    poll_s: float,
+    sleep: Callable[[float], None],
+    monotonic: Callable[[], float],
+) -> str | None:
+    """SIGTERM, up to ``grace_s``, SIGKILL, up to ``grace_s``: None once the job no longer runs, else why not."""
+    try:
+        for sig in SIGNALS:
+            try:
+                scheduler.signal(label, sig)
+            except SchedulerError:
+                if not scheduler.state(label).running:  # it ended on its own meanwhile: nothing to signal
+                    return None
+                raise
+            until = monotonic() + grace_s
+            while scheduler.state(label).running:
+                if monotonic() >= until:
+                    break
+                sleep(min(poll_s, max(0.0, until - monotonic())))
+            else:
+                return None
+    except SchedulerError as err:
+        return f"could not stop {label}: {err}"
+    return f"{label} still runs after SIGKILL and {grace_s:g} s"
+
+
+def scheduler(name: str, *, launchd_domain: str | None = None, systemd_user: bool = False) -> Scheduler:
+    """The scheduler named ``launchd`` or ``systemd`` (ValueError for another name)."""
+    if name == "launchd":
+        return Launchd(domain=launchd_domain) if launchd_domain else Launchd()
+    if name == "systemd":
+        return Systemd(user=systemd_user)
+    raise ValueError(f"unknown scheduler {name!r} (launchd or systemd)")
+
+
+__all__ = ["CALL_TIMEOUT_S", "POLL_S", "JobState", "Launchd", "Scheduler", "SchedulerError", "Systemd", "run_job",
+           "scheduler"]

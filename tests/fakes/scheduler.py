@@ -1,0 +1,180 @@
+"""A fake ``launchctl`` and ``systemctl`` for the catch-up tests: a scheduler that runs jobs outside our process group.
+
+Installed on PATH as two one-line wrappers (``launchctl``, ``systemctl``) that run
+``scheduler.py TOOL ARGS...``. State lives in ``$FAKE_SCHEDULER_DIR``:
+
+- ``plan.json``: ``{LABEL: MODE}``, the jobs it knows; MODE is ``exit:N``, ``sleep:S``, ``wait:FILE``
+  (exit 0 once FILE exists), ``forever`` (sleeps until signalled), ``ignore-term`` (ignores SIGTERM) or
+  ``immortal`` (runs on: ``launchctl kill`` is refused with "Operation not permitted");
+- ``record.jsonl``: one line per call: the tool, its argv, and the labels whose job runs at that moment
+  (a kick that finds another job running is an overlap);
+- ``LABEL.pid`` while a job runs, ``LABEL.status`` its last exit (negative: the signal), ``LABEL.inv`` the
+  systemd invocation id.
+
+A kick starts a supervisor in a new session (as launchd or systemd would: not a child of the caller, not
+in its process group); the supervisor runs the job, waits for it and writes its status. ``launchctl
+kickstart`` returns once the job runs; ``systemctl start --no-block`` returns before it does (a queued
+start job).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+
+HERE = os.path.abspath(__file__)
+DIR = os.environ.get("FAKE_SCHEDULER_DIR", "")
+
+
+def path(name: str) -> str:
+    return os.path.join(DIR, name)
+
+
+def plan() -> dict[str, str]:
+    with open(path("plan.json"), encoding="utf-8") as f:
+        return json.load(f)  # type: ignore[no-any-return]
+
+
+def alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def pid_of(label: str) -> int | None:
+    try:
+        with open(path(f"{label}.pid"), encoding="ascii") as f:
+            pid = int(f.read())
+    except (OSError, ValueError):
+        return None
+    return pid if alive(pid) else None
+
+
+def read(name: str, default: str) -> str:
+    try:
+        with open(path(name), encoding="ascii") as f:
+            return f.read().strip()
+    except OSError:
+        return default
+
+
+def write(name: str, text: str) -> None:
+    with open(path(name + ".tmp"), "w", encoding="ascii") as f:
+        f.write(text)
+    os.replace(path(name + ".tmp"), path(name))
+
+
+def record(tool: str, argv: list[str]) -> None:
+    running = sorted(label for label in plan() if pid_of(label) is not None)
+    with open(path("record.jsonl"), "a", encoding="utf-8") as f:
+        f.write(json.dumps({"tool": tool, "argv": argv, "running": running}) + "\n")
+
+
+def start(label: str, delay: float) -> None:
+    """Start the supervisor of one run, in a new session."""
+    subprocess.Popen([sys.executable, HERE, "--supervise", label, str(delay)], start_new_session=True,
+                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                     env={**os.environ, "FAKE_SCHEDULER_DIR": DIR})
+
+
+def supervise(label: str, delay: float) -> None:
+    time.sleep(delay)
+    write(f"{label}.inv", uuid.uuid4().hex)
+    job = subprocess.Popen([sys.executable, HERE, "--job", plan()[label]])
+    write(f"{label}.pid", str(job.pid))
+    code = job.wait()
+    write(f"{label}.status", str(code))
+    os.remove(path(f"{label}.pid"))
+
+
+def job(mode: str) -> int:
+    if mode.startswith("exit:"):
+        return int(mode[5:])
+    if mode.startswith("sleep:"):
+        time.sleep(float(mode[6:]))
+    elif mode.startswith("wait:"):
+        while not os.path.exists(mode[5:]):
+            time.sleep(0.02)
+    elif mode in ("forever", "ignore-term", "immortal"):
+        if mode == "ignore-term":
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        time.sleep(60)
+    return 0
+
+
+def launchctl(argv: list[str]) -> int:
+    record("launchctl", argv)
+    known = plan()
+    if argv[:1] == ["list"]:
+        print("PID\tStatus\tLabel")
+        for label in sorted(known):
+            pid = pid_of(label)
+            print(f"{pid if pid else '-'}\t{read(f'{label}.status', '0')}\t{label}")
+        return 0
+    label = argv[-1].rsplit("/", 1)[-1]
+    if label not in known:
+        print(f'Could not find service "{label}" in domain for uid: {os.getuid()}', file=sys.stderr)
+        return 113
+    if argv[0] == "kickstart":
+        if pid_of(label) is None:
+            start(label, 0)
+            deadline = time.monotonic() + 10
+            while pid_of(label) is None and time.monotonic() < deadline:
+                time.sleep(0.01)
+        if "-p" in argv:
+            print(f"{label}: pid {pid_of(label)}")
+        return 0
+    if argv[0] == "kill":
+        pid = pid_of(label)
+        if pid is None:
+            print("Could not signal service: 3: No such process", file=sys.stderr)
+            return 3
+        if known[label] == "immortal":
+            print("Could not signal service: 1: Operation not permitted", file=sys.stderr)
+            return 1
+        os.kill(pid, getattr(signal, argv[1]))
+        return 0
+    print(f"unknown launchctl command {argv}", file=sys.stderr)
+    return 64
+
+
+def systemctl(argv: list[str]) -> int:
+    record("systemctl", argv)
+    args = [a for a in argv if a != "--user"]
+    label = args[-1].removesuffix(".service")
+    if label not in plan():
+        print(f"Unit {args[-1]} not found.", file=sys.stderr)
+        return 5
+    pid = pid_of(label)
+    if args[0] == "start":
+        if pid is None:
+            start(label, 0.2)
+        return 0
+    if args[0] == "show":
+        status = int(read(f"{label}.status", "0"))
+        state = "activating" if pid else ("failed" if status else "inactive")
+        print(f"InvocationID={read(f'{label}.inv', '')}\nActiveState={state}\nMainPID={pid or 0}\n"
+              f"ExecMainCode={2 if status < 0 else 1}\nExecMainStatus={abs(status)}")
+        return 0
+    if args[0] == "kill":
+        if pid is not None:
+            os.kill(pid, getattr(signal, args[1].removeprefix("--signal=")))
+        return 0
+    print(f"unknown systemctl command {argv}", file=sys.stderr)
+    return 64
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "--supervise":
+        supervise(sys.argv[2], float(sys.argv[3]))
+    elif sys.argv[1] == "--job":
+        sys.exit(job(sys.argv[2]))
+    else:
+        sys.exit({"launchctl": launchctl, "systemctl": systemctl}[sys.argv[1]](sys.argv[2:]))
