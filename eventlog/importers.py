@@ -1,4 +1,4 @@
-"""Importers for the catch-up domain: launchd plists and the quota guard's markers (seed 002).
+"""Importers for the catch-up domain: launchd plists, the quota guard's markers and circuit (seed 002).
 
 - :func:`read_launchd` turns ``*.plist`` files into ``job_registered`` events:
   ``guarded`` when ``ProgramArguments`` holds the guard's name (the seed's
@@ -8,6 +8,9 @@
   remaining=Ns ts=EPOCH`` and ``CLAUDE_QUOTA_JOB_RAN job=L exit=N ts=EPOCH``
   lines into ``job_skipped`` and ``job_ran`` events, ``ts`` being the epoch
   in the local zone (or the zone given).
+- :func:`read_time` reads the times users' files hold (an epoch or ISO 8601)
+  for every importer and observer; :func:`read_circuit` the guard's circuit
+  state file (``import circuit``).
 - :func:`known` reads what a log already holds, and :func:`new_registrations`
   and :func:`new_markers` keep only what it does not, so importing the same
   input twice adds nothing:
@@ -68,6 +71,46 @@ _MICRO = timedelta(microseconds=1)
 def instant(at: datetime) -> int:
     """A time as whole microseconds since the epoch (exact, unlike float timestamps)."""
     return (at - _EPOCH) // _MICRO
+
+
+_EPOCH_TEXT = re.compile(r"\d{9,}(?:\.\d+)?")
+
+
+def read_time(value: str | float, tz: tzinfo | None) -> datetime:
+    """An epoch in seconds (a number, or a string of 9 digits or more) or an ISO 8601 time, as an aware time.
+
+    An epoch is written in ``tz`` (None: the local zone); an ISO time without an offset is read in
+    ``tz``. ValueError (saying why) when it is neither, has no offset and no ``tz`` is given, or lies
+    outside the years the log holds (spec section 1, Ranges).
+    """
+    if isinstance(value, bool) or not isinstance(value, str | int | float):
+        raise ValueError(f"time {value!r} is neither ISO 8601 nor an epoch")
+    if isinstance(value, str) and not _EPOCH_TEXT.fullmatch(value):
+        try:
+            at = datetime.fromisoformat(value)
+        except ValueError:
+            raise ValueError(f"time {value!r} is neither ISO 8601 nor an epoch") from None
+        if at.tzinfo is None:
+            if tz is None:
+                raise ValueError(f"time {value!r} has no UTC offset (give --assume-tz)")
+            at = at.replace(tzinfo=tz)
+    else:
+        try:
+            at = datetime.fromtimestamp(float(value), tz)
+        except (OverflowError, OSError, ValueError):
+            raise ValueError(f"time {value!r} is out of range") from None
+        at = at if tz is not None else at.astimezone()
+    if not FIRST_YEAR <= at.year <= LAST_YEAR:
+        raise ValueError(f"time {value!r} is outside the years {FIRST_YEAR} to {LAST_YEAR}")
+    return at
+
+
+def time_text(value: str | float, tz: tzinfo | None) -> str:
+    """:func:`read_time` as the log writes it: as written when it had an offset, else ISO 8601 with one."""
+    at = read_time(value, tz)
+    if isinstance(value, str) and not _EPOCH_TEXT.fullmatch(value) and datetime.fromisoformat(value).tzinfo is not None:
+        return value
+    return at.isoformat()
 
 
 # --- launchd ---------------------------------------------------------------------------
@@ -315,3 +358,47 @@ def new_markers(events: Iterable[dict[str, Any]], log: Known) -> MarkerPlan:
         log.latest[ev["label"]] = at
         plan.new.append(ev)
     return plan
+
+
+# --- the guard's circuit state ----------------------------------------------------------
+
+
+#: What the guard's state file says: ``("open", reason, open_until, opened_at)`` or ``("closed", closed_at)``.
+Circuit = tuple[str, ...]
+
+
+def read_circuit(obj: Any, file_mtime: str, tz: tzinfo | None = None) -> Circuit:
+    """The circuit a quota guard's state file describes; ValueError saying what is wrong with it.
+
+    The file is one JSON object: ``open_until`` (or ``openUntil``: an epoch in
+    seconds or an ISO 8601 time; null or absent: closed), ``reason`` (``quota``
+    when absent), and optionally ``state`` (``open``/``closed``; ``closed`` wins),
+    ``opened_at`` and ``closed_at`` (the event times; the file's mtime when absent).
+    """
+    if not isinstance(obj, dict):
+        raise ValueError("not a JSON object")
+    state = obj.get("state", obj.get("status"))
+    if state is not None and state not in ("open", "closed"):
+        raise ValueError(f"state {state!r} is neither open nor closed")
+    until = obj.get("open_until", obj.get("openUntil"))
+    if state == "closed" or until is None:
+        closed = obj.get("closed_at", obj.get("closedAt"))
+        return ("closed", file_mtime if closed is None else time_text(closed, tz))
+    reason = obj.get("reason", "quota")
+    if not isinstance(reason, str):
+        raise ValueError(f"reason {reason!r} is not a string")
+    opened = obj.get("opened_at", obj.get("openedAt"))
+    return ("open", reason, time_text(until, tz), file_mtime if opened is None else time_text(opened, tz))
+
+
+def circuit_events(circuit: Circuit, latest: tuple[str, int | None] | None) -> list[dict[str, Any]]:
+    """What the state file adds to a log whose latest circuit event is ``latest`` (``("opened", open_until
+    instant)`` or ``("closed", None)``): nothing when the log says the same already."""
+    if circuit[0] == "open":
+        _, reason, until, opened = circuit
+        if latest == ("opened", instant(datetime.fromisoformat(until))):
+            return []
+        return [{"type": "circuit_opened", "ts": opened, "reason": reason, "open_until": until}]
+    if latest is not None and latest[0] == "opened":
+        return [{"type": "circuit_closed", "ts": circuit[1]}]
+    return []

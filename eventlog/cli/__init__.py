@@ -23,6 +23,7 @@ from eventlog.cli import (
     cmd_handoff,
     cmd_import,
     cmd_lanes,
+    cmd_observe,
     cmd_serve,
     cmd_sessions,
     cmd_status,
@@ -32,6 +33,7 @@ from eventlog.cli import (
 )
 
 COMMANDS = (replay, append, live, cmd_status, cmd_failback, cmd_handoff, cmd_lanes, cmd_catchup, cmd_import,
+            cmd_observe,
             cmd_sessions, cmd_serve, transfer)
 
 

@@ -1,4 +1,4 @@
-"""``eventlog import``: launchd jobs and the quota guard's markers into a log (seed 002).
+"""``eventlog import``: what users already have into a log (seeds 000, 002, 004).
 
 A thin shell over ``eventlog.runners.imports``.
 """
@@ -30,7 +30,12 @@ input again adds nothing.
   eventlog import launchd LOG DIR          job_registered from DIR's *.plist files
   eventlog import quota-log LOG FILE...    job_skipped/job_ran from CLAUDE_QUOTA_JOB_* markers
   eventlog import worker-log LOG FILE...   interrupt_stage, control_result, storage_unavailable
-                                           from a session worker's JSON log lines"""
+                                           from a session worker's JSON log lines
+  eventlog import ledger LOG FILE...       limit_recorded from the account limit ledger
+  eventlog import handoff-files LOG DIR    handoffs and their .resumed/.skip markers from the
+                                           old watcher's files
+  eventlog import circuit LOG FILE         circuit_opened/circuit_closed from the quota guard's
+                                           circuit state file"""
 
 EXITS = """\
 0  done
@@ -49,8 +54,8 @@ class _OldLog(argparse.Action):
 
 
 def register(sub: Any) -> None:
-    """Add ``import launchd`` and ``import quota-log``."""
-    imp = command_parser(sub, "import", help="import launchd jobs or quota-guard markers into a log",
+    """Add ``import launchd``, ``quota-log``, ``worker-log``, ``ledger``, ``handoff-files`` and ``circuit``."""
+    imp = command_parser(sub, "import", help="import what users already have (jobs, markers, ledgers) into a log",
                          description=DESCRIPTION, exits=EXITS)
     isub = imp.add_subparsers(dest="source", required=True, metavar="SOURCE")
     ld = command_parser(isub, "launchd", help="job_registered from the *.plist files of DIR", exits=EXITS,
@@ -87,6 +92,62 @@ def register(sub: Any) -> None:
     wl.add_argument("--json", action="store_true", help="print one JSON object")
     wl.set_defaults(run=run_import_worker_log)
 
+    lg = command_parser(isub, "ledger", help="limit_recorded from the account limit ledger (seed 000)", exits=EXITS,
+                        description=LEDGER)
+    add_log(lg, "the log to append to (created if absent)")
+    lg.add_argument("files", nargs="+", metavar="FILE")
+    lg.add_argument("--assume-tz", metavar="ZONE", help="zone of times written without an offset")
+    lg.add_argument("--json", action="store_true", help="print one JSON object")
+    lg.set_defaults(run=run_import_ledger)
+
+    hf = command_parser(isub, "handoff-files", help="handoffs and .resumed/.skip markers of the old watcher's files",
+                        exits=EXITS, description=HANDOFF_FILES)
+    add_log(hf, "the log to append to (created if absent)")
+    hf.add_argument("directory", metavar="DIR", help="the directory of the old watcher's handoff files")
+    hf.add_argument("--account", metavar="NAME", help="the account of handoff files that name none")
+    hf.add_argument("--assume-tz", metavar="ZONE",
+                    help="zone of times written without an offset (default: such a time is a problem)")
+    hf.add_argument("--json", action="store_true", help="print one JSON object")
+    hf.set_defaults(run=run_import_handoff_files)
+
+    ci = command_parser(isub, "circuit", help="circuit_opened/circuit_closed from the quota guard's state file",
+                        exits=EXITS, description=CIRCUIT)
+    add_log(ci, "the log to append to (created if absent)")
+    ci.add_argument("file", metavar="FILE", help="the guard's circuit state (JSON)")
+    ci.add_argument("--assume-tz", metavar="ZONE", help="zone of epochs and of times written without an offset")
+    ci.add_argument("--json", action="store_true", help="print one JSON object")
+    ci.set_defaults(run=run_import_circuit)
+
+
+LEDGER = """\
+The account limit ledger the failover handler writes (seed 000): one JSON object,
+a list of them, or one a line, each
+  {"account", "limitedAt", "resetAt" (or null), "source", "confidence"}
+(snake_case keys too). Each becomes a limit_recorded at its limitedAt, in time
+order. An entry the log holds already is not appended again, nor one older than
+its account's latest limit in the log; an entry that cannot be read is named on
+stderr (exit 1) and the rest imported."""
+
+HANDOFF_FILES = """\
+The old watcher's files in DIR, per handoff ID (seed 000):
+  ID.json      handoff_created (handoffId, account, createdAt or the mtime, deadline,
+               importance, repo, branch, head), and local_started when it says the
+               local session started (localStartedAt, or localStarted: true), or
+               local_start_failed with its localStartError
+  ID.resumed   needs_human, reason legacy_resumed_unverified: the marker was placed
+               before the cloud session started, so it proves nothing came back
+  ID.skip      skip, its first line the reason (legacy .skip marker when empty)
+A marker applies only to a handoff pending (or, for .skip, needs_human) in the log;
+one the log moved on is left and said. Importing again adds nothing."""
+
+CIRCUIT = """\
+The quota guard's circuit state file: one JSON object with open_until (an epoch in
+seconds or ISO 8601; null or absent: closed), reason, and optionally state
+(open/closed), opened_at, closed_at. Open: circuit_opened (at opened_at, else the
+file's mtime) unless the log's latest circuit event is that same opening. Closed:
+circuit_closed (at closed_at, else the mtime) when the log's latest circuit event is
+an opening. Otherwise nothing: importing again adds nothing."""
+
 
 WORKER_LOG = """\
 One JSON object a line (FILEs in the order given, lines in file order). The
@@ -122,6 +183,33 @@ def run_import_worker_log(args: argparse.Namespace) -> int:
     return _run_files(args, imports.import_worker_log, imports.WorkerLogImport)
 
 
+def run_import_ledger(args: argparse.Namespace) -> int:
+    """``eventlog import ledger``: the account limit ledger, unless already in the log."""
+    return _run_files(args, imports.import_ledger, imports.LedgerImport)
+
+
+def run_import_handoff_files(args: argparse.Namespace) -> int:
+    """``eventlog import handoff-files``: the old watcher's handoffs and markers, unless already in the log."""
+    try:
+        tz = zone(args.assume_tz)
+    except UsageError as err:
+        error(str(err))
+        return 2
+    return _run(args, lambda: imports.import_handoff_files(
+        imports.HandoffFilesImport(log=args.log, directory=args.directory, account=args.account, assume_tz=tz)))
+
+
+def run_import_circuit(args: argparse.Namespace) -> int:
+    """``eventlog import circuit``: the guard's circuit state, unless the log says the same."""
+    try:
+        tz = zone(args.assume_tz)
+    except UsageError as err:
+        error(str(err))
+        return 2
+    return _run(args, lambda: imports.import_circuit(imports.CircuitImport(log=args.log, file=args.file,
+                                                                           assume_tz=tz)))
+
+
 def _run_files(args: argparse.Namespace, do: Callable[[Any], Any], options: type[imports.FilesImport]) -> int:
     """An import of FILEs into LOG, read in ``--assume-tz``."""
     try:
@@ -143,6 +231,8 @@ def _run(args: argparse.Namespace, do: Any) -> int:
     except OSError as err:
         error(f"cannot read {args.log}: {err.strerror or err}")
         return 2
+    if isinstance(done, imports.ImportReport):
+        return report(done, args.json, [done.summary()], notes=[f"left: {x}" for x in done.left])
     if isinstance(done, imports.LaunchdReport):
         line = (f"{len(done.registered)} job(s) registered, {done.unchanged} unchanged"
                 + (f", {len(done.problems)} plist(s) not read" if done.problems else ""))

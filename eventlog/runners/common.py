@@ -6,12 +6,14 @@ import fcntl
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import tzinfo
+from datetime import datetime, tzinfo
 from typing import Any
 
 import msgspec
 
-from eventlog.logs import LogUnavailable, lock_path, open_log
+from eventlog.events import Event
+from eventlog.logs import LogUnavailable, is_url, lock_path, open_log
+from eventlog.reader import Reader
 from eventlog.replay import Replay
 from projections.runner import Runner
 
@@ -72,6 +74,20 @@ def require_log(target: str, assume_tz: tzinfo | None = None) -> None:
         raise RunnerError(f"cannot read {target}: no such log")
 
 
+def log_events(target: str, assume_tz: tzinfo | None = None) -> Iterator[tuple[Event, datetime]]:
+    """The decoded events of a log (a file or a stream; none when it does not exist), bad lines left out."""
+    if not is_url(target) and not os.path.exists(target):
+        return
+    reader = Reader(assume_tz)
+    with open_log(target) as log:
+        if not log.exists():
+            return
+        for number, raw in log.lines():
+            decoded = reader.decode(raw, number)
+            if not isinstance(decoded, str):
+                yield decoded
+
+
 @contextmanager
 def runner_lock(log: str, name: str, *, wait: bool) -> Iterator[bool]:
     """Hold ``LOG.<name>.lock`` exclusively; yields False when ``wait`` is off and another holds it.
@@ -91,5 +107,6 @@ def runner_lock(log: str, name: str, *, wait: bool) -> Iterator[bool]:
 
 
 __all__ = [
-    "BAD_LINES_SHOWN", "BadLines", "RunnerError", "bad_lines", "check_bounds", "folder", "require_log", "runner_lock",
+    "BAD_LINES_SHOWN", "BadLines", "RunnerError", "bad_lines", "check_bounds", "folder", "log_events", "require_log",
+    "runner_lock",
 ]

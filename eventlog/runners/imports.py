@@ -1,5 +1,6 @@
-"""Importing what users already have into a log: launchd jobs and the quota guard's markers (seed 002),
-and the interrupt timeline and storage warnings of worker logs (seed 004).
+"""Importing what users already have into a log: launchd jobs, the quota guard's markers and circuit state
+(seed 002), the account limit ledger and the legacy handoff files (seed 000), and the interrupt timeline
+and storage warnings of worker logs (seed 004).
 
 The parsers are in ``eventlog.importers``; these functions read the inputs,
 keep only what the log does not hold yet (so importing the same input again
@@ -14,6 +15,7 @@ nothing could be written.
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass, field
 from datetime import datetime, tzinfo
@@ -21,13 +23,22 @@ from typing import Any
 
 import msgspec
 
-from eventlog import importers, worker_log
-from eventlog.events import ENVELOPE_FIELDS, ControlResult, Event, InterruptStage, StorageUnavailable
+from eventlog import handoff_importers, importers, worker_log
+from eventlog.events import (
+    ENVELOPE_FIELDS,
+    CircuitClosed,
+    CircuitOpened,
+    ControlResult,
+    Event,
+    InterruptStage,
+    StorageUnavailable,
+)
 from eventlog.fold import FoldResult, Rejected
 from eventlog.logs import is_url, open_log
-from eventlog.reader import Reader, validate_object
-from eventlog.runners.common import RunnerError, runner_lock
+from eventlog.reader import validate_object
+from eventlog.runners.common import RunnerError, log_events, runner_lock
 from projections.controls import Control, fold_result, fold_stage
+from projections.handoffs import Handoffs
 
 
 @dataclass(kw_only=True)
@@ -236,20 +247,142 @@ def _identity(obj: dict[str, Any], at: datetime) -> tuple[Any, ...]:
 def _held(target: str) -> _Held:
     """The worker-log events a log (a file or a stream; absent: none) holds."""
     held = _Held()
-    with open_log(target) as log:
-        if not log.exists():
-            return held
-        reader = Reader()
-        for number, raw in log.lines():
-            decoded = reader.decode(raw, number)
-            if isinstance(decoded, str):
-                continue
-            ev, at = decoded
-            if isinstance(ev, InterruptStage | ControlResult | StorageUnavailable):
-                held.keys.add(_identity(msgspec.to_builtins(ev), at))
-                held.fold(ev)
+    for ev, at in log_events(target):
+        if isinstance(ev, InterruptStage | ControlResult | StorageUnavailable):
+            held.keys.add(_identity(msgspec.to_builtins(ev), at))
+            held.fold(ev)
     return held
 
 
-__all__ = ["FilesImport", "LaunchdImport", "LaunchdReport", "QuotaLogImport", "QuotaLogReport", "WorkerLogImport",
-           "WorkerLogReport", "import_launchd", "import_quota_log", "import_worker_log", "known"]
+class LedgerImport(FilesImport):
+    """``import ledger``: the account limit ledger files ``files`` (seed 000) into ``log``.
+
+    Times without an offset need ``assume_tz`` (else the entry is a problem); epochs are written in it.
+    """
+
+
+class ImportReport(msgspec.Struct, kw_only=True):
+    """What an import appended (``imported``), what the log held already, and what it left and why.
+
+    ``left``: what was not appended because the log knows better (a limit older than the account's
+    latest, a marker of a handoff the log moved on); ``problems``: inputs that could not be read or
+    turned into events, each named (the rest is imported).
+    """
+
+    imported: int = 0
+    already: int = 0
+    left: list[str] = msgspec.field(default_factory=list)
+    problems: list[str] = msgspec.field(default_factory=list)
+    #: The events appended, in order.
+    events: list[dict[str, Any]] = msgspec.field(default_factory=list)
+
+    @property
+    def status(self) -> int:
+        """1 when an input could not be read or used, else 0."""
+        return 1 if self.problems else 0
+
+    def summary(self) -> str:
+        """One line for people."""
+        left = f", {len(self.left)} left as the log has them" if self.left else ""
+        return f"{self.imported} event(s) imported, {self.already} already in the log{left}" + (
+            f", {len(self.problems)} problem(s)" if self.problems else "")
+
+
+def import_ledger(opts: LedgerImport) -> ImportReport:
+    """One ``limit_recorded`` per ledger entry the log does not hold, unless older than its account's latest."""
+    report = ImportReport()
+    events: list[dict[str, Any]] = []
+    for path in opts.files:
+        try:
+            with open(path, encoding="utf-8") as f:
+                entries = handoff_importers.ledger_objects(f.read())
+        except (OSError, ValueError) as err:
+            report.problems.append(f"cannot read {path}: {getattr(err, 'strerror', None) or err}")
+            continue
+        for number, entry in enumerate(entries, 1):
+            try:
+                events.append(handoff_importers.limit_event(entry, opts.assume_tz))
+            except ValueError as err:
+                report.problems.append(f"{path}: entry {number}: {err}")
+    with runner_lock(opts.log, "import", wait=True):
+        plan = handoff_importers.new_limits(events, handoff_importers.limits_known(log_events(opts.log)))
+        _append(opts.log, plan.new)
+    report.imported, report.already, report.events, report.left = len(plan.new), plan.already, plan.new, plan.older
+    return report
+
+
+@dataclass(kw_only=True)
+class HandoffFilesImport:
+    """``import handoff-files``: the old watcher's ``ID.json``, ``ID.resumed``, ``ID.skip`` files of ``directory``."""
+
+    log: str
+    directory: str
+    #: The account of handoff files that name none.
+    account: str | None = None
+    #: The zone of times without an offset (and of mtimes); None: such times are problems, mtimes local.
+    assume_tz: tzinfo | None = None
+
+
+def import_handoff_files(opts: HandoffFilesImport) -> ImportReport:
+    """The legacy handoffs and markers the log does not hold yet (mapping: ``eventlog.handoff_importers``)."""
+    if not os.path.isdir(opts.directory):
+        raise RunnerError(f"{opts.directory} is not a directory")
+    try:
+        legacy, problems = handoff_importers.read_handoff_dir(opts.directory, opts.account, opts.assume_tz)
+    except OSError as err:
+        raise RunnerError(f"cannot read {opts.directory}: {err.strerror or err}") from err
+    with runner_lock(opts.log, "import", wait=True):
+        plan = handoff_importers.handoff_events(legacy, _handoffs(opts.log))
+        _append(opts.log, plan.new)
+    return ImportReport(imported=len(plan.new), already=plan.already, left=plan.superseded,
+                        problems=problems + plan.problems, events=plan.new)
+
+
+def _handoffs(target: str) -> Handoffs:
+    """The handoffs projection of a log (absent: empty)."""
+    h = Handoffs()
+    for line, (ev, at) in enumerate(log_events(target), 1):
+        handler = h.handlers.get(type(ev))
+        if handler is not None:
+            handler(h, ev, line, at)
+    return h
+
+
+@dataclass(kw_only=True)
+class CircuitImport:
+    """``import circuit``: the quota guard's circuit state file into ``log``."""
+
+    log: str
+    file: str
+    #: The zone of times without an offset and of epochs (None: such ISO times are problems, epochs local).
+    assume_tz: tzinfo | None = None
+
+
+def import_circuit(opts: CircuitImport) -> ImportReport:
+    """``circuit_opened`` or ``circuit_closed`` when the state file says other than the log's latest circuit event."""
+    report = ImportReport()
+    try:
+        with open(opts.file, encoding="utf-8") as f:
+            obj = json.load(f)
+        circuit = importers.read_circuit(obj, handoff_importers.mtime(opts.file, opts.assume_tz), opts.assume_tz)
+    except (OSError, ValueError) as err:
+        report.problems.append(f"cannot read {opts.file}: {getattr(err, 'strerror', None) or err}")
+        return report
+    with runner_lock(opts.log, "import", wait=True):
+        latest: tuple[str, int | None] | None = None
+        for ev, _at in log_events(opts.log):
+            if isinstance(ev, CircuitOpened):
+                latest = ("opened", importers.instant(datetime.fromisoformat(ev.open_until)))
+            elif isinstance(ev, CircuitClosed):
+                latest = ("closed", None)
+        new = importers.circuit_events(circuit, latest)
+        _append(opts.log, new)
+    report.imported, report.already, report.events = len(new), 0 if new else 1, new
+    return report
+
+
+__all__ = [
+    "CircuitImport", "FilesImport", "HandoffFilesImport", "ImportReport", "LaunchdImport", "LaunchdReport",
+    "LedgerImport", "QuotaLogImport", "QuotaLogReport", "WorkerLogImport", "WorkerLogReport", "import_circuit",
+    "import_handoff_files", "import_launchd", "import_ledger", "import_quota_log", "import_worker_log", "known",
+]

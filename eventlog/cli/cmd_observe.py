@@ -1,0 +1,81 @@
+"""``eventlog observe lane``: a lane's worker log, repository, progress and stop files into lane events.
+
+A thin shell over ``eventlog.runners.observe``.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from eventlog.appender import AppendError
+from eventlog.cli.common import UsageError, add_judging, add_log, append_failed, command_parser, error, judging, report
+from eventlog.observe import FINISHED
+from eventlog.runners import observe
+
+DESCRIPTION = """\
+Read what a lane leaves on disk (seed 001) and append to LOG (created if absent)
+only what changed since the log's latest events of PRODUCT: nothing changed,
+nothing written, so it is safe every 10 minutes from cron.
+
+  --worker-log FILE   job_finished for each "job finished" line newer than the
+                      lane's latest: by default JOB_FINISHED job=ID ts=TIME (TIME an
+                      epoch or ISO 8601; job= optional), or --finished-regex with
+                      named groups ts and (optionally) job_id
+  --repo DIR          repo_commit when git rev-parse REF (--ref, HEAD) differs from
+                      the lane's latest head, at the time the ref moved there (its
+                      reflog; the committer date without one)
+  --progress FILE     status_updated at the file's mtime when newer than the lane's
+                      latest, with state idle when the file has a state: idle line,
+                      else running
+  --stop-file FILE    lane_stopped (at its mtime) when it appears, lane_started (now)
+                      when it is gone
+
+Times without an offset (worker log lines) and mtimes are written in --assume-tz
+(default: the local zone)."""
+
+EXITS = """\
+0  observed (appended what changed, or nothing)
+1  a source could not be read (the others were observed), or LOG could not be written
+2  bad usage, or LOG cannot be read
+3  a conflict (an event the log refuses)"""
+
+
+def register(sub: Any) -> None:
+    """Add ``observe lane``."""
+    obs = command_parser(sub, "observe", help="turn what users already have on disk into events",
+                         description="Observe a source and append only what changed.\n\n"
+                         "  eventlog observe lane LOG PRODUCT ...   a lane (seed 001)", exits=EXITS)
+    osub = obs.add_subparsers(dest="source", required=True, metavar="SOURCE")
+    p = command_parser(osub, "lane", help="a lane's worker log, repository, progress and stop files",
+                       description=DESCRIPTION, exits=EXITS)
+    add_log(p, "the log to append to (created if absent)")
+    p.add_argument("product", metavar="PRODUCT", help="the lane's product name")
+    p.add_argument("--worker-log", metavar="FILE", help="the worker's log (job finished lines)")
+    p.add_argument("--finished-regex", default=FINISHED, metavar="RE",
+                   help="a job finished line, with named groups ts and job_id (default: JOB_FINISHED job=ID ts=TIME)")
+    p.add_argument("--repo", metavar="DIR", help="the product repository")
+    p.add_argument("--ref", default="HEAD", metavar="REF", help="the ref that moves when work is picked up (HEAD)")
+    p.add_argument("--progress", metavar="FILE", help="the progress file")
+    p.add_argument("--stop-file", metavar="FILE", help="the file that stops the lane on purpose")
+    add_judging(p)
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(run=run_observe_lane)
+
+
+def run_observe_lane(args: argparse.Namespace) -> int:
+    """``eventlog observe lane``."""
+    try:
+        tz, at = judging(args)
+        done = observe.observe_lane(observe.LaneObservation(
+            log=args.log, product=args.product, worker_log=args.worker_log, finished_regex=args.finished_regex,
+            repo=args.repo, ref=args.ref, progress=args.progress, stop_file=args.stop_file, assume_tz=tz, at=at))
+    except (UsageError, ValueError) as err:
+        error(str(err))
+        return 2
+    except AppendError as err:
+        return append_failed(err)
+    except OSError as err:
+        error(f"cannot read {args.log}: {err.strerror or err}")
+        return 2
+    return report(done, args.json, done.text())

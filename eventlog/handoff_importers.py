@@ -1,0 +1,305 @@
+"""Importers for the failback domain (seed 000): the per-account limit ledger and the legacy handoff files.
+
+**The ledger.** The failover handler writes one object per limit it read
+(seed 000)::
+
+    {"account": "cloud-account-a", "limitedAt": "2026-08-03T01:20:00+09:00",
+     "resetAt": "2026-08-03T17:00:00+09:00", "source": "parsed-limit-message",
+     "confidence": "explicit"}
+
+A file holds one such object, a list of them, or one a line (JSON Lines);
+``snake_case`` keys are read too, and a missing ``resetAt`` is null. Each
+becomes a ``limit_recorded`` at its ``limitedAt``. :func:`new_limits` keeps
+what the log does not hold: an entry already there (same account, instants,
+confidence and source) is not appended again, nor one older than the
+account's latest limit in the log (appended after it, it would become the
+latest by log order).
+
+**The legacy handoff files.** The old watcher kept, per handoff, ``ID.json``
+(the handoff, written at failover) and two markers: ``ID.resumed``, which it
+placed *before* starting the cloud session, and ``ID.skip``. The seed's point
+is that a ``.resumed`` marker proves nothing came back. The mapping
+(:func:`read_handoff_dir`, :func:`handoff_events`):
+
+- ``ID.json`` -> ``handoff_created`` (``handoffId`` or the file name;
+  ``account``, or the account given; ``createdAt``, else the file's mtime;
+  ``deadline``, ``importance``, ``repo``, ``branch``, ``head`` when there),
+  and ``local_started`` when it says the local session started
+  (``localStartedAt``, or ``localStarted: true`` at ``createdAt``), or
+  ``local_start_failed`` with its ``localStartError``;
+- ``ID.resumed`` -> ``needs_human`` with reason ``legacy_resumed_unverified``
+  at the marker's mtime, for a handoff still ``pending``: a person checks
+  whether the work came back (it was never verified), then requeues or skips
+  it;
+- ``ID.skip`` -> ``skip`` with the file's first line as the reason (or
+  ``legacy .skip marker``), for a handoff ``pending`` or ``needs_human``.
+
+A marker of a handoff the log has moved on (claimed, returned, skipped) is
+left alone and counted as superseded: the log knows more than the file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime, tzinfo
+from typing import Any
+
+from eventlog.events import Event, LimitRecorded
+from eventlog.importers import instant, time_text
+from projections.handoffs import NEEDS_HUMAN, PENDING, SKIPPED, Handoffs
+
+#: The reason a legacy ``.resumed`` marker is handed to a person with.
+LEGACY_RESUMED = "legacy_resumed_unverified"
+
+CONFIDENCES = ("explicit", "estimated", "unknown")
+
+
+def _get(obj: dict[str, Any], *names: str) -> Any:
+    """The first of ``names`` present in ``obj`` (None: none)."""
+    for name in names:
+        if name in obj:
+            return obj[name]
+    return None
+
+
+def mtime(path: str, tz: tzinfo | None) -> str:
+    """A file's mtime as ISO 8601 with an offset (in ``tz``, else the local zone)."""
+    value = datetime.fromtimestamp(os.stat(path).st_mtime, tz)
+    return (value if tz is not None else value.astimezone()).isoformat()
+
+
+# --- the ledger -------------------------------------------------------------------------------
+
+
+def ledger_objects(text: str) -> list[Any]:
+    """The entries of a ledger file: one JSON value (an object or a list), or JSON Lines; ValueError when neither."""
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError:
+        out = []
+        for number, line in enumerate(text.splitlines(), 1):
+            if line.strip():
+                try:
+                    out.append(json.loads(line))
+                except json.JSONDecodeError as err:
+                    raise ValueError(f"line {number}: not JSON ({err.msg}), and the file is no JSON value") from None
+        return out
+    return value if isinstance(value, list) else [value]
+
+
+def limit_event(entry: Any, tz: tzinfo | None) -> dict[str, Any]:
+    """The ``limit_recorded`` of one ledger entry; ValueError saying what is wrong with it."""
+    if not isinstance(entry, dict):
+        raise ValueError("not a JSON object")
+    account = entry.get("account")
+    if not isinstance(account, str) or not account:
+        raise ValueError("no account")
+    limited = _get(entry, "limitedAt", "limited_at")
+    if limited is None:
+        raise ValueError("no limitedAt")
+    reset = _get(entry, "resetAt", "reset_at")
+    source = entry.get("source")
+    if not isinstance(source, str):
+        raise ValueError("no source")
+    confidence = entry.get("confidence")
+    if confidence not in CONFIDENCES:
+        raise ValueError(f"confidence {confidence!r} is not explicit, estimated or unknown")
+    limited_at = time_text(limited, tz)
+    return {"type": "limit_recorded", "ts": limited_at, "account": account, "limited_at": limited_at,
+            "reset_at": None if reset is None else time_text(reset, tz), "source": source,
+            "confidence": confidence}
+
+
+def _limit_key(account: str, limited_at: datetime, reset_at: datetime | None, confidence: str,
+               source: str) -> tuple[Any, ...]:
+    return (account, instant(limited_at), None if reset_at is None else instant(reset_at), confidence, source)
+
+
+@dataclass
+class LimitsKnown:
+    """The limits a log holds: each one's key, and each account's latest ``limited_at`` (by log order)."""
+
+    keys: set[tuple[Any, ...]] = field(default_factory=set)
+    latest: dict[str, int] = field(default_factory=dict)
+
+
+def limits_known(events: Iterable[tuple[Event, datetime]]) -> LimitsKnown:
+    """Fold a log's ``limit_recorded`` events into :class:`LimitsKnown`."""
+    out = LimitsKnown()
+    for ev, _at in events:
+        if isinstance(ev, LimitRecorded):
+            limited = datetime.fromisoformat(ev.limited_at)
+            reset = None if ev.reset_at is None else datetime.fromisoformat(ev.reset_at)
+            out.keys.add(_limit_key(ev.account, limited, reset, ev.confidence, ev.source))
+            out.latest[ev.account] = instant(limited)
+    return out
+
+
+@dataclass
+class LimitPlan:
+    """Limits to append (in ``limited_at`` order), and how many were left out and why."""
+
+    new: list[dict[str, Any]] = field(default_factory=list)
+    already: int = 0
+    #: The limits older than their account's latest in the log, each said.
+    older: list[str] = field(default_factory=list)
+
+
+def new_limits(events: Iterable[dict[str, Any]], log: LimitsKnown) -> LimitPlan:
+    """The ledger's limits the log does not hold and that are not older than their account's latest."""
+    plan = LimitPlan()
+    timed = sorted(((datetime.fromisoformat(ev["limited_at"]), ev) for ev in events), key=lambda p: instant(p[0]))
+    for limited, ev in timed:
+        reset = None if ev["reset_at"] is None else datetime.fromisoformat(ev["reset_at"])
+        key = _limit_key(ev["account"], limited, reset, ev["confidence"], ev["source"])
+        if key in log.keys:
+            plan.already += 1
+            continue
+        latest = log.latest.get(ev["account"])
+        if latest is not None and instant(limited) < latest:
+            plan.older.append(f"{ev['account']}: the limit of {ev['limited_at']} is older than the account's "
+                              "latest in the log")
+            continue
+        log.keys.add(key)
+        log.latest[ev["account"]] = instant(limited)
+        plan.new.append(ev)
+    return plan
+
+
+# --- the legacy handoff files ------------------------------------------------------------------
+
+
+@dataclass
+class Legacy:
+    """One handoff as the old watcher's files hold it."""
+
+    handoff_id: str
+    #: The events its ``ID.json`` gives (``handoff_created`` first), or none when there is no file.
+    record: list[dict[str, Any]] = field(default_factory=list)
+    #: ``ts`` of the ``.resumed`` marker.
+    resumed: str | None = None
+    #: ``ts`` and reason of the ``.skip`` marker.
+    skip: tuple[str, str] | None = None
+
+
+def record_events(hid: str, obj: dict[str, Any], created_default: str, account: str | None,
+                  tz: tzinfo | None) -> list[dict[str, Any]]:
+    """The events of one ``ID.json``; ValueError saying what is wrong with it."""
+    acc = obj.get("account", account)
+    if not isinstance(acc, str) or not acc:
+        raise ValueError("no account (give --account for files without one)")
+    created_raw = _get(obj, "createdAt", "created_at")
+    created = created_default if created_raw is None else time_text(created_raw, tz)
+    ev: dict[str, Any] = {"type": "handoff_created", "ts": created, "handoff_id": hid, "account": acc}
+    deadline = obj.get("deadline")
+    if deadline is not None:
+        ev["deadline"] = time_text(deadline, tz)
+    importance = obj.get("importance")
+    if importance is not None:
+        if not isinstance(importance, int) or isinstance(importance, bool):
+            raise ValueError(f"importance {importance!r} is not an integer")
+        ev["importance"] = importance
+    for name in ("repo", "branch", "head"):
+        value = obj.get(name)
+        if value is not None:
+            ev[name] = str(value)
+    out = [ev]
+    started = _get(obj, "localStartedAt", "local_started_at")
+    error = _get(obj, "localStartError", "local_start_error")
+    if started is not None or _get(obj, "localStarted", "local_started") is True:
+        out.append({"type": "local_started", "ts": created if started is None else time_text(started, tz),
+                    "handoff_id": hid})
+    elif error is not None:
+        out.append({"type": "local_start_failed", "ts": created, "handoff_id": hid, "error": str(error)})
+    return out
+
+
+def read_handoff_dir(directory: str, account: str | None = None, tz: tzinfo | None = None
+                     ) -> tuple[list[Legacy], list[str]]:
+    """The legacy handoffs of ``directory`` (sorted by id), and the files that could not be read."""
+    found: dict[str, Legacy] = {}
+    problems: list[str] = []
+    for name in sorted(os.listdir(directory)):
+        stem, _, ext = name.rpartition(".")
+        if ext not in ("json", "resumed", "skip") or not stem:
+            continue
+        path = os.path.join(directory, name)
+        try:
+            if ext == "json":
+                with open(path, encoding="utf-8") as f:
+                    obj = json.load(f)
+                if not isinstance(obj, dict):
+                    raise ValueError("not a JSON object")
+                hid = str(_get(obj, "handoffId", "handoff_id") or stem)
+                found.setdefault(stem, Legacy(hid)).handoff_id = hid
+                found[stem].record = record_events(hid, obj, mtime(path, tz), account, tz)
+            elif ext == "resumed":
+                found.setdefault(stem, Legacy(stem)).resumed = mtime(path, tz)
+            else:
+                with open(path, encoding="utf-8", errors="replace") as f:
+                    first = next((line.strip() for line in f if line.strip()), "")
+                found.setdefault(stem, Legacy(stem)).skip = (mtime(path, tz), first or "legacy .skip marker")
+        except (OSError, ValueError) as err:  # json.JSONDecodeError is a ValueError
+            problems.append(f"{path}: {getattr(err, 'strerror', None) or err}")
+    return [found[k] for k in sorted(found)], problems
+
+
+@dataclass
+class HandoffPlan:
+    """What an import of legacy files appends, and what it left and why."""
+
+    new: list[dict[str, Any]] = field(default_factory=list)
+    created: int = 0
+    markers: int = 0
+    already: int = 0
+    superseded: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+
+def handoff_events(legacy: Iterable[Legacy], log: Handoffs) -> HandoffPlan:
+    """The events the legacy handoffs add to what ``log`` (its handoffs projection) holds (see the module docstring)."""
+    plan = HandoffPlan()
+    for item in legacy:
+        hid = item.handoff_id
+        known = log.items.get(hid)
+        state = None if known is None else known.state
+        if item.record and known is None:
+            plan.new += item.record
+            plan.created += 1
+            state = PENDING
+        elif item.record:
+            started = [e for e in item.record if e["type"] == "local_started"]
+            if started and not known.local_started:  # type: ignore[union-attr]
+                plan.new += started
+            else:
+                plan.already += 1
+        if state is None:
+            plan.problems.append(f"{hid}: a marker but no {hid}.json and no such handoff in the log")
+            continue
+        if item.resumed is not None:
+            if state == PENDING:
+                plan.new.append({"type": "needs_human", "ts": item.resumed, "handoff_id": hid, "reason": LEGACY_RESUMED,
+                                 "detail": f"the old watcher left {hid}.resumed before it started the cloud "
+                                 "session: nothing verified that the work came back"})
+                plan.markers += 1
+                state = NEEDS_HUMAN
+            elif state in (NEEDS_HUMAN, SKIPPED):
+                plan.already += 1
+            else:
+                plan.superseded.append(f"{hid}.resumed: {hid} is {state} in the log")
+        if item.skip is not None:
+            if state in (PENDING, NEEDS_HUMAN):
+                plan.new.append({"type": "skip", "ts": item.skip[0], "handoff_id": hid, "reason": item.skip[1]})
+                plan.markers += 1
+            elif state == SKIPPED:
+                plan.already += 1
+            else:
+                plan.superseded.append(f"{hid}.skip: {hid} is {state} in the log")
+    return plan
+
+
+__all__ = ["LEGACY_RESUMED", "HandoffPlan", "Legacy", "LimitPlan", "LimitsKnown", "handoff_events", "ledger_objects",
+           "limit_event", "limits_known", "new_limits", "read_handoff_dir", "record_events"]

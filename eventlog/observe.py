@@ -1,0 +1,124 @@
+"""What a lane observer reads (seed 001), and what the log already knows of a lane: pure functions.
+
+Seed 001 judged a lane from the worker log, the product repository's HEAD and
+the progress file's mtime, with the stop file and ``state: idle`` meaning
+"stopped on purpose". The observer (``eventlog.runners.observe``) reads those
+and appends only what changed; the parsing and the comparison are here:
+
+- :func:`finished_lines`: the worker log's "job finished" lines. The format
+  read by default (:data:`FINISHED`) is one marker per line, in the style of
+  the quota guard's markers: ``JOB_FINISHED job=ID ts=TIME``, ``job=`` optional,
+  ``TIME`` an epoch in seconds or an ISO 8601 time. Any other format is read
+  with a regex of the user's that has a named group ``ts`` (and optionally
+  ``job_id``): ``(?P<ts>\\S+) .* finished job (?P<job_id>\\S+)``. An epoch is
+  written in the zone given (the local zone by default); an ISO time without
+  an offset is read in the zone given, and is a problem without one
+  (:func:`eventlog.importers.read_time`).
+- :func:`progress_state`: ``running`` or ``idle`` from a ``state: idle`` line
+  (YAML, ``state=idle`` or JSON ``"state": "idle"``); None when the file says
+  neither (the observer then writes ``running``: a progress file that is being
+  written is a running lane).
+- :class:`LaneKnown` / :func:`lane_known`: the product's latest
+  ``job_finished`` (and every one's instant and job id), ``repo_commit`` head,
+  ``status_updated`` instant and state, and whether it is stopped, by log order.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime, tzinfo
+
+from eventlog.events import (
+    Event,
+    JobFinished,
+    LaneStarted,
+    LaneStopped,
+    RepoCommit,
+    StatusUpdated,
+)
+from eventlog.importers import instant, read_time
+
+#: The worker log's "job finished" line read by default.
+FINISHED = r"JOB_FINISHED(?:\s+job=(?P<job_id>\S+))?\s+ts=(?P<ts>\S+)"
+
+_STATE = re.compile(r"""(?m)^\s*["']?state["']?\s*[:=]\s*["']?(running|idle)\b""")
+
+
+@dataclass(frozen=True)
+class Finished:
+    """One "job finished" line of the worker log."""
+
+    at: datetime
+    job_id: str | None
+    line: int
+
+
+def finished_lines(lines: Iterable[str], pattern: re.Pattern[str], tz: tzinfo | None = None
+                   ) -> tuple[list[Finished], list[str]]:
+    """Every line ``pattern`` finds (its ``ts`` and ``job_id`` groups), and the lines whose time is unreadable."""
+    found: list[Finished] = []
+    problems: list[str] = []
+    for number, line in enumerate(lines, 1):
+        m = pattern.search(line)
+        if m is None:
+            continue
+        try:
+            at = read_time(m.group("ts"), tz)
+        except ValueError as err:
+            problems.append(f"line {number}: {err}")
+            continue
+        job_id = m.groupdict().get("job_id")
+        found.append(Finished(at, job_id or None, number))
+    return found, problems
+
+
+def compile_finished(regex: str) -> re.Pattern[str]:
+    """The worker log's pattern; ValueError unless it compiles and has a ``ts`` group."""
+    try:
+        pattern = re.compile(regex)
+    except re.error as err:
+        raise ValueError(f"--finished-regex {regex!r}: {err}") from None
+    if "ts" not in pattern.groupindex:
+        raise ValueError(f"--finished-regex {regex!r} has no named group ts: (?P<ts>...)")
+    return pattern
+
+
+def progress_state(text: str) -> str | None:
+    """``running`` or ``idle`` as the progress file says it, or None when it says neither."""
+    m = _STATE.search(text)
+    return m.group(1) if m else None
+
+
+@dataclass
+class LaneKnown:
+    """What the log knows of one lane (latest by log order)."""
+
+    #: (instant, job id) of every ``job_finished``.
+    finished: set[tuple[int, str | None]] = field(default_factory=set)
+    latest_finished: int | None = None
+    head: str | None = None
+    status: tuple[int, str] | None = None
+    stopped: bool = False
+
+
+def lane_known(events: Iterable[tuple[Event, datetime]], product: str) -> LaneKnown:
+    """Fold the product's lane events of a log (decoded, with their times) into :class:`LaneKnown`."""
+    out = LaneKnown()
+    for ev, at in events:
+        if getattr(ev, "product", None) != product:
+            continue
+        if isinstance(ev, JobFinished):
+            out.finished.add((instant(at), ev.job_id))
+            out.latest_finished = instant(at)
+        elif isinstance(ev, RepoCommit):
+            out.head = ev.head
+        elif isinstance(ev, StatusUpdated):
+            out.status = (instant(at), ev.state)
+        elif isinstance(ev, LaneStopped | LaneStarted):
+            out.stopped = isinstance(ev, LaneStopped)
+    return out
+
+
+__all__ = ["FINISHED", "Finished", "LaneKnown", "compile_finished", "finished_lines", "lane_known", "progress_state"]

@@ -1,0 +1,212 @@
+"""``eventlog observe lane``: turn what a lane leaves on disk into lane events, appending only what changed.
+
+Seed 001's inputs, each optional (at least one is given):
+
+- the worker log (``worker_log``): every "job finished" line newer than the
+  lane's latest ``job_finished`` in the log becomes a ``job_finished`` at that
+  line's time, with its job id (format: :mod:`eventlog.observe`);
+- the product repository (``repo``, ``ref``: ``HEAD``): ``git rev-parse``;
+  a head other than the lane's latest ``repo_commit`` becomes a ``repo_commit``
+  at the time the ref moved there (its reflog entry; the commit's committer
+  date when there is no reflog, e.g. a bare clone);
+- the progress file (``progress``): its mtime and ``state:`` line; a newer
+  mtime (or another state) than the lane's latest ``status_updated`` becomes a
+  ``status_updated`` at the mtime (state ``running`` unless the file says
+  ``idle``);
+- the stop file (``stop_file``): there while the lane is not stopped in the log
+  -> ``lane_stopped`` at its mtime; gone while it is -> ``lane_started`` now.
+
+New events are appended in time order, in one checked append, under
+``LOG.observe.lock``; nothing changed, nothing written: safe every 10 minutes
+from cron. A source that cannot be read is a problem (``status`` 1) and the
+others are still observed.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from datetime import datetime, tzinfo
+from typing import Any
+
+import msgspec
+
+from eventlog.clock import NOW, At
+from eventlog.importers import instant
+from eventlog.logs import open_log
+from eventlog.observe import FINISHED, LaneKnown, compile_finished, finished_lines, lane_known, progress_state
+from eventlog.runners.common import RunnerError, log_events, runner_lock
+from eventlog.runners.process import run
+
+#: Bound on one ``git`` call.
+GIT_TIMEOUT_S = 30.0
+
+
+@dataclass(kw_only=True)
+class LaneObservation:
+    """Where one lane's signals are (paths as given), and how to read them."""
+
+    log: str
+    product: str
+    worker_log: str | None = None
+    finished_regex: str = FINISHED
+    repo: str | None = None
+    ref: str = "HEAD"
+    progress: str | None = None
+    stop_file: str | None = None
+    #: The zone of times written without an offset (worker log lines, mtimes); None: the local zone.
+    assume_tz: tzinfo | None = None
+    #: The time ``lane_started`` is stamped with (now unless pinned).
+    at: At = NOW
+
+    def check(self) -> re.Pattern[str]:
+        """RunnerError when it cannot run; the worker log's pattern."""
+        if not self.product:
+            raise RunnerError("PRODUCT is empty")
+        if not any((self.worker_log, self.repo, self.progress, self.stop_file)):
+            raise RunnerError("nothing to observe: give --worker-log, --repo, --progress or --stop-file")
+        if os.path.isdir(self.log):
+            raise RunnerError(f"{self.log} is a directory, not a log file")
+        try:
+            return compile_finished(self.finished_regex)
+        except ValueError as err:
+            raise RunnerError(str(err)) from None
+
+
+class ObserveReport(msgspec.Struct, kw_only=True):
+    """What was appended (in order), and the sources that could not be read."""
+
+    log: str
+    product: str
+    appended: list[dict[str, Any]] = msgspec.field(default_factory=list)
+    problems: list[str] = msgspec.field(default_factory=list)
+
+    @property
+    def status(self) -> int:
+        """1 when a source could not be read, else 0."""
+        return 1 if self.problems else 0
+
+    def text(self) -> list[str]:
+        """For people."""
+        if not self.appended:
+            return [f"{self.product}: nothing changed, nothing written"]
+        return [f"{self.product}: {e['type']} at {e['ts']}" + (f" ({_what(e)})" if _what(e) else "")
+                for e in self.appended]
+
+
+def _what(ev: dict[str, Any]) -> str:
+    return str(ev.get("job_id") or ev.get("head") or ev.get("state") or "")
+
+
+def observe_lane(opts: LaneObservation) -> ObserveReport:
+    """Observe one lane and append what changed (see the module docstring).
+
+    Raises RunnerError for bad usage, OSError when the log cannot be read, AppendError when it cannot be written.
+    """
+    pattern = opts.check()
+    report = ObserveReport(log=opts.log, product=opts.product)
+    with runner_lock(opts.log, "observe", wait=True):
+        known = lane_known(log_events(opts.log, opts.assume_tz), opts.product)
+        new: list[tuple[datetime, dict[str, Any]]] = []
+        if opts.worker_log:
+            new += _finished(opts, pattern, known, report)
+        if opts.repo:
+            new += _commit(opts, known, report)
+        if opts.progress:
+            new += _status(opts, known, report)
+        if opts.stop_file:
+            new += _stop(opts, known)
+        new.sort(key=lambda pair: instant(pair[0]))
+        events = [ev for _, ev in new]
+        if events:
+            with open_log(opts.log, assume_tz=opts.assume_tz) as log:
+                log.append(events)
+        report.appended = events
+    return report
+
+
+def _event(kind: str, product: str, at: datetime, **fields: Any) -> tuple[datetime, dict[str, Any]]:
+    return at, {"type": kind, "ts": at.isoformat(), "product": product, **fields}
+
+
+def _finished(opts: LaneObservation, pattern: re.Pattern[str], known: LaneKnown,
+              report: ObserveReport) -> list[tuple[datetime, dict[str, Any]]]:
+    assert opts.worker_log is not None
+    try:
+        with open(opts.worker_log, encoding="utf-8", errors="replace") as f:
+            found, bad = finished_lines(f, pattern, opts.assume_tz)
+    except OSError as err:
+        report.problems.append(f"cannot read the worker log {opts.worker_log}: {err.strerror or err}")
+        return []
+    report.problems += [f"{opts.worker_log}: {p}" for p in bad]
+    out = []
+    seen = set(known.finished)
+    for item in sorted(found, key=lambda f: instant(f.at)):
+        key = (instant(item.at), item.job_id)
+        if key in seen or (known.latest_finished is not None and key[0] < known.latest_finished):
+            continue  # already there, or older than the latest: appended now it would become the latest
+        seen.add(key)
+        fields = {"job_id": item.job_id} if item.job_id else {}
+        out.append(_event("job_finished", opts.product, item.at, **fields))
+    return out
+
+
+def _git(repo: str, *args: str) -> str:
+    ran = run(["git", "-C", repo, *args], timeout_s=GIT_TIMEOUT_S, grace_s=1.0, capture_stdout=True,
+              capture_stderr=True)
+    if not ran.ok:
+        said = " ".join((ran.stderr or ran.stdout).split())[:300]
+        raise OSError(f"git {' '.join(args)}: {ran.failure(GIT_TIMEOUT_S)}" + (f": {said}" if said else ""))
+    return ran.stdout.strip()
+
+
+def _commit(opts: LaneObservation, known: LaneKnown, report: ObserveReport) -> list[tuple[datetime, dict[str, Any]]]:
+    assert opts.repo is not None
+    try:
+        head = _git(opts.repo, "rev-parse", "--verify", opts.ref + "^{commit}")
+        if head == known.head:
+            return []
+        moved = _git(opts.repo, "log", "-g", "-1", "--date=iso-strict", "--format=%H %gd", opts.ref)
+        at_text = None
+        if moved.startswith(head + " ") and "@{" in moved:
+            at_text = moved[moved.index("@{") + 2:].rstrip("}")
+        if at_text is None:
+            at_text = _git(opts.repo, "show", "-s", "--format=%cI", head)
+        at = datetime.fromisoformat(at_text)
+    except (OSError, ValueError) as err:
+        report.problems.append(f"cannot read the repository {opts.repo}: {err}")
+        return []
+    return [_event("repo_commit", opts.product, at, head=head)]
+
+
+def _mtime(path: str, tz: tzinfo | None) -> datetime:
+    value = datetime.fromtimestamp(os.stat(path).st_mtime, tz)
+    return value if tz is not None else value.astimezone()
+
+
+def _status(opts: LaneObservation, known: LaneKnown, report: ObserveReport) -> list[tuple[datetime, dict[str, Any]]]:
+    assert opts.progress is not None
+    try:
+        at = _mtime(opts.progress, opts.assume_tz)
+        with open(opts.progress, encoding="utf-8", errors="replace") as f:
+            state = progress_state(f.read(1 << 20)) or "running"
+    except OSError as err:
+        report.problems.append(f"cannot read the progress file {opts.progress}: {err.strerror or err}")
+        return []
+    if known.status is not None and (instant(at) < known.status[0] or (instant(at), state) == known.status):
+        return []
+    return [_event("status_updated", opts.product, at, state=state)]
+
+
+def _stop(opts: LaneObservation, known: LaneKnown) -> list[tuple[datetime, dict[str, Any]]]:
+    assert opts.stop_file is not None
+    there = os.path.exists(opts.stop_file)
+    if there and not known.stopped:
+        return [_event("lane_stopped", opts.product, _mtime(opts.stop_file, opts.assume_tz))]
+    if not there and known.stopped:
+        return [_event("lane_started", opts.product, opts.at.clock(None)())]
+    return []
+
+
+__all__ = ["GIT_TIMEOUT_S", "LaneObservation", "ObserveReport", "observe_lane"]

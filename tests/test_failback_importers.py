@@ -1,0 +1,243 @@
+"""``eventlog import ledger|handoff-files|circuit``: what seed 000's and seed 002's users already have, into a log."""
+
+from __future__ import annotations
+
+import json
+import os
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import ROOT, run_cli, write_log
+
+FIX = ROOT / "fixtures"
+J = "+09:00"
+#: The zone mtimes are written in (the tests' files say JST times).
+TOKYO = ("--assume-tz", "Asia/Tokyo")
+NOTHING = "0 event(s) imported, 1 already in the log\n"
+
+#: Seed 000's ledger entry, exactly as the seed shows it.
+SEED_LEDGER = {
+    "account": "cloud-account-a",
+    "limitedAt": "2026-08-03T01:20:00+09:00",
+    "resetAt": "2026-08-03T17:00:00+09:00",
+    "source": "parsed-limit-message",
+    "confidence": "explicit",
+}
+
+
+def t(clock: str, day: str = "2026-08-03") -> str:
+    return f"{day}T{clock}{J}"
+
+
+def lines(log: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+
+
+def replay(log: Path, at: str | None = None) -> dict[str, Any]:
+    out = run_cli("replay", str(log), *(["--at", at] if at else []))
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)  # type: ignore[no-any-return]
+
+
+def put(path: Path, text: str, when: str | None = None) -> Path:
+    path.write_text(text)
+    if when is not None:
+        stamp = datetime.fromisoformat(when).timestamp()
+        os.utime(path, (stamp, stamp))
+    return path
+
+
+# --- the ledger -------------------------------------------------------------------------------
+
+
+def test_the_seeds_ledger_entry_becomes_the_accounts_limit_and_once_only(tmp_path: Path) -> None:
+    log = write_log(tmp_path / "work.jsonl", [
+        {"type": "handoff_created", "ts": t("01:21:00"), "handoff_id": "h1", "account": "cloud-account-a"}])
+    ledger = put(tmp_path / "ledger.json", json.dumps(SEED_LEDGER, indent=2))
+    out = run_cli("import", "ledger", str(log), str(ledger), "--json")
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["imported"] == 1
+    limit = lines(log)[-1]
+    assert limit == {**limit, "type": "limit_recorded", "ts": SEED_LEDGER["limitedAt"], "account": "cloud-account-a",
+                     "limited_at": SEED_LEDGER["limitedAt"], "reset_at": SEED_LEDGER["resetAt"],
+                     "source": "parsed-limit-message", "confidence": "explicit"}
+    # The watcher now waits for the account's real reset, not a fixed 12 hours (seed 000).
+    plan = replay(log, t("10:00:00"))["handoffs"]["probe_plan"]["cloud-account-a"]
+    assert plan == {"probe": False, "reason": "waiting_reset", "next_probe_at": SEED_LEDGER["resetAt"]}
+    again = run_cli("import", "ledger", str(log), str(ledger))
+    assert again.returncode == 0 and again.stdout == "0 event(s) imported, 1 already in the log\n"
+    assert len(lines(log)) == 2
+
+
+def test_a_list_or_json_lines_in_time_order_older_ones_left(tmp_path: Path) -> None:
+    log = tmp_path / "work.jsonl"
+    later = {**SEED_LEDGER, "limitedAt": t("09:00:00"), "resetAt": None, "confidence": "unknown",
+             "source": "no reset time stated"}
+    put(tmp_path / "a.json", json.dumps([later, SEED_LEDGER]))
+    out = run_cli("import", "ledger", str(log), str(tmp_path / "a.json"))
+    assert out.returncode == 0, out.stderr
+    assert [e["limited_at"] for e in lines(log)] == [SEED_LEDGER["limitedAt"], t("09:00:00")]
+    assert lines(log)[1]["reset_at"] is None
+    # JSON Lines, with snake_case keys; an entry older than the account's latest is left, and said.
+    older = {"account": "cloud-account-a", "limited_at": t("05:00:00"), "reset_at": t("06:00:00"),
+             "source": "parsed-limit-message", "confidence": "explicit"}
+    other = {**older, "account": "cloud-account-b"}
+    put(tmp_path / "b.jsonl", json.dumps(older) + "\n\n" + json.dumps(other) + "\n")
+    out = run_cli("import", "ledger", str(log), str(tmp_path / "b.jsonl"))
+    assert out.returncode == 0
+    assert out.stderr == (f"eventlog: left: cloud-account-a: the limit of {t('05:00:00')} is older than the "
+                          "account's latest in the log\n")
+    assert [(e["account"], e["limited_at"]) for e in lines(log)[2:]] == [("cloud-account-b", t("05:00:00"))]
+
+
+def test_bad_entries_are_named_and_the_rest_imported(tmp_path: Path) -> None:
+    log = tmp_path / "work.jsonl"
+    entries = [
+        SEED_LEDGER,
+        {**SEED_LEDGER, "account": ""},
+        {**SEED_LEDGER, "confidence": "sure"},
+        {**SEED_LEDGER, "limitedAt": "2026-08-03T02:00:00"},
+        "not an object",
+    ]
+    ledger = put(tmp_path / "ledger.json", json.dumps(entries))
+    out = run_cli("import", "ledger", str(log), str(ledger))
+    assert out.returncode == 1
+    assert out.stderr.splitlines() == [
+        f"eventlog: {ledger}: entry 2: no account",
+        f"eventlog: {ledger}: entry 3: confidence 'sure' is not explicit, estimated or unknown",
+        f"eventlog: {ledger}: entry 4: time '2026-08-03T02:00:00' has no UTC offset (give --assume-tz)",
+        f"eventlog: {ledger}: entry 5: not a JSON object",
+    ]
+    assert len(lines(log)) == 1
+    zoned = run_cli("import", "ledger", str(log), str(ledger), "--assume-tz", "Asia/Tokyo")
+    assert lines(log)[-1]["limited_at"] == t("02:00:00") and zoned.returncode == 1
+    missing = run_cli("import", "ledger", str(log), str(tmp_path / "none.json"))
+    assert missing.returncode == 1 and "cannot read" in missing.stderr
+
+
+# --- the legacy handoff files ----------------------------------------------------------------
+
+
+def legacy_dir(tmp: Path) -> Path:
+    """Seed 000's old watcher's files: started locally or not, a .resumed that proves nothing, skips."""
+    d = tmp / "handoffs"
+    d.mkdir()
+    record = {"account": "cloud-account-a", "repo": "team/app", "branch": "main", "head": "abc1234"}
+    put(d / "h1.json", json.dumps({**record, "handoffId": "h1", "createdAt": t("01:00:00"),
+                                    "localStartedAt": t("01:02:00")}))
+    put(d / "h1.resumed", "", t("18:00:00"))
+    put(d / "h2.json", json.dumps({**record, "createdAt": t("01:10:00"), "localStarted": True,
+                                    "deadline": t("20:00:00"), "importance": 2}))
+    put(d / "h3.json", json.dumps({**record, "created_at": t("01:20:00"), "localStartError": "no local slot"}))
+    put(d / "h4.json", json.dumps({**record, "createdAt": "2026-07-20T09:00:00+09:00", "localStarted": True}))
+    put(d / "h4.skip", "before the mechanism existed\n", t("12:00:00"))
+    put(d / "h5.json", json.dumps({**record, "createdAt": t("01:30:00"), "localStarted": True}))
+    put(d / "h5.resumed", "", t("18:10:00"))
+    put(d / "h5.skip", "", t("19:00:00"))
+    put(d / "notes.txt", "not a handoff file")
+    return d
+
+
+def test_legacy_files_map_conservatively_and_the_log_is_the_fixture(tmp_path: Path) -> None:
+    log = tmp_path / "work.jsonl"
+    put(tmp_path / "ledger.json", json.dumps(SEED_LEDGER))
+    assert run_cli("import", "ledger", str(log), str(tmp_path / "ledger.json")).returncode == 0
+    out = run_cli("import", "handoff-files", str(log), str(legacy_dir(tmp_path)), "--assume-tz", "Asia/Tokyo", "--json")
+    assert out.returncode == 0, out.stderr
+    # The markers' mtimes are written in the zone given; the envelope's bookkeeping is the appender's.
+    written = [{k: v for k, v in e.items() if k not in ("seq", "batch_end")} for e in lines(log)]
+    fixture = FIX / "handoffs_legacy_import.jsonl"
+    assert written == [json.loads(line) for line in fixture.read_text().splitlines()]
+    h = replay(log)["handoffs"]
+    # 4 of 5 started locally, none returned: the .resumed markers prove nothing came back.
+    assert h["failover"] == {"started": 4, "total": 5} and h["failback"] == {"returned": 0, "total": 5}
+    assert h["items"]["h1"]["state"] == "needs_human" and h["items"]["h3"]["state"] == "pending"
+    assert h["needs_human_reasons"] == {"legacy_resumed_unverified": 1}
+    assert h["skip_reasons"] == {"before the mechanism existed": 1, "legacy .skip marker": 1}
+    again = run_cli("import", "handoff-files", str(log), str(tmp_path / "handoffs"))
+    assert again.returncode == 0 and again.stdout == "0 event(s) imported, 9 already in the log\n"  # 5 files, 4 markers
+    assert len(lines(log)) == len(written)
+
+
+def test_a_marker_of_a_handoff_the_log_moved_on_is_left(tmp_path: Path) -> None:
+    log = write_log(tmp_path / "work.jsonl", [
+        {"type": "handoff_created", "ts": t("01:00:00"), "handoff_id": "h1", "account": "cloud-account-a"},
+        {"type": "claimed", "ts": t("10:00:00"), "handoff_id": "h1", "watcher": "w1", "attempt": 1},
+    ])
+    d = tmp_path / "handoffs"
+    d.mkdir()
+    put(d / "h1.resumed", "", t("18:00:00"))
+    put(d / "h1.skip", "obsolete", t("18:00:00"))
+    put(d / "h9.resumed", "", t("18:00:00"))
+    out = run_cli("import", "handoff-files", str(log), str(d))
+    assert out.returncode == 1  # h9: a marker with nothing to apply it to
+    assert out.stderr.splitlines() == [
+        "eventlog: left: h1.resumed: h1 is claimed in the log",
+        "eventlog: left: h1.skip: h1 is claimed in the log",
+        "eventlog: h9: a marker but no h9.json and no such handoff in the log",
+    ]
+    assert len(lines(log)) == 2
+
+
+def test_a_handoff_file_without_an_account(tmp_path: Path) -> None:
+    log = tmp_path / "work.jsonl"
+    d = tmp_path / "handoffs"
+    d.mkdir()
+    put(d / "h1.json", json.dumps({"createdAt": t("01:00:00")}))
+    put(d / "h2.json", "{not json")
+    out = run_cli("import", "handoff-files", str(log), str(d))
+    assert out.returncode == 1
+    assert f"{d / 'h1.json'}: no account (give --account for files without one)" in out.stderr
+    assert f"{d / 'h2.json'}: " in out.stderr
+    out = run_cli("import", "handoff-files", str(log), str(d), "--account", "cloud-account-z")
+    assert lines(log)[0] == {**lines(log)[0], "handoff_id": "h1", "account": "cloud-account-z"}
+    assert run_cli("import", "handoff-files", str(log), str(tmp_path / "nodir")).returncode == 2
+
+
+# --- the guard's circuit --------------------------------------------------------------------
+
+
+def test_the_circuit_state_file_opens_and_closes_once_each(tmp_path: Path) -> None:
+    log = write_log(tmp_path / "jobs.jsonl", [
+        {"type": "job_registered", "ts": "2026-08-21T07:00:00+09:00", "label": "com.lily.post", "guarded": True,
+         "calendar": [{"Hour": 9, "Minute": 0}], "interval_s": None},
+        {"type": "job_skipped", "ts": "2026-08-21T09:00:05+09:00", "label": "com.lily.post", "reason": "quota",
+         "remaining_s": 3595},
+    ])
+    state = put(tmp_path / "circuit.json", json.dumps({"open_until": "2026-08-21T10:00:00+09:00",
+                                                       "reason": "quota exhausted"}), "2026-08-21T08:55:00+09:00")
+    out = run_cli("import", "circuit", str(log), str(state), *TOKYO)
+    assert out.returncode == 0, out.stderr
+    assert lines(log)[-1] == {**lines(log)[-1], "type": "circuit_opened", "ts": "2026-08-21T08:55:00+09:00",
+                              "reason": "quota exhausted", "open_until": "2026-08-21T10:00:00+09:00"}
+    catchup = replay(log, "2026-08-21T09:30:00+09:00")["catchup"]
+    assert catchup == {**catchup, "circuit": "open", "probe": False}
+    assert run_cli("import", "circuit", str(log), str(state), *TOKYO).stdout == NOTHING
+    # The guard closes it early: the state file says so.
+    put(state, json.dumps({"state": "closed", "open_until": None}), "2026-08-21T09:20:00+09:00")
+    assert run_cli("import", "circuit", str(log), str(state), *TOKYO).returncode == 0
+    assert lines(log)[-1] == {**lines(log)[-1], "type": "circuit_closed", "ts": "2026-08-21T09:20:00+09:00"}
+    catchup = replay(log, "2026-08-21T09:30:00+09:00")["catchup"]
+    assert catchup == {**catchup, "circuit": "closed", "probe": True, "candidates": ["com.lily.post"]}
+    assert run_cli("import", "circuit", str(log), str(state), *TOKYO).stdout == NOTHING
+    assert len(lines(log)) == 4
+
+
+def test_circuit_epochs_are_written_in_the_zone(tmp_path: Path) -> None:
+    log = tmp_path / "jobs.jsonl"
+    until = int(datetime.fromisoformat("2026-08-21T10:00:00+09:00").timestamp())
+    state = put(tmp_path / "c.json", json.dumps({"open_until": until, "opened_at": until - 3600}))
+    assert run_cli("import", "circuit", str(log), str(state), "--assume-tz", "Asia/Tokyo").returncode == 0
+    assert lines(log)[0] == {**lines(log)[0], "ts": "2026-08-21T09:00:00+09:00", "reason": "quota",
+                             "open_until": "2026-08-21T10:00:00+09:00"}
+
+
+@pytest.mark.parametrize("text", ["[]", '{"state": "half", "open_until": 1}', "{nope", '{"open_until": "soon"}'])
+def test_a_bad_circuit_file_is_named(tmp_path: Path, text: str) -> None:
+    state = put(tmp_path / "c.json", text)
+    out = run_cli("import", "circuit", str(tmp_path / "jobs.jsonl"), str(state))
+    assert out.returncode == 1 and out.stderr.startswith(f"eventlog: cannot read {state}: ")
+    assert not (tmp_path / "jobs.jsonl").exists()

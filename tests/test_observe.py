@@ -1,0 +1,193 @@
+"""``eventlog observe lane``: seed 001's inputs (worker log, the repository's HEAD, the progress file, the stop
+file) into lane events, only what changed, run as cron would run it."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import run_cli
+
+pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+
+J = "+09:00"
+
+
+def t(clock: str, day: str = "2026-08-05") -> str:
+    return f"{day}T{clock}{J}"
+
+
+def git(repo: Path, *args: str, when: str | None = None) -> str:
+    env = {**os.environ, "GIT_AUTHOR_NAME": "dev", "GIT_AUTHOR_EMAIL": "dev@example.com",
+           "GIT_COMMITTER_NAME": "dev", "GIT_COMMITTER_EMAIL": "dev@example.com"}
+    if when is not None:
+        env.update(GIT_AUTHOR_DATE=when, GIT_COMMITTER_DATE=when)
+    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True,
+                          env=env).stdout.strip()
+
+
+def commit(repo: Path, when: str, name: str = "change") -> str:
+    (repo / name).write_text(when)
+    git(repo, "add", name)
+    git(repo, "commit", "-q", "-m", name, when=when)
+    return git(repo, "rev-parse", "HEAD")
+
+
+def touch(path: Path, text: str, when: str) -> Path:
+    path.write_text(text)
+    stamp = datetime.fromisoformat(when).timestamp()
+    os.utime(path, (stamp, stamp))
+    return path
+
+
+class Lane:
+    """A lane's files, as seed 001's homelab has them, and the observer's command line."""
+
+    def __init__(self, tmp: Path) -> None:
+        self.log = tmp / "lanes.jsonl"
+        self.repo = tmp / "product"
+        subprocess.run(["git", "init", "-q", "-b", "main", str(self.repo)], check=True)
+        self.first = commit(self.repo, t("10:00:00"), "start")
+        self.worker_log = touch(tmp / "worker.log", "starting fix-42\n", t("10:00:00"))
+        self.progress = touch(tmp / "progress.md", "# sashiko-repair\nstate: running\n", t("12:50:00"))
+        self.stop = tmp / "STOP"
+
+    def observe(self, *extra: str, at: str = t("13:00:00")) -> Any:
+        return run_cli("observe", "lane", str(self.log), "sashiko-repair", "--worker-log", str(self.worker_log),
+                       "--repo", str(self.repo), "--progress", str(self.progress), "--stop-file", str(self.stop),
+                       "--assume-tz", "Asia/Tokyo", "--at", at, *extra)
+
+    def events(self) -> list[dict[str, Any]]:
+        return [json.loads(line) for line in self.log.read_text().splitlines()] if self.log.exists() else []
+
+
+def finish(lane: Lane, line: str) -> None:
+    with lane.worker_log.open("a") as f:
+        f.write(line + "\n")
+
+
+def test_seed_001s_unpicked_job_from_the_files_it_left(tmp_path: Path) -> None:
+    lane = Lane(tmp_path)
+    finish(lane, f"JOB_FINISHED job=fix-42 ts={t('12:54:00')}")
+    out = lane.observe("--json")
+    assert out.returncode == 0, out.stderr
+    assert [(e["type"], e["ts"]) for e in lane.events()] == [
+        ("repo_commit", t("10:00:00")), ("status_updated", t("12:50:00")), ("job_finished", t("12:54:00"))]
+    assert lane.events()[0]["head"] == lane.first and lane.events()[2]["job_id"] == "fix-42"
+    assert lane.events()[1]["state"] == "running"
+    # The seed: the finished work sat unpicked for about 21 hours.
+    stalls = run_cli("stalls", str(lane.log), "--at", t("09:54:00", "2026-08-06"))
+    assert stalls.returncode == 1
+    [result] = json.loads(stalls.stdout)["results"]
+    assert result == {"product": "sashiko-repair", "stalled": True, "kind": "job-unpicked",
+                      "detail": "作業は21時間0分前に終わっていますが、その成果がまだ取り込まれていません",
+                      "finished_at": t("12:54:00")}
+
+
+def test_nothing_changed_nothing_written(tmp_path: Path) -> None:
+    lane = Lane(tmp_path)
+    finish(lane, f"JOB_FINISHED job=fix-42 ts={t('12:54:00')}")
+    assert lane.observe().returncode == 0
+    before = lane.log.read_bytes()
+    again = lane.observe(at=t("13:10:00"))
+    assert again.returncode == 0 and again.stdout == "sashiko-repair: nothing changed, nothing written\n"
+    assert lane.log.read_bytes() == before
+
+
+def test_only_what_changed_is_appended(tmp_path: Path) -> None:
+    lane = Lane(tmp_path)
+    finish(lane, f"JOB_FINISHED job=fix-41 ts={t('11:00:00')}")
+    lane.observe()
+    n = len(lane.events())
+    # A second job finishes, the progress file is rewritten idle, the product moves, the lane is stopped.
+    finish(lane, f"JOB_FINISHED job=fix-42 ts={t('12:54:00')}")
+    touch(lane.progress, "state: idle\n", t("13:05:00"))
+    head = commit(lane.repo, t("14:00:00"))
+    touch(lane.stop, "", t("14:30:00"))
+    out = lane.observe("--json", at=t("15:00:00"))
+    assert out.returncode == 0, out.stderr
+    added = lane.events()[n:]
+    assert [(e["type"], e["ts"]) for e in added] == [
+        ("job_finished", t("12:54:00")), ("status_updated", t("13:05:00")), ("repo_commit", t("14:00:00")),
+        ("lane_stopped", t("14:30:00"))]
+    assert added[1]["state"] == "idle" and added[2]["head"] == head
+    assert [e["type"] for e in json.loads(out.stdout)["appended"]] == [e["type"] for e in added]
+    # The stop file is gone: the stop is lifted, stamped now (--at).
+    lane.stop.unlink()
+    lane.observe(at=t("16:00:00"))
+    assert lane.events()[-1] == {**lane.events()[-1], "type": "lane_started", "ts": t("16:00:00")}
+
+
+def test_a_fast_forward_counts_from_when_the_repository_moved(tmp_path: Path) -> None:
+    """The worker committed at 12:50 on a task branch; the product fast-forwarded to it at 14:00: picked up."""
+    lane = Lane(tmp_path)
+    git(lane.repo, "checkout", "-q", "-b", "task")
+    task = commit(lane.repo, t("12:50:00"), "fix")
+    git(lane.repo, "checkout", "-q", "main", when=t("12:51:00"))
+    finish(lane, f"JOB_FINISHED job=fix-42 ts={t('12:54:00')}")
+    lane.observe()
+    git(lane.repo, "merge", "-q", "--ff-only", "task", when=t("14:00:00"))
+    lane.observe(at=t("14:10:00"))
+    moved = lane.events()[-1]
+    assert moved == {**moved, "type": "repo_commit", "head": task, "ts": t("14:00:00")}  # the reflog, not 12:50
+    # 96 minutes after the finish (over the 90-minute threshold) it counts as picked up.
+    stalls = run_cli("stalls", str(lane.log), "--at", t("14:30:00"))
+    assert stalls.returncode == 0 and json.loads(stalls.stdout)["results"][0]["reason"] == "moving"
+
+
+def test_the_finished_format_is_configurable(tmp_path: Path) -> None:
+    lane = Lane(tmp_path)
+    finish(lane, "2026-08-05 12:54:00 worker: finished job fix-42 (exit 0)")
+    out = lane.observe("--finished-regex", r"^(?P<ts>\S+ \S+) worker: finished job (?P<job_id>\S+)")
+    assert out.returncode == 0, out.stderr
+    found = [e for e in lane.events() if e["type"] == "job_finished"]
+    assert [(e["ts"], e["job_id"]) for e in found] == [(t("12:54:00"), "fix-42")]  # read in --assume-tz
+
+
+def test_epoch_times_and_lines_without_a_job(tmp_path: Path) -> None:
+    lane = Lane(tmp_path)
+    stamp = int(datetime.fromisoformat(t("12:54:00")).timestamp())
+    finish(lane, f"JOB_FINISHED ts={stamp}")
+    assert lane.observe().returncode == 0
+    [found] = [e for e in lane.events() if e["type"] == "job_finished"]
+    assert found["ts"] == t("12:54:00") and "job_id" not in found
+
+
+def test_a_source_that_cannot_be_read_is_named_and_the_rest_observed(tmp_path: Path) -> None:
+    lane = Lane(tmp_path)
+    lane.worker_log.unlink()
+    out = lane.observe()
+    assert out.returncode == 1
+    assert out.stderr.startswith(f"eventlog: cannot read the worker log {lane.worker_log}: ")
+    assert [e["type"] for e in lane.events()] == ["repo_commit", "status_updated"]
+
+
+def test_a_time_without_an_offset_needs_the_zone(tmp_path: Path) -> None:
+    lane = Lane(tmp_path)
+    finish(lane, "JOB_FINISHED job=fix-42 ts=2026-08-05T12:54:00")
+    out = run_cli("observe", "lane", str(lane.log), "sashiko-repair", "--worker-log", str(lane.worker_log))
+    assert out.returncode == 1
+    assert out.stderr == (f"eventlog: {lane.worker_log}: line 2: time '2026-08-05T12:54:00' has no UTC offset "
+                          "(give --assume-tz)\n")
+    assert not lane.log.exists()  # nothing to write
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        ([], "nothing to observe"),
+        (["--worker-log", "w.log", "--finished-regex", "JOB_FINISHED"], "has no named group ts"),
+        (["--worker-log", "w.log", "--finished-regex", "(unclosed"], "--finished-regex '(unclosed'"),
+    ],
+)
+def test_bad_usage_exits_2(tmp_path: Path, args: list[str], words: str) -> None:
+    out = run_cli("observe", "lane", str(tmp_path / "lanes.jsonl"), "p", *args)
+    assert out.returncode == 2 and words in out.stderr
+    assert not (tmp_path / "lanes.jsonl").exists()
