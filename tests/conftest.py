@@ -45,3 +45,9 @@ def system_tool(name: str, package: str) -> str:
             pytest.fail(f"{name} is not installed, and CI must run this test (.ci/run installs Debian's {package})")
         pytest.skip(f"{name.upper()} IS NOT INSTALLED: this check did not run (apt-get install -y {package})")
     return path
+
+
+@pytest.fixture
+def git_binary() -> str:
+    """git's path (the lane observer and the resume example read real working trees)."""
+    return system_tool("git", "git")

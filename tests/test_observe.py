@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 from datetime import datetime
 from pathlib import Path
@@ -15,7 +14,7 @@ import pytest
 
 from tests.conftest import run_cli
 
-pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+pytestmark = pytest.mark.usefixtures("git_binary")
 
 J = "+09:00"
 

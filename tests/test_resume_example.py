@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -23,7 +22,7 @@ from tests.conftest import ROOT, run_cli, write_log
 SCRIPT = ROOT / "examples" / "failback" / "resume_async.sh"
 PROBE = ROOT / "tests" / "fakes" / "failback_probe.py"
 
-pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+pytestmark = pytest.mark.usefixtures("git_binary")
 
 
 def git(repo: Path, *args: str) -> str:
