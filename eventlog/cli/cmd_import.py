@@ -7,18 +7,17 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
+from datetime import tzinfo
 from typing import Any
 
 from eventlog import importers
-from eventlog.appender import AppendError
 from eventlog.cli.common import (
     Deprecated,
     UsageError,
     add_log,
-    append_failed,
     command_parser,
     error,
-    report,
+    run_appending,
     zone,
 )
 from eventlog.runners import imports
@@ -83,41 +82,31 @@ def register(sub: Any) -> None:
     ql.add_argument("--json", action="store_true", help="print one JSON object")
     ql.set_defaults(run=run_import_quota_log)
 
-    wl = command_parser(isub, "worker-log", help="the interrupt timeline and storage warnings of worker logs",
-                        exits=EXITS, description=WORKER_LOG)
-    add_log(wl, "the log to append to (created if absent)")
+    wl = _source(isub, "worker-log", "the interrupt timeline and storage warnings of worker logs", WORKER_LOG,
+                 "zone of times written without an offset, and of epoch times (default: local)", run_import_worker_log)
     wl.add_argument("files", nargs="+", metavar="FILE")
-    wl.add_argument("--assume-tz", metavar="ZONE",
-                    help="zone of times written without an offset, and of epoch times (default: local)")
-    wl.add_argument("--json", action="store_true", help="print one JSON object")
-    wl.set_defaults(run=run_import_worker_log)
-
-    lg = command_parser(isub, "ledger", help="limit_recorded from the account limit ledger (seed 000)", exits=EXITS,
-                        description=LEDGER)
-    add_log(lg, "the log to append to (created if absent)")
+    lg = _source(isub, "ledger", "limit_recorded from the account limit ledger (seed 000)", LEDGER,
+                 "zone of times written without an offset", run_import_ledger)
     lg.add_argument("files", nargs="+", metavar="FILE")
-    lg.add_argument("--assume-tz", metavar="ZONE", help="zone of times written without an offset")
-    lg.add_argument("--json", action="store_true", help="print one JSON object")
-    lg.set_defaults(run=run_import_ledger)
-
-    hf = command_parser(isub, "handoff-files", help="handoffs and .resumed/.skip markers of the old watcher's files",
-                        exits=EXITS, description=HANDOFF_FILES)
-    add_log(hf, "the log to append to (created if absent)")
+    hf = _source(isub, "handoff-files", "handoffs and .resumed/.skip markers of the old watcher's files",
+                 HANDOFF_FILES, "zone of times written without an offset, and of the markers' mtimes",
+                 run_import_handoff_files)
     hf.add_argument("directory", metavar="DIR", help="the directory of the old watcher's handoff files")
     hf.add_argument("--account", metavar="NAME", help="the account of handoff files that name none")
-    hf.add_argument("--assume-tz", metavar="ZONE",
-                    help="zone of times written without an offset (default: such a time is a problem)")
-    hf.add_argument("--json", action="store_true", help="print one JSON object")
-    hf.set_defaults(run=run_import_handoff_files)
-
-    ci = command_parser(isub, "circuit", help="circuit_opened/circuit_closed from the quota guard's state file",
-                        exits=EXITS, description=CIRCUIT)
-    add_log(ci, "the log to append to (created if absent)")
+    ci = _source(isub, "circuit", "circuit_opened/circuit_closed from the quota guard's state file", CIRCUIT,
+                 "zone of epochs, of times written without an offset, and of the file's mtime", run_import_circuit)
     ci.add_argument("file", metavar="FILE", help="the guard's circuit state (JSON)")
-    ci.add_argument("--assume-tz", metavar="ZONE", help="zone of epochs and of times written without an offset")
-    ci.add_argument("--json", action="store_true", help="print one JSON object")
-    ci.set_defaults(run=run_import_circuit)
 
+
+def _source(isub: Any, name: str, help: str, description: str, tz_help: str,
+            run: Callable[[argparse.Namespace], int]) -> argparse.ArgumentParser:
+    """One ``import SOURCE LOG ...``: LOG, ``--assume-tz``, ``--json``; the caller adds the inputs after LOG."""
+    p = command_parser(isub, name, help=help, exits=EXITS, description=description)
+    add_log(p, "the log to append to (created if absent)")
+    p.add_argument("--assume-tz", metavar="ZONE", help=tz_help)
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(run=run)
+    return p
 
 LEDGER = """\
 The account limit ledger the failover handler writes (seed 000): one JSON object,
@@ -190,60 +179,48 @@ def run_import_ledger(args: argparse.Namespace) -> int:
 
 def run_import_handoff_files(args: argparse.Namespace) -> int:
     """``eventlog import handoff-files``: the old watcher's handoffs and markers, unless already in the log."""
-    try:
-        tz = zone(args.assume_tz)
-    except UsageError as err:
-        error(str(err))
-        return 2
-    return _run(args, lambda: imports.import_handoff_files(
+    return _run_zoned(args, lambda tz: imports.import_handoff_files(
         imports.HandoffFilesImport(log=args.log, directory=args.directory, account=args.account, assume_tz=tz)))
 
 
 def run_import_circuit(args: argparse.Namespace) -> int:
     """``eventlog import circuit``: the guard's circuit state, unless the log says the same."""
-    try:
-        tz = zone(args.assume_tz)
-    except UsageError as err:
-        error(str(err))
-        return 2
-    return _run(args, lambda: imports.import_circuit(imports.CircuitImport(log=args.log, file=args.file,
-                                                                           assume_tz=tz)))
+    return _run_zoned(args, lambda tz: imports.import_circuit(
+        imports.CircuitImport(log=args.log, file=args.file, assume_tz=tz)))
 
 
 def _run_files(args: argparse.Namespace, do: Callable[[Any], Any], options: type[imports.FilesImport]) -> int:
     """An import of FILEs into LOG, read in ``--assume-tz``."""
+    return _run_zoned(args, lambda tz: do(options(log=args.log, files=args.files, assume_tz=tz)))
+
+
+def _run_zoned(args: argparse.Namespace, do: Callable[[tzinfo | None], Any]) -> int:
+    """An import given the zone of ``--assume-tz``."""
     try:
         tz = zone(args.assume_tz)
     except UsageError as err:
         error(str(err))
         return 2
-    return _run(args, lambda: do(options(log=args.log, files=args.files, assume_tz=tz)))
+    return _run(args, lambda: do(tz))
 
 
 def _run(args: argparse.Namespace, do: Any) -> int:
-    try:
-        done = do()
-    except ValueError as err:
-        error(str(err))
-        return 2
-    except AppendError as err:
-        return append_failed(err)
-    except OSError as err:
-        error(f"cannot read {args.log}: {err.strerror or err}")
-        return 2
+    return run_appending(args, do, _lines)
+
+
+def _lines(done: Any) -> tuple[list[str], list[str]]:
+    """An import report's line for people, and its notes."""
     if isinstance(done, imports.ImportReport):
-        return report(done, args.json, [done.summary()], notes=[f"left: {x}" for x in done.left])
+        return [done.summary()], [f"left: {x}" for x in done.left]
     if isinstance(done, imports.LaunchdReport):
-        line = (f"{len(done.registered)} job(s) registered, {done.unchanged} unchanged"
-                + (f", {len(done.problems)} plist(s) not read" if done.problems else ""))
-    elif isinstance(done, imports.WorkerLogReport):
-        line = (f"{done.imported} event(s) imported, {done.already} already in the log, "
+        return [f"{len(done.registered)} job(s) registered, {done.unchanged} unchanged"
+                + (f", {len(done.problems)} plist(s) not read" if done.problems else "")], []
+    if isinstance(done, imports.WorkerLogReport):
+        return [f"{done.imported} event(s) imported, {done.already} already in the log, "
                 f"{len(done.skipped)} line(s) skipped, {done.other} line(s) of other messages, "
                 f"{done.not_json} line(s) not JSON"
-                + (f" (first: {', '.join(done.not_json_first)})" if done.not_json_first else ""))
-        return report(done, args.json, [line], notes=[f"skipped {s}" for s in done.skipped])
-    else:
-        line = (f"{done.imported} marker(s) imported, {done.already} already in the log, "
-                f"{done.older} older than their job's latest marker in the log"
-                + (f", {len(done.problems)} problem(s)" if done.problems else ""))
-    return report(done, args.json, [line])
+                + (f" (first: {', '.join(done.not_json_first)})" if done.not_json_first else "")], [
+            f"skipped {s}" for s in done.skipped]
+    return [f"{done.imported} marker(s) imported, {done.already} already in the log, "
+            f"{done.older} older than their job's latest marker in the log"
+            + (f", {len(done.problems)} problem(s)" if done.problems else "")], []

@@ -8,8 +8,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from eventlog.appender import AppendError
-from eventlog.cli.common import UsageError, add_judging, add_log, append_failed, command_parser, error, judging, report
+from eventlog.cli.common import UsageError, add_judging, add_log, command_parser, error, judging, run_appending
 from eventlog.observe import FINISHED
 from eventlog.runners import observe
 
@@ -67,15 +66,10 @@ def run_observe_lane(args: argparse.Namespace) -> int:
     """``eventlog observe lane``."""
     try:
         tz, at = judging(args)
-        done = observe.observe_lane(observe.LaneObservation(
-            log=args.log, product=args.product, worker_log=args.worker_log, finished_regex=args.finished_regex,
-            repo=args.repo, ref=args.ref, progress=args.progress, stop_file=args.stop_file, assume_tz=tz, at=at))
-    except (UsageError, ValueError) as err:
+    except UsageError as err:
         error(str(err))
         return 2
-    except AppendError as err:
-        return append_failed(err)
-    except OSError as err:
-        error(f"cannot read {args.log}: {err.strerror or err}")
-        return 2
-    return report(done, args.json, done.text())
+    return run_appending(args, lambda: observe.observe_lane(observe.LaneObservation(
+        log=args.log, product=args.product, worker_log=args.worker_log, finished_regex=args.finished_regex,
+        repo=args.repo, ref=args.ref, progress=args.progress, stop_file=args.stop_file, assume_tz=tz, at=at)),
+        lambda done: (done.text(), []))

@@ -9,7 +9,7 @@ import os
 import re
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import tzinfo
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -217,6 +217,26 @@ def report(result: Any, as_json: bool, text: list[str], notes: list[str] | None 
     for line in [*(notes or []), *result.problems]:
         error(line)
     return int(result.status)
+
+
+def run_appending(args: Any, do: Callable[[], Any], lines: Callable[[Any], tuple[list[str], list[str]]]) -> int:
+    """Run an import or an observer (``do``) that appends to ``args.log``, then print its report.
+
+    ``lines(report)`` gives its text for people and its notes. Bad usage (ValueError) and a log that
+    cannot be read are exit 2, a refused or failed append its own status; else the report's status.
+    """
+    try:
+        done = do()
+    except ValueError as err:
+        error(str(err))
+        return 2
+    except AppendError as err:
+        return append_failed(err)
+    except OSError as err:
+        error(f"cannot read {args.log}: {err.strerror or err}")
+        return 2
+    text, notes = lines(done)
+    return report(done, args.json, text, notes)
 
 
 def append_failed(err: AppendError) -> int:
