@@ -20,10 +20,11 @@ Decisions where the spec is silent (the lead's):
   longer move the handoff. ``conflict`` may leave ``attempt`` out (the spec
   has none): it then answers whatever claim is live, as the spec says;
 - a request the runner handed to a person because nothing came back
-  (``needs_human`` with reason ``resume_unconfirmed``) still takes the answer
-  it was waiting for: ``verified``, ``resume_failed`` or ``conflict`` of the
-  same attempt applies to it as to ``resume_requested`` (any other
-  ``needs_human`` refuses them, as the spec says);
+  (``needs_human`` with reason ``resume_unconfirmed``, straight from
+  ``resume_requested``) still takes the answer it was waiting for:
+  ``verified``, ``resume_failed`` or ``conflict`` of the same attempt applies
+  to it as to ``resume_requested`` (any other ``needs_human`` refuses them, as
+  the spec says);
 - an event of a handoff never created, and a second ``handoff_created``, are
   rejected; a rejection leaves state and timestamps as they were;
 - stale means strictly longer than ``stale_after`` since the last *applied*
@@ -193,6 +194,9 @@ class Handoff(msgspec.Struct, gc=False, array_like=True):
     reason: str | None = None
     first_claimed_us: int | None = None
     first_requested_us: int | None = None
+    #: Handed to a person as ``resume_unconfirmed`` straight from ``resume_requested``: the request's answer is
+    #: still taken (cleared by any other move).
+    awaiting_answer: bool = False
 
 
 class Account(msgspec.Struct, gc=False):
@@ -462,7 +466,7 @@ class Handoffs:
         if h is None:
             return Rejected(f"unknown handoff {hid}: never created")
         allowed = RULES[kind]
-        if kind in ANSWERS and h.state == NEEDS_HUMAN and h.reason == REASON_UNCONFIRMED:
+        if kind in ANSWERS and h.state == NEEDS_HUMAN and h.awaiting_answer:
             allowed = allowed | {NEEDS_HUMAN}  # the answer the person was handed the silence for
         if h.state not in allowed:
             if kind == "claimed" and h.state in LIVE:
@@ -475,13 +479,14 @@ class Handoffs:
         return h
 
     def _move(self, h: Handoff, state: HandoffState, at: datetime) -> None:
-        """Set a handoff's state (keeping the live and per-account pending counts)."""
+        """Set a handoff's state (keeping the live and per-account pending counts); no answer is awaited after it."""
         if (h.state in LIVE) != (state in LIVE):
             self.state.live += 1 if state in LIVE else -1
         if (h.state == PENDING) != (state == PENDING):
             self._account(h.account).pending += 1 if state == PENDING else -1
         h.state = state
         h.last_at = at
+        h.awaiting_answer = False
 
     def _created(self, ev: HandoffCreated, line: int, at: datetime) -> FoldResult:
         if ev.handoff_id in self.state.items:
@@ -577,8 +582,10 @@ class Handoffs:
         h = self._fits("needs_human", ev.handoff_id)
         if isinstance(h, Rejected):
             return h
+        awaiting = h.state == REQUESTED and ev.reason == REASON_UNCONFIRMED
         self._move(h, NEEDS_HUMAN, at)
         h.reason = ev.reason
+        h.awaiting_answer = awaiting
         return None
 
     def _skip(self, ev: Skip, line: int, at: datetime) -> FoldResult:

@@ -512,6 +512,11 @@ def test_the_answer_a_request_went_unconfirmed_for_is_still_taken() -> None:
                        verified("h1", t("09:50:00"), 1)])
     assert isinstance(results[-1], Rejected)
     assert results[-1].reason == "verified applies only to a resume_requested handoff; h1 is needs_human"
+    # The reason alone opens nothing: a needs_human resume_unconfirmed that no request led to takes no answer.
+    h, results = fold([*base[:2], ev("released", t("09:30:00"), handoff_id="h1", reason="x"),
+                       ev("needs_human", t("09:40:00"), handoff_id="h1", reason="resume_unconfirmed"),
+                       verified("h1", t("09:50:00"), 1)])
+    assert isinstance(results[-1], Rejected) and h.items["h1"].state == "needs_human"
     # A person who requeued it got a new claim: the old session's late answer is fenced off.
     h, results = fold([*base, ev("released", t("09:45:00"), handoff_id="h1", reason="requeued"),
                        claimed("h1", t("09:46:00"), "w2", 2), verified("h1", t("09:50:00"), 1)])
