@@ -16,8 +16,10 @@ What needs a person (each reason code is in :data:`REASONS`):
 
 - **handoffs**: handed to a person (``needs_human``, with the reason); a stale
   ``resume_requested`` (``stale_unknown_effect``: never retried on its own); a
-  stale ``claimed`` (``stale_retryable``); an account whose probes back off
-  (``backoff_transient``, ``backoff_estimate``).
+  stale ``claimed`` (``stale_retryable``); an account whose probe said
+  ``auth_error`` (``auth_error``: not probed until a person probes it by hand);
+  an account whose probes back off (``backoff_transient``,
+  ``backoff_unexpected``, ``backoff_estimate``).
 - **watchers**: a watcher whose last pass ended in ``error`` (with its detail);
   one late (no ``watcher_run`` for more than twice its period); pending
   handoffs and no watcher ever ran (``no_watcher``).
@@ -51,7 +53,16 @@ from eventlog.events import parse_time
 from projections.base import elapsed_s, num, summary
 from projections.catchup import skipped_today, why_not
 from projections.controls import timeline
-from projections.handoffs import LIVE, NEEDS_HUMAN, PENDING, REASON_CONFLICT, REASON_UNKNOWN_EFFECT, RETURNED, SKIPPED
+from projections.handoffs import (
+    LIVE,
+    NEEDS_HUMAN,
+    PENDING,
+    REASON_CONFLICT,
+    REASON_UNCONFIRMED,
+    REASON_UNKNOWN_EFFECT,
+    RETURNED,
+    SKIPPED,
+)
 from projections.lanes import JOB_UNPICKED, STATUS_QUIET
 from projections.runner import Runner
 from projections.sessions import (
@@ -91,7 +102,9 @@ REASONS: tuple[Reason, ...] = (
     Reason("handoffs", "needs_human", "Handoffs handed to a person", True),
     Reason("handoffs", "stale_unknown_effect", "Resume requested, then silence: effect unknown", True),
     Reason("handoffs", "stale_retryable", "Claims gone quiet before any resume request", False),
+    Reason("handoffs", "auth_error", "Accounts whose probe was refused (auth_error): the login needs a person", True),
     Reason("handoffs", "backoff_transient", "Accounts backing off after transient probe errors", False),
+    Reason("handoffs", "backoff_unexpected", "Accounts backing off after probe answers nobody could read", False),
     Reason("handoffs", "backoff_estimate", "Accounts whose estimated reset proved wrong", False),
     Reason("watchers", "watcher_error", "Watchers whose last pass ended in error", False),
     Reason("watchers", "watcher_late", "Watchers that stopped reporting", False),
@@ -336,6 +349,16 @@ def explain_cmd(log: str, ident: str) -> str:
     return f"eventlog explain {q(log)} {q(ident)}"
 
 
+def handoff_cmd(log: str, action: str, hid: str, reason: str) -> str:
+    """``eventlog handoff ACTION LOG ID --reason R``: a person's checked move of one handoff."""
+    return f"eventlog handoff {action} {q(log)} {q(hid)} --reason {q(reason)}"
+
+
+def probe_cmd(log: str, account: str) -> str:
+    """``eventlog handoff probe LOG ACCOUNT``: probe one account by hand (how a fixed login is recorded)."""
+    return f"eventlog handoff probe {q(log)} {q(account)} --probe-cmd '<your probe command>'"
+
+
 def append_cmd(log: str, event: dict[str, Any], revision: int | None = None) -> str:
     """One event piped to ``eventlog append LOG`` (with ``--expect-revision`` when given)."""
     expect = f" --expect-revision {revision}" if revision is not None else ""
@@ -420,9 +443,7 @@ class _Judge:
                               "have taken effect; never retried on its own",
                               explain_cmd(self.log, hid), h.last_at)]
         if kind == "retryable":
-            revision = self.runner.revisions["handoff_id"].get(hid, 0)
-            release = append_cmd(self.log, {"type": "released", "handoff_id": hid,
-                                            "reason": "stale claim released by hand"}, revision)
+            release = handoff_cmd(self.log, "release", hid, "stale claim released by hand")
             return [self.item("stale_retryable", hid,
                               f"claimed by {h.watcher} (attempt {h.attempt}), no resume request since: safe to "
                               "release and retry", release, h.last_at)]
@@ -433,7 +454,12 @@ class _Judge:
         handoffs = self.runner.handoffs
         acc = handoffs.accounts[name]
         plan = handoffs.plan(name, self.at, self.text)
-        if plan["reason"] == "backoff_transient":
+        if plan["reason"] == "needs_person":
+            return [self.item("auth_error", name,
+                              f"its latest probe ({acc.last_probe_ts}) was refused (auth_error): not probed again "
+                              f"until a person fixes the login and probes it by hand; {acc.pending} handoff(s) wait",
+                              probe_cmd(self.log, name), acc.last_probe_ts)]
+        if plan["reason"] in ("backoff_transient", "backoff_unexpected"):
             why = (f"{acc.run} transient probe error(s) in a row (latest {acc.last_outcome}); "
                    f"{acc.pending} handoff(s) wait")
         elif plan["reason"] == "backoff_estimate":
@@ -579,6 +605,9 @@ def needs_human_words(reason: str | None) -> str:
         return "the handshake found the tree changed by someone else (conflict); nothing was edited"
     if reason == REASON_UNKNOWN_EFFECT:
         return "a resume failed and may have had an effect (effect unknown)"
+    if reason == REASON_UNCONFIRMED:
+        return ("a resume was requested and nothing came back (resume_unconfirmed): it may have taken effect; "
+                "a late answer of the same attempt is still taken")
     return reason or "no reason given"
 
 
@@ -814,10 +843,11 @@ def _handoff_verdict(judge: _Judge, hid: str) -> Verdict:
         says += "; stale: safe to release and retry"
     cmds: list[str] = []
     if h.state == NEEDS_HUMAN:
-        cmds = [append_cmd(log, {"type": "released", "handoff_id": hid, "reason": "<why it may go back>"}, revision),
-                append_cmd(log, {"type": "skip", "handoff_id": hid, "reason": "<why it is closed>"}, revision)]
+        cmds = [handoff_cmd(log, "requeue", hid, "<why it may go back>"),
+                handoff_cmd(log, "skip", hid, "<why it is closed>")]
     elif stale == "unknown_effect":
-        cmds = [append_cmd(log, {"type": "needs_human", "handoff_id": hid, "reason": "<what was found>"}, revision)]
+        cmds = [handoff_cmd(log, "requeue", hid, "<checked: nothing happened outside>"),
+                handoff_cmd(log, "skip", hid, "<why it is closed>")]
     elif h.state == PENDING:
         order = judge.runner.handoffs.claim_order()
         facts["claim_position"] = order.index(hid) + 1
@@ -837,8 +867,12 @@ def _account_verdict(judge: _Judge, name: str) -> Verdict:
     why = {
         "nothing_pending": "no pending handoff of this account: no probe (a probe would only spend quota)",
         "waiting_reset": f"waits for its reset at {plan['next_probe_at']}: no probe before",
+        "needs_person": "its latest probe was refused (auth_error): not probed until a person fixes the login "
+                        "and probes it by hand",
         "backoff_transient": f"backing off after {acc.run} transient probe error(s) in a row: next probe at "
                              f"{plan['next_probe_at']}",
+        "backoff_unexpected": f"backing off after {acc.run} probe error(s) in a row, the latest an answer nobody "
+                              f"could read (unexpected): next probe at {plan['next_probe_at']}",
         "backoff_estimate": f"the estimated reset proved wrong ({acc.run} quota_limited probe(s) since): next "
                             f"probe at {plan['next_probe_at']}",
         "due": "probe now: work is pending and no known reset or backoff holds it",

@@ -83,9 +83,11 @@ def test_3_stale_requests_free_their_slots_and_a_person_has_commands(tmp_path: P
     assert out.returncode == 1  # two requests went to a person
     assert "no free slot" not in out.stdout and "claimed h3" in out.stdout
     assert [line.split(":")[1].strip() for line in out.stderr.splitlines()] == ["h1", "h2"]
-    status = run_cli("status", str(log), "--at", at(1))
+    status = run_cli("status", str(log), "--at", at(1), "--json")
     assert status.returncode == 1
-    assert "handoff h1 (cloud-account-a): handed to a person" in status.stdout
+    shown = {i["id"]: i for g in json.loads(status.stdout)["groups"] for i in g["items"]}
+    assert shown["h1"]["reason_code"] == "needs_human" and "resume_unconfirmed" in shown["h1"]["reason"]
+    assert shown["h1"]["next"].startswith("eventlog explain ")  # it lists requeue and skip
     # The person: h1 had no effect outside (requeue), h2 is dropped with its reason (skip).
     assert run_cli("handoff", "requeue", str(log), "h1", "--reason", "checked: no session ran").returncode == 0
     assert run_cli("handoff", "skip", str(log), "h2", "--reason", "superseded by h3").returncode == 0
@@ -112,8 +114,10 @@ def test_5_auth_error_is_not_retried_every_pass_and_reaches_a_person(tmp_path: P
     second = failback(log, "auth", "verified", at(15))
     assert second.returncode == 0 and "not probed cloud-account-a: needs_person" in second.stdout
     assert [e["type"] for e in lines(log)].count("probe_result") == 1
-    status = run_cli("status", str(log), "--at", at(16))
-    assert status.returncode == 1 and "account cloud-account-a: its probe said auth_error" in status.stdout
+    status = run_cli("status", str(log), "--at", at(16), "--json")
+    shown = {i["id"]: i for g in json.loads(status.stdout)["groups"] for i in g["items"]}
+    assert status.returncode == 1 and shown["cloud-account-a"]["reason_code"] == "auth_error"
+    assert shown["cloud-account-a"]["next"].startswith("eventlog handoff probe ")
 
 
 def test_6_a_launchd_job_that_overruns_is_stopped_and_a_limit_text_kicks_nothing(tmp_path: Path) -> None:

@@ -131,14 +131,14 @@ def test_the_alerts_in_docs_metrics_are_the_shipped_rules() -> None:
 #: does, add an alert for it to ops/prometheus/recovery-ledger.rules.yml (and a unit test) before listing it.
 VERDICTS: dict[str, tuple[str, dict[str, str | None]]] = {
     "recovery_probe_plan_accounts": ("reason", {
-        "nothing_pending": None, "waiting_reset": None, "due": None,
-        "backoff_transient": "RecoveryAccountBackingOff", "backoff_estimate": "RecoveryAccountBackingOff",
+        "nothing_pending": None, "waiting_reset": None, "due": None, "needs_person": "RecoveryAccountNeedsPerson",
+        **dict.fromkeys(("backoff_transient", "backoff_unexpected", "backoff_estimate"), "RecoveryAccountBackingOff"),
     }),
     "recovery_handoff_stale_claims": ("kind", {
         "retryable": "RecoveryClaimStuck", "unknown_effect": "RecoveryResumeUnknownEffect",
     }),
     "recovery_handoff_needs_human": ("reason", dict.fromkeys(
-        ("conflict", "resume_failed_unknown_effect", "other"), "RecoveryHandoffNeedsHuman")),
+        ("conflict", "resume_failed_unknown_effect", "resume_unconfirmed", "other"), "RecoveryHandoffNeedsHuman")),
     "recovery_lane_stalled": ("kind", dict.fromkeys(("job-unpicked", "status-quiet"), "RecoveryLaneStalled")),
     "recovery_controls_total": ("verdict", {
         "clean": None, "late_sdk": None,
@@ -246,6 +246,8 @@ def expected_alerts(dump: dict[str, Any]) -> set[tuple[str, frozenset[tuple[str,
     for plan in h["probe_plan"].values():
         if plan["reason"].startswith("backoff_"):
             out.add(one("RecoveryAccountBackingOff", reason=plan["reason"]))
+        elif plan["reason"] == "needs_person":
+            out.add(one("RecoveryAccountNeedsPerson", reason=plan["reason"]))
     for lane in dump["lanes"]["now"]["results"]:
         if lane["stalled"]:
             out.add(one("RecoveryLaneStalled", product=lane["product"], kind=lane["kind"]))

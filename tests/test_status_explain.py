@@ -35,7 +35,8 @@ def needs_a_person(dump: dict[str, Any]) -> set[tuple[str, str]]:
     h = dump["handoffs"]
     out |= {("handoffs", hid) for hid, item in h["items"].items() if item["state"] == "needs_human"}
     out |= {("handoffs", hid) for kind in ("retryable", "unknown_effect") for hid in h["stale_claims"][kind]}
-    out |= {("handoffs", a) for a, plan in h["probe_plan"].items() if plan["reason"].startswith("backoff_")}
+    out |= {("handoffs", a) for a, plan in h["probe_plan"].items()
+            if plan["reason"].startswith("backoff_") or plan["reason"] == "needs_person"}
     out |= {("watchers", w) for w, beat in h["watchers"].items() if beat["late"] or beat["exit"] == "error"}
     if h["watcher"]["late"] and not h["watchers"]:  # pending work and no heartbeat at all
         out.add(("watchers", "failback"))
@@ -206,6 +207,44 @@ def test_the_commands_to_copy_work(tmp_path: Path) -> None:
     assert released.returncode == 0, released.stderr
     dump = json.loads(run_cli("replay", str(claims)).stdout)
     assert dump["handoffs"]["items"][stale["id"]]["state"] == "pending"
+
+
+def _run_printed(command: str, **fill: str) -> subprocess.CompletedProcess[str]:
+    """Run a printed next step as a person would, with the placeholders filled in."""
+    for placeholder, value in fill.items():
+        command = command.replace(placeholder, value)
+    return subprocess.run(["bash", "-c", command], capture_output=True, text=True, cwd=ROOT, env=_path_env(),
+                          check=False)
+
+
+def test_a_refused_login_and_a_silent_request_name_the_person_s_command(tmp_path: Path) -> None:
+    """auth_error: the account waits for a probe by hand; resume_unconfirmed: requeue or skip (issue 17.3, 17.4)."""
+    log = write_log(tmp_path / "h.jsonl", [
+        {"type": "handoff_created", "ts": "2026-08-03T09:00:00+09:00", "handoff_id": "h1", "account": "acct-a"},
+        {"type": "handoff_created", "ts": "2026-08-03T09:00:01+09:00", "handoff_id": "h2", "account": "acct-b"},
+        {"type": "probe_result", "ts": "2026-08-03T09:10:00+09:00", "account": "acct-a", "outcome": "auth_error"},
+        {"type": "claimed", "ts": "2026-08-03T09:10:01+09:00", "handoff_id": "h2", "watcher": "w1", "attempt": 1},
+        {"type": "resume_requested", "ts": "2026-08-03T09:10:02+09:00", "handoff_id": "h2", "attempt": 1},
+        {"type": "needs_human", "ts": "2026-08-03T09:50:00+09:00", "handoff_id": "h2",
+         "reason": "resume_unconfirmed"},
+    ])
+    items = {i["id"]: i for i in items_of(json.loads(run_cli("status", str(log), "--at", "log", "--json").stdout))}
+    assert items["acct-a"]["reason_code"] == "auth_error" and items["acct-a"]["needs_decision"]
+    assert "auth_error" in items["acct-a"]["reason"]
+    assert items["h2"]["reason_code"] == "needs_human" and "resume_unconfirmed" in items["h2"]["reason"]
+
+    probed = _run_printed(items["acct-a"]["next"], **{"<your probe command>": "echo PING_OK"})
+    assert probed.returncode == 0, probed.stderr
+    explained = json.loads(run_cli("explain", str(log), "h2", "--at", "log", "--json").stdout)
+    requeue = next(c for c in explained["verdicts"][0]["next"] if " requeue " in c)
+    requeued = _run_printed(requeue, **{"<why it may go back>": "checked: nothing ran in the cloud"})
+    assert requeued.returncode == 0, requeued.stderr
+
+    dump = json.loads(run_cli("replay", str(log)).stdout)
+    assert dump["handoffs"]["probe_plan"]["acct-a"]["reason"] != "needs_person"
+    assert dump["handoffs"]["items"]["h2"]["state"] == "pending"
+    after = {i["id"] for i in items_of(json.loads(run_cli("status", str(log), "--at", "log", "--json").stdout))}
+    assert not {"acct-a", "h2"} & after
 
 
 def _path_env() -> dict[str, str]:

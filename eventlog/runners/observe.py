@@ -90,6 +90,8 @@ class ObserveReport(msgspec.Struct, kw_only=True):
     def text(self) -> list[str]:
         """For people."""
         if not self.appended:
+            if self.problems:
+                return [f"{self.product}: nothing written; {len(self.problems)} source(s) could not be read"]
             return [f"{self.product}: nothing changed, nothing written"]
         return [f"{self.product}: {e['type']} at {e['ts']}" + (f" ({_what(e)})" if _what(e) else "")
                 for e in self.appended]
