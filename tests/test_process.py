@@ -12,17 +12,11 @@ import pytest
 
 from eventlog.runners import process
 from eventlog.runners.process import Ran, run, split_command
+from tests.fakes.scheduler import alive
 
 PY = sys.executable
 
 
-def alive(pid: int) -> bool:
-    """Whether ``pid`` runs (a zombie left for init to reap counts as dead)."""
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 def wait_for_file(path: Path, timeout: float = 10.0) -> str:

@@ -41,6 +41,7 @@ def plan() -> dict[str, str]:
 
 
 def alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie left for init to reap counts as dead)."""
     try:
         with open(f"/proc/{pid}/stat", encoding="ascii") as f:
             return f.read().rsplit(")", 1)[1].split()[0] != "Z"
