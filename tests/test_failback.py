@@ -585,8 +585,8 @@ def test_auth_error_hands_the_account_to_a_person_until_a_probe_by_hand(tmp_path
     assert report.not_probed == {"cloud-account-a": {"probe": False, "reason": "needs_person", "next_probe_at": None}}
     status = cli("status", str(log), "--at", later.isoformat(), "--json")
     assert status.returncode == 1
-    assert any(line.startswith("account cloud-account-a: its probe said auth_error")
-               for line in json.loads(status.stdout)["needs_person"])
+    shown = [i for g in json.loads(status.stdout)["groups"] for i in g["items"] if i["id"] == "cloud-account-a"]
+    assert [i["reason_code"] for i in shown] == ["auth_error"] and "auth_error" in shown[0]["reason"]
     # The person fixed the login and records it with a probe by hand; the next pass claims.
     still = cli("handoff", "probe", str(log), "cloud-account-a", "--probe-cmd", f"{sys.executable} {PROBE} auth",
                 "--at", later.isoformat(), "--actor", "ops")
