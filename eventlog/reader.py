@@ -31,7 +31,7 @@ import types
 import typing
 from collections.abc import Callable, Iterator
 from datetime import datetime, tzinfo
-from typing import IO, Any
+from typing import IO, Any, Literal, Union
 
 import msgspec
 
@@ -44,6 +44,8 @@ from eventlog.events import (
     AnyEvent,
     CalendarEntry,
     Event,
+    Positive,
+    read_time,
     type_name,
     upcast,
 )
@@ -193,7 +195,7 @@ class Reader:
     def _time(self, field: str, text: str) -> tuple[datetime, str]:
         """A time and its text, the text given the assumed zone when it had none."""
         try:
-            value = datetime.fromisoformat(text)
+            value = read_time(text)
         except ValueError:
             raise _BadTime(f"bad_time: {field} {text!r} is not an ISO 8601 time") from None
         if not FIRST_YEAR <= value.year <= LAST_YEAR:
@@ -396,6 +398,26 @@ FIXED_QUOTES: dict[type[Event], int] = {
 }
 
 
+def _fast_struct(cls: type[Event]) -> type[Event]:
+    """``cls`` as the replay's block path reads it: ``seq`` required, ``v`` exactly 1 (anything else: not fast)."""
+    namespace = {"__annotations__": {"seq": Positive, "v": Literal[1]}, "v": 1, "__module__": __name__,
+                 "__doc__": f"{cls.__name__} with a seq and at version 1 (the replay's fast path)."}
+    fast: type[Event] = type(cls.__name__, (cls,), namespace, tag=cls.__struct_config__.tag, kw_only=True, gc=False)
+    return fast
+
+
+#: The replay's block path (:meth:`eventlog.replay.Replay.feed`): each event type at its first version,
+#: as a subclass whose line has a ``seq`` and ``v`` 1 -> the type it stands for.
+FAST_TYPES: dict[type[Event], type[Event]] = {
+    _fast_struct(cls): cls for name, cls in EVENT_TYPES.items() if name not in CURRENT_VERSION
+}
+fast_decoder = msgspec.json.Decoder(Union[tuple(FAST_TYPES)])  # noqa: UP007 - a Union object of the types
+#: Fast type -> the ``"`` its line holds when it holds no key twice: a constant, or its counter.
+FAST_QUOTES: dict[type[Event], int | Callable[[Event], int]] = {
+    fast: (FIXED_QUOTES[cls] + 2 if cls in FIXED_QUOTES else QUOTE_COUNTERS[cls]) for fast, cls in FAST_TYPES.items()
+}
+
+
 def _defaults_of(cls: type[Event]) -> tuple[tuple[str, bytes, Any, int], ...]:
     """The optional fields of ``cls``: (name, ``"key":`` as bytes, default, the ``"`` of its value when given)."""
     return tuple((f.name, f'"{f.encode_name}":'.encode(), f.default, 2 if isinstance(f.default, str) else 0)
@@ -405,6 +427,7 @@ def _defaults_of(cls: type[Event]) -> tuple[tuple[str, bytes, Any, int], ...]:
 _DEFAULTS: dict[type[Event], tuple[tuple[str, bytes, Any, int], ...]] = {
     cls: _defaults_of(cls) for cls in EVENT_TYPES.values()
 }
+_DEFAULTS.update({fast: _DEFAULTS[cls] for fast, cls in FAST_TYPES.items()})
 
 
 def written_defaults(ev: Event, raw: bytes) -> int:
@@ -501,7 +524,7 @@ def zoned(obj: dict[str, Any], assume_tz: tzinfo) -> dict[str, Any]:
         text = out.get(name)
         if isinstance(text, str):
             try:
-                value = datetime.fromisoformat(text)
+                value = read_time(text)
             except ValueError:
                 continue
             if value.tzinfo is None:

@@ -11,14 +11,34 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime, timedelta, timezone, tzinfo
-from itertools import accumulate
+from itertools import accumulate, compress, count, islice, repeat
+from operator import attrgetter, lt
 from typing import IO, Annotated, Any, Generic, NamedTuple, TypedDict, TypeVar
 
 import msgspec
 
-from eventlog.events import CURRENT_VERSION, EVENT_TYPES, FIRST_YEAR, LAST_YEAR, TIME_FIELDS, Event
+from eventlog.events import (
+    CURRENT_VERSION,
+    EVENT_TYPES,
+    FIRST_YEAR,
+    LAST_YEAR,
+    TIME_FIELDS,
+    Event,
+    read_time,
+    read_times,
+)
 from eventlog.fold import Folder, FoldResult, Stateful
-from eventlog.reader import FIXED_QUOTES, QUOTE_COUNTERS, Reader, _decoder, iter_blocks, written_defaults
+from eventlog.reader import (
+    FAST_QUOTES,
+    FAST_TYPES,
+    FIXED_QUOTES,
+    QUOTE_COUNTERS,
+    Reader,
+    _decoder,
+    fast_decoder,
+    iter_blocks,
+    written_defaults,
+)
 
 #: Called with (lines read, bytes read) every so often during a long read.
 Progress = Callable[[int, int], None]
@@ -117,6 +137,62 @@ class ReplayState(msgspec.Struct, Generic[S]):
     folder: S
 
 
+_fast_decode = fast_decoder.decode
+#: Fast type -> its ``"`` when constant (0 when counted); the counted types; the types with more times.
+_FIXED = {fast: q if isinstance(q, int) else 0 for fast, q in FAST_QUOTES.items()}
+_COUNTED = {fast: q for fast, q in FAST_QUOTES.items() if not isinstance(q, int)}
+_TIMED = {fast: TIME_FIELDS[cls] for fast, cls in FAST_TYPES.items() if cls in TIME_FIELDS}
+_seq_of = attrgetter("seq")
+_ts_of = attrgetter("ts")
+_QUOTE = b'"'
+
+
+def _counted(ev: Event) -> int:
+    return _COUNTED[ev.__class__](ev)
+
+
+def fast_block(lines: list[bytes], last_seq: int) -> tuple[list[Event], list[datetime]] | None:
+    """The events of a block of lines and their times, when every line is ordinary; else None.
+
+    Ordinary, as :meth:`Replay.feed` means it, decided for the block at once: each line decodes
+    as a fast type (a known type at version 1, with ``seq``), the block holds exactly the ``"``
+    its events account for (so no key twice and no batch marker, :func:`eventlog.reader.quotes_expected`),
+    ``seq`` increases from ``last_seq`` on, and every time reads with an offset in the years 1900 to 9000
+    (:func:`eventlog.events.read_times`). None sends the block line by line, where every rule is named.
+    """
+    if not lines:
+        return None
+    try:
+        evs: list[Event] = list(map(_fast_decode, lines))
+    except msgspec.DecodeError:
+        return None
+    classes = list(map(type, evs))
+    counted = list(map(_COUNTED.__contains__, classes))
+    # the types with optional fields, line by line (a field may be written with its default)
+    held = list(map(bytes.count, compress(lines, counted), repeat(_QUOTE)))
+    for raw, ev, n, q in zip(compress(lines, counted), compress(evs, counted), held,
+                             map(_counted, compress(evs, counted)), strict=True):
+        if n != q and n != q + written_defaults(ev, raw):
+            return None
+    # the others, for the whole block at once
+    if b"\n".join(lines).count(_QUOTE) != sum(map(_FIXED.__getitem__, classes)) + sum(held):
+        return None
+    seqs = list(map(_seq_of, evs))
+    if seqs[0] <= last_seq or not all(map(lt, seqs, islice(seqs, 1, None))):
+        return None
+    texts: list[str] = list(map(_ts_of, evs))
+    for ev in compress(evs, map(_TIMED.__contains__, classes)):
+        for name in _TIMED[ev.__class__]:
+            text = getattr(ev, name)
+            if text is not None:
+                texts.append(text)
+    ats = read_times(texts)
+    if ats is None:
+        return None
+    del ats[len(evs):]
+    return evs, ats
+
+
 class Replay:
     """One log, folded up to ``offset`` (always the end of a complete line)."""
 
@@ -149,7 +225,7 @@ class Replay:
         # and names the reason. Keep the two in step.
         reader = self.reader
         decode_fast = _decoder.decode
-        fromiso = datetime.fromisoformat
+        fromiso = read_time
         # Types at their first version (later ones are upcast on the slow path). ``fixed`` maps the types
         # with no time but ``ts`` and no optional field but the envelope's to the '"' such a line holds when
         # it holds no key twice (add 2 for "seq"; eventlog.reader.quotes_expected); ``plain`` are the other
@@ -161,6 +237,7 @@ class Replay:
         counters = QUOTE_COUNTERS
         low, high = FIRST_YEAR, LAST_YEAR
         fold = self.folder.fold
+        fast_block_ = fast_block
         line = self.line
         last_seq = reader.last_seq
         events = 0
@@ -174,6 +251,20 @@ class Replay:
             if torn:
                 self.torn_tail = True
                 break
+            if not pending:
+                block = fast_block_(lines, last_seq)
+                if block is not None:  # every line ordinary: fold them all, no line-by-line checks
+                    evs, ats = block
+                    for n, fast_ev, fast_at in zip(count(line + 1), evs, ats):
+                        fold(fast_ev, n, fast_at)
+                    line += len(evs)
+                    events += len(evs)
+                    last_ev, last_at = evs[-1], ats[-1]
+                    last_seq = last_ev.seq  # type: ignore[assignment]  # required on the fast types
+                    self.offset = end
+                    if progress is not None:
+                        progress(line, end)
+                    continue
             start = line
             starts: list[int] | None = None  # where each line of the block starts (only when a batch needs it)
             for raw in lines:

@@ -9,6 +9,7 @@ from typing import Any, TypedDict
 import msgspec
 
 from eventlog.events import EVENT_TYPES, KEY_FIELDS, Event, type_name
+from eventlog.reader import FAST_TYPES
 from projections.base import FoldResult, Projection, Rejected
 from projections.catchup import Catchup, CatchupState
 from projections.handoffs import Handoffs, HandoffsState
@@ -71,6 +72,8 @@ class Runner:
                 if cls in part.handlers:
                     handler = part.handlers[cls].__get__(part)  # a bound method: cheaper to call than a partial
             self._dispatch[cls] = (handler, counts, field or "")
+        for fast, cls in FAST_TYPES.items():  # the replay's fast path decodes these subclasses
+            self._dispatch[fast] = self._dispatch[cls]
 
     def save_state(self) -> RunnerState:
         """The folded state of every domain and of the runner (shared, not copied: encode it, do not keep it)."""

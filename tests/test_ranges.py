@@ -26,10 +26,21 @@ from hypothesis import strategies as st
 
 from eventlog import lazystate, snapshot
 from eventlog.appender import AppendError, EventLog
-from eventlog.events import EVENT_TYPES, INT64_MAX, INT64_MIN, TIME_FIELDS, Event
+from eventlog.events import (
+    EVENT_TYPES,
+    FIRST_YEAR,
+    INT64_MAX,
+    INT64_MIN,
+    LAST_YEAR,
+    TIME_FIELDS,
+    Event,
+    read_time,
+    read_times,
+    type_name,
+)
 from eventlog.prom import exposition
-from eventlog.reader import Reader, validate_object
-from eventlog.replay import Replay
+from eventlog.reader import Reader, _decoder, quotes_match, validate_object
+from eventlog.replay import Replay, fast_block
 from eventlog.runners.sessions import describe
 from projections.runner import Runner
 from projections.triage import LogFacts, explain, triage
@@ -296,3 +307,64 @@ def _expected(part: list[dict[str, Any]]) -> list[Event]:
         assert not isinstance(checked, str), checked
         out.append(checked[0])
     return out
+
+
+@given(logs())
+@settings(max_examples=150, deadline=None)
+def test_a_block_of_ordinary_lines_is_read_at_once_as_the_reader_reads_each_line(events: list[dict[str, Any]]) -> None:
+    lines = [msgspec.json.encode({**e, "seq": i}) for i, e in enumerate(events, 1)]
+    block = fast_block(lines, 0)
+    # valid lines with a seq and plain times: the block path takes them when the reader's own count of '"'
+    # does for each line (a calendar entry written with a null goes line by line, to the exact check)
+    plain = all(quotes_match(ev, raw, raw.count(b'"')) for ev, raw in zip(map(_decoder.decode, lines), lines))
+    assert (block is not None) == plain
+    if block is None:
+        return
+    reader = Reader()
+    for n, (raw, ev, at) in enumerate(zip(lines, *block, strict=True), 1):
+        one = reader.decode(raw, n)
+        assert not isinstance(one, str)
+        assert msgspec.structs.asdict(ev) == msgspec.structs.asdict(one[0])
+        assert type_name(ev) == type_name(one[0])
+        assert at == one[1] and at.utcoffset() == one[1].utcoffset()
+    assert fast_block(lines, len(lines)) is None  # seq must increase past the last line read
+    assert fast_block([*lines[:-1], lines[-1][:-1] + b',"seq":1}'], 0) is None  # a key twice: the reader names it
+
+
+time_texts = st.builds(
+    lambda at, digits, sep, zone, lower: (
+        at.strftime(f"%Y-%m-%d{sep}%H:%M:%S") + (f".{at.microsecond:06d}{'123'}"[: digits + 1] if digits else "")
+        + zone).translate(str.maketrans("TZ", "tz") if lower else {}),
+    st.datetimes(min_value=datetime(1, 1, 1), max_value=datetime(9999, 12, 31)),
+    st.integers(0, 9), st.sampled_from(["T", " ", "t"]),
+    st.sampled_from(["Z", "+09:00", "-00:00", "+23:59", "-12:30", "", "+0900", "+09"]), st.booleans(),
+)
+
+
+@given(st.lists(time_texts, min_size=1, max_size=4))
+@example(["2026-08-01T09:00:00.1234567+09:00"])
+@example(["2026-08-01t09:00:00z"])
+@example(["1899-12-31T23:59:59+00:00", "2026-08-01T09:00:00Z"])
+def test_times_read_at_once_are_read_as_each_alone(texts: list[str]) -> None:
+    values = read_times(texts)
+    singles: list[datetime | None] = []
+    for text in texts:
+        try:
+            value = read_time(text)
+        except ValueError:
+            value = None
+        ok = value is not None and value.tzinfo is not None and FIRST_YEAR <= value.year <= LAST_YEAR
+        singles.append(value if ok else None)
+    if values is None:
+        return  # the one-by-one reading decides (and names what is wrong)
+    assert None not in singles
+    for value, single in zip(values, singles, strict=True):
+        assert single is not None
+        assert value == single and value.utcoffset() == single.utcoffset()
+        assert value.replace(tzinfo=None) == single.replace(tzinfo=None)
+
+
+def test_plain_times_are_read_at_once() -> None:
+    texts = ["2026-08-01T09:00:00.672+09:00", "1900-01-01T00:00:00Z", "9000-12-31T23:59:59.999999-12:00",
+             "2026-08-01 09:00:00+00:00"]
+    assert read_times(texts) == [read_time(t) for t in texts]
