@@ -261,3 +261,20 @@ def test_hostile_ids_are_printed_escaped_everywhere(tmp_path: Path) -> None:
             assert "h1\\nNothing needs a person.\\x1b[2J\\x9b" in out.stdout + out.stderr, name
     assert runs["status"].returncode == 1 and "Needs a person: " in runs["status"].stdout
     assert runs["unknown"].returncode == 2
+
+
+def test_each_command_alone_parses_as_in_the_whole_parser() -> None:
+    """``eventlog CMD`` builds only CMD's parser (lazy imports): the table names every command, each the same."""
+    from eventlog.cli import COMMAND_MODULES
+
+    whole = _commands(build_parser())
+    assert set(COMMAND_MODULES) == set(whole)
+    for name in COMMAND_MODULES:
+        alone = _commands(build_parser(name))
+        assert name in alone
+        assert alone[name].format_help() == whole[name].format_help()
+
+
+def _commands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return dict(sub.choices)

@@ -316,7 +316,8 @@ def test_a_block_of_ordinary_lines_is_read_at_once_as_the_reader_reads_each_line
     block = fast_block(lines, 0)
     # valid lines with a seq and plain times: the block path takes them when the reader's own count of '"'
     # does for each line (a calendar entry written with a null goes line by line, to the exact check)
-    plain = all(quotes_match(ev, raw, raw.count(b'"')) for ev, raw in zip(map(_decoder.decode, lines), lines))
+    decoded = map(_decoder.decode, lines)
+    plain = all(quotes_match(ev, raw, raw.count(b'"')) for ev, raw in zip(decoded, lines, strict=True))
     assert (block is not None) == plain
     if block is None:
         return
