@@ -27,7 +27,7 @@ from eventlog.events import (
     read_time,
     read_times,
 )
-from eventlog.fold import Folder, FoldResult, Stateful
+from eventlog.fold import Folder, FoldResult, Stateful, gc_paused
 from eventlog.reader import (
     FAST_QUOTES,
     FAST_TYPES,
@@ -217,7 +217,12 @@ class Replay:
         stops before it (``offset``, ``line`` and ``seq`` stay where they were),
         says ``torn_tail``, and reads it again next time (see :class:`PendingBatch`).
         With ``strict``, the first bad line raises :class:`BadLine` instead.
+        The cyclic collector is paused meanwhile (:func:`eventlog.fold.gc_paused`).
         """
+        with gc_paused():
+            self._feed(f, progress, strict)
+
+    def _feed(self, f: IO[bytes], progress: Progress | None, strict: bool) -> None:
         # The hot path of every replay. An ordinary line (a known type at the
         # current version, times with an offset in the years 1900 to 9000, seq
         # increasing, no key twice, no batch marker) is decoded and checked
@@ -443,6 +448,10 @@ class Replay:
 
     def dump(self, log: str, at: datetime | None = None, at_text: str | None = None) -> dict[str, Any]:
         """The dump of spec/OUTPUTS.md as of ``at`` (default: the last event's time)."""
+        with gc_paused():
+            return self._dump(log, at, at_text)
+
+    def _dump(self, log: str, at: datetime | None, at_text: str | None) -> dict[str, Any]:
         if at is None:
             at, at_text = self.last_at, self.last_ts
         head: dict[str, Any] = {
