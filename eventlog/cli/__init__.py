@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 
@@ -66,6 +67,18 @@ def _version() -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one ``eventlog`` subcommand; returns its exit status."""
+    try:
+        return _main(argv)
+    finally:
+        _let_go()
+
+
+def _let_go() -> None:
+    if "eventlog.cli.common" in sys.modules:
+        sys.modules["eventlog.cli.common"].LEFT_AT_EXIT.clear()
+
+
+def _main(argv: Sequence[str] | None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     parser = build_parser(argv[0] if argv else None)
     args = parser.parse_args(argv)
@@ -85,5 +98,16 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def run() -> None:
-    """Console-script entry point."""
-    sys.exit(main())
+    """Console-script entry point; what a one-shot command kept to the end is not freed (``leave_at_exit``)."""
+    status = _main(None)
+    common = sys.modules.get("eventlog.cli.common")
+    if common is None or not common.LEFT_AT_EXIT:
+        sys.exit(status)
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except BrokenPipeError:
+        pass
+    except OSError:
+        status = status or 2
+    os._exit(status)

@@ -22,6 +22,8 @@ from eventlog.cli.common import (
     duration,
     error,
     judging,
+    leave_at_exit,
+    print_json,
     record_line,
     replay_log,
     say,
@@ -111,7 +113,8 @@ def run(args: argparse.Namespace) -> int:
         if args.check:
             status = max(status, check(path, dump))
         else:
-            print(dumps(dump))
+            print_json(dump)
+        leave_at_exit(replay, dump)
     sys.stdout.flush()
     return status
 
