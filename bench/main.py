@@ -44,6 +44,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--append-count", type=int, default=d.append_count, help="appends per writer process (500)")
     p.add_argument("--checked-appends", type=int, default=d.checked_appends, help="timed checked API appends (25)")
     p.add_argument("--cli-appends", type=int, default=d.cli_appends, help="timed eventlog append runs (3)")
+    p.add_argument("--serve-decisions", type=int, default=d.serve_decisions, help="timed serve decisions (400)")
+    p.add_argument("--serve-status", type=int, default=d.serve_status, help="timed GET /v1/status (2,000)")
     return p
 
 
@@ -87,7 +89,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         events=args.events, entities=args.entities, out=args.out.resolve(), seed=args.seed,
         repeat=max(1, args.repeat), follow_events=args.follow_events, follow_samples=args.follow_samples,
         append_count=args.append_count, checked_appends=max(1, args.checked_appends),
-        cli_appends=max(1, args.cli_appends), log=None if args.log is None else args.log.resolve(),
+        cli_appends=max(1, args.cli_appends), serve_decisions=max(1, args.serve_decisions),
+        serve_status=max(1, args.serve_status), log=None if args.log is None else args.log.resolve(),
     )
     cfg.out.mkdir(parents=True, exist_ok=True)
     tty = sys.stderr.isatty()

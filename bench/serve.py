@@ -100,21 +100,12 @@ def run(n: int, concurrency: int, url: str, key: str, request: Callable[[httpx.C
     return latencies, time.perf_counter() - started
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Measure, print the table (or JSON); exit 0."""
-    p = argparse.ArgumentParser(prog="python -m bench.serve", description=__doc__.split("\n\n")[0])
-    p.add_argument("--events", type=int, default=1_000_000)
-    p.add_argument("--entities", type=int, default=100_000)
-    p.add_argument("--out", default=str(ROOT / "bench-out"))
-    p.add_argument("--decisions", type=int, default=400)
-    p.add_argument("--status", type=int, default=2000)
-    p.add_argument("--judged", dest="after_write", type=int, default=20)
-    p.add_argument("--concurrency", type=int, default=4)
-    p.add_argument("--json", action="store_true")
-    args = p.parse_args(argv)
+def measure(source: Path, out: Path, decisions: int, status_n: int, judged: int, concurrency: int) -> dict[str, Any]:
+    """Serve a copy of ``source`` (scratch files in ``out``) and measure; the figures as :func:`main` prints them.
 
-    source, _made = ensure_log(Path(args.out), args.events, args.entities)
-    scratch = Path(tempfile.mkdtemp(prefix="bench-serve-", dir=args.out))
+    ``result["rows"]``: decisions, status without writes, status judged for the request.
+    """
+    scratch = Path(tempfile.mkdtemp(prefix="bench-serve-", dir=out))
     proc = None
     try:
         log = scratch / "log.jsonl"
@@ -130,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
             m = re.search(r"on (http://127\.0\.0\.1:\d+)/", (scratch / "serve.err").read_text())
             url = m.group(1) if m else None
             if proc.poll() is not None:
-                raise SystemExit((scratch / "serve.err").read_text())
+                raise RuntimeError((scratch / "serve.err").read_text())
             time.sleep(0.05)
         while True:
             try:
@@ -144,9 +135,9 @@ def main(argv: list[str] | None = None) -> int:
         dump = httpx.get(url + "/v1/dump", params={"at": "log"}, headers=auth, timeout=120).json()
         open_sessions = [(sid, item["revision"]) for sid, item in sorted(dump["sessions"]["items"].items())
                          if item["admission_state"] != "closed"]
-        need = args.decisions + args.after_write + 1
+        need = decisions + judged + 1
         if len(open_sessions) < need:
-            raise SystemExit(f"only {len(open_sessions)} open sessions; ask for fewer decisions")
+            raise RuntimeError(f"only {len(open_sessions)} open sessions; ask for fewer decisions")
         todo = iter(open_sessions)
 
         def close(c: httpx.Client, i: int) -> None:
@@ -154,34 +145,34 @@ def main(argv: list[str] | None = None) -> int:
             r = c.post(f"/v1/sessions/{sid}/recovery-decisions", headers={"Idempotency-Key": f"bench-{sid}"},
                        json={"decision": "close", "expected_revision": revision, "reason": "bench"})
             if r.status_code != 200:
-                raise SystemExit(f"decision on {sid}: {r.status_code} {r.text}")
+                raise RuntimeError(f"decision on {sid}: {r.status_code} {r.text}")
 
         t = time.perf_counter()
         with client(url, key) as c:
             close(c, -1)
         warm = time.perf_counter() - t
         rows = []
-        lat, wall = run(args.decisions, args.concurrency, url, key, close)
-        rows.append(summary(f"decision (close, accepted), {args.concurrency} clients", lat, wall))
+        lat, wall = run(decisions, concurrency, url, key, close)
+        rows.append(summary(f"decision (close, accepted), {concurrency} clients", lat, wall))
 
         def status(c: httpx.Client, i: int) -> None:
             r = c.get("/v1/status")
             if r.status_code != 200:
-                raise SystemExit(f"status: {r.status_code} {r.text}")
+                raise RuntimeError(f"status: {r.status_code} {r.text}")
 
-        lat, wall = run(args.status, args.concurrency, url, key, status)
-        rows.append(summary(f"GET /v1/status, {args.concurrency} clients, no writes", lat, wall))
+        lat, wall = run(status_n, concurrency, url, key, status)
+        rows.append(summary(f"GET /v1/status, {concurrency} clients, no writes", lat, wall))
 
         def judged_for_it(c: httpx.Client, i: int) -> None:
             at = datetime.now(UTC).isoformat()
             r = c.get("/v1/status", params={"at": at})
             if r.status_code != 200 or r.json()["as_of"] != at:
-                raise SystemExit(f"status at {at}: {r.status_code} {r.text[:200]}")
+                raise RuntimeError(f"status at {at}: {r.status_code} {r.text[:200]}")
 
-        lat, wall = run(args.after_write, 1, url, key, judged_for_it)
+        lat, wall = run(judged, 1, url, key, judged_for_it)
         rows.append(summary("GET /v1/status?at=T, a new T each time (judged for the request), 1 client", lat, wall))
         result = {
-            "log": {"events": args.events, "entities": args.entities, "bytes": log.stat().st_size},
+            "log": {"bytes": log.stat().st_size},
             "startup_s": round(startup, 2), "warmup_decision_s": round(warm, 2), "rows": rows,
             "machine": {"cores": os.cpu_count(), "python": platform.python_version(),
                         "load_1m": round(os.getloadavg()[0], 2)},
@@ -191,6 +182,28 @@ def main(argv: list[str] | None = None) -> int:
             proc.terminate()
             proc.wait(60)
         shutil.rmtree(scratch, ignore_errors=True)
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Measure, print the table (or JSON); exit 0."""
+    p = argparse.ArgumentParser(prog="python -m bench.serve", description=__doc__.split("\n\n")[0])
+    p.add_argument("--events", type=int, default=1_000_000)
+    p.add_argument("--entities", type=int, default=100_000)
+    p.add_argument("--out", default=str(ROOT / "bench-out"))
+    p.add_argument("--decisions", type=int, default=400)
+    p.add_argument("--status", type=int, default=2000)
+    p.add_argument("--judged", dest="after_write", type=int, default=20)
+    p.add_argument("--concurrency", type=int, default=4)
+    p.add_argument("--json", action="store_true")
+    args = p.parse_args(argv)
+
+    source, _made = ensure_log(Path(args.out), args.events, args.entities)
+    try:
+        result = measure(source, Path(args.out), args.decisions, args.status, args.after_write, args.concurrency)
+    except RuntimeError as err:
+        raise SystemExit(str(err)) from None
+    result["log"]["events"], result["log"]["entities"] = args.events, args.entities
     if args.json:
         print(json.dumps(result))
         return 0
@@ -198,7 +211,7 @@ def main(argv: list[str] | None = None) -> int:
           f"{result['startup_s']} s; warm-up decision {result['warmup_decision_s']} s")
     print("| measurement | requests | requests/s | p50 ms | p95 ms | p99 ms | max ms |")
     print("|---|---:|---:|---:|---:|---:|---:|")
-    for r in rows:
+    for r in result["rows"]:
         print(f"| {r['measurement']} | {r['requests']} | {r['requests_per_s']} | {r['p50_ms']} | {r['p95_ms']} | "
               f"{r['p99_ms']} | {r['max_ms']} |")
     return 0

@@ -21,7 +21,8 @@ from eventlog.cli.common import replay_log
 ROOT = Path(__file__).resolve().parent.parent
 TINY = [
     "--events", "3000", "--entities", "150", "--repeat", "1", "--follow-events", "600", "--follow-samples", "5",
-    "--append-count", "5", "--checked-appends", "2", "--cli-appends", "1",
+    "--append-count", "5", "--checked-appends", "2", "--cli-appends", "1", "--serve-decisions", "3",
+    "--serve-status", "20",
 ]
 #: One type of each domain that the generator promises to write.
 DOMAIN_TYPES = {"verified", "probe_result", "watcher_run", "lane_check", "job_skipped", "worker_ready"}
@@ -71,8 +72,8 @@ def test_generated_log_is_valid_interleaved_and_deterministic(tmp_path: Path) ->
 
 
 def test_every_measurement_yields_figures(tmp_path: Path) -> None:
-    rows = rows_of(tmp_path, "replay,memory,follow,snapshot,append")
-    assert {r["group"] for r in rows} == {"replay", "memory", "follow", "snapshot", "append"}
+    rows = rows_of(tmp_path, "replay,memory,follow,snapshot,append,serve")
+    assert {r["group"] for r in rows} == {"replay", "memory", "follow", "snapshot", "append", "serve"}
     for r in rows:
         assert isinstance(r["value"], (int, float)), r
         assert r["verdict"] in ("PASS", "MISS", "info"), r
