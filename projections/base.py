@@ -47,7 +47,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone, tzinfo
 from typing import Any, Protocol
 
 import msgspec
@@ -84,11 +84,26 @@ class Projection(Protocol):
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICRO = timedelta(microseconds=1)
+_SECOND = timedelta(seconds=1)
+#: A fixed offset -> the epoch in it (see :func:`micros`).
+_EPOCHS: dict[tzinfo | None, datetime] = {}
 
 
 def micros(at: datetime) -> int:
-    """An aware time as integer microseconds since the epoch: exact, and small to keep."""
-    return (at - _EPOCH) // _MICRO
+    """An aware time as integer microseconds since the epoch: exact, and small to keep.
+
+    Python subtracts two aware times cheaply only when they share one tzinfo object; so
+    a time with a fixed offset is measured from the epoch written in that very offset
+    (the reader gives every time with the same offset the same object). A zone with
+    DST goes through UTC, where the wall clock would be an hour off.
+    """
+    zone = at.tzinfo
+    epoch = _EPOCHS.get(zone)
+    if epoch is None:
+        if zone.__class__ is not timezone:
+            return (at - _EPOCH) // _MICRO
+        epoch = _EPOCHS[zone] = _EPOCH.astimezone(zone)
+    return (at - epoch) // _MICRO
 
 
 def elapsed_s(later: datetime, earlier: datetime) -> float:
@@ -98,6 +113,9 @@ def elapsed_s(later: datetime, earlier: datetime) -> float:
     one tzinfo object (every time read with ``--assume-tz``), which is an hour
     off across a DST change. Through epoch microseconds it is exact.
     """
+    zone = later.tzinfo
+    if zone is earlier.tzinfo and zone.__class__ is timezone:  # one fixed offset: the wall clocks' difference
+        return (later - earlier) / _SECOND
     return seconds(micros(later) - micros(earlier))
 
 

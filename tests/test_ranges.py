@@ -18,10 +18,11 @@ import tempfile
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import msgspec
 import msgspec.inspect as mi
-from hypothesis import HealthCheck, example, given, settings
+from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
 from eventlog import lazystate, snapshot
@@ -42,6 +43,7 @@ from eventlog.prom import exposition
 from eventlog.reader import Reader, _decoder, quotes_match, validate_object
 from eventlog.replay import Replay, fast_block
 from eventlog.runners.sessions import describe
+from projections.base import elapsed_s, micros
 from projections.runner import Runner
 from projections.triage import LogFacts, explain, triage
 
@@ -369,3 +371,23 @@ def test_plain_times_are_read_at_once() -> None:
     texts = ["2026-08-01T09:00:00.672+09:00", "1900-01-01T00:00:00Z", "9000-12-31T23:59:59.999999-12:00",
              "2026-08-01 09:00:00+00:00"]
     assert read_times(texts) == [read_time(t) for t in texts]
+
+
+zones = st.one_of(st.sampled_from(OFFSETS), st.sampled_from([ZoneInfo("Asia/Tokyo"), ZoneInfo("America/New_York")]))
+
+
+@given(st.datetimes(min_value=FIRST, max_value=LAST), st.datetimes(min_value=FIRST, max_value=LAST), zones, zones,
+       st.booleans())
+def test_micros_and_elapsed_s_are_real_time_whatever_the_zone_objects(a: datetime, b: datetime, za: Any, zb: Any,
+                                                                      read: bool) -> None:
+    at, before = a.replace(tzinfo=za), b.replace(tzinfo=zb)
+    if read:  # as the replay's block path reads them: one tzinfo object per offset
+        values = read_times([at.isoformat(), before.isoformat()])
+        assume(values is not None)
+        assert values is not None
+        at, before = values
+    naive_epoch = datetime(1970, 1, 1)
+    through_utc = (at.astimezone(UTC).replace(tzinfo=None) - naive_epoch) // timedelta(microseconds=1)
+    assert micros(at) == through_utc
+    earlier = (before.astimezone(UTC).replace(tzinfo=None) - naive_epoch) // timedelta(microseconds=1)
+    assert elapsed_s(at, before) == (through_utc - earlier) / 1_000_000
