@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from datetime import datetime, tzinfo
+from datetime import datetime, timezone, tzinfo
 from typing import Annotated, Any, Final, Literal, Union
 
 import msgspec
@@ -539,13 +539,37 @@ _PAST_LAST_TEXT = f"{LAST_YEAR + 1:04d}"
 
 
 def parse_time(text: str, assume_tz: tzinfo | None = None) -> datetime:
-    """Read an ISO 8601 time; ValueError without an offset unless ``assume_tz`` is given."""
+    """Read an ISO 8601 time; ValueError without an offset unless ``assume_tz`` is given.
+
+    A fixed offset comes with the same ``tzinfo`` object as the replay's times of that offset
+    (:func:`read_times`), so comparing and subtracting them stays cheap.
+    """
     value = read_time(text)
-    if value.tzinfo is None:
+    zone = value.tzinfo
+    if zone is None:
         if assume_tz is None:
             raise ValueError(f"time {text!r} has no UTC offset")
-        value = value.replace(tzinfo=assume_tz)
+        return value.replace(tzinfo=assume_tz)
+    if zone.__class__ is timezone:
+        shared = _ZONES.get(zone)
+        if shared is None:
+            shared = _ZONES[zone] = _shared_zone(zone)
+        if shared is not zone:
+            value = value.replace(tzinfo=shared)
     return value
+
+
+#: A fixed offset -> the tzinfo object msgspec gives times of that offset.
+_ZONES: dict[tzinfo, tzinfo] = {}
+
+
+def _shared_zone(zone: tzinfo) -> tzinfo:
+    sample = datetime(2000, 1, 1, tzinfo=zone).isoformat()
+    try:
+        shared = _times_decoder.decode(_encode([sample]))[0].tzinfo
+    except msgspec.DecodeError:  # an offset msgspec does not write (seconds in it)
+        return zone
+    return shared if shared == zone else zone
 
 
 def schema() -> dict[str, Any]:

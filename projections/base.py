@@ -103,6 +103,8 @@ def micros(at: datetime) -> int:
         if zone.__class__ is not timezone:
             return (at - _EPOCH) // _MICRO
         epoch = _EPOCHS[zone] = _EPOCH.astimezone(zone)
+    if epoch.tzinfo is not zone:  # an equal offset, another object (a time not read by eventlog.events)
+        return (at - _EPOCH) // _MICRO
     return (at - epoch) // _MICRO
 
 
