@@ -140,13 +140,13 @@ def seconds(us: int) -> float:
     return us / 1_000_000
 
 
-def nearest_rank(values: Sequence[float], p: float) -> float | None:
-    """The p-th percentile by nearest rank (spec: value at rank ceil(p/100 n))."""
+def nearest_rank(values: Sequence[float], p: float, *, ordered: bool = False) -> float | None:
+    """The p-th percentile by nearest rank (spec: value at rank ceil(p/100 n)); ``ordered``: already sorted."""
     if not values:
         return None
-    ordered = sorted(values)
-    rank = max(1, math.ceil(p / 100 * len(ordered)))
-    return ordered[rank - 1]
+    ordered_values = values if ordered else sorted(values)
+    rank = max(1, math.ceil(p / 100 * len(ordered_values)))
+    return ordered_values[rank - 1]
 
 
 def num(value: float | None) -> float | int | None:
@@ -157,5 +157,7 @@ def num(value: float | None) -> float | int | None:
 
 
 def summary(values: Sequence[float]) -> dict[str, Any]:
-    """``{"n", "p50", "p95"}`` of durations in seconds."""
-    return {"n": len(values), "p50": num(nearest_rank(values, 50)), "p95": num(nearest_rank(values, 95))}
+    """``{"n", "p50", "p95"}`` of durations in seconds (as :func:`nearest_rank` ranks them; sorted once)."""
+    ordered = sorted(values)
+    return {"n": len(ordered), "p50": num(nearest_rank(ordered, 50, ordered=True)),
+            "p95": num(nearest_rank(ordered, 95, ordered=True))}

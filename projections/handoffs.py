@@ -408,22 +408,28 @@ class Handoffs:
         started = 0
         oldest: int | None = None
         stale: dict[str, list[str]] = {"retryable": [], "unknown_effect": []}
-        for hid in sorted(self.state.items):
-            h = self.state.items[hid]
-            kind = self.stale(hid, as_of)
-            items[hid] = {"state": h.state, "account": h.account, "attempt": h.attempt, "stale": kind}
-            if kind is not None:
+        limit = self.stale_after_s
+        handoffs = self.state.items
+        for hid in sorted(handoffs):
+            h = handoffs[hid]
+            state = h.state
+            kind = None
+            if state in LIVE and elapsed_s(as_of, h.last_at) > limit:  # stale(), inline: this runs per handoff
+                kind = STALE_KIND[state]
                 stale[kind].append(hid)
-            by_state[h.state] += 1
+            items[hid] = {"state": state, "account": h.account, "attempt": h.attempt, "stale": kind}
+            by_state[state] += 1
             started += h.local_started
-            if h.state == SKIPPED:
+            if state == RETURNED:
+                continue
+            if state == SKIPPED:
                 skip_reasons[h.reason or ""] += 1
                 not_returned[h.reason or ""] += 1
-            elif h.state != RETURNED:
-                not_returned[h.state] += 1
-                if h.state == NEEDS_HUMAN:
-                    needs_human[h.reason or ""] += 1
-            if h.state == PENDING and (oldest is None or h.created_us < oldest):
+                continue
+            not_returned[state] += 1
+            if state == NEEDS_HUMAN:
+                needs_human[h.reason or ""] += 1
+            elif state == PENDING and (oldest is None or h.created_us < oldest):
                 oldest = h.created_us
         total = len(self.state.items)
         latency = self.state.latency

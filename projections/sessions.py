@@ -175,7 +175,7 @@ class Session(msgspec.Struct, array_like=True, gc=False):
             "generation": self.generation,
             "revision": self.revision,
             "resumable": self.resumable,
-            "unknown_turns": sorted(self.unknown),
+            "unknown_turns": sorted(self.unknown) if self.unknown else [],
         }
 
     # -- facts the rules ask about -------------------------------------------------
@@ -562,8 +562,9 @@ class Sessions:
 
     def view(self, as_of: datetime, as_of_text: str | None = None) -> dict[str, Any]:
         """The ``sessions`` part of the dump (``retry_due``: judged at ``as_of``)."""
+        sessions = self.state.sessions
         return {
-            "items": {sid: s.item() for sid, s in sorted(self.state.sessions.items())},
+            "items": {sid: sessions[sid].item() for sid in sorted(sessions)},
             "receipts": [r.item() for r in self.state.receipts],
             "retry_due": self.retry_due(as_of),
             "controls": {cid: controls.timeline(c) for cid, c in sorted(self.state.controls.items())},
