@@ -86,7 +86,7 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICRO = timedelta(microseconds=1)
 _SECOND = timedelta(seconds=1)
 #: A fixed offset -> the epoch in it (see :func:`micros`).
-_EPOCHS: dict[tzinfo | None, datetime] = {}
+_EPOCHS: dict[tzinfo, datetime] = {}
 
 
 def micros(at: datetime) -> int:
@@ -98,10 +98,10 @@ def micros(at: datetime) -> int:
     DST goes through UTC, where the wall clock would be an hour off.
     """
     zone = at.tzinfo
+    if zone.__class__ is not timezone:  # a zone with DST (or of another library: not always hashable)
+        return (at - _EPOCH) // _MICRO
     epoch = _EPOCHS.get(zone)
     if epoch is None:
-        if zone.__class__ is not timezone:
-            return (at - _EPOCH) // _MICRO
         epoch = _EPOCHS[zone] = _EPOCH.astimezone(zone)
     if epoch.tzinfo is not zone:  # an equal offset, another object (a time not read by eventlog.events)
         return (at - _EPOCH) // _MICRO
