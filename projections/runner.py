@@ -16,6 +16,9 @@ from projections.handoffs import Handoffs, HandoffsState
 from projections.lanes import Lanes, LanesState
 from projections.sessions import Sessions, SessionsState
 
+#: The domains (the names of :attr:`Runner.parts`).
+DOMAINS: frozenset[str] = frozenset({"handoffs", "lanes", "catchup", "sessions"})
+
 
 class RejectedLine(TypedDict):
     """A line whose event did not fit the state (the dump's ``rejected``)."""
@@ -41,7 +44,9 @@ class Runner:
     """Folds events into all four domains and keeps the log-wide tallies (folded state: :class:`RunnerState`).
 
     ``revisions`` counts applied events per stream (spec section 2):
-    key field -> id -> count.
+    key field -> id -> count. ``folding`` names the domains it folds (all by default);
+    the events of the others pass unfolded and uncounted, for a replay split between
+    processes (:mod:`eventlog.jobs`; the types no domain folds go with ``handoffs``).
     """
 
     State = RunnerState
@@ -52,7 +57,9 @@ class Runner:
         max_inflight: int = 2,
         unpicked_minutes: float = 90,
         quiet_hours: float = 8,
+        folding: frozenset[str] = DOMAINS,
     ) -> None:
+        self.folding = folding
         self.handoffs = Handoffs(stale_after_s=stale_after_s, max_inflight=max_inflight)
         self.lanes = Lanes(unpicked_minutes=unpicked_minutes, quiet_hours=quiet_hours)
         self.catchup = Catchup()
@@ -68,10 +75,12 @@ class Runner:
             field = _stream_field(cls)
             counts = self.revisions[field] if field is not None else None
             handler = _NOTHING
+            owner = self.handoffs.name
             for part in self.parts:
                 if cls in part.handlers:
                     handler = part.handlers[cls].__get__(part)  # a bound method: cheaper to call than a partial
-            self._dispatch[cls] = (handler, counts, field or "")
+                    owner = part.name
+            self._dispatch[cls] = (handler, counts, field or "") if owner in self.folding else (_NOTHING, None, "")
         for fast, cls in FAST_TYPES.items():  # the replay's fast path decodes these subclasses
             self._dispatch[fast] = self._dispatch[cls]
 

@@ -109,3 +109,31 @@ def test_bad_input_fixture_names_every_reason() -> None:
     assert codes == {"not_json", "not_object", "unknown_type", "missing_field", "wrong_type", "bad_value",
                      "no_offset", "bad_time", "bad_seq", "not_utf8", "bad_version"}
     assert dump["torn_tail"] is True
+
+
+def test_jobs_fold_the_domains_apart_into_the_same_dump(tmp_path: Path) -> None:
+    """``--jobs N``: every shipped fixture and a generated log of all four domains, the same dump as one process."""
+    from bench.generate import write_log as generate
+
+    big = tmp_path / "gen.jsonl"
+    generate(big, 20_000, 600)
+    # a line no domain accepts (rejected) and a bad line, for the merge of rejections and bad lines
+    with big.open("a") as f:
+        f.write('{"type":"verified","ts":"2026-12-01T00:00:00+09:00","seq":20001,"handoff_id":"nope","attempt":1,'
+                '"branch":"b","head":"h","dirty":false,"todos":"taken_over"}\n{"type":"claimed"}\n')
+    logs = [str(big), *sorted(str(p) for p in (ROOT / "fixtures").glob("*.jsonl"))]
+    one = run_cli("replay", *logs)
+    assert one.returncode == 0, one.stderr
+    assert '"rejected":[{"line":20001' in one.stdout.splitlines()[0]
+    for jobs in ("2", "3", "4"):
+        split = run_cli("replay", "--jobs", jobs, *logs)
+        assert split.returncode == 0, split.stderr
+        assert split.stdout == one.stdout
+
+
+def test_jobs_bad_usage(tmp_path: Path) -> None:
+    log = write_log(tmp_path / "a.jsonl", [{"type": "lane_check", "ts": "2026-08-01T09:00:00+09:00"}])
+    for args in (["--jobs", "0"], ["--jobs", "5"], ["--jobs", "2", "--snapshot", str(tmp_path / "s")]):
+        done = run_cli("replay", *args, str(log))
+        assert done.returncode == 2
+        assert "--jobs" in done.stderr

@@ -29,6 +29,7 @@ from eventlog.cli.common import (
     say,
 )
 from eventlog.clock import LAST_LINE
+from eventlog.jobs import MAX_JOBS, JobFailed, replay_in_jobs
 from eventlog.logs import is_url, open_log
 from eventlog.replay import BadLine, Replay
 from eventlog.runners.lanes import thresholds
@@ -60,6 +61,8 @@ def register(sub: Any) -> None:
     add_thresholds(p)
     p.add_argument("--snapshot", metavar="PATH",
                    help="start from this snapshot when it matches LOG, and save the new state to it")
+    p.add_argument("--jobs", type=int, default=1, metavar="N",
+                   help="fold the domains in N processes (1 to 4; a file LOG; the same dump)")
     p.set_defaults(run=run)
 
 
@@ -83,12 +86,24 @@ def run(args: argparse.Namespace) -> int:
     if args.snapshot and len(logs) != 1:
         error("--snapshot takes exactly one LOG")
         return 2
+    if not 1 <= args.jobs <= MAX_JOBS:
+        error(f"--jobs must be 1 to {MAX_JOBS} (one process per group of domains)")
+        return 2
+    if args.jobs > 1 and (args.snapshot or any(is_url(log) for log in logs)):
+        error("--jobs replays files from the start: not with --snapshot or a nats:// LOG")
+        return 2
     status = 0
     for path in logs:
         try:
             lane_thresholds = (args.unpicked, args.quiet) != (90 * 60.0, 8 * 3600.0)
             if args.snapshot and not lane_thresholds:
                 replay = replay_from_snapshot(path, args.snapshot, tz, args.strict)
+                assert isinstance(replay.folder, Runner)
+                runner = replay.folder
+                runner.configure(stale_after_s=args.stale_after, max_inflight=args.max_inflight)
+            elif args.jobs > 1:
+                replay = replay_in_jobs(path, args.jobs, assume_tz=tz, strict=args.strict,
+                                        unpicked_minutes=args.unpicked / 60, quiet_hours=args.quiet / 3600)
                 assert isinstance(replay.folder, Runner)
                 runner = replay.folder
                 runner.configure(stale_after_s=args.stale_after, max_inflight=args.max_inflight)
@@ -104,6 +119,9 @@ def run(args: argparse.Namespace) -> int:
             continue
         except BadLine as bad:
             error(f"{path}:{bad.line}: {bad.reason}")
+            return 2
+        except JobFailed as err:
+            error(f"{path}: {err}")
             return 2
         if args.checks:
             for record in runner.lanes.checks:
