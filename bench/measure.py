@@ -201,6 +201,8 @@ def replay(cfg: Config, ctx: Context) -> list[Row]:
     commands = [_timed_replay_command(log) for _ in range(cfg.repeat)]
     sub, rss = min(commands)
     ctx.tools_replay_s = sub
+    ctx.say("replay: tools/replay --jobs 2")
+    jobs = min(_timed_replay_command(log, "--jobs", "2")[0] for _ in range(cfg.repeat))
     return [
         Row("replay", f"floor: read lines + msgspec.json.decode untyped, {best}", floor, "s",
             note=f"{n / floor:,.0f} lines/s"),
@@ -209,6 +211,9 @@ def replay(cfg: Config, ctx: Context) -> list[Row]:
                  "bad line named, before any projection"),
         compared("replay", f"tools/replay LOG > /dev/null, {best}", sub, "s", floor, "floor", "<= 3.5",
                  note="includes interpreter start, imports and printing the dump"),
+        Row("replay", f"tools/replay --jobs 2 LOG > /dev/null, {best}", jobs, "s", floor, "floor", jobs / floor,
+            note=f"the domains folded in 2 processes, the same dump; {sub / jobs:.2f}x as fast as one process "
+            f"on {os.cpu_count()} cores"),
         Row("replay", f"replay_log + dump in-process, {best}", total, "s", floor, "floor", total / floor,
             note=f"read+decode+fold {fold:.3g} s, dump {dump:.3g} s; {n / total:,.0f} events/s"),
         Row("replay", "peak resident memory of that tools/replay LOG (VmHWM, whole process)", rss, "MB"),
