@@ -10,17 +10,18 @@ lines (merged in line order). On a machine with several cores the folds run at o
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 from datetime import tzinfo
-from multiprocessing.connection import Connection
 from operator import itemgetter
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from eventlog import snapshot
 from eventlog.logs import FileLog
 from eventlog.replay import Replay
 from projections.runner import DOMAINS, Runner
+
+if TYPE_CHECKING:
+    from multiprocessing.connection import Connection
 
 #: The domains in groups for 2, 3 and 4 processes, the biggest fold first (handoffs, then sessions).
 GROUPS: dict[int, tuple[frozenset[str], ...]] = {
@@ -45,6 +46,8 @@ def replay_in_jobs(path: str, jobs: int, *, assume_tz: tzinfo | None = None, str
     settings = (unpicked_minutes, quiet_hours)
     if jobs <= 1:
         return FileLog(path).replay(assume_tz=assume_tz, strict=strict, runner=_runner(settings, DOMAINS))
+    import multiprocessing  # here: a replay in one process does not import it
+
     mine, *theirs = GROUPS[min(jobs, MAX_JOBS)]
     context = multiprocessing.get_context("fork")
     started: list[tuple[Any, Connection, frozenset[str]]] = []
