@@ -71,7 +71,6 @@ from collections import deque
 from collections.abc import Callable, Coroutine, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, tzinfo
-from types import TracebackType
 from typing import IO, Any, NamedTuple, TypeVar
 from urllib.parse import parse_qs, unquote
 
@@ -89,7 +88,7 @@ from eventlog.appender import AppendError, AppendResult, BadInput, Conflict, val
 from eventlog.events import KEY_FIELDS, Event, stream_of, type_name
 from eventlog.fold import Folder, Rejected
 from eventlog.follow import TICK_S, note_once, wake_ms
-from eventlog.logs import LogUnavailable
+from eventlog.logs import ClosedOnExit, LogUnavailable
 from eventlog.reader import Reader, check_object, iter_lines
 from eventlog.replay import Progress, Replay
 from eventlog.snapshot import write_atomic
@@ -282,7 +281,7 @@ def _position(reply: str) -> tuple[int, int]:
 # --- the log --------------------------------------------------------------------------------
 
 
-class JetStreamLog:
+class JetStreamLog(ClosedOnExit):
     """A log that is a JetStream stream; the same API as :class:`eventlog.logs.FileLog`.
 
     The connection runs on a private event loop in a background thread, so the
@@ -383,14 +382,6 @@ class JetStreamLog:
             self._thread.join(10)
         self._loop.close()
         self._loop = self._thread = self._nc = self._js = None
-
-    def __enter__(self) -> JetStreamLog:
-        return self
-
-    def __exit__(
-        self, kind: type[BaseException] | None, value: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close()
 
     def __del__(self) -> None:
         if sys.is_finalizing():  # the loop's thread may be frozen already: leave the socket to the OS

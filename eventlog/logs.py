@@ -22,7 +22,7 @@ import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from datetime import tzinfo
 from types import TracebackType
-from typing import Any, Protocol
+from typing import Any, Protocol, Self
 
 from eventlog.appender import AppendResult, EventLog
 from eventlog.events import Event
@@ -92,7 +92,22 @@ class Log(Protocol):
     ) -> None: ...
 
 
-class FileLog(EventLog):
+class ClosedOnExit:
+    """``with log:`` closes the log at the end of the block (each log class's ``close`` says what it releases)."""
+
+    def close(self) -> None:
+        """Nothing to release (a log that holds something overrides it)."""
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, value: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+
+class FileLog(ClosedOnExit, EventLog):
     """A JSONL file: :class:`EventLog` plus the reading side of :class:`Log`."""
 
     def __init__(
@@ -139,14 +154,6 @@ class FileLog(EventLog):
 
     def close(self) -> None:
         """Nothing to release."""
-
-    def __enter__(self) -> FileLog:
-        return self
-
-    def __exit__(
-        self, kind: type[BaseException] | None, value: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close()
 
 
 def is_url(target: str) -> bool:

@@ -29,7 +29,6 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, tzinfo
-from types import TracebackType
 from typing import Any
 
 import msgspec
@@ -40,7 +39,7 @@ from eventlog.clock import NOW, At
 from eventlog.events import Event
 from eventlog.fold import FoldResult
 from eventlog.follow import Follower, judged
-from eventlog.logs import Log, is_url, open_log
+from eventlog.logs import ClosedOnExit, Log, is_url, open_log
 from eventlog.prom import of_replay
 from eventlog.reader import Reader, iter_blocks
 from eventlog.replay import Progress, Replay
@@ -480,7 +479,7 @@ def _file_lines(path: str, cursor: Cursor) -> list[tuple[str, int, bytes]]:
     return out
 
 
-class ServedLog:
+class ServedLog(ClosedOnExit):
     """The :class:`~eventlog.logs.Log` a served decision or append goes through.
 
     ``append`` is the log's own (checked, under its lock) and then waits until
@@ -536,14 +535,6 @@ class ServedLog:
 
     def close(self) -> None:
         """Nothing: the server closes its log when it stops."""
-
-    def __enter__(self) -> ServedLog:
-        return self
-
-    def __exit__(
-        self, kind: type[BaseException] | None, value: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close()
 
 
 class _FileFollower(Follower):
