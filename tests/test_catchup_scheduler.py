@@ -137,6 +137,16 @@ def test_launchd_exit_statuses_are_recorded(fake: Fake) -> None:
                                               {"label": "com.lily.b", "outcome": "exited", "exit": 0}]
 
 
+def test_an_exit_status_recorded_late_is_still_the_one_read(fake: Fake) -> None:
+    # The scheduler reports a run as ended only with its status: a job that has exited but whose
+    # status is not yet written must not read as "exit 0" (a CI run once saw exactly that).
+    fake.env["FAKE_SCHEDULER_STATUS_DELAY"] = "0.5"
+    fake.plan(com_lily_a="exit:3", com_lily_b="exit:0")
+    out = fake.catchup("launchd")
+    assert out.returncode == 1
+    assert [r["exit"] for r in json.loads(out.stdout)["runs"]] == [3, 0]
+
+
 def test_a_label_launchd_does_not_know_could_not_start(fake: Fake) -> None:
     fake.plan(com_lily_b="exit:0")
     out = fake.catchup("launchd")

@@ -9,7 +9,7 @@ Installed on PATH as two one-line wrappers (``launchctl``, ``systemctl``) that r
 - ``record.jsonl``: one line per call: the tool, its argv, and the labels whose job runs at that moment
   (a kick that finds another job running is an overlap);
 - ``LABEL.pid`` while a job runs, ``LABEL.status`` its last exit (negative: the signal), ``LABEL.inv`` the
-  systemd invocation id.
+  systemd invocation id (written once the job was spawned), ``LABEL.sup`` its supervisor's pid.
 
 A kick starts a supervisor in a new session (as launchd or systemd would: not a child of the caller, not
 in its process group); the supervisor runs the job, waits for it and writes its status. ``launchctl
@@ -49,13 +49,26 @@ def alive(pid: int) -> bool:
         return False
 
 
-def pid_of(label: str) -> int | None:
+def pid_in(name: str) -> int | None:
     try:
-        with open(path(f"{label}.pid"), encoding="ascii") as f:
-            pid = int(f.read())
+        with open(path(name), encoding="ascii") as f:
+            return int(f.read())
     except (OSError, ValueError):
         return None
-    return pid if alive(pid) else None
+
+
+def pid_of(label: str) -> int | None:
+    """The job's pid while the scheduler counts it as running.
+
+    That lasts until its supervisor has recorded the exit status (as launchd and systemd report the
+    exit together with the end of the run): a job that has ended but whose status is not yet written
+    still runs, so ``list`` never shows a stale status beside a finished job.
+    """
+    pid = pid_in(f"{label}.pid")
+    if pid is None:
+        return None
+    supervisor = pid_in(f"{label}.sup")
+    return pid if alive(pid) or (supervisor is not None and alive(supervisor)) else None
 
 
 def read(name: str, default: str) -> str:
@@ -87,10 +100,12 @@ def start(label: str, delay: float) -> None:
 
 def supervise(label: str, delay: float) -> None:
     time.sleep(delay)
-    write(f"{label}.inv", uuid.uuid4().hex)
+    write(f"{label}.sup", str(os.getpid()))
     job = subprocess.Popen([sys.executable, HERE, "--job", plan()[label]])
     write(f"{label}.pid", str(job.pid))
+    write(f"{label}.inv", uuid.uuid4().hex)
     code = job.wait()
+    time.sleep(float(os.environ.get("FAKE_SCHEDULER_STATUS_DELAY", "0")))  # a slow supervisor, for tests
     write(f"{label}.status", str(code))
     os.remove(path(f"{label}.pid"))
 
@@ -125,9 +140,10 @@ def launchctl(argv: list[str]) -> int:
         return 113
     if argv[0] == "kickstart":
         if pid_of(label) is None:
+            inv = read(f"{label}.inv", "")
             start(label, 0)
-            deadline = time.monotonic() + 10
-            while pid_of(label) is None and time.monotonic() < deadline:
+            deadline = time.monotonic() + 10  # until the job was spawned (it may have ended already)
+            while read(f"{label}.inv", "") == inv and time.monotonic() < deadline:
                 time.sleep(0.01)
         if "-p" in argv:
             print(f"{label}: pid {pid_of(label)}")
