@@ -173,6 +173,9 @@ class WatcherRun(Event, tag="watcher_run"):
     period_s: Positive
     #: Why a pass ended in ``error`` (the failback runner writes it then); optional.
     detail: str | None = None
+    #: The stale-claim age the pass judged with (``--stale-after``; the failback runner writes it): every
+    #: view judges stale claims by the last heartbeat that states one, so it agrees with the watcher.
+    stale_after_s: Annotated[float, msgspec.Meta(ge=0)] | None = None
 
 
 # --- lanes (seed 001) --------------------------------------------------------

@@ -51,7 +51,9 @@ back are different jobs, so they are counted apart: `failover` (handoffs with a
   of a handoff never created, a second `handoff_created`) leaves the state as it was and is
   listed with its reason; `eventlog append` refuses it. So two watchers never both win a claim.
 - **Stale**: `claimed` or `resume_requested` with no further event of that handoff for
-  longer than 30 min (`--stale-after`). A stale `claimed` is `retryable` (no request went
+  longer than `stale_after`: the failback watcher's `--stale-after`, which its `watcher_run` carries
+  as `stale_after_s` (so every view judges as the watcher does), else 30 min; `tools/replay
+  --stale-after` overrides both. A stale `claimed` is `retryable` (no request went
   out: release it and try again); a stale `resume_requested` is `unknown_effect`: it goes to a
   person and is never retried on its own. *Seed:* after a request, something may have
   happened outside; the old `.resumed` marker, written before the start, blocked every retry instead.

@@ -28,7 +28,9 @@ Decisions where the spec is silent (the lead's):
 - an event of a handoff never created, and a second ``handoff_created``, are
   rejected; a rejection leaves state and timestamps as they were;
 - stale means strictly longer than ``stale_after`` since the last *applied*
-  event of that handoff;
+  event of that handoff; ``stale_after`` is the caller's (``--stale-after``),
+  else the ``stale_after_s`` of the last ``watcher_run`` that states one (the
+  age the watcher hands silent requests to a person at), else 30 min;
 - ``pending.oldest_age_s`` is T minus the earliest ``handoff_created`` time of
   a pending handoff (negative when T is before it);
 - claim order ties: deadline (as instants, none last), importance (higher
@@ -264,6 +266,8 @@ class HandoffsState(msgspec.Struct):
     watcher_period_s: int = 0
     #: Watcher name -> its last ``watcher_run``.
     watchers: dict[str, Heartbeat] = {}
+    #: The ``stale_after_s`` of the last ``watcher_run`` that states one (None: none did).
+    watcher_stale_after_s: float | None = None
     #: Watcher name -> how many claims of it were applied (a watcher that claims but writes no heartbeat is known).
     claims_by: dict[str, int] = {}
 
@@ -274,6 +278,9 @@ def _fmt(value: datetime) -> str:
 
 # --- the projection ------------------------------------------------------------------
 
+#: The spec's default ``stale_after``: 30 minutes.
+DEFAULT_STALE_AFTER_S = 1800.0
+
 
 class Handoffs:
     """Handoffs: failover to local, failback to the cloud (folded state: :class:`HandoffsState`)."""
@@ -281,10 +288,19 @@ class Handoffs:
     name = "handoffs"
     State = HandoffsState
 
-    def __init__(self, stale_after_s: float = 1800, max_inflight: int = 2) -> None:
-        self.stale_after_s = stale_after_s
+    def __init__(self, stale_after_s: float | None = None, max_inflight: int = 2) -> None:
+        #: The stale-claim age given by the caller (``--stale-after``); None: the watcher's (:attr:`stale_after_s`).
+        self.configured_stale_after_s = stale_after_s
         self.max_inflight = max_inflight
         self.state = HandoffsState()
+
+    @property
+    def stale_after_s(self) -> float:
+        """The stale-claim age judged with: the caller's, else the last heartbeat's, else 30 min (the spec's)."""
+        if self.configured_stale_after_s is not None:
+            return self.configured_stale_after_s
+        beat = self.state.watcher_stale_after_s
+        return DEFAULT_STALE_AFTER_S if beat is None else beat
 
     @property
     def items(self) -> dict[str, Handoff]:
@@ -632,6 +648,8 @@ class Handoffs:
         self.state.watcher_text = ev.ts
         self.state.watcher_period_s = ev.period_s
         self.state.watchers[ev.watcher] = Heartbeat(at, ev.ts, ev.period_s, ev.exit, ev.detail)
+        if ev.stale_after_s is not None:
+            self.state.watcher_stale_after_s = ev.stale_after_s
         return None
 
     handlers: dict[type[Event], Handler] = {

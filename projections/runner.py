@@ -53,7 +53,7 @@ class Runner:
 
     def __init__(
         self,
-        stale_after_s: float = 1800,
+        stale_after_s: float | None = None,
         max_inflight: int = 2,
         unpicked_minutes: float = 90,
         quiet_hours: float = 8,
@@ -104,9 +104,10 @@ class Runner:
         """The settings the folded state depends on: the lane thresholds judge ``lane_check`` records as folded."""
         return f"unpicked_minutes={self.lanes.unpicked_minutes!r},quiet_hours={self.lanes.quiet_hours!r}"
 
-    def configure(self, stale_after_s: float = 1800, max_inflight: int = 2) -> None:
-        """Set the judging thresholds (they change views, not folded state)."""
-        self.handoffs.stale_after_s = stale_after_s
+    def configure(self, stale_after_s: float | None = None, max_inflight: int = 2) -> None:
+        """Set the judging thresholds (they change views, not folded state); a ``stale_after_s`` of None is the
+        watcher's own (its last heartbeat), else 30 min."""
+        self.handoffs.configured_stale_after_s = stale_after_s
         self.handoffs.max_inflight = max_inflight
 
     @property

@@ -56,7 +56,8 @@ def register(sub: Any) -> None:
     p.add_argument("--checks", metavar="LOG", help="print only the impl-lane-watch/v1 records of LOG")
     p.add_argument("--check", action="store_true", help="compare each dump with LOG's .expected.json")
     p.add_argument("--strict", action="store_true", help="stop with exit 2 at the first bad line")
-    p.add_argument("--stale-after", type=duration, default=1800.0, metavar="DURATION", help="stale claim age (30m)")
+    p.add_argument("--stale-after", type=duration, metavar="DURATION",
+                   help="stale claim age (default: the failback watcher's, as its heartbeat says, else 30m)")
     p.add_argument("--max-inflight", type=int, default=2, metavar="N", help="claims at once (2)")
     add_thresholds(p)
     p.add_argument("--snapshot", metavar="PATH",

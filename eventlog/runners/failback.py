@@ -46,7 +46,8 @@ A pass (claim one at a time, save the state, then go on):
    goes to a person and is never retried automatically. The cloud side's
    answers carry the attempt (``FAILBACK_ATTEMPT``, ``{attempt}``): an answer
    of an older claim is refused (attempt fencing).
-5. The heartbeat ``watcher_run`` (``exit`` ok or error, ``period_s``) is
+5. The heartbeat ``watcher_run`` (``exit`` ok or error, ``period_s``, and
+   ``stale_after_s``, so every view judges stale claims as this pass did) is
    appended at the END of the pass: a pass that hangs or dies midway leaves
    none, so the watcher shows as late instead of alive. ``exit: error`` means
    the pass could not do all of its own work (a command that could not be
@@ -286,6 +287,7 @@ def _run_pass(opts: Options, log: Log) -> Report:
     heartbeat: dict[str, Any] = {
         "type": "watcher_run", "ts": stamp(), "watcher": opts.watcher,
         "exit": "error" if report.errors else "ok", "period_s": opts.period_s,
+        "stale_after_s": opts.stale_after_s,
     }
     if report.errors:
         heartbeat["detail"] = "; ".join(report.errors)[:500]
