@@ -197,6 +197,24 @@ def test_append_assume_tz_writes_the_offset(tmp_path: Path) -> None:
     assert json.loads(run_cli("replay", str(log)).stdout)["bad_lines"] == []
 
 
+def test_decide_reads_a_log_without_offsets_in_assume_tz(tmp_path: Path) -> None:
+    """A log whose times carry no offset: ``sessions --assume-tz`` shows the session and the decisions it would
+    accept; ``decide --assume-tz`` must then read it the same way (not "no session")."""
+    log = tmp_path / "naive.jsonl"
+    log.write_text((ROOT / "fixtures" / "sessions_restore_backoff.jsonl").read_text().replace("+09:00", ""))
+    shown = run_cli("sessions", str(log), "s-restore", "--assume-tz", "Asia/Tokyo", "--at", "log", "--json")
+    assert shown.returncode in (0, 1), shown.stderr
+    assert json.loads(shown.stdout)["items"]["s-restore"]["revision"] == 13
+    assert "--assume-tz ZONE" in run_cli("decide", "--help").stdout
+    out = run_cli("decide", str(log), "s-restore", "--decision", "close", "--expected-revision", "13",
+                  "--idempotency-key", "k-naive", "--reason", "retired", "--assume-tz", "Asia/Tokyo", "--json")
+    assert out.returncode == 0, out.stderr
+    receipt = json.loads(out.stdout)
+    assert (receipt["result"], receipt["session"]["admission_state"]) == ("accepted", "closed")
+    assert run_cli("decide", str(log), "s-restore", "--decision", "close", "--expected-revision", "13",
+                   "--idempotency-key", "k-mars", "--reason", "r", "--assume-tz", "Mars/Olympus").returncode == 2
+
+
 def test_replay_takes_the_lane_thresholds() -> None:
     seed = str(FIX / "lanes_seed_sample.jsonl")
     default = run_cli("replay", "--checks", seed).stdout

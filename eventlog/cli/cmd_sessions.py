@@ -13,6 +13,7 @@ from typing import Any
 from eventlog.appender import AppendError
 from eventlog.cli.common import (
     UsageError,
+    add_assume_tz,
     add_judging,
     add_log,
     append_failed,
@@ -22,6 +23,7 @@ from eventlog.cli.common import (
     judging,
     replay_log,
     say,
+    zone,
 )
 from eventlog.logs import LogUnavailable, open_log
 from eventlog.replay import BadLine
@@ -69,6 +71,7 @@ def register(sub: Any) -> None:
     p.add_argument("--evidence-ref", metavar="E", help="what shows the turn completed (confirm_completed)")
     p.add_argument("--actor", metavar="NAME", default=None,
                    help="who decides, kept in the log (default: the OS user)")
+    add_assume_tz(p)
     p.add_argument("--json", action="store_true", help="print the receipt as one line of JSON")
     p.set_defaults(run=run_decide)
 
@@ -93,9 +96,9 @@ def run_decide(args: argparse.Namespace) -> int:
     )
     try:
         request.check()
-        log = open_log(args.log)
+        log = open_log(args.log, assume_tz=zone(args.assume_tz))
         there = log.exists()
-    except (ValueError, LogUnavailable) as err:
+    except (ValueError, LogUnavailable, UsageError) as err:
         error(str(err))
         return 2
     with log:
