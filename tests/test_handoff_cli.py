@@ -131,3 +131,24 @@ def test_the_issues_fencing_sequence_through_eventlog_append(tmp_path: Path) -> 
     w2 = append({**REQUESTED, "ts": t("10:31:03"), "attempt": 2})
     assert w2.returncode == 0, w2.stderr
     assert state(log) == {"state": "resume_requested", "account": "cloud-account-a", "attempt": 2, "stale": None}
+
+
+NAIVE = {**CREATED, "ts": "2026-08-03T09:00:00"}
+NAIVE_REASON = "line 1: no_offset: ts '2026-08-03T09:00:00' has no UTC offset (give --assume-tz)"
+
+
+def test_bad_lines_of_the_log_are_named(tmp_path: Path) -> None:
+    """Issue 17 point 6: a handoff whose creation is a bad line is not "never created" without a word."""
+    log = write_log(tmp_path / "log.jsonl", [NAIVE])
+    out = act(log, "skip")
+    assert out.returncode == 2
+    assert out.stderr == (f"eventlog: {log}: no handoff 'h1' was ever created; {log}: 1 bad line(s) skipped: "
+                          f"{NAIVE_REASON}\n")
+    probe = run_cli("handoff", "probe", str(log), "cloud-account-a", "--probe-cmd", "true")
+    assert probe.returncode == 2 and f"{log}: 1 bad line(s) skipped: {NAIVE_REASON}" in probe.stderr
+    # With the handoff there, the action is taken and the bad line is still named.
+    log = write_log(tmp_path / "two.jsonl", [NAIVE, {**CREATED, "handoff_id": "h2"}])
+    out = run_cli("handoff", "skip", str(log), "h2", "--reason", "x", "--at", t("11:00:00"))
+    assert out.returncode == 0
+    assert out.stderr == f"eventlog: {log}: 1 bad line(s) skipped: {NAIVE_REASON}\n"
+    assert lines(log)[-1]["type"] == "skip"

@@ -190,3 +190,20 @@ def test_bad_usage_exits_2(tmp_path: Path, args: list[str], words: str) -> None:
     out = run_cli("observe", "lane", str(tmp_path / "lanes.jsonl"), "p", *args)
     assert out.returncode == 2 and words in out.stderr
     assert not (tmp_path / "lanes.jsonl").exists()
+
+
+def test_bad_lines_of_the_log_are_named_and_exit_1(tmp_path: Path) -> None:
+    """Issue 17 point 6: a runner says how many bad lines it skipped and the first reasons, and exits 1.
+
+    The lane's own job_finished is written without an offset: observe cannot know it, so it must say so.
+    """
+    lane = Lane(tmp_path)
+    lane.log.write_text('{"type":"job_finished","ts":"2026-08-05T12:54:00","product":"sashiko-repair"}\n')
+    out = run_cli("observe", "lane", str(lane.log), "sashiko-repair", "--progress", str(lane.progress),
+                  "--at", t("13:00:00"))
+    assert out.returncode == 1
+    assert out.stderr == (f"eventlog: {lane.log}: 1 bad line(s) skipped: line 1: no_offset: ts '2026-08-05T12:54:00' "
+                          "has no UTC offset (give --assume-tz)\n")
+    assert [e["type"] for e in lane.events()] == ["job_finished", "status_updated"]  # the rest is still observed
+    again = run_cli("observe", "lane", str(lane.log), "sashiko-repair", "--progress", str(lane.progress))
+    assert again.returncode == 1 and again.stdout == "sashiko-repair: nothing written; 1 problem(s), on stderr\n"

@@ -47,12 +47,13 @@ ACTION_EXITS = """\
 1  the log could not be written
 2  bad usage, no such log, or no handoff of that id
 3  refused: the handoff is not in a state this action applies to, or it moved meanwhile
-   (the reason is on stderr)"""
+   (the reason is on stderr)
+Bad lines of the log are named on stderr (how many, the first three) whatever the status."""
 
 PROBE_EXITS = """\
 0  the probe said ok (recorded)
-1  it said something else (recorded; the outcome is on stderr), it could not start, or the
-   log could not be written
+1  it said something else (recorded; the outcome is on stderr), it could not start, the
+   log could not be written, or lines of it were bad (named on stderr)
 2  bad usage, no such log, or no line names the account"""
 
 HELP = {

@@ -35,7 +35,8 @@ Times without an offset (worker log lines) and mtimes are written in --assume-tz
 
 EXITS = """\
 0  observed (appended what changed, or nothing)
-1  a source could not be read (the others were observed), or LOG could not be written
+1  a source could not be read (the others were observed), LOG has bad lines (named;
+   the rest was observed), or LOG could not be written
 2  bad usage, or LOG cannot be read
 3  a conflict (an event the log refuses)"""
 

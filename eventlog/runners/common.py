@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import fcntl
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime, tzinfo
 from typing import Any
@@ -31,6 +31,11 @@ class BadLines(msgspec.Struct, kw_only=True):
     count: int = 0
     first: list[dict[str, Any]] = msgspec.field(default_factory=list)
 
+    @classmethod
+    def of(cls, records: Sequence[Mapping[str, Any]]) -> BadLines:
+        """Count ``records`` (``line``, ``reason``) and keep the first few."""
+        return cls(count=len(records), first=[dict(b) for b in records[:BAD_LINES_SHOWN]])
+
     def problem(self, log: str) -> str | None:
         """One line for a person, or None when there is none."""
         if not self.count:
@@ -51,7 +56,7 @@ def check_bounds(kill_grace_s: float, **timeouts: float) -> None:
 
 def bad_lines(replay: Replay) -> BadLines:
     """The bad lines of a replayed log."""
-    return BadLines(count=len(replay.bad_lines), first=[dict(b) for b in replay.bad_lines[:BAD_LINES_SHOWN]])
+    return BadLines.of(replay.bad_lines)
 
 
 def folder(replay: Replay) -> Runner:
@@ -74,8 +79,12 @@ def require_log(target: str, assume_tz: tzinfo | None = None) -> None:
         raise RunnerError(f"cannot read {target}: no such log")
 
 
-def log_events(target: str, assume_tz: tzinfo | None = None) -> Iterator[tuple[Event, datetime]]:
-    """The decoded events of a log (a file or a stream; none when it does not exist), bad lines left out."""
+def log_events(target: str, assume_tz: tzinfo | None = None,
+               bad: list[dict[str, Any]] | None = None) -> Iterator[tuple[Event, datetime]]:
+    """The decoded events of a log (a file or a stream; none when it does not exist).
+
+    Bad lines are left out, and added to ``bad`` (``line``, ``reason``) when it is given.
+    """
     if not is_url(target) and not os.path.exists(target):
         return
     reader = Reader(assume_tz)
@@ -86,6 +95,8 @@ def log_events(target: str, assume_tz: tzinfo | None = None) -> Iterator[tuple[E
             decoded = reader.decode(raw, number)
             if not isinstance(decoded, str):
                 yield decoded
+            elif bad is not None:
+                bad.append({"line": number, "reason": decoded})
 
 
 @contextmanager

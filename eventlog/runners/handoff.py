@@ -40,7 +40,8 @@ from eventlog.appender import AppendError, Conflict
 from eventlog.clock import NOW, At
 from eventlog.logs import open_log
 from eventlog.probe import EXPECTED
-from eventlog.runners.common import RunnerError, check_bounds, folder, require_log
+from eventlog.replay import Replay
+from eventlog.runners.common import BadLines, RunnerError, bad_lines, check_bounds, folder, require_log
 from eventlog.runners.failback import KILL_GRACE_S, probe_events, run_probe
 from projections.handoffs import CLAIMED, NEEDS_HUMAN, OPEN, PENDING, REQUESTED, Handoff
 
@@ -87,6 +88,8 @@ class ActReport(msgspec.Struct, kw_only=True):
     state: str
     event: dict[str, Any] | None = None
     refused: str | None = None
+    #: The log's bad lines (named in ``problems``; they do not change the status).
+    bad_lines: BadLines = msgspec.field(default_factory=BadLines)
     problems: list[str] = msgspec.field(default_factory=list)
 
     @property
@@ -132,8 +135,11 @@ def act(opts: Act) -> ActReport:
         runner = folder(replay)
         h = runner.handoffs.items.get(opts.handoff_id)
         if h is None:
-            raise RunnerError(f"{opts.log}: no handoff {opts.handoff_id!r} was ever created")
-        report = ActReport(log=opts.log, handoff_id=opts.handoff_id, action=opts.action, was=h.state, state=h.state)
+            raise RunnerError(_with_bad_lines(f"{opts.log}: no handoff {opts.handoff_id!r} was ever created",
+                                              opts.log, replay))
+        report = ActReport(log=opts.log, handoff_id=opts.handoff_id, action=opts.action, was=h.state, state=h.state,
+                           bad_lines=bad_lines(replay))
+        report.problems += _bad_lines_said(opts.log, replay)
         event = planned(opts.action, opts.handoff_id, h, opts.reason, opts.actor)
         if isinstance(event, str):
             report.refused = event
@@ -149,6 +155,17 @@ def act(opts: Act) -> ActReport:
     if report.refused:
         report.problems.append(f"{opts.action} of {opts.handoff_id} refused: {report.refused}")
     return report
+
+
+def _bad_lines_said(log: str, replay: Replay) -> list[str]:
+    """The line naming the log's bad lines, if it has any: what a person acts on was read without them."""
+    said = bad_lines(replay).problem(log)
+    return [said] if said else []
+
+
+def _with_bad_lines(message: str, log: str, replay: Replay) -> str:
+    """``message``, and the log's bad lines when it has any (the line that named the id may be one)."""
+    return "; ".join([message, *_bad_lines_said(log, replay)])
 
 
 # --- a probe by hand ------------------------------------------------------------------------
@@ -193,7 +210,7 @@ class ProbeReport(msgspec.Struct, kw_only=True):
 
     @property
     def status(self) -> int:
-        """0 the probe said ok; 1 anything else (or it could not start, or its result could not be written)."""
+        """0 the probe said ok; 1 anything else (it could not start, its result could not be written, bad lines)."""
         return 1 if self.problems else 0
 
     def text(self) -> list[str]:
@@ -215,8 +232,10 @@ def probe_once(opts: ProbeOnce) -> ProbeReport:
         clock = opts.at.clock(replay.last_at)
         h = folder(replay).handoffs
         if opts.account not in h.accounts:
-            raise RunnerError(f"{opts.log}: no handoff, limit or probe names account {opts.account!r}")
+            raise RunnerError(_with_bad_lines(f"{opts.log}: no handoff, limit or probe names account {opts.account!r}",
+                                              opts.log, replay))
         report = ProbeReport(log=opts.log, account=opts.account, before=h.plan(opts.account, clock()))
+        report.problems += _bad_lines_said(opts.log, replay)
         ran, verdict = run_probe(opts.probe_cmd, opts.account, log=opts.log, watcher=f"person:{opts.actor}",
                                  timeout_s=opts.timeout_s, grace_s=opts.kill_grace_s, expected=opts.expected,
                                  now=clock())

@@ -19,7 +19,7 @@ Seed 001's inputs, each optional (at least one is given):
 New events are appended in time order, in one checked append, under
 ``LOG.observe.lock``; nothing changed, nothing written: safe every 10 minutes
 from cron. A source that cannot be read is a problem (``status`` 1) and the
-others are still observed.
+others are still observed; so are bad lines of the log (named, ``status`` 1).
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from eventlog.clock import NOW, At
 from eventlog.importers import instant
 from eventlog.logs import open_log
 from eventlog.observe import FINISHED, LaneKnown, compile_finished, finished_lines, lane_known, progress_state
-from eventlog.runners.common import RunnerError, log_events, runner_lock
+from eventlog.runners.common import BadLines, RunnerError, log_events, runner_lock
 from eventlog.runners.process import run
 
 #: Bound on one ``git`` call.
@@ -75,23 +75,24 @@ class LaneObservation:
 
 
 class ObserveReport(msgspec.Struct, kw_only=True):
-    """What was appended (in order), and the sources that could not be read."""
+    """What was appended (in order), the log's bad lines, and the sources that could not be read."""
 
     log: str
     product: str
     appended: list[dict[str, Any]] = msgspec.field(default_factory=list)
+    bad_lines: BadLines = msgspec.field(default_factory=BadLines)
     problems: list[str] = msgspec.field(default_factory=list)
 
     @property
     def status(self) -> int:
-        """1 when a source could not be read, else 0."""
+        """1 when a source could not be read or the log has bad lines, else 0."""
         return 1 if self.problems else 0
 
     def text(self) -> list[str]:
         """For people."""
         if not self.appended:
             if self.problems:
-                return [f"{self.product}: nothing written; {len(self.problems)} source(s) could not be read"]
+                return [f"{self.product}: nothing written; {len(self.problems)} problem(s), on stderr"]
             return [f"{self.product}: nothing changed, nothing written"]
         return [f"{self.product}: {e['type']} at {e['ts']}" + (f" ({_what(e)})" if _what(e) else "")
                 for e in self.appended]
@@ -109,7 +110,12 @@ def observe_lane(opts: LaneObservation) -> ObserveReport:
     pattern = opts.check()
     report = ObserveReport(log=opts.log, product=opts.product)
     with runner_lock(opts.log, "observe", wait=True):
-        known = lane_known(log_events(opts.log, opts.assume_tz), opts.product)
+        bad: list[dict[str, Any]] = []
+        known = lane_known(log_events(opts.log, opts.assume_tz, bad), opts.product)
+        report.bad_lines = BadLines.of(bad)
+        said = report.bad_lines.problem(opts.log)
+        if said:  # what those lines said is unknown: the rest is still observed, and a person told
+            report.problems.append(said)
         new: list[tuple[datetime, dict[str, Any]]] = []
         if opts.worker_log:
             new += _finished(opts, pattern, known, report)
