@@ -632,3 +632,12 @@ def test_read_the_answers_that_wait_or_fail(stdout: str, kind: str, fields: dict
                                     '{"failed": "x", "effect": "maybe"}', '{"started": 3}'])
 def test_answers_that_say_nothing_are_no_answer(stdout: str) -> None:
     assert isinstance(read_handshake(stdout), str)
+
+
+def test_help_lists_every_answer_of_the_resume_command(cli: Any) -> None:
+    """The handshake of README's table, as --help must tell a user who writes a resume command."""
+    out = cli("failback", "--help")
+    assert out.returncode == 0
+    for answer in ('{"conflict": "..."}', '{"started": "..."}', '{"failed": "...", "effect": "none"}',
+                   '{"failed": "..."}', "resume_unconfirmed"):
+        assert answer in out.stdout, answer

@@ -23,13 +23,21 @@ from eventlog.runners.process import split_command
 
 DESCRIPTION = """\
 One pass of the failback watcher, as cron or launchd would run it every 15 minutes:
-release stale claims, probe the accounts that are due (only when something is
-pending and a slot is free), claim in claim order, journal resume_requested,
-run the resume command and record its handshake (verified or conflict), then
-write the heartbeat (watcher_run, exit ok or error).
+release stale claims, hand requests silent past --stale-after to a person
+(needs_human, resume_unconfirmed), probe the accounts that are due (only when
+something is pending and a slot is free), claim in claim order, journal
+resume_requested, run the resume command and record its answer, then write the
+heartbeat (watcher_run, exit ok or error).
 
-The resume command prints the handshake as its last JSON line on stdout:
-{"handoff_id", "branch", "head", "dirty", "todos"} or {"conflict": "..."}.
+The resume command prints its answer as the last JSON object on stdout:
+  {"handoff_id", "branch", "head", "dirty", "todos"}  verified: returned
+  {"conflict": "..."}                                 conflict: a person
+  {"started": "..."}        nothing appended: the session reports verified,
+                            conflict or resume_failed itself later (eventlog
+                            append, with FAILBACK_ATTEMPT as its attempt)
+  {"failed": "...", "effect": "none"}   resume_failed, nothing happened: pending
+  {"failed": "..."}         resume_failed, effect unknown: a person
+
 Commands run without a shell, in their own process group, bounded by
 --timeout (SIGTERM, then SIGKILL after --kill-grace). They get FAILBACK_LOG,
 FAILBACK_WATCHER, FAILBACK_ACCOUNT and, for the resume command,
