@@ -7,7 +7,7 @@ import os
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime, tzinfo
-from typing import Any
+from typing import Any, Protocol
 
 import msgspec
 
@@ -43,6 +43,24 @@ class BadLines(msgspec.Struct, kw_only=True):
         shown = "; ".join(f"line {b['line']}: {b['reason']}" for b in self.first)
         more = ", first" if self.count > len(self.first) else ""
         return f"{log}: {self.count} bad line(s) skipped{more}: {shown}"
+
+
+class Named(Protocol):
+    """A report that counts the log's bad lines and says them among its problems."""
+
+    bad_lines: BadLines
+    problems: list[str]
+
+
+def name_bad_lines(report: Named, log: str, bad: Sequence[Mapping[str, Any]]) -> None:
+    """Count ``bad`` (a ``log_events`` list) in ``report.bad_lines`` and say them in its problems (so it exits 1).
+
+    What those lines said is unknown: the rest is still done, and a person is told.
+    """
+    report.bad_lines = BadLines.of(bad)
+    said = report.bad_lines.problem(log)
+    if said:
+        report.problems.append(said)
 
 
 def check_bounds(kill_grace_s: float, **timeouts: float) -> None:
@@ -118,6 +136,6 @@ def runner_lock(log: str, name: str, *, wait: bool) -> Iterator[bool]:
 
 
 __all__ = [
-    "BAD_LINES_SHOWN", "BadLines", "RunnerError", "bad_lines", "check_bounds", "folder", "log_events", "require_log",
-    "runner_lock",
+    "BAD_LINES_SHOWN", "BadLines", "Named", "RunnerError", "bad_lines", "check_bounds", "folder", "log_events",
+    "name_bad_lines", "require_log", "runner_lock",
 ]

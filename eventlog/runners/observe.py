@@ -36,7 +36,7 @@ from eventlog.clock import NOW, At
 from eventlog.importers import instant
 from eventlog.logs import open_log
 from eventlog.observe import FINISHED, LaneKnown, compile_finished, finished_lines, lane_known, progress_state
-from eventlog.runners.common import BadLines, RunnerError, log_events, runner_lock
+from eventlog.runners.common import BadLines, RunnerError, log_events, name_bad_lines, runner_lock
 from eventlog.runners.process import run
 
 #: Bound on one ``git`` call.
@@ -112,10 +112,7 @@ def observe_lane(opts: LaneObservation) -> ObserveReport:
     with runner_lock(opts.log, "observe", wait=True):
         bad: list[dict[str, Any]] = []
         known = lane_known(log_events(opts.log, opts.assume_tz, bad), opts.product)
-        report.bad_lines = BadLines.of(bad)
-        said = report.bad_lines.problem(opts.log)
-        if said:  # what those lines said is unknown: the rest is still observed, and a person told
-            report.problems.append(said)
+        name_bad_lines(report, opts.log, bad)
         new: list[tuple[datetime, dict[str, Any]]] = []
         if opts.worker_log:
             new += _finished(opts, pattern, known, report)
