@@ -11,7 +11,7 @@
 - :func:`read_time` reads the times users' files hold (an epoch or ISO 8601)
   for every importer and observer; :func:`read_circuit` the guard's circuit
   state file (``import circuit``).
-- :func:`known` reads what a log already holds, and :func:`new_registrations`
+- :func:`known` folds what a log already holds, and :func:`new_registrations`
   and :func:`new_markers` keep only what it does not, so importing the same
   input twice adds nothing:
 
@@ -45,11 +45,11 @@ from eventlog.events import (
     INT64_MIN,
     LAST_YEAR,
     CalendarEntry,
+    Event,
     JobRan,
     JobRegistered,
     JobSkipped,
 )
-from eventlog.reader import Reader, iter_lines
 
 #: The name the seed's ``is_guarded`` looks for in ``ProgramArguments``.
 GUARD_PATTERN = "claude-quota-guard"
@@ -294,24 +294,10 @@ class Known:
     latest: dict[str, int] = field(default_factory=dict)
 
 
-def known(path: str, assume_tz: tzinfo | None = None) -> Known:
-    """Read the registrations and markers of the log at ``path`` (absent: nothing known)."""
-    if not os.path.exists(path):
-        return Known()
-    with open(path, "rb") as f:
-        return known_lines(((n, raw) for n, (raw, _end, complete) in enumerate(iter_lines(f), 1) if complete),
-                           assume_tz)
-
-
-def known_lines(lines: Iterable[tuple[int, bytes]], assume_tz: tzinfo | None = None) -> Known:
-    """The registrations and markers of a log's numbered complete lines (a file's or a stream's)."""
+def known(events: Iterable[tuple[Event, datetime]]) -> Known:
+    """Fold the registrations and markers of a log's decoded events (``runners.common.log_events``)."""
     out = Known()
-    reader = Reader(assume_tz)
-    for number, raw in lines:
-        decoded = reader.decode(raw, number)
-        if isinstance(decoded, str):
-            continue
-        ev, at = decoded
+    for ev, at in events:
         if isinstance(ev, JobRegistered):
             out.registrations[ev.label] = _registration_key(ev.guarded, ev.calendar, ev.interval_s)
         elif isinstance(ev, JobSkipped | JobRan):

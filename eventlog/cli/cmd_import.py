@@ -39,7 +39,8 @@ input again adds nothing.
 EXITS = """\
 0  done
 1  some input could not be read or turned into an event (the rest is imported, each
-   named on stderr), or LOG could not be written
+   named on stderr), lines of LOG are bad (how many and the first three named on
+   stderr, counted in bad_lines; the rest is imported), or LOG could not be written
 2  bad usage, or LOG cannot be read
 3  a conflict (an event the log refuses)"""
 
@@ -214,7 +215,7 @@ def _lines(done: Any) -> tuple[list[str], list[str]]:
         return [done.summary()], [f"left: {x}" for x in done.left]
     if isinstance(done, imports.LaunchdReport):
         return [f"{len(done.registered)} job(s) registered, {done.unchanged} unchanged"
-                + (f", {len(done.problems)} plist(s) not read" if done.problems else "")], []
+                + (f", {len(done.problems)} problem(s)" if done.problems else "")], []
     if isinstance(done, imports.WorkerLogReport):
         return [f"{done.imported} event(s) imported, {done.already} already in the log, "
                 f"{len(done.skipped)} line(s) skipped, {done.other} line(s) of other messages, "

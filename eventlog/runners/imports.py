@@ -7,8 +7,10 @@ keep only what the log does not hold yet (so importing the same input again
 adds nothing), and append it, under ``LOG.import.lock`` (two imports at once
 do not add the same twice). The log is created when absent.
 
-Both reports have ``problems`` (inputs that could not be read; the rest is
-imported) and ``status``: 1 when there is any, else 0. They raise RunnerError
+Every report has ``problems`` (inputs that could not be read; the rest is
+imported) and ``status``: 1 when there is any, else 0. Each also counts the
+log's own bad lines in ``bad_lines`` and says them among its problems: what
+such a line held cannot be skipped, so a person is told (the rest is imported). They raise RunnerError
 for bad usage, OSError when the log cannot be read, and AppendError when
 nothing could be written.
 """
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, tzinfo
 from typing import Any
@@ -34,9 +37,9 @@ from eventlog.events import (
     StorageUnavailable,
 )
 from eventlog.fold import FoldResult, Rejected
-from eventlog.logs import is_url, open_log
+from eventlog.logs import open_log
 from eventlog.reader import validate_object
-from eventlog.runners.common import RunnerError, log_events, runner_lock
+from eventlog.runners.common import BadLines, RunnerError, log_events, name_bad_lines, runner_lock
 from projections.controls import Control, fold_result, fold_stage
 from projections.handoffs import Handoffs
 
@@ -56,10 +59,12 @@ class LaunchdReport(msgspec.Struct, kw_only=True):
     registered: list[str]
     unchanged: int
     problems: list[str]
+    #: The log's bad lines (said in ``problems`` too).
+    bad_lines: BadLines = msgspec.field(default_factory=BadLines)
 
     @property
     def status(self) -> int:
-        """1 when a plist could not be read, else 0."""
+        """1 when a plist could not be read or the log has bad lines, else 0."""
         return 1 if self.problems else 0
 
 
@@ -71,10 +76,13 @@ def import_launchd(opts: LaunchdImport) -> LaunchdReport:
         events, problems = importers.read_launchd(opts.directory, opts.guard_pattern)
     except OSError as err:
         raise RunnerError(f"cannot read {opts.directory}: {err.strerror or err}") from err
+    bad: list[dict[str, Any]] = []
     with runner_lock(opts.log, "import", wait=True):
-        new = importers.new_registrations(events, known(opts.log))
+        new = importers.new_registrations(events, importers.known(log_events(opts.log, bad=bad)))
         _append(opts.log, new)
-    return LaunchdReport(registered=[ev["label"] for ev in new], unchanged=len(events) - len(new), problems=problems)
+    report = LaunchdReport(registered=[ev["label"] for ev in new], unchanged=len(events) - len(new), problems=problems)
+    name_bad_lines(report, opts.log, bad)
+    return report
 
 
 @dataclass(kw_only=True)
@@ -98,10 +106,12 @@ class QuotaLogReport(msgspec.Struct, kw_only=True):
     already: int
     older: int
     problems: list[str]
+    #: The log's bad lines (said in ``problems`` too).
+    bad_lines: BadLines = msgspec.field(default_factory=BadLines)
 
     @property
     def status(self) -> int:
-        """1 when an input could not be read, else 0."""
+        """1 when an input could not be read or the log has bad lines, else 0."""
         return 1 if self.problems else 0
 
 
@@ -112,26 +122,19 @@ def import_quota_log(opts: QuotaLogImport) -> QuotaLogReport:
     for path in opts.files:
         try:
             with open(path, encoding="utf-8", errors="replace") as f:
-                found, bad = importers.read_markers(f, opts.assume_tz)
+                found, unread = importers.read_markers(f, opts.assume_tz)
         except OSError as err:
             problems.append(f"cannot read {path}: {err.strerror or err}")
             continue
         events.extend(found)
-        problems.extend(f"{path}: {p}" for p in bad)
+        problems.extend(f"{path}: {p}" for p in unread)
+    bad: list[dict[str, Any]] = []
     with runner_lock(opts.log, "import", wait=True):
-        plan = importers.new_markers(events, known(opts.log))
+        plan = importers.new_markers(events, importers.known(log_events(opts.log, bad=bad)))
         _append(opts.log, plan.new)
-    return QuotaLogReport(imported=len(plan.new), already=plan.already, older=plan.older, problems=problems)
-
-
-def known(target: str) -> importers.Known:
-    """What the log (a file or a stream; absent: nothing) already holds, for an import."""
-    if not is_url(target):
-        return importers.known(target)
-    with open_log(target) as log:
-        if not log.exists():
-            return importers.Known()
-        return importers.known_lines(log.lines())
+    report = QuotaLogReport(imported=len(plan.new), already=plan.already, older=plan.older, problems=problems)
+    name_bad_lines(report, opts.log, bad)
+    return report
 
 
 def _append(target: str, events: list[dict[str, Any]]) -> None:
@@ -155,7 +158,7 @@ class WorkerLogReport(msgspec.Struct, kw_only=True):
     could not become an event, or that the timeline's rules refuse, each named;
     ``other``: JSON lines of other messages; ``not_json``: lines that are no JSON
     object (counted, the first three named in ``not_json_first``); ``problems``:
-    inputs that could not be read.
+    inputs that could not be read, and the log's bad lines (counted in ``bad_lines``).
     """
 
     imported: int
@@ -165,10 +168,11 @@ class WorkerLogReport(msgspec.Struct, kw_only=True):
     not_json: int
     not_json_first: list[str]
     problems: list[str]
+    bad_lines: BadLines = msgspec.field(default_factory=BadLines)
 
     @property
     def status(self) -> int:
-        """1 when an input could not be read or a line of the four messages was skipped, else 0."""
+        """1 when an input could not be read, a line of the four messages was skipped, or the log has bad lines."""
         return 1 if self.problems or self.skipped else 0
 
 
@@ -188,8 +192,9 @@ def import_worker_log(opts: WorkerLogImport) -> WorkerLogReport:
                 worker_log.read(f, path, opts.assume_tz, into=found)
         except OSError as err:
             problems.append(f"cannot read {path}: {err.strerror or err}")
+    bad: list[dict[str, Any]] = []
     with runner_lock(opts.log, "import", wait=True):
-        held = _held(opts.log)
+        held = _held(log_events(opts.log, bad=bad))
         new: list[dict[str, Any]] = []
         already = 0
         for where, ev in found.events:
@@ -204,8 +209,10 @@ def import_worker_log(opts: WorkerLogImport) -> WorkerLogReport:
             held.keys.add(key)
             new.append(ev)
         _append(opts.log, new)
-    return WorkerLogReport(imported=len(new), already=already, skipped=found.skipped, other=found.other,
-                           not_json=len(found.not_json), not_json_first=found.not_json[:3], problems=problems)
+    report = WorkerLogReport(imported=len(new), already=already, skipped=found.skipped, other=found.other,
+                             not_json=len(found.not_json), not_json_first=found.not_json[:3], problems=problems)
+    name_bad_lines(report, opts.log, bad)
+    return report
 
 
 @dataclass
@@ -244,10 +251,10 @@ def _identity(obj: dict[str, Any], at: datetime) -> tuple[Any, ...]:
     return (importers.instant(at), *fields)
 
 
-def _held(target: str) -> _Held:
-    """The worker-log events a log (a file or a stream; absent: none) holds."""
+def _held(events: Iterable[tuple[Event, datetime]]) -> _Held:
+    """The worker-log events a log's decoded ``events`` hold."""
     held = _Held()
-    for ev, at in log_events(target):
+    for ev, at in events:
         if isinstance(ev, InterruptStage | ControlResult | StorageUnavailable):
             held.keys.add(_identity(msgspec.to_builtins(ev), at))
             held.fold(ev)
@@ -266,7 +273,7 @@ class ImportReport(msgspec.Struct, kw_only=True):
 
     ``left``: what was not appended because the log knows better (a limit older than the account's
     latest, a marker of a handoff the log moved on); ``problems``: inputs that could not be read or
-    turned into events, each named (the rest is imported).
+    turned into events, each named (the rest is imported), and the log's bad lines (``bad_lines``).
     """
 
     imported: int = 0
@@ -275,10 +282,11 @@ class ImportReport(msgspec.Struct, kw_only=True):
     problems: list[str] = msgspec.field(default_factory=list)
     #: The events appended, in order.
     events: list[dict[str, Any]] = msgspec.field(default_factory=list)
+    bad_lines: BadLines = msgspec.field(default_factory=BadLines)
 
     @property
     def status(self) -> int:
-        """1 when an input could not be read or used, else 0."""
+        """1 when an input could not be read or used, or the log has bad lines, else 0."""
         return 1 if self.problems else 0
 
     def summary(self) -> str:
@@ -304,10 +312,12 @@ def import_ledger(opts: LedgerImport) -> ImportReport:
                 events.append(handoff_importers.limit_event(entry, opts.assume_tz))
             except ValueError as err:
                 report.problems.append(f"{path}: entry {number}: {err}")
+    bad: list[dict[str, Any]] = []
     with runner_lock(opts.log, "import", wait=True):
-        plan = handoff_importers.new_limits(events, handoff_importers.limits_known(log_events(opts.log)))
+        plan = handoff_importers.new_limits(events, handoff_importers.limits_known(log_events(opts.log, bad=bad)))
         _append(opts.log, plan.new)
     report.imported, report.already, report.events, report.left = len(plan.new), plan.already, plan.new, plan.older
+    name_bad_lines(report, opts.log, bad)
     return report
 
 
@@ -331,17 +341,20 @@ def import_handoff_files(opts: HandoffFilesImport) -> ImportReport:
         legacy, problems = handoff_importers.read_handoff_dir(opts.directory, opts.account, opts.assume_tz)
     except OSError as err:
         raise RunnerError(f"cannot read {opts.directory}: {err.strerror or err}") from err
+    bad: list[dict[str, Any]] = []
     with runner_lock(opts.log, "import", wait=True):
-        plan = handoff_importers.handoff_events(legacy, _handoffs(opts.log))
+        plan = handoff_importers.handoff_events(legacy, _handoffs(log_events(opts.log, bad=bad)))
         _append(opts.log, plan.new)
-    return ImportReport(imported=len(plan.new), already=plan.already, left=plan.superseded,
-                        problems=problems + plan.problems, events=plan.new)
+    report = ImportReport(imported=len(plan.new), already=plan.already, left=plan.superseded,
+                          problems=problems + plan.problems, events=plan.new)
+    name_bad_lines(report, opts.log, bad)
+    return report
 
 
-def _handoffs(target: str) -> Handoffs:
-    """The handoffs projection of a log (absent: empty)."""
+def _handoffs(events: Iterable[tuple[Event, datetime]]) -> Handoffs:
+    """The handoffs projection of a log's decoded ``events``."""
     h = Handoffs()
-    for line, (ev, at) in enumerate(log_events(target), 1):
+    for line, (ev, at) in enumerate(events, 1):
         handler = h.handlers.get(type(ev))
         if handler is not None:
             handler(h, ev, line, at)
@@ -368,9 +381,10 @@ def import_circuit(opts: CircuitImport) -> ImportReport:
     except (OSError, ValueError) as err:
         report.problems.append(f"cannot read {opts.file}: {getattr(err, 'strerror', None) or err}")
         return report
+    bad: list[dict[str, Any]] = []
     with runner_lock(opts.log, "import", wait=True):
         latest: tuple[str, int | None] | None = None
-        for ev, _at in log_events(opts.log):
+        for ev, _at in log_events(opts.log, bad=bad):
             if isinstance(ev, CircuitOpened):
                 latest = ("opened", importers.instant(datetime.fromisoformat(ev.open_until)))
             elif isinstance(ev, CircuitClosed):
@@ -378,11 +392,12 @@ def import_circuit(opts: CircuitImport) -> ImportReport:
         new = importers.circuit_events(circuit, latest)
         _append(opts.log, new)
     report.imported, report.already, report.events = len(new), 0 if new else 1, new
+    name_bad_lines(report, opts.log, bad)
     return report
 
 
 __all__ = [
     "CircuitImport", "FilesImport", "HandoffFilesImport", "ImportReport", "LaunchdImport", "LaunchdReport",
     "LedgerImport", "QuotaLogImport", "QuotaLogReport", "WorkerLogImport", "WorkerLogReport", "import_circuit",
-    "import_handoff_files", "import_launchd", "import_ledger", "import_quota_log", "import_worker_log", "known",
+    "import_handoff_files", "import_launchd", "import_ledger", "import_quota_log", "import_worker_log",
 ]
