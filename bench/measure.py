@@ -32,7 +32,9 @@ from eventlog import snapshot as snapshot_io
 from eventlog.appender import EventLog
 from eventlog.cli.common import replay_log
 from eventlog.cli.replay import replay_from_snapshot
-from eventlog.replay import Replay
+from eventlog.events import read_times
+from eventlog.reader import fast_decoder, iter_blocks
+from eventlog.replay import BLOCK_BYTES, Replay
 from projections.runner import Runner
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -155,6 +157,26 @@ def _read_only(path: Path) -> None:
         Replay(_NoFold()).feed(f)
 
 
+def _typed_only(path: Path) -> None:
+    """The contract pass's decoding alone: every block into the fast structs, nothing checked."""
+    with open(path, "rb") as f:
+        for lines, _end, _torn in iter_blocks(f, 0, BLOCK_BYTES):
+            list(map(fast_decoder.decode, lines))
+
+
+def _times_only(blocks: list[list[str]]) -> None:
+    """The contract pass's reading of times alone, over every block's ``ts`` (already decoded)."""
+    for texts in blocks:
+        read_times(texts)
+
+
+def _timed_times(path: Path, repeat: int) -> float:
+    """Best of ``repeat`` :func:`_times_only` over the log's ``ts`` texts (decoded first, not timed)."""
+    with open(path, "rb") as f:
+        blocks = [[ev.ts for ev in map(fast_decoder.decode, lines)] for lines, _e, _t in iter_blocks(f, 0, BLOCK_BYTES)]
+    return min(_timed(lambda: _times_only(blocks)) for _ in range(repeat))
+
+
 def _timed_replay_command(log: Path, *extra: str) -> tuple[float, float]:
     """``tools/replay [extra] LOG > /dev/null`` once: (wall seconds, peak resident MB of that process)."""
     started = time.perf_counter()
@@ -184,6 +206,8 @@ def replay(cfg: Config, ctx: Context) -> list[Row]:
     floor = min(_timed(lambda: decode_floor(log)) for _ in range(cfg.repeat))
     ctx.say("replay: reading and checking only")
     checked = min(_timed(lambda: _read_only(log)) for _ in range(cfg.repeat))
+    typed = min(_timed(lambda: _typed_only(log)) for _ in range(cfg.repeat))
+    times = _timed_times(log, cfg.repeat)
     runs: list[tuple[float, float, float]] = []
     for i in range(cfg.repeat):
         ctx.say(f"replay: in-process {i + 1}/{cfg.repeat}")
@@ -209,6 +233,10 @@ def replay(cfg: Config, ctx: Context) -> list[Row]:
         compared("replay", f"contract pass: a replay with a folder that keeps nothing, {best}", checked, "s",
                  floor, "floor", "<= 1.3", note="typed decoding, times with offsets, seq, no key twice, and every "
                  "bad line named, before any projection"),
+        Row("replay", f"  of it: typed decoding into the event structs alone, {best}", typed, "s", floor, "floor",
+            typed / floor, note="msgspec, ts as text; nothing checked"),
+        Row("replay", f"  of it: reading every ts (read_times) alone, {best}", times, "s", floor, "floor",
+            times / floor, note="the rest of the pass: no key twice (quote counts), seq order, the other times"),
         compared("replay", f"tools/replay LOG > /dev/null, {best}", sub, "s", floor, "floor", "<= 3.5",
                  note="includes interpreter start, imports and printing the dump"),
         Row("replay", f"tools/replay --jobs 2 LOG > /dev/null, {best}", jobs, "s", floor, "floor", jobs / floor,
