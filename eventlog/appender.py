@@ -18,6 +18,7 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
+import stat
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -408,6 +409,7 @@ def _locked(path: str) -> Iterator[int]:
     for _ in range(LOCK_TRIES):
         fd, created = _open(path)
         try:
+            _regular(path, fd)
             fcntl.flock(fd, fcntl.LOCK_EX)
             if not _names(path, fd):
                 continue  # closed below; the path names another file now
@@ -435,6 +437,14 @@ def _open(path: str) -> tuple[int, bool]:
                 return os.open(path, os.O_RDWR | os.O_CLOEXEC), False
     except OSError as err:
         raise AppendError([f"cannot open {path}: {err.strerror}"]) from err
+
+
+def _regular(path: str, fd: int) -> None:
+    """NotALog unless ``fd`` is a regular file: a FIFO, a device or /dev/null would hang or swallow the events."""
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        kind = " (a FIFO)" if stat.S_ISFIFO(mode) else " (a device)" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else ""
+        raise NotALog([f"{path} is not a regular file{kind}, so it cannot hold a log; nothing was written"])
 
 
 def _names(path: str, fd: int) -> bool:

@@ -259,6 +259,21 @@ def test_a_binary_file_without_a_newline_is_left_untouched(tmp_path: Path) -> No
     assert text.read_text() == "shopping list\neggs\n"
 
 
+def test_a_log_that_is_no_regular_file_is_refused_at_once(tmp_path: Path) -> None:
+    # a FIFO made the appender wait forever for bytes, /dev/zero made it read forever, and /dev/null took the
+    # event, answered exit 0 with seq 1 and kept nothing: an acknowledged append lost
+    fifo = tmp_path / "log.jsonl"
+    os.mkfifo(fifo)
+    link = tmp_path / "null.jsonl"
+    link.symlink_to(os.devnull)
+    for target in (fifo, Path("/dev/zero"), Path(os.devnull), link):
+        out = run_cli("append", str(target), stdin=json.dumps({"type": "lane_check", "ts": TS}) + "\n", timeout=30)
+        assert out.returncode == 2, (target, out.returncode, out.stdout, out.stderr)
+        assert f"{target} is not a regular file" in out.stderr and "nothing was written" in out.stderr, out.stderr
+        assert "Traceback" not in out.stderr and out.stdout == ""
+    assert not (tmp_path / "log.jsonl.sidecar").exists()
+
+
 def test_more_than_a_line_of_torn_tail_is_never_cut(tmp_path: Path) -> None:
     log = write_log(tmp_path / "log.jsonl", [created()])
     with log.open("ab") as f:
