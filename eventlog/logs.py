@@ -16,8 +16,10 @@ connection until closed.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
+import stat
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from datetime import tzinfo
@@ -191,12 +193,18 @@ def lock_path(target: str, name: str) -> str:
 
     A file's is ``LOG.<name>.lock`` beside it. A stream's is a file in a
     per-user directory of this host, so it keeps out a second runner on the
-    same host only (see README: where to run the runners).
+    same host only (see README: where to run the runners); OSError when that
+    directory is not this user's alone (a shared /tmp).
     """
     if not is_url(target):
         return f"{target}.{name}.lock"
     directory = os.path.join(tempfile.gettempdir(), f"eventlog-locks-{os.getuid()}")
     os.makedirs(directory, mode=0o700, exist_ok=True)
+    st = os.lstat(directory)
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o022:
+        # in a shared /tmp another user may have made it first, to hold the locks or plant files in it
+        raise OSError(errno.EPERM, f"lock directory {directory} is not a directory of this user that only it "
+                                   "may write; remove it")
     digest = hashlib.sha256(target.encode()).hexdigest()[:24]
     return os.path.join(directory, f"{digest}.{name}.lock")
 

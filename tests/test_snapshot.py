@@ -447,6 +447,56 @@ def test_a_symlink_at_a_temp_name_is_never_followed_by_follow_dump(tmp_path: Pat
     _no_temp_left(tmp_path)
 
 
+@pytest.mark.parametrize("runner", [
+    ["lanes", "--enqueue-cmd", "true"],
+    ["catchup", "--probe-cmd", "true", "--kick-cmd", "true"],
+    ["import", "ledger"],
+])
+def test_a_symlink_at_a_runner_lock_is_never_followed(tmp_path: Path, runner: list[str]) -> None:
+    # LOG.<runner>.lock was opened with O_CREAT through a planted symlink: a dangling one made the runner create
+    # the file it named, anywhere the runner may write
+    log = write_log(tmp_path / "h.jsonl", [created("h1")])
+    name = "import" if runner[0] == "import" else runner[0]
+    lock = Path(f"{log}.{name}.lock")
+    victim = tmp_path / "elsewhere" / "created-by-the-runner"
+    victim.parent.mkdir()
+    lock.symlink_to(victim)
+    before = log.read_bytes()
+    args = [runner[0], *runner[1:2], str(log), *runner[2:]] if runner[0] == "import" else [runner[0], str(log),
+                                                                                             *runner[1:]]
+    if runner[0] == "import":
+        ledger = tmp_path / "ledger.txt"
+        ledger.write_text("")
+        args.append(str(ledger))
+    out = run_cli(*args)
+    assert out.returncode == 2, (out.returncode, out.stderr)
+    assert f"lock file {lock}" in out.stderr and "symbolic link" in out.stderr, out.stderr
+    assert "Traceback" not in out.stderr
+    assert not victim.exists() and lock.is_symlink()
+    assert log.read_bytes() == before
+
+
+def test_a_stream_lock_directory_made_by_another_user_is_refused(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    # a stream's runner locks live in TMP/eventlog-locks-UID: in a shared /tmp another user could make it first
+    # (and hold the locks, or plant links in it)
+    from eventlog.logs import lock_path
+    from eventlog.runners.common import runner_lock
+
+    monkeypatch.setattr("tempfile.tempdir", str(tmp_path))
+    directory = tmp_path / f"eventlog-locks-{os.getuid()}"
+    assert lock_path("nats://127.0.0.1:4222/S", "lanes").startswith(str(directory) + os.sep)
+    assert (directory.stat().st_mode & 0o777) == 0o700
+    directory.chmod(0o777)
+    with pytest.raises(OSError, match=f"lock directory {directory} is not a directory of this user"):
+        with runner_lock("nats://127.0.0.1:4222/S", "lanes", wait=False):
+            pass
+    directory.rmdir()
+    directory.symlink_to(tmp_path)
+    with pytest.raises(OSError, match="not a directory of this user"):
+        lock_path("nats://127.0.0.1:4222/S", "lanes")
+
+
 def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)

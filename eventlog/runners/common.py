@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
 from collections.abc import Iterator, Mapping, Sequence
@@ -122,8 +123,15 @@ def runner_lock(log: str, name: str, *, wait: bool) -> Iterator[bool]:
     """Hold ``LOG.<name>.lock`` exclusively; yields False when ``wait`` is off and another holds it.
 
     For a ``nats://`` LOG the lock file is on this host only (:func:`eventlog.logs.lock_path`).
+    A symbolic link at the lock's name is never followed (it could make this create a file anywhere);
+    OSError naming the lock file when it cannot be opened.
     """
-    fd = os.open(lock_path(log, name), os.O_RDWR | os.O_CREAT, 0o640)
+    path = lock_path(log, name)
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o640)
+    except OSError as err:
+        why = "it is a symbolic link (never followed): remove it" if err.errno == errno.ELOOP else err.strerror
+        raise OSError(err.errno, f"lock file {path}: {why}") from err
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
