@@ -236,6 +236,42 @@ def test_bad_decisions_write_nothing(server: Server) -> None:
     assert Path(server.log).read_bytes() == before
 
 
+def test_a_decision_the_log_cannot_hold_is_a_bad_request_as_in_the_cli(server: Server) -> None:
+    # the appender refuses these lines as bad input (the CLI's exit 2): the API answered 503 LOG_UNAVAILABLE,
+    # telling the client the server had lost its log
+    c = server.client("ops")
+    before = Path(server.log).read_bytes()
+    huge = decide(c, "s-early-gone", "k1", decision="close", expected_revision=2**63, reason="r")
+    assert (huge.status_code, huge.json()["code"]) == (400, "BAD_REQUEST"), huge.text
+    assert "expected_revision" in huge.json()["message"]
+    cli = run_cli("decide", server.log, "s-early-gone", "--decision", "close", "--expected-revision", str(2**63),
+                  "--idempotency-key", "k1", "--reason", "r")
+    assert cli.returncode == 2 and "expected_revision" in cli.stderr  # the same decision through the CLI
+    # a body under 1 MiB whose line passes 1 MiB once seq, ts and actor are added (spec section 1)
+    long = decide(c, "s-early-gone", "k2", decision="close", expected_revision=3, reason="r" * ((1 << 20) - 100))
+    assert (long.status_code, long.json()["code"]) == (400, "BAD_REQUEST"), long.text
+    assert "too_long" in long.json()["message"]
+    # a strict schema: a field given twice is no decision (the log's own rule: bad_value: duplicate key)
+    twice = c.post("/v1/sessions/s-early-gone/recovery-decisions", headers={"Idempotency-Key": "k3"},
+                   content=b'{"decision":"close","expected_revision":3,"reason":"r","expected_revision":2}')
+    assert (twice.status_code, twice.json()["code"]) == (400, "BAD_REQUEST"), twice.text
+    assert "duplicate key 'expected_revision'" in twice.json()["message"]
+    assert Path(server.log).read_bytes() == before
+    assert httpx.get(server.url + "/healthz").status_code == 200
+
+
+def test_unknown_routes_and_methods_answer_json(server: Server) -> None:
+    c = server.client("ops")
+    for method, path, code, name in [("GET", "/v1/nope", 404, "NOT_FOUND"), ("GET", "/console/nope.js", 404,
+                                                                             "NOT_FOUND"),
+                                     ("DELETE", "/v1/status", 405, "METHOD_NOT_ALLOWED"),
+                                     ("GET", "/v1/sessions/s-unk/recovery-decisions", 405, "METHOD_NOT_ALLOWED")]:
+        r = c.request(method, path)
+        assert r.status_code == code and r.headers["content-type"] == "application/json", (path, r.text)
+        assert r.json()["code"] == name and r.json()["message"], r.text
+    assert set(c.delete("/v1/status").headers["allow"].split(", ")) == {"GET", "HEAD"}
+
+
 # --- keys and scopes -----------------------------------------------------------------------
 
 PROTECTED = [

@@ -22,6 +22,7 @@ from typing import Any
 import msgspec
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import FileResponse, Response, StreamingResponse
@@ -32,7 +33,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from eventlog import keys as keyfile
 from eventlog.appender import AppendError, BadInput, Conflict
 from eventlog.clock import At, parse_at
-from eventlog.reader import read_objects
+from eventlog.reader import duplicate_key, read_objects
 from eventlog.runners import sessions as decisions
 from eventlog.runners.common import RunnerError
 from eventlog.serve.served import LogReplaced, Served, Unavailable
@@ -335,6 +336,9 @@ async def recovery_decision(request: Request) -> Response:
         sent = msgspec.json.decode(body, type=DecisionBody)
     except (msgspec.DecodeError, msgspec.ValidationError) as err:
         return problem(400, "BAD_REQUEST", f"body: {err}")
+    repeated = duplicate_key(body)  # msgspec keeps the last value without a word
+    if repeated is not None:
+        return problem(400, "BAD_REQUEST", f"body: {repeated}")
     key = request.headers.get("idempotency-key", "")
     if not key.strip():
         return problem(400, "BAD_REQUEST", "the Idempotency-Key header is required (e.g. a new UUID per decision)")
@@ -350,6 +354,8 @@ async def recovery_decision(request: Request) -> Response:
         return problem(404, "NOT_FOUND", str(err))
     except RunnerError as err:
         return problem(400, "BAD_REQUEST", str(err))
+    except BadInput as err:  # a line the log cannot hold (a number past 64 bits, over 1 MiB): the CLI's exit 2
+        return problem(400, "BAD_REQUEST", "; ".join(err.messages))
     except AppendError as err:
         return problem(503, "LOG_UNAVAILABLE", "; ".join(err.messages))
     receipt = {**done.receipt, "session": done.session}
@@ -487,6 +493,15 @@ class Changed:
         await self._event.wait()
 
 
+async def http_error(request: Request, exc: Exception) -> Response:
+    """Starlette's own errors (no such route, a method the route does not take) as ``{"code", "message"}``."""
+    assert isinstance(exc, HTTPException)
+    code = {404: "NOT_FOUND", 405: "METHOD_NOT_ALLOWED"}.get(exc.status_code, "HTTP_ERROR")
+    message = {404: f"no such route: {request.method} {request.url.path}",
+               405: f"{request.url.path} does not take {request.method}"}.get(exc.status_code, str(exc.detail))
+    return problem(exc.status_code, code, message, dict(exc.headers or {}))
+
+
 def make_app(served_log: Served, keys_path: str, *, tick_s: float = TICK_S) -> Starlette:
     """The ASGI application over a :class:`Served` log (started by the caller) and a key file."""
     routes = [
@@ -516,7 +531,8 @@ def make_app(served_log: Served, keys_path: str, *, tick_s: float = TICK_S) -> S
         served_log.listen(wake)
         yield
 
-    app = Starlette(routes=routes, middleware=[Middleware(SecurityHeaders)], lifespan=asynccontextmanager(lifespan))
+    app = Starlette(routes=routes, middleware=[Middleware(SecurityHeaders)], lifespan=asynccontextmanager(lifespan),
+                    exception_handlers={HTTPException: http_error})
     app.state.served = served_log
     app.state.keys = KeyStore(keys_path)
     app.state.tick_s = tick_s
