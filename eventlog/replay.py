@@ -198,6 +198,12 @@ def fast_block(lines: list[bytes], last_seq: int) -> tuple[list[Event], list[dat
     return evs, ats
 
 
+def uncommitted_reason(end: int) -> str:
+    """Why each line of a batch that another line interrupted is a bad line."""
+    return (f"uncommitted: part of a batch that was to end at seq {end}, whose last line never came "
+            "(a writer stopped mid-batch); not applied")
+
+
 class Replay:
     """One log, folded up to ``offset`` (always the end of a complete line)."""
 
@@ -411,8 +417,7 @@ class Replay:
         assert batch is not None
         self._batch = None
         self.reader.last_seq = batch.last_seq
-        reason = (f"uncommitted: part of a batch that was to end at seq {batch.end}, whose last line never came "
-                  "(a writer stopped mid-batch); not applied")
+        reason = uncommitted_reason(batch.end)
         for _ev, line, _at in batch.held:
             if strict:
                 raise BadLine(line, reason)

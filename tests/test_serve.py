@@ -397,6 +397,59 @@ def read_events(response: httpx.Response, want: int) -> list[dict[str, str]]:
     return out
 
 
+def test_events_stream_holds_a_batch_until_its_last_line(tmp_path: Path) -> None:
+    # issue 15: a reader never sees half of a batch still being written. The stream sent each line of a batch
+    # as it came, so a remote follower got lines of a batch whose writer then died (never applied by a replay)
+    log = tmp_path / "log.jsonl"
+    shutil.copy(UNKNOWN_TURN, log)
+    s = start_server(log, tmp_path, None, "--tick", "1s")
+
+    def line(seq: int, batch_end: int | None = None) -> str:
+        mark = {} if batch_end is None else {"batch_end": batch_end}
+        return json.dumps({"type": "lane_check", "ts": "2026-08-03T15:00:00+09:00", "seq": seq, **mark}) + "\n"
+
+    def first_frames(texts: Iterator[str], want: int, alive: bool = False) -> list[str]:
+        """The next ``want`` events (and ``alive`` comments when asked) of a stream's lines."""
+        out: list[str] = []
+        frame: list[str] = []
+        for text in texts:
+            if text == ": alive" and alive:
+                out.append("alive")
+            elif text.startswith(("event: ", "id: ", "data: ")):
+                frame.append(text)
+                if text.startswith("data: "):
+                    out.append(" ".join(frame))
+                    frame = []
+            if len(out) >= want:
+                return out
+        return out
+
+    try:
+        c = s.client("viewer")
+        with log.open("a") as f:
+            f.write(line(N + 1, N + 2))  # the first line of a batch of two: its writer is still writing
+        while not c.get("/v1/dump", params={"at": "log"}).json()["torn_tail"]:  # the server has read it
+            threading.Event().wait(0.05)
+        with c.stream("GET", "/v1/events", params={"after": N}, timeout=20) as response:
+            r = response.iter_lines()
+            assert first_frames(r, 1, alive=True) == ["alive"]  # nothing of the batch while it is unfinished
+            with log.open("a") as f:
+                f.write(line(N + 2, N + 2))
+            got = first_frames(r, 2)
+            assert [g.split(" ", 3)[:3] for g in got] == [["event:", "line", "id:"]] * 2, got
+            assert [json.loads(g.split("data: ", 1)[1])["seq"] for g in got] == [N + 1, N + 2]
+            # a batch another line interrupts never came whole: its line is a bad line, as a replay says
+            with log.open("a") as f:
+                f.write(line(N + 3, N + 9) + line(N + 4))
+            bad, ok = first_frames(r, 2)
+            assert bad.startswith("event: bad_line") and "uncommitted" in bad, bad
+            assert ok.startswith("event: line") and json.loads(ok.split("data: ", 1)[1])["seq"] == N + 4
+        dump = cli_json("replay", str(log))
+        assert [b["line"] for b in dump["bad_lines"]] == [N + 3] and dump["events"] == N + 3
+    finally:
+        assert s.stop() == 0
+
+
 def test_events_stream_new_lines(server: Server) -> None:
     c = server.client("viewer")
     with c.stream("GET", "/v1/events", params={"after": N - 2}, timeout=20) as r:

@@ -42,7 +42,7 @@ from eventlog.follow import Follower, judged
 from eventlog.logs import ClosedOnExit, Log, is_url, open_log
 from eventlog.prom import of_replay
 from eventlog.reader import Reader, iter_blocks
-from eventlog.replay import Progress, Replay
+from eventlog.replay import Progress, Replay, uncommitted_reason
 from eventlog.runners import sessions as decisions
 from eventlog.runners.common import folder
 from eventlog.views import status as triage_of
@@ -428,7 +428,12 @@ class Served:
 
 @dataclass
 class Cursor:
-    """Where an event stream is: the byte offset (a stream: the sequence), the line number, the reader."""
+    """Where an event stream is: the byte offset (a stream: the sequence), the line number, the reader.
+
+    The lines of a batch (``batch_end``) are held until its last line comes and then sent together; the
+    lines of a batch that another line interrupts are sent as bad lines (``uncommitted``), as a replay
+    counts them: a client never gets a line of a batch that a replay would not apply.
+    """
 
     after: int
     offset: int = 0
@@ -436,24 +441,60 @@ class Cursor:
     last_seq: int = 0
     identity: tuple[int, int] | None = None
     reader: Reader = field(default_factory=Reader)
+    #: The open batch's last seq, the seq before it, and its lines so far: (seq, line, raw).
+    batch_end: int = 0
+    batch_before: int = 0
+    held: list[tuple[int, int, bytes]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.reader.last_seq = self.last_seq
 
     def take(self, raw: bytes, line: int) -> list[tuple[str, int, bytes]]:
-        """One line read as line number ``line``: what to send of it (nothing at or before ``after``)."""
+        """One line read as line number ``line``: what to send of it now (nothing at or before ``after``)."""
+        before = self.reader.last_seq
         decoded = self.reader.decode(raw, line)
         self.line = line
         seq = self.reader.last_seq
         if isinstance(decoded, str):
-            if seq < self.after:
-                return []
-            return [("bad_line", seq, msgspec.json.encode({"line": line, "reason": decoded}))]
-        if seq <= self.after:
+            out = self._drop_batch()
+            seq = self.reader.last_seq
+            if seq >= self.after:
+                out.append(("bad_line", seq, msgspec.json.encode({"line": line, "reason": decoded})))
+            return out
+        ev = decoded[0]
+        out = []
+        if self.held:
+            if ev.batch_end == self.batch_end and seq == self.held[0][0] + len(self.held):
+                self.held.append((seq, line, raw))
+                if seq < self.batch_end:
+                    return []
+                whole, self.held = self.held, []
+                return [self._line(s, r) for s, _line, r in whole if s > self.after]
+            before = self.batch_before
+            out = self._drop_batch()
+            self.reader.last_seq = seq
+        if ev.batch_end is not None and ev.batch_end > seq:
+            self.batch_end, self.batch_before, self.held = ev.batch_end, before, [(seq, line, raw)]
+            return out
+        if seq > self.after:
+            out.append(self._line(seq, raw))
+        return out
+
+    def _drop_batch(self) -> list[tuple[str, int, bytes]]:
+        """The open batch (if any) never came whole: its lines as bad lines; the reader's seq back before it."""
+        if not self.held:
             return []
+        held, self.held = self.held, []
+        self.reader.last_seq = self.batch_before
+        reason = uncommitted_reason(self.batch_end)
+        return [("bad_line", self.batch_before, msgspec.json.encode({"line": n, "reason": reason}))
+                for _seq, n, _raw in held if self.batch_before >= self.after]
+
+    @staticmethod
+    def _line(seq: int, raw: bytes) -> tuple[str, int, bytes]:
         if b"\r" in raw:  # JSON allows a CR between tokens; an event stream would read it as a line end
             raw = raw.replace(b"\r", b" ")
-        return [("line", seq, raw)]
+        return ("line", seq, raw)
 
 
 class LogReplaced(Exception):
