@@ -217,6 +217,11 @@ class LaneStarted(Event, tag="lane_started"):
 class LaneCheck(Event, tag="lane_check"):
     """A check ran at ``ts``; it yields one ``impl-lane-watch/v1`` record."""
 
+    #: The thresholds the check judged with (``--unpicked``, ``--quiet``; the lanes runner writes both): that
+    #: check's record is judged with them, and every view judges lanes by the last check that states them.
+    unpicked_s: Annotated[float, msgspec.Meta(ge=0)] | None = None
+    quiet_s: Annotated[float, msgspec.Meta(ge=0)] | None = None
+
 
 class ResumeEnqueued(Event, tag="resume_enqueued"):
     """A resume task was sent for a stall of the lane."""

@@ -37,7 +37,7 @@ class JobFailed(Exception):
 
 
 def replay_in_jobs(path: str, jobs: int, *, assume_tz: tzinfo | None = None, strict: bool = False,
-                   unpicked_minutes: float = 90, quiet_hours: float = 8) -> Replay:
+                   unpicked_minutes: float | None = None, quiet_hours: float | None = None) -> Replay:
     """Replay the file ``path`` in ``jobs`` processes (1 to :data:`MAX_JOBS`); the state as one process would fold it.
 
     Raises what :meth:`eventlog.logs.FileLog.replay` raises (OSError, BadLine with ``strict``), and
@@ -81,11 +81,11 @@ def replay_in_jobs(path: str, jobs: int, *, assume_tz: tzinfo | None = None, str
             child.join()
 
 
-def _runner(settings: tuple[float, float], folding: frozenset[str]) -> Runner:
+def _runner(settings: tuple[float | None, float | None], folding: frozenset[str]) -> Runner:
     return Runner(unpicked_minutes=settings[0], quiet_hours=settings[1], folding=folding)
 
 
-def _fold_apart(path: str, assume_tz: tzinfo | None, strict: bool, settings: tuple[float, float],
+def _fold_apart(path: str, assume_tz: tzinfo | None, strict: bool, settings: tuple[float | None, float | None],
                 group: frozenset[str], send: Connection) -> None:
     """In a child: fold ``group``'s domains and send the state (nothing on a bad line: the parent names it)."""
     try:

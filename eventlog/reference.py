@@ -96,6 +96,11 @@ looks at what moved: the job's finish, the repository's HEAD, the progress file'
 - **Two thresholds, two meanings.** *Seed:* 90 min is twice the measured pick-up time
   (20 to 40 min) of finished work; 8 h catches a stale progress file well before the old
   48 h warning. One is finished work not collected, the other progress not reported.
+  The lanes runner's `--unpicked`/`--quiet` ride in the `lane_check` it appends (`unpicked_s`,
+  `quiet_s`): that check's record is judged with them, and every view judges lanes by the last
+  check that states them (so the screen shows the stalls the runner acts on), else 90 min and
+  8 h; `tools/replay --unpicked`/`--quiet` override them for the records of checks that state none
+  and for the verdict now.
 - **A stop is not a stall.** *Seed:* a lane stopped on purpose, or idle, must never be sent
   a resume.
 - **Detect, then act**: `eventlog lanes` enqueues one resume per stall and writes

@@ -13,7 +13,12 @@ Decisions where the spec is silent (the lead's):
   alone does not make a lane);
 - a product with no ``status_updated`` yet is never ``status-quiet`` (there is
   no status to be quiet) but can be ``job-unpicked``;
-- ``lane_started`` lifts the stop.
+- ``lane_started`` lifts the stop;
+- the thresholds are the caller's (``--unpicked``, ``--quiet``), else those the
+  last ``lane_check`` that states them judged with (the lanes runner writes its
+  own), else the seed's 90 min and 8 h; a ``lane_check``'s own record is judged
+  with the thresholds it states (what that check judged with), and with those
+  of the line before it for a threshold it does not state.
 
 A **stall** is identified by its product, its kind and the event that anchors
 it: the ``job_finished`` for ``job-unpicked``, the ``status_updated`` for
@@ -98,6 +103,10 @@ class LanesState(msgspec.Struct):
     lanes: dict[str, Lane] = {}
     #: Product -> kind -> line of its latest ``resume_enqueued``.
     resumes: dict[str, dict[str, int]] = {}
+    #: The ``unpicked_s`` of the last ``lane_check`` that states one (None: none did).
+    checked_unpicked_s: float | None = None
+    #: The ``quiet_s`` of the last ``lane_check`` that states one (None: none did).
+    checked_quiet_s: float | None = None
 
 
 def _printed(ts: str | None, at: datetime) -> str:
@@ -155,21 +164,44 @@ def evaluate(
 # --- the fold ------------------------------------------------------------------------
 
 
+#: The seed's thresholds: a finished job not picked up after 90 minutes, progress quiet for 8 hours.
+DEFAULT_UNPICKED_MINUTES = 90
+DEFAULT_QUIET_HOURS = 8
+
+
 class Lanes:
     """Lanes: finished work not picked up, quiet progress (folded state: :class:`LanesState`).
 
     ``checks`` holds the record of every ``lane_check``, in log order. The
-    thresholds judge those records as they are folded, so a snapshot is only
-    used under the same ones (:meth:`projections.runner.Runner.state_key`).
+    caller's thresholds judge the records of checks that state none as they are
+    folded, so a snapshot is only used under the same ones
+    (:meth:`projections.runner.Runner.state_key`).
     """
 
     name = "lanes"
     State = LanesState
 
-    def __init__(self, unpicked_minutes: float = 90, quiet_hours: float = 8) -> None:
-        self.unpicked_minutes = unpicked_minutes
-        self.quiet_hours = quiet_hours
+    def __init__(self, unpicked_minutes: float | None = None, quiet_hours: float | None = None) -> None:
+        #: The caller's thresholds (``--unpicked``, ``--quiet``); None: the lanes runner's (:attr:`unpicked_minutes`).
+        self.configured_unpicked_minutes = unpicked_minutes
+        self.configured_quiet_hours = quiet_hours
         self.state = LanesState()
+
+    @property
+    def unpicked_minutes(self) -> float:
+        """The ``job-unpicked`` age judged with: the caller's, else the last check's, else 90 (the seed's)."""
+        if self.configured_unpicked_minutes is not None:
+            return self.configured_unpicked_minutes
+        checked = self.state.checked_unpicked_s
+        return DEFAULT_UNPICKED_MINUTES if checked is None else checked / 60
+
+    @property
+    def quiet_hours(self) -> float:
+        """The ``status-quiet`` age judged with: the caller's, else the last check's, else 8 (the seed's)."""
+        if self.configured_quiet_hours is not None:
+            return self.configured_quiet_hours
+        checked = self.state.checked_quiet_s
+        return DEFAULT_QUIET_HOURS if checked is None else checked / 3600
 
     @property
     def checks(self) -> list[CheckRecord]:
@@ -183,16 +215,19 @@ class Lanes:
 
     # -- queries ------------------------------------------------------------------------
 
-    def judge(self, as_of: datetime, checked_at: str | None) -> CheckRecord:
-        """The ``impl-lane-watch/v1`` record of every lane judged at ``as_of`` (``checked_at``: T as printed)."""
+    def judge(self, as_of: datetime, checked_at: str | None, unpicked_minutes: float | None = None,
+              quiet_hours: float | None = None) -> CheckRecord:
+        """The ``impl-lane-watch/v1`` record of every lane judged at ``as_of`` (``checked_at``: T as printed).
+
+        The thresholds are :attr:`unpicked_minutes` and :attr:`quiet_hours` unless given.
+        """
         lanes = self.state.lanes
+        unpicked = self.unpicked_minutes if unpicked_minutes is None else unpicked_minutes
+        quiet = self.quiet_hours if quiet_hours is None else quiet_hours
         return {
             "schema": SCHEMA,
             "checked_at": checked_at,
-            "results": [
-                evaluate(product, lanes[product], as_of, self.unpicked_minutes, self.quiet_hours)
-                for product in sorted(lanes)
-            ],
+            "results": [evaluate(product, lanes[product], as_of, unpicked, quiet) for product in sorted(lanes)],
         }
 
     def anchor(self, product: str, kind: str) -> int | None:
@@ -257,7 +292,15 @@ class Lanes:
         return None
 
     def _lane_check(self, ev: LaneCheck, line: int, at: datetime) -> FoldResult:
-        self.state.checks.append(self.judge(at, ev.ts))
+        # Judged with the thresholds it states (what the check judged with), before it states them for later lines.
+        unpicked = None if ev.unpicked_s is None else ev.unpicked_s / 60
+        quiet = None if ev.quiet_s is None else ev.quiet_s / 3600
+        state = self.state
+        state.checks.append(self.judge(at, ev.ts, unpicked, quiet))
+        if ev.unpicked_s is not None:
+            state.checked_unpicked_s = ev.unpicked_s
+        if ev.quiet_s is not None:
+            state.checked_quiet_s = ev.quiet_s
         return None
 
     def _resume_enqueued(self, ev: ResumeEnqueued, line: int, at: datetime) -> FoldResult:

@@ -55,8 +55,8 @@ class Runner:
         self,
         stale_after_s: float | None = None,
         max_inflight: int = 2,
-        unpicked_minutes: float = 90,
-        quiet_hours: float = 8,
+        unpicked_minutes: float | None = None,
+        quiet_hours: float | None = None,
         folding: frozenset[str] = DOMAINS,
     ) -> None:
         self.folding = folding
@@ -101,8 +101,10 @@ class Runner:
         self._route()  # the routes hold the revision counts
 
     def state_key(self) -> str:
-        """The settings the folded state depends on: the lane thresholds judge ``lane_check`` records as folded."""
-        return f"unpicked_minutes={self.lanes.unpicked_minutes!r},quiet_hours={self.lanes.quiet_hours!r}"
+        """The settings the folded state depends on: the caller's lane thresholds judge, as folded, the records
+        of ``lane_check`` events that state none (None: the lanes runner's, as the log states them)."""
+        lanes = self.lanes
+        return f"unpicked_minutes={lanes.configured_unpicked_minutes!r},quiet_hours={lanes.configured_quiet_hours!r}"
 
     def configure(self, stale_after_s: float | None = None, max_inflight: int = 2) -> None:
         """Set the judging thresholds (they change views, not folded state); a ``stale_after_s`` of None is the
