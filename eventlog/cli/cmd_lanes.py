@@ -45,7 +45,11 @@ stalled, so never resumed.
 A CMD that fails (non-zero exit; over --timeout: SIGTERM, then SIGKILL after
 --kill-grace; cannot start) gets no resume_enqueued: the next run retries it.
 Two runners of one log take turns (LOG.lanes.lock). Why it exits 1 is on
-stderr, one line each."""
+stderr, one line each.
+
+The lane_check states --unpicked and --quiet (unpicked_s, quiet_s, seconds):
+status, explain, follow, serve, stalls and tools/replay judge lanes with them
+(until a later check states others), so they show the stalls this run acts on."""
 
 LANES_EXITS = """\
 0  done: every stall resumed or already covered
@@ -70,7 +74,7 @@ def register(sub: Any) -> None:
                    help="CMD timeout (5m)")
     q.add_argument("--kill-grace", type=duration, default=lanes.KILL_GRACE_S, metavar="DURATION",
                    help="SIGTERM to SIGKILL for a CMD over --timeout (5s)")
-    add_thresholds(q)
+    add_thresholds(q, runner=True)
     add_judging(q)
     q.add_argument("--json", action="store_true", help="print one JSON object")
     q.set_defaults(run=run_lanes)

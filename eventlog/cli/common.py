@@ -150,12 +150,18 @@ class Deprecated(argparse.Action):
         setattr(namespace, self.dest, value)
 
 
-def add_thresholds(parser: argparse.ArgumentParser) -> None:
-    """The lane thresholds ``--unpicked`` and ``--quiet`` (and their deprecated spellings)."""
-    parser.add_argument("--unpicked", type=duration, default=90 * 60.0, metavar="DURATION",
-                        help="a finished job not picked up for this long is stalled (90m)")
-    parser.add_argument("--quiet", type=duration, default=8 * 3600.0, metavar="DURATION",
-                        help="progress not updated for this long is stalled (8h)")
+def add_thresholds(parser: argparse.ArgumentParser, *, runner: bool = False) -> None:
+    """The lane thresholds ``--unpicked`` and ``--quiet`` (and their deprecated spellings).
+
+    The lanes ``runner`` judges with its own (90m and 8h unless given); a view left without them
+    gets None: the runner's, as the log's last ``lane_check`` states them, else 90m and 8h.
+    """
+    unpicked, quiet = (90 * 60.0, 8 * 3600.0) if runner else (None, None)
+    default = "" if runner else "the lanes runner's, as its last lane_check states, else "
+    parser.add_argument("--unpicked", type=duration, default=unpicked, metavar="DURATION",
+                        help=f"a finished job not picked up for this long is stalled ({default}90m)")
+    parser.add_argument("--quiet", type=duration, default=quiet, metavar="DURATION",
+                        help=f"progress not updated for this long is stalled ({default}8h)")
     parser.add_argument("--unpicked-minutes", dest="unpicked", action=Deprecated, new="--unpicked", scale=60)
     parser.add_argument("--quiet-hours", dest="quiet", action=Deprecated, new="--quiet", scale=3600)
 

@@ -32,7 +32,7 @@ from eventlog.clock import LAST_LINE
 from eventlog.jobs import MAX_JOBS, JobFailed, replay_in_jobs
 from eventlog.logs import is_url, open_log
 from eventlog.replay import BadLine, Replay
-from eventlog.runners.lanes import thresholds
+from eventlog.runners.lanes import in_units, thresholds
 from projections.runner import Runner
 
 EXITS = """\
@@ -96,20 +96,21 @@ def run(args: argparse.Namespace) -> int:
     status = 0
     for path in logs:
         try:
-            lane_thresholds = (args.unpicked, args.quiet) != (90 * 60.0, 8 * 3600.0)
+            lane_thresholds = args.unpicked is not None or args.quiet is not None
             if args.snapshot and not lane_thresholds:
                 replay = replay_from_snapshot(path, args.snapshot, tz, args.strict)
                 assert isinstance(replay.folder, Runner)
                 runner = replay.folder
                 runner.configure(stale_after_s=args.stale_after, max_inflight=args.max_inflight)
             elif args.jobs > 1:
+                unpicked_minutes, quiet_hours = in_units(args.unpicked, args.quiet)
                 replay = replay_in_jobs(path, args.jobs, assume_tz=tz, strict=args.strict,
-                                        unpicked_minutes=args.unpicked / 60, quiet_hours=args.quiet / 3600)
+                                        unpicked_minutes=unpicked_minutes, quiet_hours=quiet_hours)
                 assert isinstance(replay.folder, Runner)
                 runner = replay.folder
                 runner.configure(stale_after_s=args.stale_after, max_inflight=args.max_inflight)
             else:
-                if args.snapshot:  # a lane_check is judged when it is folded: a snapshot holds the default verdicts
+                if args.snapshot:  # a lane_check that states no thresholds is judged with these when folded
                     error("--unpicked and --quiet replay from the start, without the snapshot")
                 runner = thresholds(args.unpicked, args.quiet)
                 runner.configure(stale_after_s=args.stale_after, max_inflight=args.max_inflight)

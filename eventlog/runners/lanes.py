@@ -19,8 +19,10 @@ lanes are never stalled, so never resumed.
   sends it again on the next run (at least once, never silently lost).
 - Two runners of one log take turns (``LOG.lanes.lock``), so the second sees
   the first's ``resume_enqueued`` and does not send the same resume again.
-- The log is replayed with the runner's thresholds, so the check it acts on is
-  the one ``tools/replay --unpicked ... --quiet ...`` shows for that line.
+- The ``lane_check`` it appends states the thresholds it judged with
+  (``unpicked_s``, ``quiet_s``): ``tools/replay`` judges that line's record
+  with them, and ``status``, ``explain``, ``follow``, ``serve``, ``stalls``
+  and the dump judge lanes as this run did until a later check states others.
 
 Both reports have ``problems`` (one line each) and ``status``: 0 nothing needs
 a person, 1 a lane is stalled (the judge), or a command failed, the log could
@@ -53,13 +55,20 @@ ENQUEUE_TIMEOUT_S = 300.0
 KILL_GRACE_S = 5.0
 
 
-def thresholds(unpicked_s: float, quiet_s: float) -> Runner:
-    """An empty set of projections that judges lanes with these thresholds."""
-    return Runner(unpicked_minutes=unpicked_s / 60, quiet_hours=quiet_s / 3600)
+def thresholds(unpicked_s: float | None, quiet_s: float | None) -> Runner:
+    """An empty set of projections that judges lanes with these thresholds (None: the lanes runner's, as the log
+    states them, else the seed's)."""
+    unpicked_minutes, quiet_hours = in_units(unpicked_s, quiet_s)
+    return Runner(unpicked_minutes=unpicked_minutes, quiet_hours=quiet_hours)
 
 
-def _check_thresholds(unpicked_s: float, quiet_s: float) -> None:
-    if unpicked_s <= 0 or quiet_s <= 0:
+def in_units(unpicked_s: float | None, quiet_s: float | None) -> tuple[float | None, float | None]:
+    """The thresholds in seconds as the projection takes them: minutes unpicked, hours quiet (None stays None)."""
+    return (None if unpicked_s is None else unpicked_s / 60, None if quiet_s is None else quiet_s / 3600)
+
+
+def _check_thresholds(unpicked_s: float | None, quiet_s: float | None) -> None:
+    if (unpicked_s is not None and unpicked_s <= 0) or (quiet_s is not None and quiet_s <= 0):
         raise RunnerError("--unpicked and --quiet must be more than 0")
 
 
@@ -72,8 +81,9 @@ class StallOptions:
 
     log: str
     at: At = NOW
-    unpicked_s: float = UNPICKED_S
-    quiet_s: float = QUIET_S
+    #: None: the thresholds the log's last ``lane_check`` states (the lanes runner's), else the seed's.
+    unpicked_s: float | None = None
+    quiet_s: float | None = None
     assume_tz: tzinfo | None = None
 
 
@@ -201,7 +211,8 @@ def run_lanes(opts: LanesOptions) -> LanesReport:
         when = opts.at.clock(replay.last_at)()
         checked_at = when.isoformat()
         try:
-            log.append([{"type": "lane_check", "ts": checked_at}])
+            log.append([{"type": "lane_check", "ts": checked_at, "unpicked_s": opts.unpicked_s,
+                         "quiet_s": opts.quiet_s}])
         except AppendError as err:
             report.problems.append(f"cannot append to {opts.log}: " + "; ".join(err.messages))
             return report
@@ -246,5 +257,5 @@ def task_branch(stdout: str) -> str | None:
 
 __all__ = [
     "ENQUEUE_TIMEOUT_S", "KILL_GRACE_S", "QUIET_S", "UNPICKED_S", "LanesOptions", "LanesReport", "StallOptions",
-    "StallReport", "judge_stalls", "run_lanes", "task_branch", "thresholds",
+    "StallReport", "in_units", "judge_stalls", "run_lanes", "task_branch", "thresholds",
 ]
