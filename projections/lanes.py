@@ -161,6 +161,13 @@ def evaluate(
     return {"product": product, "stalled": False, "reason": "moving"}
 
 
+def _threshold(configured: float | None, checked_s: float | None, unit_s: int, default: float) -> float:
+    """A threshold in its unit (``unit_s`` seconds): the caller's, else the seconds a check stated, else ``default``."""
+    if configured is not None:
+        return configured
+    return default if checked_s is None else checked_s / unit_s
+
+
 # --- the fold ------------------------------------------------------------------------
 
 
@@ -190,18 +197,13 @@ class Lanes:
     @property
     def unpicked_minutes(self) -> float:
         """The ``job-unpicked`` age judged with: the caller's, else the last check's, else 90 (the seed's)."""
-        if self.configured_unpicked_minutes is not None:
-            return self.configured_unpicked_minutes
-        checked = self.state.checked_unpicked_s
-        return DEFAULT_UNPICKED_MINUTES if checked is None else checked / 60
+        return _threshold(self.configured_unpicked_minutes, self.state.checked_unpicked_s, 60,
+                          DEFAULT_UNPICKED_MINUTES)
 
     @property
     def quiet_hours(self) -> float:
         """The ``status-quiet`` age judged with: the caller's, else the last check's, else 8 (the seed's)."""
-        if self.configured_quiet_hours is not None:
-            return self.configured_quiet_hours
-        checked = self.state.checked_quiet_s
-        return DEFAULT_QUIET_HOURS if checked is None else checked / 3600
+        return _threshold(self.configured_quiet_hours, self.state.checked_quiet_s, 3600, DEFAULT_QUIET_HOURS)
 
     @property
     def checks(self) -> list[CheckRecord]:
