@@ -49,7 +49,7 @@ from typing import Any, Literal, NamedTuple
 
 import msgspec
 
-from eventlog.events import parse_time
+from eventlog.events import FIRST_YEAR, LAST_YEAR, parse_time
 from projections.base import elapsed_s, num, summary
 from projections.catchup import skipped_today, why_not
 from projections.controls import timeline
@@ -308,6 +308,8 @@ class Triage(msgspec.Struct, kw_only=True):
 # --- words and commands ---------------------------------------------------------------------------
 
 _UNITS = (("d", 86400), ("h", 3600), ("min", 60), ("s", 1))
+#: The longest time between two times a log can hold (spec: the years 1900 to 9000).
+_SPAN_S = (LAST_YEAR - FIRST_YEAR + 1) * 366 * 86400
 
 
 def duration_words(seconds: float) -> str:
@@ -317,6 +319,8 @@ def duration_words(seconds: float) -> str:
     """
     if seconds < 0:
         return "in " + duration_words(-seconds)
+    if seconds > _SPAN_S:  # a threshold no log can reach (--stale-after 1e308)
+        return f"more than {LAST_YEAR - FIRST_YEAR} years (never)"
     left = int(seconds)
     values = []
     for unit, size in _UNITS:

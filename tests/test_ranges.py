@@ -93,8 +93,11 @@ def value_of(kind: mi.Type, name: str) -> st.SearchStrategy[Any]:
     if isinstance(kind, mi.IntType):
         low = kind.ge if kind.ge is not None else INT64_MIN
         return st.one_of(edge_ints.filter(lambda n: n >= low), st.integers(low, min(low + 5, INT64_MAX)))
-    if isinstance(kind, mi.FloatType):
-        return st.floats(allow_nan=False, allow_infinity=False)
+    if isinstance(kind, mi.FloatType):  # within the field's bounds, the extremes included
+        low = kind.ge if kind.ge is not None else kind.gt
+        high = kind.le if kind.le is not None else kind.lt
+        return st.floats(low, high, allow_nan=False, allow_infinity=False, exclude_min=kind.gt is not None,
+                         exclude_max=kind.lt is not None)
     if isinstance(kind, mi.ListType):
         return st.lists(value_of(kind.item_type, name), max_size=3)
     if isinstance(kind, mi.StructType):

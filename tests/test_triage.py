@@ -16,7 +16,7 @@ from tests.conftest import write_log
 @pytest.mark.parametrize(("seconds", "words"), [
     (0, "0 s"), (40, "40 s"), (59.9, "59 s"), (60, "1 min"), (61, "1 min 1 s"), (7500, "2 h 5 min"),
     (7200 + 30, "2 h"), (3 * 86400, "3 d"), (3 * 86400 + 300, "3 d"), (86400 + 3600, "1 d 1 h"),
-    (-300, "in 5 min"),
+    (-300, "in 5 min"), (1e308, "more than 7100 years (never)"), (-1e308, "in more than 7100 years (never)"),
 ])
 def test_duration_words(seconds: float, words: str) -> None:
     assert duration_words(seconds) == words
