@@ -298,3 +298,15 @@ def test_lanes_log_that_cannot_be_written_exits_1(tmp_path: Path) -> None:
     assert out.returncode == 1
     assert f"eventlog: cannot append to {log}: could not write the log" in out.stderr
     assert log.stat().st_size == size and not record.exists()  # nothing enqueued without its lane_check
+
+
+def test_at_pins_the_time_of_every_line_the_run_appends(tmp_path: Path) -> None:
+    """README: for a runner ``--at`` pins its clock, so the lines it appends carry that time; the
+    ``resume_enqueued`` too, not only the ``lane_check`` (a replay of the log then reads one moment)."""
+    log, record = tmp_path / "lanes.jsonl", tmp_path / "calls.jsonl"
+    log.write_bytes((ROOT / "fixtures" / "lanes_seed_sample.jsonl").read_bytes())
+    at = "2026-08-08T11:00:00+09:00"
+    assert lanes(log, record, "ok", "--at", at).returncode == 0
+    appended = read(log)[-2:]
+    assert [e["type"] for e in appended] == ["lane_check", "resume_enqueued"]
+    assert [e["ts"] for e in appended] == [at, at]

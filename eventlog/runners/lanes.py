@@ -208,7 +208,8 @@ def run_lanes(opts: LanesOptions) -> LanesReport:
         bad = report.bad_lines.problem(opts.log)
         if bad:
             report.problems.append(bad)
-        when = opts.at.clock(replay.last_at)()
+        clock = opts.at.clock(replay.last_at)
+        when = clock()
         checked_at = when.isoformat()
         try:
             log.append([{"type": "lane_check", "ts": checked_at, "unpicked_s": opts.unpicked_s,
@@ -233,7 +234,8 @@ def run_lanes(opts: LanesOptions) -> LanesReport:
                 report.problems.append(f"{product}: {kind}: --enqueue-cmd failed ({failure}); "
                                        "no resume_enqueued, the next run retries")
                 continue
-            event: dict[str, Any] = {"type": "resume_enqueued", "product": product, "kind": kind}
+            event: dict[str, Any] = {"type": "resume_enqueued", "ts": clock().isoformat(), "product": product,
+                                     "kind": kind}
             branch = task_branch(ran.stdout)
             if branch is not None:
                 event["task_branch"] = branch
