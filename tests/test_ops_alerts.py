@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 import subprocess
 from datetime import datetime
 from pathlib import Path
@@ -15,6 +16,7 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
+from eventlog.cli import build_parser
 from eventlog.prom import NEEDS_HUMAN_REASONS
 from eventlog.runners.sessions import needs_decision
 from tests.conftest import ROOT
@@ -94,6 +96,42 @@ def test_every_alert_has_a_severity_a_summary_and_a_command_to_type_next() -> No
         commands = re.findall(r"`([^`]+)`", description.split("Next:", 1)[1])
         assert any(c.split()[0] in {"eventlog", "systemctl", "journalctl", "jq", "ls", "tail"} for c in commands), \
             rule["alert"]
+
+
+#: What the placeholders of an alert's commands stand for, as a person would fill them in.
+PLACEHOLDERS = {"{{ $labels.log }}": L, "{{ $labels.product }}": "sashiko-repair", "LOG": L, "SESSION_ID": "s-1",
+                "HANDOFF_ID": "h1", "ACCOUNT": "cloud-account-a", "PRODUCT": "sashiko-repair", "ID": "h1",
+                "DECISION": "close", "N": "3", "KEY": "k1", "TEXT": "why", "CMD": "probe", "...": "x"}
+
+
+def typed_commands() -> list[str]:
+    """Every whole ``eventlog LOG ...`` command an alert's description or docs/OPERATIONS.md's table tells a person
+    to type, placeholders filled (``a\\|b``: the first; ``| jq ...`` cut off)."""
+    texts = [rule["annotations"]["description"] for rule in rules()]
+    texts += re.findall(r"^\| `Recovery\w+` \|.*$", (ROOT / "docs" / "OPERATIONS.md").read_text(), flags=re.M)
+    found = []
+    for text in texts:
+        for command in re.findall(r"`(eventlog [^`]+)`", text):
+            if "LOG" not in command and "$labels.log" not in command:
+                continue  # a command named in words ("then `eventlog handoff requeue` with the log, ...")
+            command = re.sub(r"(\w+)\\\|\w+", r"\1", command).split(" | ")[0].split(" \\| ")[0]
+            for word, value in PLACEHOLDERS.items():
+                command = command.replace(word, value)
+            found.append(command)
+    return found
+
+
+def test_every_eventlog_command_an_alert_tells_a_person_to_type_is_one_eventlog_takes() -> None:
+    """A command the pager prints that eventlog refuses (a required flag left out) leaves the person at 3 a.m.
+    with a usage error instead of the next step."""
+    commands = typed_commands()
+    assert any(c.startswith("eventlog decide ") for c in commands)
+    parser = build_parser()
+    for command in commands:
+        try:
+            parser.parse_args(shlex.split(command)[1:])
+        except SystemExit:
+            pytest.fail(f"eventlog refuses what an alert says to type: {command}")
 
 
 def test_every_metric_and_label_value_the_rules_use_is_in_a_real_follow_file(
