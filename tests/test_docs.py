@@ -94,24 +94,46 @@ def matches(shown: list[str], got: list[str]) -> bool:
     return same and matches(shown[1:], got[1:])
 
 
-#: Examples that need a running server (tests/test_serve.py runs them against one): not run here.
-NEEDS_A_SERVER = ("eventlog serve ", "curl ")
+#: The address the README's server examples show; the test's server takes a free port and stands in for it.
+SHOWN_ADDRESS = "127.0.0.1:8080"
 
 
 def test_the_readme_examples_run_as_written(tmp_path: Path) -> None:
-    """From a fresh directory that holds what the repository's root holds, in the README's order."""
+    """From a fresh directory that holds what the repository's root holds, in the README's order, in one shell's
+    state (a variable set by one example is there for the next), ``eventlog serve ... &`` a real server."""
     for name in ("fixtures", "tools", ".venv"):
         (tmp_path / name).symlink_to(ROOT / name)
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}"}
     found = examples((ROOT / "README.md").read_text(encoding="utf-8"))
     commands = [c for c, _ in found]
-    assert any(c.startswith("eventlog status ") for c in commands)
-    assert any(c.startswith("eventlog explain ") for c in commands)
-    for command, shown in found:
-        if command.startswith(NEEDS_A_SERVER):
-            continue
-        run = subprocess.run(["bash", "-c", command], cwd=tmp_path, env=env, capture_output=True, text=True,
-                             timeout=120, check=False)
-        got = (run.stdout + run.stderr).splitlines()
-        assert matches(shown, got), f"$ {command}\n--- the README shows:\n" + "\n".join(shown) + \
-            "\n--- it prints:\n" + "\n".join(got)
+    for shown_first in ("eventlog status ", "eventlog explain ", "eventlog serve ", "curl "):
+        assert any(c.startswith(shown_first) for c in commands), shown_first
+    state = tmp_path / ".shell-state"
+    state.write_text("")
+    address, servers = SHOWN_ADDRESS, []
+    try:
+        for command, shown in found:
+            command = command.replace(SHOWN_ADDRESS, address)
+            if command.startswith("eventlog serve "):
+                assert command.endswith(" &"), command  # the README's server runs in the background
+                server = subprocess.Popen(
+                    ["bash", "-c", f". {state}; exec {command[:-2]} --port 0 --no-access-log"], cwd=tmp_path, env=env,
+                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                servers.append(server)
+                assert server.stderr is not None
+                got = [server.stderr.readline().rstrip("\n")]
+                found_address = re.search(r"http://(127\.0\.0\.1:\d+)/", got[0])
+                assert found_address, got
+                address = found_address[1]
+                shown = [line.replace(SHOWN_ADDRESS, address) for line in shown]
+            else:
+                script = f"set -a; . {state}; {command}\nexport -p > {state}"
+                run = subprocess.run(["bash", "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True,
+                                     timeout=120, check=False)
+                got = (run.stdout + run.stderr).splitlines()
+            assert matches(shown, got), f"$ {command}\n--- the README shows:\n" + "\n".join(shown) + \
+                "\n--- it prints:\n" + "\n".join(got)
+    finally:
+        for server in servers:
+            server.terminate()
+            server.communicate(timeout=30)
