@@ -144,3 +144,13 @@ def _metric(prom: Path, name: str) -> float:
             if sample.name == name:
                 return sample.value
     raise AssertionError(f"{name} not in {prom}")
+
+
+def test_a_dump_that_cannot_be_written_is_named_not_the_log(tmp_path: Path) -> None:
+    """Exit 2, and the path that is wrong on stderr: here the dump's directory, not the log that is fine."""
+    log = tmp_path / "work.jsonl"
+    log.write_bytes((ROOT / "fixtures" / "handoffs_network_cut.jsonl").read_bytes())
+    dump = tmp_path / "no-such-dir" / "dump.json"
+    out = run_cli("follow", str(log), "--dump", str(dump))
+    assert out.returncode == 2
+    assert str(dump) in out.stderr and "No such file or directory" in out.stderr, out.stderr

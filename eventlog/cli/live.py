@@ -39,7 +39,8 @@ SIGINT and SIGTERM end it cleanly."""
 
 FOLLOW_EXITS = """\
 0  stopped by SIGINT or SIGTERM
-2  bad usage, or a log that cannot be followed (its directory is missing, the stream is lost)"""
+2  bad usage, a log that cannot be followed (its directory is missing, the stream is lost), or a
+   --dump or --prom that cannot be written (named on stderr)"""
 
 
 
@@ -78,11 +79,23 @@ def follow_writer(dump_path: str, prom_path: str | None, at: At, tick_s: float |
 
     def write(follower: Followed) -> None:
         dump = judged(follower, at)
-        write_text(dump_path, dumps(dump) + "\n")
+        _write_output(dump_path, dumps(dump) + "\n")
         if prom_path:
-            write_text(prom_path, of_replay(follower.replay, dump, tick_s))
+            _write_output(prom_path, of_replay(follower.replay, dump, tick_s))
 
     return write
+
+
+class OutputError(Exception):
+    """An output of ``follow`` (the dump, the Prometheus file) that cannot be written: the message names it."""
+
+
+def _write_output(path: str, text: str) -> None:
+    """:func:`write_text`, an OSError raised as :class:`OutputError` naming ``path`` (not the log followed)."""
+    try:
+        write_text(path, text)
+    except OSError as err:
+        raise OutputError(f"cannot write {path}: {err.strerror or err}") from err
 
 
 def run_follow(args: argparse.Namespace) -> int:
@@ -99,6 +112,9 @@ def run_follow(args: argparse.Namespace) -> int:
     follower = Follower(args.log, Runner, args.snapshot, assume_tz=tz)
     try:
         follow(follower, write, lambda note: error(note), tick_s=args.tick)
+    except OutputError as err:
+        error(str(err))
+        return 2
     except OSError as err:
         error(f"cannot follow {args.log}: {err.strerror or err}")
         return 2
@@ -114,6 +130,9 @@ def _follow_stream(args: argparse.Namespace, tz: Any, write: Callable[[Any], Non
         with open_log(args.log, Runner, assume_tz=tz) as log:
             assert isinstance(log, JetStreamLog)
             follow_stream(StreamFollower(log, args.snapshot), write, lambda note: error(note), tick_s=args.tick)
+    except OutputError as err:
+        error(str(err))
+        return 2
     except OSError as err:
         error(f"cannot follow {args.log}: {err}")
         return 2
