@@ -64,6 +64,10 @@ SKIPPED = re.compile(
 )
 RAN = re.compile(rf"CLAUDE_QUOTA_JOB_RAN job=(?P<label>\S+) exit=(?P<exit>-?\d+) ts=(?P<ts>{_NUMBER})")
 
+#: How each marker reads (seed 002's guard), for a problem naming a marker that does not.
+_FORMATS = {"CLAUDE_QUOTA_JOB_SKIPPED": "job=L reason=R remaining=Ns ts=EPOCH",
+            "CLAUDE_QUOTA_JOB_RAN": "job=L exit=N ts=EPOCH"}
+
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICRO = timedelta(microseconds=1)
 
@@ -224,7 +228,8 @@ def read_markers(lines: Iterable[str], tz: tzinfo | None = None) -> tuple[list[d
     """``job_skipped``/``job_ran`` events of every marker in ``lines``, in the order met, and problems.
 
     ``ts`` is the marker's epoch in ``tz`` (None: the local zone). A marker whose
-    epoch is no representable time is a problem (``line N: ...``) and is left out.
+    epoch is no representable time, or a marker's name followed by text not in its
+    format, is a problem (``line N: ...``) and is left out.
     """
     events: list[dict[str, Any]] = []
     problems: list[str] = []
@@ -253,6 +258,10 @@ def read_markers(lines: Iterable[str], tz: tzinfo | None = None) -> tuple[list[d
                     continue
                 ev = {"type": "job_ran", "ts": ts, "label": m["label"], "exit": exit_code}
             found.append((m.start(), ev))
+        for name, pattern in (("CLAUDE_QUOTA_JOB_SKIPPED", SKIPPED), ("CLAUDE_QUOTA_JOB_RAN", RAN)):
+            if line.count(name + " ") > sum(1 for _ in pattern.finditer(line)):
+                problems.append(f"line {number}: a {name} marker not in the guard's format ({_FORMATS[name]}): "
+                                f"{line.strip()[:200]!r}")
         found.sort(key=lambda pair: pair[0])  # two markers on one line keep their order on the line
         events.extend(ev for _, ev in found)
     return events, problems

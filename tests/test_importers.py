@@ -148,6 +148,21 @@ def test_read_markers() -> None:
     assert utc[0]["ts"] == "2026-08-21T00:00:05+00:00"
 
 
+def test_a_marker_that_cannot_be_read_is_a_problem_not_a_silent_drop(tmp_path: Path) -> None:
+    """The guard prints ``remaining={status['remaining_seconds']}s`` (seed 002): a status without it prints
+    ``remaining=Nones``. Such a skip is not imported, and says so (exit 1), naming the file and line."""
+    skip = epoch("2026-08-21T09:00:05+09:00")
+    err = write_markers(tmp_path / "guard.err",
+                        f"CLAUDE_QUOTA_JOB_SKIPPED job=a reason=quota remaining=Nones ts={skip}\n"
+                        f"CLAUDE_QUOTA_JOB_RAN job=b exit=0 ts={skip}\n"
+                        "some other output\n")
+    log = tmp_path / "log.jsonl"
+    out = run_cli("import", "quota-log", str(log), str(err), "--assume-tz", "Asia/Tokyo")
+    assert out.returncode == 1
+    assert f"{err}: line 1: " in out.stderr and "CLAUDE_QUOTA_JOB_SKIPPED" in out.stderr, out.stderr
+    assert [e["label"] for e in read(log)] == ["b"]  # the rest is imported
+
+
 def write_markers(path: Path, text: str) -> Path:
     path.write_text(text, encoding="utf-8")
     return path
