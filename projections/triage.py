@@ -358,9 +358,26 @@ def handoff_cmd(log: str, action: str, hid: str, reason: str) -> str:
     return f"eventlog handoff {action} {q(log)} {q(hid)} --reason {q(reason)}"
 
 
+#: What a person fills in: a command is never taken from the log (docs/DECISIONS.md, "A next command").
+YOUR_PROBE = "'<your probe command>'"
+YOUR_RESUME = "'<your resume command>'"
+YOUR_ENQUEUE = "'<command that sends a resume>'"
+
+
 def probe_cmd(log: str, account: str) -> str:
     """``eventlog handoff probe LOG ACCOUNT``: probe one account by hand (how a fixed login is recorded)."""
-    return f"eventlog handoff probe {q(log)} {q(account)} --probe-cmd '<your probe command>'"
+    return f"eventlog handoff probe {q(log)} {q(account)} --probe-cmd {YOUR_PROBE}"
+
+
+def failback_cmd(log: str, name: str, period_s: int, stale_after_s: float) -> str:
+    """One failback pass of watcher NAME at its period and stale age; the person fills in its commands."""
+    return (f"eventlog failback {q(log)} --watcher {q(name)} --period {period_s}s --stale-after {stale_after_s:g}s "
+            f"--probe-cmd {YOUR_PROBE} --resume-cmd {YOUR_RESUME}")
+
+
+def lanes_cmd(log: str, unpicked_s: float, quiet_s: float) -> str:
+    """One lanes check at the thresholds the views judge by; the person fills in the enqueue command."""
+    return f"eventlog lanes {q(log)} --enqueue-cmd {YOUR_ENQUEUE} --unpicked {unpicked_s:g}s --quiet {quiet_s:g}s"
 
 
 def append_cmd(log: str, event: dict[str, Any], revision: int | None = None) -> str:
@@ -906,7 +923,10 @@ def _watcher_verdict(judge: _Judge, name: str) -> Verdict:
     if beat.exit == "error":
         says += f"; that pass ended in error: {beat.detail or 'no detail given'}"
     code = "late" if late else beat.exit
-    return _verdict(judge, "watcher", name, code, says, judge.watcher(name), beat.ts,
+    handoffs = judge.runner.handoffs
+    cmds = [failback_cmd(judge.log, name, beat.period_s, handoffs.stale_after_s)] if late or beat.exit == "error" \
+        else []
+    return _verdict(judge, "watcher", name, code, says, judge.watcher(name), beat.ts, next_cmds=cmds,
                     facts=beat.item(judge.at) | {"name": name, "claims": claims})
 
 
@@ -921,7 +941,7 @@ def _lane_verdict(judge: _Judge, product: str) -> Verdict:
         code = kind
         since: str | None = record.get("finished_at") or record.get("updated_at")
         cmds = [] if lanes.covered(product, kind) else [
-            f"eventlog lanes {q(judge.log)} --enqueue-cmd '<command that sends a resume>'"]
+            lanes_cmd(judge.log, lanes.unpicked_minutes * 60, lanes.quiet_hours * 3600)]
         return _verdict(judge, "lane", product, code, says, items, since, next_cmds=cmds,
                         facts={"record": record})
     reason = record.get("reason", "")

