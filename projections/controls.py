@@ -163,19 +163,20 @@ def timeline(c: Control) -> dict[str, Any]:
         and by["sdk_interrupt_answered"][0] > by["engine_terminal"][0]
     )
     budgets = _budgets(by)
+    verdict = _verdict(c, by, budgets, late)
     return {
         "session_id": c.session_id,
         "turn_id": c.turn_id,
         "operation": c.operation,
         "stages": [s.item() for s in c.stages],
-        "first_problem": _first_problem(by, late, ENGINE_GRACE in budgets),
+        "first_problem": _first_problem(by, late, ENGINE_GRACE in budgets, whole=verdict in _REACH_THE_END),
         "late_sdk_interrupt_answered": late,
         "budget_exceeded": budgets,
         "outcome": c.outcome,
         "reason_code": c.reason_code,
         "effect_ms": c.effect_ms,
         "result_line": c.result_line,
-        "verdict": _verdict(c, by, budgets, late),
+        "verdict": verdict,
     }
 
 
@@ -195,9 +196,21 @@ def _budgets(by: _Seen) -> list[str]:
     return out
 
 
-def _first_problem(by: _Seen, late: bool, engine_timed_out: bool) -> dict[str, Any] | None:
-    """The first stage of the normal order (up to the furthest logged) that is missing or came late in the log."""
-    reached = max((_ORDER[name] for name in by if name in _ORDER), default=-1)
+#: Verdicts of a result whose timeline should have reached ``finalize_finished``: no failure of a stage
+#: explains where it stopped, so the stages it never reached are missing (where it got lost).
+_REACH_THE_END: Final = frozenset({"deadline_exceeded", "unexplained", "late_sdk", "clean"})
+
+
+def _first_problem(by: _Seen, late: bool, engine_timed_out: bool, whole: bool) -> dict[str, Any] | None:
+    """The first stage of the normal order that is missing or came late in the log.
+
+    Walked up to the furthest stage logged; with ``whole`` (the result is in and no stage's failure
+    explains an early stop) to the end, so a timeline closed before ``finalize_finished`` names where it
+    stopped. A no-op with no stage at all (``effect_ms`` 0 on a finished turn) has none to miss.
+    """
+    last = len(INTERRUPT_STAGES) - 1 if whole and by else -1
+    reached = max((_ORDER[name] for name in by if name in _ORDER), default=last)
+    reached = max(reached, last)
     for i, name in enumerate(INTERRUPT_STAGES[: reached + 1]):
         if name == "sdk_interrupt_answered" and (late or engine_timed_out):
             continue  # a late answer is recorded apart; after a timeout it may never come

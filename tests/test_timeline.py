@@ -117,6 +117,20 @@ def test_first_missing_or_out_of_order_stage() -> None:
     assert got["c-miss"]["first_problem"] == {"stage": "capture_started", "problem": "missing", "line": None}
     assert got["c-ooo"]["first_problem"] == {"stage": "capture_finished", "problem": "out_of_order", "line": 22}
     assert got["c-open"]["result_line"] is None and got["c-open"]["verdict"] is None
+    assert got["c-open"]["first_problem"] is None  # still running: what has not come yet is not missing
+
+
+def test_a_result_before_the_end_names_where_the_timeline_stopped() -> None:
+    # closed by a result with outcome unknown after engine_terminal: the capture never started
+    lost = controls("order")["c-lost"]
+    assert [s["stage"] for s in lost["stages"]][-1] == "engine_terminal" and lost["verdict"] == "unexplained"
+    assert lost["first_problem"] == {"stage": "capture_started", "problem": "missing", "line": None}
+    # the receipt missed its deadline while the SDK had not answered
+    dl = controls("deadline_exceeded")["c-dl"]
+    assert dl["first_problem"] == {"stage": "sdk_interrupt_answered", "problem": "missing", "line": None}
+    # a stage's own failure explains the stop: nothing after it is called missing
+    for name, cid in (("engine_timeout", "c-eng"), ("capture_timeout", "c-cap"), ("capture_failed", "c-fail")):
+        assert controls(name)[cid]["first_problem"] is None
 
 
 def test_what_does_not_fit_a_control_is_rejected() -> None:
