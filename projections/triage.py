@@ -52,7 +52,7 @@ import msgspec
 from eventlog.events import FIRST_YEAR, LAST_YEAR, parse_time
 from projections.base import elapsed_s, num, summary
 from projections.catchup import skipped_today, why_not
-from projections.controls import timeline
+from projections.controls import UNKNOWN_OUTCOMES, Control, timeline
 from projections.handoffs import (
     LIVE,
     NEEDS_HUMAN,
@@ -118,6 +118,8 @@ REASONS: tuple[Reason, ...] = (
     Reason("sessions", "outcome_unknown", "Sessions stopped: a turn's outcome is unknown", True),
     Reason("sessions", "context_gap", "Sessions stopped with a context gap", True),
     Reason("sessions", "retry_due", "Sessions whose retry is due, and nothing moved", False),
+    Reason("sessions", "interrupt_unrecorded",
+           "Interrupts that ended with the turn's outcome unknown, a turn the log never recorded", False),
     Reason("log", "bad_line", "Bad lines (skipped, counted)", False),
     Reason("log", "rejected", "Rejected events (not applied)", False),
     Reason("log", "torn_tail", "An unfinished last line", False),
@@ -419,6 +421,7 @@ class _Judge:
         self.text = as_of_text
         self.facts = facts
         self.log = facts.name
+        self._unrecorded: dict[str, list[Control]] | None = None
 
     def item(self, code: str, ident: str, reason: str, next_cmd: str, since: str | datetime | None = None,
              until: str | None = None) -> Item:
@@ -587,7 +590,33 @@ class _Judge:
                 return [self.item("retry_due", sid, f"{s.attention} ({s.reason}), failure {s.failures}: its retry "
                                   f"was due at {s.retry_at} and no worker became ready since",
                                   explain_cmd(self.log, sid), s.retry_at)]
+        lost = self.unrecorded().get(sid)
+        if lost:
+            c = lost[0]
+            ended = {"type": "turn_finished", "session_id": sid, "turn_id": c.turn_id, "outcome": "outcome_unknown",
+                     "terminal_reason": c.reason_code or "interrupt_outcome_unknown"}
+            return [self.item("interrupt_unrecorded", sid, f"{len(lost)} interrupt(s) ended with outcome "
+                              f"{c.outcome} ({c.reason_code or 'no reason code'}, line {c.result_line}) for turn "
+                              f"{c.turn_id}, which the log never started: the session still takes work as if it "
+                              "were known; record the turn's end, then decide", append_cmd(self.log, ended))]
         return []
+
+    def unrecorded(self) -> dict[str, list[Control]]:
+        """Session -> its interrupts whose result says the turn's outcome is unknown, of a turn its log never started.
+
+        A worker log imported alone (``eventlog import worker-log``) holds such results and no
+        ``turn_started``/``turn_finished``: nothing else would say that the turn's effect is unknown.
+        """
+        if self._unrecorded is None:
+            sessions = self.runner.sessions
+            self._unrecorded = {}
+            for _cid, c in sorted(sessions.state.controls.items()):
+                s = sessions.sessions.get(c.session_id)
+                unknown = c.result_line is not None and (c.outcome or "").lower() in UNKNOWN_OUTCOMES
+                if (unknown and c.turn_id is not None and s is not None and c.turn_id not in s.turns
+                        and s.admission_state != CLOSED):
+                    self._unrecorded.setdefault(c.session_id, []).append(c)
+        return self._unrecorded
 
     # -- the log ----------------------------------------------------------------------------------
 

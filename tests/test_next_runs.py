@@ -117,3 +117,25 @@ def test_a_command_written_into_the_log_never_becomes_a_next_command(tmp_path: P
         nexts += [cmd for v in explained["verdicts"] for cmd in v["next"]]
     assert any("--watcher w2" in cmd for cmd in nexts) and any("eventlog lanes" in cmd for cmd in nexts)
     assert not [cmd for cmd in nexts if "curl" in cmd]
+
+
+def test_an_unknown_interrupt_of_a_turn_the_log_never_recorded_needs_a_person(tmp_path: Path) -> None:
+    # a worker log imported alone: the interrupt's result says the turn's outcome is unknown (seed 004)
+    log = write_log(tmp_path / "worker.jsonl", [
+        {"type": "interrupt_stage", "ts": "2026-08-06T16:00:00+09:00", "session_id": "s1", "turn_id": "t1",
+         "control_id": "c1", "stage": "control_received", "elapsed_ms": 0},
+        {"type": "control_result", "ts": "2026-08-06T16:00:05+09:00", "session_id": "s1", "turn_id": "t1",
+         "control_id": "c1", "operation": "interrupt", "outcome": "unknown", "reason_code": "deadline_exceeded"}])
+    [item] = items(log, "--at", "log")
+    assert (item["reason_code"], item["id"]) == ("interrupt_unrecorded", "s1")
+    done = typed(item["next"], tmp_path)                       # the person records the turn's end
+    assert done.returncode == 0, done.stdout + done.stderr
+    [after] = items(log, "--at", "log")
+    assert after["reason_code"] == "outcome_unknown"  # now the session waits for a decision, as seed 004 says
+
+
+def test_an_interrupt_whose_turn_the_log_recorded_is_judged_by_the_session_alone() -> None:
+    from tests.conftest import ROOT
+
+    log = ROOT / "fixtures" / "sessions_interrupt_engine_timeout.jsonl"
+    assert [i["reason_code"] for i in items(log, "--at", "log")] == ["outcome_unknown"]
