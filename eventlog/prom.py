@@ -85,12 +85,14 @@ def exposition(
     durations: Mapping[str, Sequence[float]] | None = None,
     last_event_at: datetime | None = None,
     tick_s: float | None = None,
+    unrecorded: int | None = None,
 ) -> str:
     """The text exposition of one dump.
 
     ``durations``: the handoff latency samples in seconds by pair (the histogram;
     left out when None); ``last_event_at``: the last applied or rejected line's
-    time; ``tick_s``: ``follow``'s tick (exported so an alert needs no constant).
+    time; ``tick_s``: ``follow``'s tick (exported so an alert needs no constant); ``unrecorded``: sessions
+    with an interrupt of unknown outcome for a turn the log never started (``Sessions.unrecorded``).
     """
     out = _Text(str(dump.get("log", "")))
     one: Labels = {}
@@ -133,6 +135,10 @@ def exposition(
               [({"admission_state": a, "attention": t}, tally[(a, t)]) for a in ADMISSIONS for t in ATTENTIONS])
     out.gauge("recovery_sessions_retry_due", "Sessions in backoff whose retry_at has come.",
               [(one, len(s.get("retry_due", [])))])
+    if unrecorded is not None:
+        out.gauge("recovery_sessions_interrupt_unrecorded", "Sessions with an interrupt that ended with the turn's "
+                  "outcome unknown, of a turn the log never started (status: interrupt_unrecorded).",
+                  [(one, unrecorded)])
 
     for family in control_families(dump):  # the interrupt timeline: eventlog/prom_controls.py
         out.family(family.name, family.kind, family.help)
@@ -145,7 +151,9 @@ def of_replay(replay: Replay, dump: dict[str, Any], tick_s: float | None = None)
     """The exposition of ``dump``, a dump of ``replay``, with the latency samples and last time it holds."""
     handoffs = getattr(replay.folder, "handoffs", None)
     durations = handoffs.durations() if handoffs is not None else None
-    return exposition(dump, durations=durations, last_event_at=replay.last_at, tick_s=tick_s)
+    sessions = getattr(replay.folder, "sessions", None)
+    unrecorded = len(sessions.unrecorded()) if sessions is not None else None
+    return exposition(dump, durations=durations, last_event_at=replay.last_at, tick_s=tick_s, unrecorded=unrecorded)
 
 
 def _handoffs(out: _Text, h: dict[str, Any], durations: Mapping[str, Sequence[float]] | None) -> None:

@@ -553,6 +553,22 @@ class Sessions:
                 return r.item()
         return None
 
+    def unrecorded(self) -> dict[str, list[Control]]:
+        """Session -> its interrupts whose result says the turn's outcome is unknown, of a turn its log never started.
+
+        A worker log imported alone (``eventlog import worker-log``) holds such results and no
+        ``turn_started``/``turn_finished``; interrupts never move a session, so nothing else would say
+        that the turn's effect is unknown (docs/DECISIONS.md). Closed sessions are left out.
+        """
+        out: dict[str, list[Control]] = {}
+        for _cid, c in sorted(self.state.controls.items()):
+            s = self.state.sessions.get(c.session_id)
+            unknown = c.result_line is not None and (c.outcome or "").lower() in controls.UNKNOWN_OUTCOMES
+            if unknown and c.turn_id is not None and s is not None and c.turn_id not in s.turns \
+                    and s.admission_state != CLOSED:
+                out.setdefault(c.session_id, []).append(c)
+        return out
+
     def retry_due(self, as_of: datetime) -> list[str]:
         """Sessions in ``backoff`` whose ``retry_at`` is at or before ``as_of`` (compared as instants), sorted."""
         return sorted(

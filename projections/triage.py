@@ -52,7 +52,7 @@ import msgspec
 from eventlog.events import FIRST_YEAR, LAST_YEAR, parse_time
 from projections.base import elapsed_s, num, summary
 from projections.catchup import skipped_today, why_not
-from projections.controls import UNKNOWN_OUTCOMES, Control, timeline
+from projections.controls import Control, timeline
 from projections.handoffs import (
     LIVE,
     NEEDS_HUMAN,
@@ -602,20 +602,9 @@ class _Judge:
         return []
 
     def unrecorded(self) -> dict[str, list[Control]]:
-        """Session -> its interrupts whose result says the turn's outcome is unknown, of a turn its log never started.
-
-        A worker log imported alone (``eventlog import worker-log``) holds such results and no
-        ``turn_started``/``turn_finished``: nothing else would say that the turn's effect is unknown.
-        """
+        """:meth:`Sessions.unrecorded`, worked out once per judgement."""
         if self._unrecorded is None:
-            sessions = self.runner.sessions
-            self._unrecorded = {}
-            for _cid, c in sorted(sessions.state.controls.items()):
-                s = sessions.sessions.get(c.session_id)
-                unknown = c.result_line is not None and (c.outcome or "").lower() in UNKNOWN_OUTCOMES
-                if (unknown and c.turn_id is not None and s is not None and c.turn_id not in s.turns
-                        and s.admission_state != CLOSED):
-                    self._unrecorded.setdefault(c.session_id, []).append(c)
+            self._unrecorded = self.runner.sessions.unrecorded()
         return self._unrecorded
 
     # -- the log ----------------------------------------------------------------------------------

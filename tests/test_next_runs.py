@@ -139,3 +139,24 @@ def test_an_interrupt_whose_turn_the_log_recorded_is_judged_by_the_session_alone
 
     log = ROOT / "fixtures" / "sessions_interrupt_engine_timeout.jsonl"
     assert [i["reason_code"] for i in items(log, "--at", "log")] == ["outcome_unknown"]
+
+
+def test_follow_s_prometheus_file_carries_the_unrecorded_interrupt(tmp_path: Path) -> None:
+    import signal
+    import time
+
+    log = write_log(tmp_path / "worker.jsonl", [
+        {"type": "control_result", "ts": "2026-08-06T16:00:05+09:00", "session_id": "s1", "turn_id": "t1",
+         "control_id": "c1", "operation": "interrupt", "outcome": "unknown", "reason_code": "deadline_exceeded"}])
+    prom = tmp_path / "ledger.prom"
+    proc = subprocess.Popen([sys.executable, "-m", "eventlog", "follow", str(log), "--dump", str(tmp_path / "d.json"),
+                             "--prom", str(prom)], stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 30
+        while not prom.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=20)
+    lines = [x for x in prom.read_text().splitlines() if x.startswith("recovery_sessions_interrupt_unrecorded{")]
+    assert lines == [f'recovery_sessions_interrupt_unrecorded{{log="{log}"}} 1']
