@@ -213,3 +213,46 @@ def test_console_shows_what_needs_a_person_live_and_sends_decisions(browser: Any
     assert all('"actor":"ops"' in line and '"decision":"abandon"' in line for line in decided)
     assert '"expected_revision":2' in decided[0] and '"expected_revision":3' in decided[1]
     assert server.keys["ops"] not in server.output()
+
+
+def open_with_key(driver: Any, url: str, key: str) -> None:
+    from selenium.webdriver.common.by import By
+
+    driver.get(url)
+    type_key(driver, key)
+    wait(driver, 10, lambda d: d.find_element(By.ID, "conn").text == "live", "the page is live")
+
+
+def test_the_session_page_says_what_needs_a_person_and_its_command(browser: Any, tmp_path: Path) -> None:
+    """A worker's interrupt whose outcome is unknown, of a turn the log never started: the session is
+    admitted and has no unknown turn, so only the triage item says it (interrupt_unrecorded)."""
+    from selenium.webdriver.common.by import By
+
+    log = tmp_path / "ledger.jsonl"
+    log.write_bytes((ROOT / "fixtures" / "sessions_unknown_turn.jsonl").read_bytes())
+    EventLog(log).append([
+        {"type": "interrupt_stage", "session_id": "w1", "turn_id": "t1", "control_id": "c1",
+         "stage": "control_received", "elapsed_ms": 0},
+        {"type": "control_result", "session_id": "w1", "turn_id": "t1", "control_id": "c1", "operation": "interrupt",
+         "outcome": "unknown", "reason_code": "deadline_exceeded"}])
+    server = start_server(log, tmp_path, None, "--tick", "1s")
+    try:
+        [item] = [i for g in server.client("viewer").get("/v1/status").json()["groups"] for i in g["items"]
+                  if i["id"] == "w1"]
+        assert item["reason_code"] == "interrupt_unrecorded"
+        open_with_key(browser, server.url + "/", server.keys["ops"])
+        wait(browser, 10, lambda d: item["next"] in texts(d, "#needs .item .next"), "the status page lists it")
+        wait(browser, 10, lambda d: click_link(d, "w1"), "a click on the item's session")
+        wait(browser, 10, lambda d: d.find_element(By.ID, "sid").text == "w1", "the session page shows")
+        wait(browser, 10, lambda d: texts(d, "#sneeds .next") == [item["next"]], "the session page gives the command")
+        [line] = texts(browser, "#sneeds .line")
+        assert line.startswith("interrupt_unrecorded") and "deadline_exceeded" in line and "t1" in line
+        assert not browser.find_element(By.ID, "noneeds").is_displayed()
+
+        browser.get(server.url + "/sessions/s-unk")  # admitted again after start_fresh: nothing to do
+        wait(browser, 10, lambda d: d.find_element(By.ID, "sid").text == "s-unk", "the session page shows")
+        wait(browser, 10, lambda d: d.find_element(By.ID, "noneeds").is_displayed(), "it says nothing is needed")
+        assert texts(browser, "#sneeds .item") == []
+    finally:
+        server.stop()
+

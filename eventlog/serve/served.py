@@ -337,8 +337,14 @@ class Served:
         return text
 
     def session(self, session_id: str, at: At = NOW) -> dict[str, Any] | None:
-        """One session as ``eventlog sessions --json`` shows it, or None when no event names it."""
-        self.check()
+        """One session as ``eventlog sessions --json`` shows it, or None when no event names it.
+
+        ``needs``: the items of ``eventlog status`` about this session (reason and next command), so
+        the session page says why a person is called even when no decision would settle it.
+        """
+        triage = self.judged(at, wait=True).triage
+        needs = [msgspec.to_builtins(i) for g in triage.groups for i in g.items
+                 if i.domain == "sessions" and i.id == session_id]
         with self.lock:
             replay = self.replay
             sessions = folder(replay).sessions
@@ -346,7 +352,7 @@ class Served:
                 return None
             when, text = at.resolve(replay.last_at, replay.last_ts)
             described = decisions.describe(sessions, session_id, when)
-        return {"log": self.name, "as_of": text, "session_id": session_id, **described}
+        return {"log": self.name, "as_of": text, "session_id": session_id, **described, "needs": needs}
 
     def turn(self, session_id: str, turn_id: str) -> dict[str, Any] | None:
         """One turn of a session (outcome, ``terminal_reason``, ...), or None when unknown."""

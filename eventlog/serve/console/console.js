@@ -255,6 +255,15 @@ function renderSession(s) {
     ["generation", s.generation], ["revision", s.revision],
     ["resumable", s.admission_state === "stopped" ? (s.resumable ? "yes" : "no (context gap)") : "—"],
   ];
+  const needs = s.needs || [];
+  $("noneeds").hidden = needs.length > 0;
+  $("sneeds").replaceChildren(...needs.map((item) => {
+    const row = el("li", null, "item");
+    row.dataset.reason = item.reason_code;
+    row.append(el("span", item.reason_code + ": " + itemLine(item).slice(item.id.length + 2), "line"),
+      el("code", item.next, "next"));
+    return row;
+  }));
   $("facts").replaceChildren(...facts.flatMap(([k, v]) => [el("dt", k), el("dd", v)]));
 
   $("noturns").hidden = s.unknown_turns.length > 0;
