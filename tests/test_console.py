@@ -256,3 +256,48 @@ def test_the_session_page_says_what_needs_a_person_and_its_command(browser: Any,
     finally:
         server.stop()
 
+
+def test_a_second_send_is_stale_and_never_moves_to_another_turn(browser: Any, tmp_path: Path) -> None:
+    """Seed 004: a decision names the revision the person saw. After abandon z1 is accepted the page
+    goes live to the next revision, but the form keeps what was chosen: sending it again is refused
+    REQUEST_STALE, and never becomes an abandon of z2 that nobody chose."""
+    from selenium.webdriver.common.by import By
+
+    log = tmp_path / "ledger.jsonl"
+    EventLog(log).append([
+        {"type": "turn_started", "session_id": "s2", "turn_id": "z1"},
+        {"type": "turn_started", "session_id": "s2", "turn_id": "z2"},
+        {"type": "turn_finished", "session_id": "s2", "turn_id": "z1", "outcome": "outcome_unknown"},
+        {"type": "turn_finished", "session_id": "s2", "turn_id": "z2", "outcome": "outcome_unknown"},
+        {"type": "execution_gone", "session_id": "s2"}])
+    server = start_server(log, tmp_path, None, "--tick", "1s")
+    try:
+        open_with_key(browser, server.url + "/sessions/s2", server.keys["ops"])
+        wait(browser, 10, lambda d: "abandon z1" in texts(d, "#accept button"), "the decisions show")
+        assert browser.find_element(By.ID, "revision").get_attribute("value") == "5"
+        browser.find_element(By.XPATH, "//button[text()='abandon z1']").click()
+        browser.find_element(By.ID, "reason").send_keys("no confirmed effect")
+
+        def send() -> str:
+            before = browser.find_element(By.ID, "result-receipt").text
+            browser.find_element(By.ID, "send").click()
+            wait(browser, 10, lambda d: d.find_element(By.ID, "result").is_displayed()
+                 and d.find_element(By.ID, "result-receipt").text != before, "the answer shows")
+            return str(browser.find_element(By.ID, "result-code").text)
+
+        assert send() == "Accepted"
+        assert '"revision": 6' in browser.find_element(By.ID, "result-receipt").text  # the receipt shows
+        wait(browser, 10, lambda d: texts(d, "#turns li code") == ["z2"], "the page goes live to revision 6")
+        wait(browser, 10, lambda d: "stale" in d.find_element(By.ID, "revnow").text, "the form says it is stale")
+        assert browser.find_element(By.ID, "revision").get_attribute("value") == "5"
+        assert browser.find_element(By.ID, "turn").get_attribute("value") == "z1"
+        assert send() == "Refused: REQUEST_STALE"
+        decided = [line for line in log.read_text().splitlines() if "recovery_decision" in line]
+        assert len(decided) == 2 and all('"target_turn_id":"z1"' in line for line in decided)
+        assert server.client("viewer").get("/v1/sessions/s2").json()["unknown_turns"] == ["z2"]
+
+        browser.find_element(By.XPATH, "//button[text()='abandon z2']").click()  # picking again takes the revision
+        assert browser.find_element(By.ID, "revision").get_attribute("value") == "6"
+        assert send() == "Accepted"
+    finally:
+        server.stop()

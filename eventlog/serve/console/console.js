@@ -218,7 +218,8 @@ function renderStatus(payload) {
 
 const sessionId = PAGE === "session"
   ? decodeURIComponent(location.pathname.replace(/^\/sessions\//, "")) : null;
-let revisionTouched = false;
+let formHeld = false;
+let sessionRevision = null;
 const turnsSeen = new Map();
 
 function turnUrl(turn) {
@@ -286,20 +287,38 @@ function renderSession(s) {
   $("refuse").replaceChildren(...s.would_refuse.map((d) => el("li",
     d.decision + (d.target_turn_id ? " " + d.target_turn_id : "") + ": " + d.result + " — " + d.why)));
 
+  // Once the person has touched the form, it keeps what they chose: the revision they saw (so a
+  // decision made on an older view, or sent twice, is refused as REQUEST_STALE) and the turn they
+  // named (never another turn in its place).
   const turnSelect = $("turn");
   const chosen = turnSelect.value;
   const option = (value, text) => { const o = el("option", text); o.value = value; return o; };
   turnSelect.replaceChildren(option("", "(none)"), ...s.unknown_turns.map((t) => option(t, t)));
-  turnSelect.value = s.unknown_turns.includes(chosen) ? chosen : (s.unknown_turns[0] || "");
-  $("revnow").textContent = "the session is at revision " + s.revision;
-  if (!revisionTouched) $("revision").value = s.revision;
+  if (formHeld) {
+    if (chosen && !s.unknown_turns.includes(chosen)) turnSelect.prepend(option(chosen, chosen + " (no longer unknown)"));
+    turnSelect.value = chosen;
+  } else {
+    turnSelect.value = s.unknown_turns[0] || "";
+    $("revision").value = s.revision;
+  }
+  sessionRevision = s.revision;
+  showRevisionNow();
+}
+
+function showRevisionNow() {
+  const held = Number($("revision").value);
+  const moved = $("revision").value !== "" && held !== sessionRevision;
+  $("revnow").textContent = "the session is at revision " + sessionRevision
+    + (moved ? ": this form says " + held + ", so it would be refused as stale (pick a decision again)" : "");
+  $("revnow").dataset.moved = moved ? "yes" : "no";
 }
 
 function pick(d, revision) {
   $("decision").value = d.decision;
   $("turn").value = d.target_turn_id || "";
   $("revision").value = revision;
-  revisionTouched = false;
+  formHeld = true;
+  showRevisionNow();
   $("reason").focus();
 }
 
@@ -337,7 +356,6 @@ async function sendDecision(event) {
     $("result-message").textContent = answer.decision + " at line " + answer.line
       + (answer.replayed ? " (a repeated key: the first receipt)" : "");
     $("result-receipt").textContent = JSON.stringify(answer, null, 2);
-    revisionTouched = false;
   } else {
     box.dataset.code = answer.code || String(status);
     $("result-code").textContent = (status === 409 ? "Refused: " : "Error " + status + ": ") + (answer.code || "");
@@ -378,6 +396,8 @@ $("forget").addEventListener("click", () => {
 });
 if (PAGE === "session") {
   $("decide").addEventListener("submit", sendDecision);
-  $("revision").addEventListener("input", () => { revisionTouched = true; });
+  for (const id of ["decision", "revision", "turn", "evidence", "reason"]) {
+    $(id).addEventListener("input", () => { formHeld = true; showRevisionNow(); });
+  }
 }
 start();
