@@ -246,7 +246,8 @@ def test_the_session_page_says_what_needs_a_person_and_its_command(browser: Any,
         wait(browser, 10, lambda d: d.find_element(By.ID, "sid").text == "w1", "the session page shows")
         wait(browser, 10, lambda d: texts(d, "#sneeds .next") == [item["next"]], "the session page gives the command")
         [line] = texts(browser, "#sneeds .line")
-        assert line.startswith("interrupt_unrecorded") and "deadline_exceeded" in line and "t1" in line
+        assert item["for_s"] is None and line == f"interrupt_unrecorded: {item['reason']}"  # as status words it
+        assert "deadline_exceeded" in line and "t1" in line
         assert not browser.find_element(By.ID, "noneeds").is_displayed()
 
         browser.get(server.url + "/sessions/s-unk")  # admitted again after start_fresh: nothing to do

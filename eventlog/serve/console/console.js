@@ -152,9 +152,9 @@ function durationWords(seconds) {
 }
 
 // One item as `eventlog status` prints it: "ID (for 2 h 5 min): reason", then the command to copy.
-function itemLine(item) {
+function itemLine(item, head = item.id) {
   const since = item.for_s === null ? "" : " (" + (item.for_s < 0 ? "" : "for ") + durationWords(item.for_s) + ")";
-  return item.id + since + ": " + item.reason;
+  return head + since + ": " + item.reason;
 }
 
 function renderStatus(payload) {
@@ -261,7 +261,7 @@ function renderSession(s) {
   $("sneeds").replaceChildren(...needs.map((item) => {
     const row = el("li", null, "item");
     row.dataset.reason = item.reason_code;
-    row.append(el("span", item.reason_code + ": " + itemLine(item).slice(item.id.length + 2), "line"),
+    row.append(el("span", itemLine(item, item.reason_code), "line"),
       el("code", item.next, "next"));
     return row;
   }));
