@@ -377,6 +377,10 @@ class JetStreamLog(ClosedOnExit):
                 self._run(self._nc.close(), timeout=10)
             except Exception:  # noqa: BLE001, S110 - closing is best effort
                 pass
+        try:  # a client that gave up reconnecting leaves its subscriptions' tasks pending
+            self._run(_cancel_pending(), timeout=10)
+        except Exception:  # noqa: BLE001, S110 - closing is best effort
+            pass
         self._loop.call_soon_threadsafe(self._loop.stop)
         if self._thread is not None:
             self._thread.join(10)
@@ -812,6 +816,14 @@ class JetStreamLog(ClosedOnExit):
         except (nats.errors.Error, OSError) as err:
             raise AppendError([f"stream {self.target.stream} does not take atomic batches and could not be "
                                f"changed to ({err}); nothing was written"]) from err
+
+
+async def _cancel_pending() -> None:
+    """Cancel every other task of the running loop and wait for them (else each is reported destroyed at exit)."""
+    tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
 
 
 def _api_text(err: APIError) -> str:
