@@ -84,7 +84,7 @@ from nats.js.api import ConsumerConfig, DeliverPolicy, StorageType, StreamConfig
 from nats.js.errors import APIError, NotFoundError
 
 from eventlog import snapshot
-from eventlog.appender import AppendError, AppendResult, BadInput, Conflict, validated
+from eventlog.appender import AppendError, AppendResult, BadInput, Conflict, _reads_back, validated
 from eventlog.events import KEY_FIELDS, Event, stream_of, type_name
 from eventlog.fold import Folder, Rejected
 from eventlog.follow import TICK_S, note_once, wake_ms
@@ -695,6 +695,8 @@ class JetStreamLog(ClosedOnExit):
         seen: set[str] = set()
         append_id = uuid.uuid4().hex  # one per append: a retry of the same plan carries the same ids
         limit = self._nc.max_payload if self._nc is not None else 1 << 20
+        reader = Reader(self.assume_tz)  # what a reader will make of each body (the file append's check)
+        reader.last_seq = state.read_to
         for i, (obj, ev, at) in enumerate(checked, 1):
             ev.seq = state.read_to + i
             result = replay.apply(ev, at)
@@ -703,6 +705,9 @@ class JetStreamLog(ClosedOnExit):
             out = {"type": obj["type"], "ts": obj["ts"]}
             out.update(obj)
             body = _encoder.encode(out)
+            why = _reads_back(reader, body, ev.seq, ev)
+            if why is not None:
+                raise BadInput([f"line {i}: {why}"])
             if len(body) > limit - 256:
                 raise BadInput([f"line {i}: too_long: {len(body)} bytes, more than the server takes ({limit})"])
             subject = subject_of(self.prefix, ev)

@@ -93,8 +93,11 @@ class Servers:
                 p.wait(5)
 
 
-def start(tmp: Path, nodes: int = 1) -> Servers:
-    """Start one server, or a cluster of ``nodes`` with routes to each other, all with JetStream."""
+def start(tmp: Path, nodes: int = 1, config: str | None = None) -> Servers:
+    """Start one server, or a cluster of ``nodes`` with routes to each other, all with JetStream.
+
+    ``config``: the text of a configuration file every node reads (``-c``), e.g. ``max_payload: 4MB``.
+    """
     binary = server_binary()
     ports = free_ports(nodes * 2)
     client, route = ports[:nodes], ports[nodes:]
@@ -104,6 +107,10 @@ def start(tmp: Path, nodes: int = 1) -> Servers:
             store = tmp / f"n{i + 1}"
             store.mkdir(parents=True, exist_ok=True)
             argv = [binary, "-a", "127.0.0.1", "-p", str(client[i]), "-n", f"n{i + 1}", "-js", "-sd", str(store)]
+            if config is not None:
+                conf = tmp / "nats.conf"
+                conf.write_text(config + "\n", encoding="utf-8")
+                argv += ["-c", str(conf)]
             if nodes > 1:
                 routes = ",".join(f"nats://127.0.0.1:{route[j]}" for j in range(nodes) if j != i)
                 argv += ["--cluster_name", "eventlog-test", "--cluster", f"nats://127.0.0.1:{route[i]}",

@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from eventlog.appender import AppendResult, BadInput, Conflict, EventLog
+from eventlog.appender import MAX_LINE_BYTES, AppendResult, BadInput, Conflict, EventLog
 from eventlog.cli import main
 from eventlog.cli.common import replay_log
 from eventlog.cli.replay import differences
@@ -728,3 +728,19 @@ def test_follow_that_loses_the_server_for_good_exits_2_with_one_line_per_error(t
     finally:
         servers.stop()
 
+
+def test_an_append_a_reader_would_call_too_long_is_refused_on_a_server_that_takes_it(tmp_path: Path) -> None:
+    """A server whose max_payload is over a line's limit still gets no message the readers would skip as too_long."""
+    servers = natsserver.start(tmp_path / "nats", config="max_payload: 4MB")
+    try:
+        url = servers.stream_url("BIG", prefix="big")
+        run_cli("append", url, stdin=json.dumps({"type": "handoff_created", "handoff_id": "h0", "account": "a"}))
+        line = json.dumps({"type": "handoff_created", "handoff_id": "h1", "account": "a" * (MAX_LINE_BYTES - 80)})
+        assert len(line) < MAX_LINE_BYTES  # the input line fits; with its ts it does not
+        done = run_cli("append", url, stdin=line + "\n")
+        assert done.returncode == 2, done.stdout
+        assert "line 1: too_long" in done.stderr and "nothing was written" in done.stderr
+        dump = json.loads(run_cli("replay", url).stdout)
+        assert dump["events"] == 1 and dump["bad_lines"] == []
+    finally:
+        servers.stop()
