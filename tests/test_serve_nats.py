@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -56,3 +57,28 @@ def test_serve_a_stream(nats: natsserver.Servers, tmp_path: Path) -> None:
     with JetStreamLog(url) as log:
         dump = log.replay().dump(url)
     assert [r["result"] for r in dump["sessions"]["receipts"][-2:]] == ["accepted", "REQUEST_STALE"]
+
+
+def test_serve_says_503_unreachable_as_soon_as_the_server_is_gone(tmp_path: Path) -> None:
+    """No 200 from a state the server cannot confirm: unreachable first, then lost (never an all-clear)."""
+    servers = natsserver.start(tmp_path / "nats")
+    url = servers.stream_url("GONE", prefix="gone")
+    try:
+        with JetStreamLog(url) as log:
+            log.append([{"type": "handoff_created", "handoff_id": "h1", "account": "a"}])
+        s = start_server(url, tmp_path)
+        try:
+            c = s.client("ops")
+            assert c.get("/healthz").status_code == 200
+            servers.kill()
+            deadline = time.monotonic() + 60
+            while (health := c.get("/healthz")).status_code == 200:
+                assert time.monotonic() < deadline, "healthz kept saying 200 with the server gone"
+                time.sleep(0.05)
+            assert health.status_code == 503 and "the server is unreachable" in health.json()["message"]
+            status = c.get("/v1/status")
+            assert status.status_code == 503 and status.json()["code"] == "LOG_UNAVAILABLE"
+        finally:
+            s.stop()
+    finally:
+        servers.stop()

@@ -216,6 +216,9 @@ class Served:
             return f"{self.name} does not exist (yet, or any more); waiting for it"
         if self.stream and getattr(self._follow_log, "closed", False):
             return f"{self.name}: the connection to the server is lost"
+        if self.stream and not getattr(self._follow_log, "connected", True):  # reconnecting: the state may be behind
+            return (f"{self.name}: the server is unreachable; the state stays as of seq "
+                    f"{self.replay.reader.last_seq} until it is back")
         return None
 
     def check(self) -> None:
