@@ -27,7 +27,7 @@ from typing import Any
 
 import msgspec
 
-from eventlog import clock, snapshot
+from eventlog import clock
 from eventlog.events import INT64_MAX, Event, type_name
 from eventlog.fold import Folder, Rejected
 from eventlog.reader import MAX_LINE_BYTES, Reader, validate_object
@@ -279,6 +279,8 @@ class EventLog:
             # Nobody wrote since: the bytes the kept state was folded from are all still there.
             # Had anyone written, the sidecar's own check and a re-read from its offset decide.
             return kept[0], notes, kept[2]
+        from eventlog import snapshot  # here: a replay that appends nothing does not import it
+
         with os.fdopen(os.dup(fd), "rb") as f:
             fresh = Replay(self.new_folder(), self.assume_tz)
             loaded, why = snapshot.load(self.sidecar, f, fresh, lazy=True)
@@ -299,6 +301,8 @@ class EventLog:
 
     def _save(self, fd: int, replay: Replay) -> bool:
         """Save the sidecar; it is only a cache, so a failure to save (or a state msgpack cannot hold) is no error."""
+        from eventlog import snapshot
+
         with os.fdopen(os.dup(fd), "rb") as f:
             try:
                 snapshot.save(self.sidecar, f, replay, snapshot.folder_version(replay))

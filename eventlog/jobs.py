@@ -15,7 +15,6 @@ from datetime import tzinfo
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
-from eventlog import snapshot
 from eventlog.logs import FileLog
 from eventlog.replay import Replay
 from projections.runner import DOMAINS, Runner
@@ -88,6 +87,8 @@ def _runner(settings: tuple[float | None, float | None], folding: frozenset[str]
 def _fold_apart(path: str, assume_tz: tzinfo | None, strict: bool, settings: tuple[float | None, float | None],
                 group: frozenset[str], send: Connection) -> None:
     """In a child: fold ``group``'s domains and send the state (nothing on a bad line: the parent names it)."""
+    from eventlog import snapshot
+
     try:
         replay = FileLog(path).replay(assume_tz=assume_tz, strict=strict, runner=_runner(settings, group))
         send.send_bytes(snapshot.encode_state(replay, split=False))
@@ -99,6 +100,8 @@ def _fold_apart(path: str, assume_tz: tzinfo | None, strict: bool, settings: tup
 
 def _take(runner: Runner, data: bytes, group: frozenset[str], assume_tz: tzinfo | None) -> None:
     """Take the folded state of ``group``'s domains from another process into ``runner``."""
+    from eventlog import snapshot  # here: a replay in one process does not import it
+
     other = Replay(Runner(), assume_tz)
     why = snapshot.decode_state(data, other)
     if why is not None:

@@ -17,7 +17,6 @@ connection until closed.
 from __future__ import annotations
 
 import errno
-import hashlib
 import os
 import stat
 import tempfile
@@ -205,6 +204,8 @@ def lock_path(target: str, name: str) -> str:
         # in a shared /tmp another user may have made it first, to hold the locks or plant files in it
         raise OSError(errno.EPERM, f"lock directory {directory} is not a directory of this user that only it "
                                    "may write; remove it")
+    import hashlib  # here: only a lock beside a stream needs it
+
     digest = hashlib.sha256(target.encode()).hexdigest()[:24]
     return os.path.join(directory, f"{digest}.{name}.lock")
 

@@ -24,6 +24,7 @@ parsed again by :func:`duplicate_key`, exactly.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -333,19 +334,24 @@ def _value_quotes(value: Any) -> int:
     return 0
 
 
+@functools.cache
+def _fields(cls: type[Event]) -> tuple[msgspec.structs.FieldInfo, ...]:
+    """``msgspec.structs.fields(cls)``, once per type: it evaluates every annotation again on each call."""
+    return msgspec.structs.fields(cls)
+
+
 def _quote_counter(cls: type[Event]) -> Callable[[Event], int]:
     """A function of one event of ``cls``: the ``"`` its keys and string values take in a line.
 
     Built once per type as straight-line code (like :mod:`dataclasses` does):
     this runs for every line of a replay that takes the slow path.
     """
-    hints = typing.get_type_hints(cls, include_extras=True)
     const = 4  # "type":"<tag>"
     body: list[str] = []
-    for field in msgspec.structs.fields(cls):
+    for field in _fields(cls):
         if field.name == "batch_end":
             continue  # left out on purpose: a marked line never matches, so the replay's fast path never takes it
-        kinds = _json_kinds(hints[field.name])
+        kinds = _json_kinds(field.type)
         name = field.name
         if field.required:
             if kinds == {"str"}:
@@ -376,14 +382,13 @@ QUOTE_COUNTERS: dict[type[Event], Callable[[Event], int]] = {cls: _quote_counter
 
 def _fixed_quotes(cls: type[Event]) -> int | None:
     """The ``"`` of an event of ``cls`` without ``seq``, ``v`` or a batch marker, when nothing else of it varies."""
-    hints = typing.get_type_hints(cls, include_extras=True)
-    for f in msgspec.structs.fields(cls):
-        kinds = _json_kinds(hints[f.name])
+    for f in _fields(cls):
+        kinds = _json_kinds(f.type)
         if f.required and not (kinds == {"str"} or kinds <= {"other"}):
             return None
         if not f.required and f.name not in ("seq", "v", "batch_end"):
             return None
-    return QUOTE_COUNTERS[cls](cls(ts="", **{f.name: _placeholder(f) for f in msgspec.structs.fields(cls)
+    return QUOTE_COUNTERS[cls](cls(ts="", **{f.name: _placeholder(f) for f in _fields(cls)
                                              if f.required and f.name != "ts"}))
 
 
@@ -421,7 +426,7 @@ FAST_QUOTES: dict[type[Event], int | Callable[[Event], int]] = {
 def _defaults_of(cls: type[Event]) -> tuple[tuple[str, bytes, Any, int], ...]:
     """The optional fields of ``cls``: (name, ``"key":`` as bytes, default, the ``"`` of its value when given)."""
     return tuple((f.name, f'"{f.encode_name}":'.encode(), f.default, 2 if isinstance(f.default, str) else 0)
-                 for f in msgspec.structs.fields(cls) if not f.required and f.name != "batch_end")
+                 for f in _fields(cls) if not f.required and f.name != "batch_end")
 
 
 _DEFAULTS: dict[type[Event], tuple[tuple[str, bytes, Any, int], ...]] = {

@@ -12,7 +12,6 @@ import sys
 from datetime import tzinfo
 from typing import Any
 
-from eventlog import snapshot
 from eventlog.cli.common import (
     UsageError,
     add_judging,
@@ -32,8 +31,7 @@ from eventlog.clock import LAST_LINE
 from eventlog.jobs import MAX_JOBS, JobFailed, replay_in_jobs
 from eventlog.logs import is_url, open_log
 from eventlog.replay import BadLine, Replay
-from eventlog.runners.lanes import in_units, thresholds
-from projections.runner import Runner
+from projections.runner import Runner, in_units, thresholds
 
 EXITS = """\
 0  done
@@ -148,6 +146,8 @@ def replay_from_snapshot(path: str, snap: str, tz: tzinfo | None, strict: bool) 
         with open_log(path) as log:
             assert isinstance(log, JetStreamLog)
             return from_stream(log, snap, tz, strict, error)
+    from eventlog import snapshot  # here: a replay without --snapshot does not import it
+
     with open(path, "rb") as f:
         fresh = Replay(Runner(), tz)
         loaded, why = snapshot.load(snap, f, fresh)

@@ -43,7 +43,7 @@ from eventlog.logs import open_log
 from eventlog.runners.common import BadLines, RunnerError, bad_lines, check_bounds, require_log, runner_lock
 from eventlog.runners.process import run
 from projections.lanes import CheckRecord
-from projections.runner import Runner
+from projections.runner import in_units, thresholds
 
 #: Seed 001: a finished job not picked up after this is stalled (90 minutes).
 UNPICKED_S = 90 * 60.0
@@ -53,18 +53,6 @@ QUIET_S = 8 * 3600.0
 ENQUEUE_TIMEOUT_S = 300.0
 #: SIGTERM to SIGKILL for an enqueue command over its timeout.
 KILL_GRACE_S = 5.0
-
-
-def thresholds(unpicked_s: float | None, quiet_s: float | None) -> Runner:
-    """An empty set of projections that judges lanes with these thresholds (None: the lanes runner's, as the log
-    states them, else the seed's)."""
-    unpicked_minutes, quiet_hours = in_units(unpicked_s, quiet_s)
-    return Runner(unpicked_minutes=unpicked_minutes, quiet_hours=quiet_hours)
-
-
-def in_units(unpicked_s: float | None, quiet_s: float | None) -> tuple[float | None, float | None]:
-    """The thresholds in seconds as the projection takes them: minutes unpicked, hours quiet (None stays None)."""
-    return (None if unpicked_s is None else unpicked_s / 60, None if quiet_s is None else quiet_s / 3600)
 
 
 def _check_thresholds(unpicked_s: float | None, quiet_s: float | None) -> None:
