@@ -272,6 +272,14 @@ class HandoffsState(msgspec.Struct):
     claims_by: dict[str, int] = {}
 
 
+def _misfit(kind: str, hid: str, h: Handoff) -> Rejected:
+    """Why an event of type ``kind`` does not apply to ``h`` in its state (spec: rejected, state unchanged)."""
+    if kind == "claimed" and h.state in LIVE:
+        return Rejected(f"{hid} already has a live claim ({h.state} by {h.watcher}, attempt {h.attempt})")
+    wanted = " or ".join(s for s in STATES if s in RULES[kind])
+    return Rejected(f"{kind} applies only to a {wanted} handoff; {hid} is {h.state}")
+
+
 def _fmt(value: datetime) -> str:
     return value.isoformat()
 
@@ -487,14 +495,10 @@ class Handoffs:
         h = self.state.items.get(hid)
         if h is None:
             return Rejected(f"unknown handoff {hid}: never created")
-        allowed = RULES[kind]
-        if kind in ANSWERS and h.state == NEEDS_HUMAN and h.awaiting_answer:
-            allowed = allowed | {NEEDS_HUMAN}  # the answer the person was handed the silence for
-        if h.state not in allowed:
-            if kind == "claimed" and h.state in LIVE:
-                return Rejected(f"{hid} already has a live claim ({h.state} by {h.watcher}, attempt {h.attempt})")
-            wanted = " or ".join(s for s in STATES if s in allowed)
-            return Rejected(f"{kind} applies only to a {wanted} handoff; {hid} is {h.state}")
+        if h.state not in RULES[kind]:
+            # the answer the person was handed the silence for still fits
+            if not (h.state == NEEDS_HUMAN and h.awaiting_answer and kind in ANSWERS):
+                return _misfit(kind, hid, h)
         if attempt is not None and attempt != h.attempt:
             return Rejected(f"{kind} of attempt {attempt} is fenced off: the live claim of {hid} is attempt "
                             f"{h.attempt} (by {h.watcher})")
