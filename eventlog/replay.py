@@ -253,7 +253,6 @@ class Replay:
         counters = QUOTE_COUNTERS
         low, high = FIRST_YEAR, LAST_YEAR
         fold = self.folder.fold
-        fold_block = getattr(self.folder, "fold_block", None)  # optional: a whole block in one call
         fast_block_ = fast_block
         line = self.line
         last_seq = reader.last_seq
@@ -272,11 +271,8 @@ class Replay:
                 block = fast_block_(lines, last_seq)
                 if block is not None:  # every line ordinary: fold them all, no line-by-line checks
                     evs, ats = block
-                    if fold_block is not None:
-                        fold_block(evs, line + 1, ats)
-                    else:
-                        for n, fast_ev, fast_at in zip(count(line + 1), evs, ats):
-                            fold(fast_ev, n, fast_at)
+                    for n, fast_ev, fast_at in zip(count(line + 1), evs, ats):
+                        fold(fast_ev, n, fast_at)
                     line += len(evs)
                     events += len(evs)
                     last_ev, last_at = evs[-1], ats[-1]

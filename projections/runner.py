@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime
-from itertools import count
 from typing import Any, TypedDict
 
 import msgspec
@@ -129,30 +128,6 @@ class Runner:
         elif result.__class__ is Rejected:
             self.rejected.append({"line": line, "type": type_name(ev), "reason": result.reason})
         return result
-
-    def fold_block(self, evs: list[Event], first_line: int, ats: list[datetime]) -> None:
-        """:meth:`fold` each of ``evs`` (lines ``first_line`` on, times ``ats``), in one call: the replay's fast path.
-
-        The same dispatch and tallies as :meth:`fold`, inline (a call per event less);
-        a subclass that folds more per event gets its own :meth:`fold` called for each.
-        """
-        if type(self).fold is not Runner.fold:
-            for line, ev, at in zip(count(first_line), evs, ats):
-                self.fold(ev, line, at)
-            return
-        dispatch = self._dispatch
-        rejected = self.rejected
-        line = first_line
-        for ev, at in zip(evs, ats, strict=True):
-            handler, counts, field = dispatch[ev.__class__]
-            result = handler(ev, line, at)
-            if result is None:
-                if counts is not None:  # as in fold: keep the two in step
-                    key = getattr(ev, field)
-                    counts[key] = counts.get(key, 0) + 1
-            elif result.__class__ is Rejected:
-                rejected.append({"line": line, "type": type_name(ev), "reason": result.reason})
-            line += 1
 
     def revision(self, ev: Event) -> int:
         """How many events of ``ev``'s stream were applied so far."""
