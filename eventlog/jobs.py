@@ -111,8 +111,8 @@ def _take(runner: Runner, data: bytes, group: frozenset[str], assume_tz: tzinfo 
     for part, their_part in zip(runner.parts, theirs.parts, strict=True):
         if part.name in group:
             part.state = their_part.state  # type: ignore[misc]
-    for field, counts in theirs.revisions.items():
-        mine = runner.revisions[field]
+    for field, counts in theirs.counts.items():  # a handoff's and a session's own came with their domain
+        mine = runner.counts[field]
         for key, n in counts.items():
             mine[key] = mine.get(key, 0) + n
     if theirs.rejected:

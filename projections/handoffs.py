@@ -199,6 +199,8 @@ class Handoff(msgspec.Struct, gc=False, array_like=True):
     #: Handed to a person as ``resume_unconfirmed`` straight from ``resume_requested``: the request's answer is
     #: still taken (cleared by any other move).
     awaiting_answer: bool = False
+    #: Its stream's revision: the events applied to it (spec section 2; :class:`projections.runner.EntityRevisions`).
+    revision: int = 1
 
 
 class Account(msgspec.Struct, gc=False):
@@ -490,7 +492,8 @@ class Handoffs:
     def _fits(self, kind: str, hid: str, attempt: int | None = None) -> Handoff | Rejected:
         """The handoff an event of type ``kind`` moves, or why it does not fit (spec: rejected, state unchanged).
 
-        ``attempt``: the event's, fenced against the live claim's (None: not fenced).
+        ``attempt``: the event's, fenced against the live claim's (None: not fenced). Every
+        handler applies an event that fits, so the handoff's revision counts it here.
         """
         h = self.state.items.get(hid)
         if h is None:
@@ -502,6 +505,7 @@ class Handoffs:
         if attempt is not None and attempt != h.attempt:
             return Rejected(f"{kind} of attempt {attempt} is fenced off: the live claim of {hid} is attempt "
                             f"{h.attempt} (by {h.watcher})")
+        h.revision += 1
         return h
 
     def _move(self, h: Handoff, state: HandoffState, at: datetime) -> None:

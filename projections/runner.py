@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from datetime import datetime
 from typing import Any, TypedDict
 
@@ -15,6 +15,9 @@ from projections.catchup import Catchup, CatchupState
 from projections.handoffs import Handoffs, HandoffsState
 from projections.lanes import Lanes, LanesState
 from projections.sessions import Sessions, SessionsState
+
+#: The streams whose entities count their own revision: a handoff, a session (:class:`EntityRevisions`).
+ENTITY_STREAMS: frozenset[str] = frozenset({"handoff_id", "session_id"})
 
 #: The domains (the names of :attr:`Runner.parts`).
 DOMAINS: frozenset[str] = frozenset({"handoffs", "lanes", "catchup", "sessions"})
@@ -36,15 +39,47 @@ class RunnerState(msgspec.Struct):
     catchup: CatchupState = msgspec.field(default_factory=CatchupState)
     sessions: SessionsState = msgspec.field(default_factory=SessionsState)
     rejected: list[RejectedLine] = []
-    #: Key field -> id -> applied events of that stream.
+    #: Key field -> id -> applied events of that stream, for the streams the runner counts
+    #: (a handoff and a session count their own: :data:`ENTITY_STREAMS`).
     revisions: dict[str, dict[str, int]] = {}
+
+
+class EntityRevisions(Mapping[str, int]):
+    """A stream's revisions read off its entities, each of which counts its applied events (``revision``).
+
+    ``entities`` gives the projection's current map (a loaded state replaces it); an entity
+    at revision 0 (made without an applied event) is not in the stream, as with a count.
+    """
+
+    __slots__ = ("_entities",)
+
+    def __init__(self, entities: Callable[[], Mapping[str, Any]]) -> None:
+        self._entities = entities
+
+    def __getitem__(self, key: str) -> int:
+        revision: int = self._entities()[key].revision
+        if not revision:
+            raise KeyError(key)
+        return revision
+
+    def get(self, key: str, default: Any = None) -> Any:
+        """The stream's revision, else ``default``."""
+        entity = self._entities().get(key)
+        return default if entity is None or not entity.revision else entity.revision
+
+    def __iter__(self) -> Iterator[str]:
+        return (key for key, entity in self._entities().items() if entity.revision)
+
+    def __len__(self) -> int:
+        return sum(1 for entity in self._entities().values() if entity.revision)
 
 
 class Runner:
     """Folds events into all four domains and keeps the log-wide tallies (folded state: :class:`RunnerState`).
 
-    ``revisions`` counts applied events per stream (spec section 2):
-    key field -> id -> count. ``folding`` names the domains it folds (all by default);
+    ``revisions`` holds the applied events per stream (spec section 2):
+    key field -> id -> count; a handoff and a session count their own, the runner
+    the other streams (:attr:`counts`). ``folding`` names the domains it folds (all by default);
     the events of the others pass unfolded and uncounted, for a replay split between
     processes (:mod:`eventlog.jobs`; the types no domain folds go with ``handoffs``).
     """
@@ -65,39 +100,58 @@ class Runner:
         self.catchup = Catchup()
         self.sessions = Sessions()
         self.rejected: list[RejectedLine] = []
-        self.revisions: dict[str, dict[str, int]] = {name: {} for name in KEY_FIELDS}
+        #: The runner's own counts, of the streams no entity counts.
+        self.counts: dict[str, dict[str, int]] = {name: {} for name in KEY_FIELDS if name not in ENTITY_STREAMS}
         self._route()
 
     def _route(self) -> None:
-        """Event class -> (bound handler, the revision counts of its stream's key field, that field)."""
+        """Set :attr:`revisions` and the dispatch (the routes hold the runner's counts)."""
+        entities = {"handoff_id": EntityRevisions(lambda: self.handoffs.state.items),
+                    "session_id": EntityRevisions(lambda: self.sessions.state.sessions)}
+        #: Key field -> id -> applied events of that stream (spec section 2), in :data:`KEY_FIELDS` order.
+        self.revisions: dict[str, Mapping[str, int]] = {
+            name: entities[name] if name in ENTITY_STREAMS else self.counts[name] for name in KEY_FIELDS}
+        self._dispatch_by_type()
+
+    def _dispatch_by_type(self) -> None:
+        """Event class -> (bound handler, the runner's counts of its stream's key field, that field).
+
+        The counts are None where no stream or an entity counts (:data:`ENTITY_STREAMS`).
+        """
         self._dispatch: dict[type[Event], tuple[Route, dict[str, int] | None, str]] = {}
+        self._field: dict[type[Event], str | None] = {}
         for cls in EVENT_TYPES.values():
             field = _stream_field(cls)
-            counts = self.revisions[field] if field is not None else None
+            self._field[cls] = field
+            counts = self.counts[field] if field is not None and field not in ENTITY_STREAMS else None
             handler = _NOTHING
             owner = self.handoffs.name
             for part in self.parts:
                 if cls in part.handlers:
                     handler = part.handlers[cls].__get__(part)  # a bound method: cheaper to call than a partial
                     owner = part.name
+            if field in ENTITY_STREAMS and handler is _NOTHING:
+                raise TypeError(f"{cls.__name__} names a {field} but no projection folds it: its revision would "
+                                "go uncounted")
             self._dispatch[cls] = (handler, counts, field or "") if owner in self.folding else (_NOTHING, None, "")
         for fast, cls in FAST_TYPES.items():  # the replay's fast path decodes these subclasses
             self._dispatch[fast] = self._dispatch[cls]
+            self._field[fast] = self._field[cls]
 
     def save_state(self) -> RunnerState:
         """The folded state of every domain and of the runner (shared, not copied: encode it, do not keep it)."""
         return RunnerState(self.handoffs.state, self.lanes.state, self.catchup.state, self.sessions.state,
-                           self.rejected, self.revisions)
+                           self.rejected, self.counts)
 
     def load_state(self, state: RunnerState) -> None:
         """Take a decoded state as this runner's (the settings stay this runner's)."""
-        revisions = {name: state.revisions.get(name, {}) for name in KEY_FIELDS}
+        counts = {name: state.revisions.get(name, {}) for name in self.counts}
         self.handoffs.state = state.handoffs
         self.lanes.state = state.lanes
         self.catchup.state = state.catchup
         self.sessions.state = state.sessions
         self.rejected = state.rejected
-        self.revisions = revisions
+        self.counts = counts
         self._route()  # the routes hold the revision counts
 
     def state_key(self) -> str:
@@ -131,8 +185,8 @@ class Runner:
 
     def revision(self, ev: Event) -> int:
         """How many events of ``ev``'s stream were applied so far."""
-        _handler, counts, field = self._dispatch[type(ev)]
-        return 0 if counts is None else counts.get(getattr(ev, field), 0)
+        field = self._field[type(ev)]
+        return 0 if field is None else self.revisions[field].get(getattr(ev, field), 0)
 
     def view(self, as_of: datetime, as_of_text: str | None = None) -> dict[str, Any]:
         """``rejected`` and every domain's part of the dump (``as_of_text``: T as written)."""
