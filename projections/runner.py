@@ -47,14 +47,21 @@ class RunnerState(msgspec.Struct):
 class EntityRevisions(Mapping[str, int]):
     """A stream's revisions read off its entities, each of which counts its applied events (``revision``).
 
-    ``entities`` gives the projection's current map (a loaded state replaces it); an entity
+    The entities are ``projection.state.<entities>``, looked up on every read (a loaded state
+    replaces them). It holds the projection, not a function of the runner: a deep copy of the
+    runner (:func:`eventlog.snapshot.copy` without the codec) then reads its own copy. An entity
     at revision 0 (made without an applied event) is not in the stream, as with a count.
     """
 
-    __slots__ = ("_entities",)
+    __slots__ = ("_name", "_projection")
 
-    def __init__(self, entities: Callable[[], Mapping[str, Any]]) -> None:
-        self._entities = entities
+    def __init__(self, projection: Projection, entities: str) -> None:
+        self._projection = projection
+        self._name = entities
+
+    def _entities(self) -> Mapping[str, Any]:
+        entities: Mapping[str, Any] = getattr(self._projection.state, self._name)
+        return entities
 
     def __getitem__(self, key: str) -> int:
         revision: int = self._entities()[key].revision
@@ -106,8 +113,8 @@ class Runner:
 
     def _route(self) -> None:
         """Set :attr:`revisions` and the dispatch (the routes hold the runner's counts)."""
-        entities = {"handoff_id": EntityRevisions(lambda: self.handoffs.state.items),
-                    "session_id": EntityRevisions(lambda: self.sessions.state.sessions)}
+        entities = {"handoff_id": EntityRevisions(self.handoffs, "items"),
+                    "session_id": EntityRevisions(self.sessions, "sessions")}
         #: Key field -> id -> applied events of that stream (spec section 2), in :data:`KEY_FIELDS` order.
         self.revisions: dict[str, Mapping[str, int]] = {
             name: entities[name] if name in ENTITY_STREAMS else self.counts[name] for name in KEY_FIELDS}
