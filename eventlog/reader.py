@@ -45,7 +45,6 @@ from eventlog.events import (
     AnyEvent,
     CalendarEntry,
     Event,
-    Positive,
     read_time,
     type_name,
     upcast,
@@ -404,22 +403,23 @@ FIXED_QUOTES: dict[type[Event], int] = {
 
 
 def _fast_struct(cls: type[Event]) -> type[Event]:
-    """``cls`` as the replay's block path reads it: ``seq`` required, ``v`` exactly 1 (anything else: not fast)."""
-    namespace = {"__annotations__": {"seq": Positive, "v": Literal[1]}, "v": 1, "__module__": __name__,
-                 "__doc__": f"{cls.__name__} with a seq and at version 1 (the replay's fast path)."}
+    """``cls`` as the replay's block path reads it: ``v`` exactly 1 (anything else: not fast)."""
+    namespace = {"__annotations__": {"v": Literal[1]}, "v": 1, "__module__": __name__,
+                 "__doc__": f"{cls.__name__} at version 1 (the replay's fast path)."}
     fast: type[Event] = type(cls.__name__, (cls,), namespace, tag=cls.__struct_config__.tag, kw_only=True, gc=False)
     return fast
 
 
 #: The replay's block path (:meth:`eventlog.replay.Replay.feed`): each event type at its first version,
-#: as a subclass whose line has a ``seq`` and ``v`` 1 -> the type it stands for.
+#: as a subclass whose line has ``v`` 1 (written or not) -> the type it stands for.
 FAST_TYPES: dict[type[Event], type[Event]] = {
     _fast_struct(cls): cls for name, cls in EVENT_TYPES.items() if name not in CURRENT_VERSION
 }
 fast_decoder = msgspec.json.Decoder(Union[tuple(FAST_TYPES)])  # noqa: UP007 - a Union object of the types
-#: Fast type -> the ``"`` its line holds when it holds no key twice: a constant, or its counter.
+#: Fast type -> the ``"`` its line holds when it holds no key twice: a constant (add 2 for ``seq``, 2 for
+#: ``"v":1``), or its counter (``seq`` counted, ``v`` among the fields written with their default).
 FAST_QUOTES: dict[type[Event], int | Callable[[Event], int]] = {
-    fast: (FIXED_QUOTES[cls] + 2 if cls in FIXED_QUOTES else QUOTE_COUNTERS[cls]) for fast, cls in FAST_TYPES.items()
+    fast: (FIXED_QUOTES[cls] if cls in FIXED_QUOTES else QUOTE_COUNTERS[cls]) for fast, cls in FAST_TYPES.items()
 }
 
 

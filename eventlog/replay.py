@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import datetime, timedelta, timezone, tzinfo
 from itertools import accumulate, compress, count, islice, repeat
-from operator import attrgetter, lt
+from operator import attrgetter, lt, not_
 from typing import IO, Annotated, Any, Generic, NamedTuple, TypedDict, TypeVar
 
 import msgspec
@@ -150,20 +150,26 @@ _TIMED = {fast: TIME_FIELDS[cls] for fast, cls in FAST_TYPES.items() if cls in T
 _seq_of = attrgetter("seq")
 _ts_of = attrgetter("ts")
 _QUOTE = b'"'
+#: ``v`` written with its default value: only ever a key (inside a string a quote is escaped).
+_V1 = b'"v":1'
 
 
 def _counted(ev: Event) -> int:
     return _COUNTED[ev.__class__](ev)
 
 
-def fast_block(lines: list[bytes], last_seq: int) -> tuple[list[Event], list[datetime]] | None:
+def fast_block(lines: list[bytes], last_seq: int,
+               first_line: int | None = None) -> tuple[list[Event], list[datetime]] | None:
     """The events of a block of lines and their times, when every line is ordinary; else None.
 
     Ordinary, as :meth:`Replay.feed` means it, decided for the block at once: each line decodes
-    as a fast type (a known type at version 1, with ``seq``), the block holds exactly the ``"``
-    its events account for (so no key twice and no batch marker, :func:`eventlog.reader.quotes_expected`),
-    ``seq`` increases from ``last_seq`` on, and every time reads with an offset in the years 1900 to 9000
-    (:func:`eventlog.events.read_times`). None sends the block line by line, where every rule is named.
+    as a fast type (a known type at version 1), the block holds exactly the ``"`` its events
+    account for (so no key twice and no batch marker, :func:`eventlog.reader.quotes_expected`;
+    ``"v":1`` written counts once a line), ``seq`` increases from ``last_seq`` on, and every time
+    reads with an offset in the years 1900 to 9000 (:func:`eventlog.events.read_times`).
+    A block whose lines all leave ``seq`` out takes their numbers from ``first_line`` on,
+    as the reader does (spec section 2: hand-written logs); with ``first_line`` None it goes
+    line by line. None sends the block line by line, where every rule is named.
     """
     if not lines:
         return None
@@ -173,17 +179,30 @@ def fast_block(lines: list[bytes], last_seq: int) -> tuple[list[Event], list[dat
         return None
     classes = list(map(type, evs))
     counted = list(map(_COUNTED.__contains__, classes))
-    # the types with optional fields, line by line (a field may be written with its default)
+    # the types with optional fields, line by line (a field may be written with its default; these
+    # counts read the events as decoded: before any seq is set below)
     held = list(map(bytes.count, compress(lines, counted), repeat(_QUOTE)))
     for raw, ev, n, q in zip(compress(lines, counted), compress(evs, counted), held,
                              map(_counted, compress(evs, counted)), strict=True):
-        if n != q and n != q + written_defaults(ev, raw):
+        if n != q and not (n == q + 2 and _V1 in raw) and n != q + written_defaults(ev, raw):
             return None
-    # the others, for the whole block at once
-    if b"\n".join(lines).count(_QUOTE) != sum(map(_FIXED.__getitem__, classes)) + sum(held):
+    seqs: list[int] = list(map(_seq_of, evs))  # None where a line leaves seq out
+    if seqs[0] is None:  # hand-written: every line's number stands in for its seq, or the block goes line by line
+        if first_line is None or first_line <= last_seq or any(seqs):
+            return None
+        for ev, seq in zip(evs, count(first_line)):
+            ev.seq = seq
+        seq_quotes = 0
+    elif seqs[0] <= last_seq or None in seqs or not all(map(lt, seqs, islice(seqs, 1, None))):
         return None
-    seqs = list(map(_seq_of, evs))
-    if seqs[0] <= last_seq or not all(map(lt, seqs, islice(seqs, 1, None))):
+    else:
+        seq_quotes = 2
+    # the others, for the whole block at once: their constant, 2 for seq, 2 for each line of them with "v":1
+    # (a line that has it twice is counted once, so it is off by 2: a key twice)
+    quotes = b"\n".join(lines).count(_QUOTE) - sum(held)
+    expected = sum(map(_FIXED.__getitem__, classes)) + seq_quotes * (len(evs) - len(held))
+    if quotes != expected and quotes != expected + 2 * sum(
+            map(bytes.__contains__, compress(lines, map(not_, counted)), repeat(_V1))):
         return None
     texts: list[str] = list(map(_ts_of, evs))
     for ev in compress(evs, map(_TIMED.__contains__, classes)):
@@ -268,7 +287,7 @@ class Replay:
                 self.torn_tail = True
                 break
             if not pending:
-                block = fast_block_(lines, last_seq)
+                block = fast_block_(lines, last_seq, line + 1)
                 if block is not None:  # every line ordinary: fold them all, no line-by-line checks
                     evs, ats = block
                     for n, fast_ev, fast_at in zip(count(line + 1), evs, ats):

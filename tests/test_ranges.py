@@ -337,6 +337,47 @@ def test_a_block_of_ordinary_lines_is_read_at_once_as_the_reader_reads_each_line
     assert fast_block([*lines[:-1], lines[-1][:-1] + b',"seq":1}'], 0) is None  # a key twice: the reader names it
 
 
+@given(logs(), st.booleans(), st.booleans())
+@settings(max_examples=150, deadline=None)
+def test_a_block_that_writes_v_or_leaves_seq_out_is_read_at_once_as_the_reader_reads_it(
+        events: list[dict[str, Any]], with_v: bool, with_seq: bool) -> None:
+    """``"v":1`` on every line, or no ``seq`` (spec section 2: the line number stands in): still one block."""
+    lines = [msgspec.json.encode({**({"v": 1} if with_v else {}), **e, **({"seq": i} if with_seq else {})})
+             for i, e in enumerate(events, 1)]
+    block = fast_block(lines, 0, 1)
+    decoded = map(_decoder.decode, lines)
+    plain = all(quotes_match(ev, raw, raw.count(b'"')) for ev, raw in zip(decoded, lines, strict=True))
+    assert (block is not None) == plain
+    if block is None:
+        return
+    reader = Reader()
+    for n, (raw, ev, at) in enumerate(zip(lines, *block, strict=True), 1):
+        one = reader.decode(raw, n)
+        assert not isinstance(one, str)
+        assert msgspec.structs.asdict(ev) == msgspec.structs.asdict(one[0])  # seq: given, else the line's number
+        assert at == one[1] and at.utcoffset() == one[1].utcoffset()
+    later = fast_block(lines, len(lines), len(lines) + 1)  # read again after as many lines as it holds
+    if with_seq:
+        assert later is None  # seq must increase past the last line read
+    else:  # the line numbers stand in, from where the block starts
+        assert later is not None and [ev.seq for ev in later[0]] == list(range(len(lines) + 1, 2 * len(lines) + 1))
+    twice = lines[-1].replace(b'{', b'{"v":1,', 1) if with_v else lines[-1].replace(b'{', b'{"v":1,"v":1,', 1)
+    assert fast_block([*lines[:-1], twice], 0, 1) is None  # "v" twice is a key twice: the reader names it
+
+
+def test_a_block_of_hand_written_lines_needs_them_all_without_seq() -> None:
+    ts = "2026-08-01T09:00:00+09:00"
+    lines = [msgspec.json.encode({"type": "lane_check", "ts": ts}) for _ in range(3)]
+    block = fast_block(lines, 0, 1)
+    assert block is not None and [ev.seq for ev in block[0]] == [1, 2, 3]
+    assert fast_block(lines, 0) is None  # no line numbers given: line by line
+    assert fast_block(lines, 5, 4) is None  # line 4 after seq 5: bad_seq, named line by line
+    mixed = [*lines[:2], msgspec.json.encode({"type": "lane_check", "ts": ts, "seq": 3})]
+    assert fast_block(mixed, 0, 1) is None
+    assert fast_block([msgspec.json.encode({"type": "lane_check", "ts": ts, "seq": None}), *lines[1:]], 0, 1) \
+        is not None  # "seq":null reads as no seq, as the reader reads it
+
+
 time_texts = st.builds(
     lambda at, digits, sep, zone, lower: (
         at.strftime(f"%Y-%m-%d{sep}%H:%M:%S") + (f".{at.microsecond:06d}{'123'}"[: digits + 1] if digits else "")
