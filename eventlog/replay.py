@@ -35,6 +35,7 @@ from eventlog.reader import (
     QUOTE_COUNTERS,
     Reader,
     _decoder,
+    duplicate_key,
     fast_decoder,
     iter_blocks,
     written_defaults,
@@ -151,11 +152,22 @@ _seq_of = attrgetter("seq")
 _ts_of = attrgetter("ts")
 _QUOTE = b'"'
 #: ``v`` written with its default value: only ever a key (inside a string a quote is escaped).
-_V1 = b'"v":1'
+_V1 = b'"v":'
 
 
 def _counted(ev: Event) -> int:
     return _COUNTED[ev.__class__](ev)
+
+
+def _more_quotes_ordinary(ev: Event, raw: bytes) -> bool:
+    """Whether a line that holds more ``"`` than its event accounts for is still ordinary, as the reader finds.
+
+    More ``"`` come from a key twice (bad), a batch marker (held until the batch ends), or
+    something else the reader accepts (an unknown field, a calendar entry written with nulls);
+    the reader tells them apart by parsing the line again (:func:`eventlog.reader.duplicate_key`):
+    slow, and only for such lines.
+    """
+    return ev.batch_end is None and duplicate_key(raw) is None
 
 
 def fast_block(lines: list[bytes], last_seq: int,
@@ -163,10 +175,11 @@ def fast_block(lines: list[bytes], last_seq: int,
     """The events of a block of lines and their times, when every line is ordinary; else None.
 
     Ordinary, as :meth:`Replay.feed` means it, decided for the block at once: each line decodes
-    as a fast type (a known type at version 1), the block holds exactly the ``"`` its events
-    account for (so no key twice and no batch marker, :func:`eventlog.reader.quotes_expected`;
-    ``"v":1`` written counts once a line), ``seq`` increases from ``last_seq`` on, and every time
-    reads with an offset in the years 1900 to 9000 (:func:`eventlog.events.read_times`).
+    as a fast type (a known type at version 1), holds no batch marker and no key twice (the block
+    holds exactly the ``"`` its events account for, :func:`eventlog.reader.quotes_expected`, with
+    ``"v":1`` written counted once a line; a line that holds more is parsed again, as the reader
+    does, by :func:`_more_quotes_ordinary`), ``seq`` increases from ``last_seq`` on, and every
+    time reads with an offset in the years 1900 to 9000 (:func:`eventlog.events.read_times`).
     A block whose lines all leave ``seq`` out takes their numbers from ``first_line`` on,
     as the reader does (spec section 2: hand-written logs); with ``first_line`` None it goes
     line by line. None sends the block line by line, where every rule is named.
@@ -184,7 +197,8 @@ def fast_block(lines: list[bytes], last_seq: int,
     held = list(map(bytes.count, compress(lines, counted), repeat(_QUOTE)))
     for raw, ev, n, q in zip(compress(lines, counted), compress(evs, counted), held,
                              map(_counted, compress(evs, counted)), strict=True):
-        if n != q and not (n == q + 2 and _V1 in raw) and n != q + written_defaults(ev, raw):
+        if (n != q and not (n == q + 2 and _V1 in raw) and n != q + written_defaults(ev, raw)
+                and not _more_quotes_ordinary(ev, raw)):
             return None
     seqs: list[int] = list(map(_seq_of, evs))  # None where a line leaves seq out
     if seqs[0] is None:  # hand-written: every line's number stands in for its seq, or the block goes line by line
@@ -203,7 +217,11 @@ def fast_block(lines: list[bytes], last_seq: int,
     expected = sum(map(_FIXED.__getitem__, classes)) + seq_quotes * (len(evs) - len(held))
     if quotes != expected and quotes != expected + 2 * sum(
             map(bytes.__contains__, compress(lines, map(not_, counted)), repeat(_V1))):
-        return None
+        # some line holds more: find it (them), line by line
+        for raw, ev in zip(compress(lines, map(not_, counted)), compress(evs, map(not_, counted)), strict=True):
+            if (raw.count(_QUOTE) != _FIXED[ev.__class__] + seq_quotes + (2 if _V1 in raw else 0)
+                    and not _more_quotes_ordinary(ev, raw)):
+                return None
     texts: list[str] = list(map(_ts_of, evs))
     for ev in compress(evs, map(_TIMED.__contains__, classes)):
         for name in _TIMED[ev.__class__]:
