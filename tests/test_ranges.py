@@ -40,7 +40,7 @@ from eventlog.events import (
     type_name,
 )
 from eventlog.prom import exposition
-from eventlog.reader import Reader, _decoder, quotes_match, validate_object
+from eventlog.reader import Reader, validate_object
 from eventlog.replay import Replay, fast_block
 from eventlog.runners.sessions import describe
 from projections.base import elapsed_s, micros

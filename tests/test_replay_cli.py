@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import re
 import subprocess
 from pathlib import Path
 
@@ -140,26 +139,29 @@ def test_jobs_bad_usage(tmp_path: Path) -> None:
         assert "--jobs" in done.stderr
 
 
-def test_a_log_that_writes_v_or_leaves_seq_out_replays_to_the_same_dump(tmp_path: Path) -> None:
-    """``"v":1`` on every line, or no ``seq`` at all (spec section 2: the line number stands in): the same state."""
+def test_a_log_written_the_other_ways_the_spec_allows_replays_to_the_same_dump(tmp_path: Path) -> None:
+    """``"v":1`` on every line, no ``seq`` at all (spec section 2: the line number stands in), or every field
+    written as ``json.dumps`` writes it (bench/shapes.py): the same state as the compact log."""
     from bench.generate import write_log as generate
+    from bench.shapes import SHAPES
+    from bench.shapes import main as reshape
 
     plain = tmp_path / "plain.jsonl"
     generate(plain, 20_000, 600)
-    lines = plain.read_bytes().splitlines()
-    with_v = tmp_path / "with_v.jsonl"
-    with_v.write_bytes(b"".join(b'{"v":1,' + line[1:] + b"\n" for line in lines))
-    no_seq = tmp_path / "no_seq.jsonl"
-    no_seq.write_bytes(b"".join(re.sub(rb',"seq":\d+', b"", line) + b"\n" for line in lines))
-    assert b'"seq"' not in no_seq.read_bytes()
+    lines = plain.read_bytes().count(b"\n")
     dumps = {}
-    for log in (plain, with_v, no_seq):
+    for shape in ("plain", *SHAPES):
+        log = tmp_path / f"{shape}.jsonl"
+        if shape != "plain":
+            assert reshape([shape, str(plain), str(log)]) == 0
         done = run_cli("replay", str(log))
         assert done.returncode == 0, done.stderr
         dump = json.loads(done.stdout)
-        assert dump["events"] == len(lines) and dump["bad_lines"] == [] and dump["rejected"] == []
+        assert dump["events"] == lines and dump["bad_lines"] == [] and dump["rejected"] == [], shape
         dump.pop("log")
-        dumps[log.name] = dump
-    assert dumps["with_v.jsonl"] == dumps["plain.jsonl"]
-    assert dumps["no_seq.jsonl"] == dumps["plain.jsonl"]  # the generated seq is the line number
-    assert dumps["plain.jsonl"]["sessions"]["receipts"] and dumps["plain.jsonl"]["handoffs"]["total"]
+        dumps[shape] = dump
+    assert b'"seq"' not in (tmp_path / "no-seq.jsonl").read_bytes()
+    assert (tmp_path / "dumps.jsonl").read_bytes().startswith(b'{"type": ')
+    assert dumps["plain"]["sessions"]["receipts"] and dumps["plain"]["handoffs"]["total"]
+    for shape in SHAPES:
+        assert dumps[shape] == dumps["plain"], shape
