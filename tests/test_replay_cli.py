@@ -165,3 +165,16 @@ def test_a_log_written_the_other_ways_the_spec_allows_replays_to_the_same_dump(t
     assert dumps["plain"]["sessions"]["receipts"] and dumps["plain"]["handoffs"]["total"]
     for shape in SHAPES:
         assert dumps[shape] == dumps["plain"], shape
+
+
+def test_tools_replay_runs_this_checkout_whatever_directory_it_is_run_from(tmp_path: Path) -> None:
+    """``python -m`` would put the current directory first: an ``eventlog`` there must not be what runs."""
+    decoy = tmp_path / "eventlog"
+    decoy.mkdir()
+    (decoy / "__init__.py").write_text("raise SystemExit('the eventlog of the current directory ran')\n")
+    (decoy / "__main__.py").write_text("raise SystemExit('the eventlog of the current directory ran')\n")
+    fixture = ROOT / "fixtures" / "log_bad_input.jsonl"
+    done = subprocess.run([str(ROOT / "tools" / "replay"), str(fixture)], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=60)
+    assert "current directory" not in done.stderr
+    assert done.returncode == 0 and json.loads(done.stdout)["log"] == str(fixture)
