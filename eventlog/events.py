@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from datetime import datetime, timezone, tzinfo
+from operator import attrgetter
 from typing import Annotated, Any, Final, Literal, Union
 
 import msgspec
@@ -525,21 +526,32 @@ _LONG_FRACTION = re.compile(rb"\.[0-9]{7}")
 def read_times(texts: list[str]) -> list[datetime] | None:
     """Many times at once, each as :data:`read_time` reads it and each with its UTC offset, or None.
 
-    The replay's fast path (msgspec's native datetimes: one C call for a whole block, and the same
-    ``tzinfo`` object for every time with the same offset, which keeps comparing them cheap). None
-    when any text is bad, has no offset, lies outside the years 1900 to 9000, or is one on which
-    msgspec and ``fromisoformat`` could disagree; the caller then reads them one by one.
+    The replay's fast path: msgspec's native datetimes (one C call for a whole block, and the same
+    ``tzinfo`` object for every time with the same offset, which keeps comparing them cheap); where
+    msgspec and ``fromisoformat`` could disagree (a fraction past microseconds, a lower-case ``t``,
+    the basic format), :data:`read_time` itself, one by one. None when any text is bad, has no
+    offset or lies outside the years 1900 to 9000; the caller then reads them one by one.
     """
-    blob = _encode(texts)
-    if blob.translate(None, _PLAIN_TIME_BYTES) or _LONG_FRACTION.search(blob) is not None:
-        return None
-    try:
-        values = _times_decoder.decode(blob)
-    except msgspec.DecodeError:
-        return None
     if texts and not (_FIRST_TEXT <= min(texts) and max(texts) < _PAST_LAST_TEXT):
-        return None  # the year as written is the first four digits of an RFC 3339 time
+        return None  # the year as written is the first four digits of an ISO 8601 time
+    blob = _encode(texts)
+    if not blob.translate(None, _PLAIN_TIME_BYTES) and _LONG_FRACTION.search(blob) is None:
+        try:
+            values: list[datetime] = _times_decoder.decode(blob)
+        except msgspec.DecodeError:
+            pass
+        else:
+            return values
+    try:
+        values = list(map(read_time, texts))
+    except ValueError:
+        return None
+    if None in map(_tzinfo_of, values):
+        return None
     return values
+
+
+_tzinfo_of = attrgetter("tzinfo")
 
 
 _FIRST_TEXT = f"{FIRST_YEAR:04d}"
