@@ -188,7 +188,7 @@ def fast_block(lines: list[bytes], last_seq: int,
         return None
     try:
         evs: list[Event] = list(map(_fast_decode, lines))
-    except msgspec.DecodeError:
+    except Exception:  # noqa: BLE001 - not only DecodeError: RecursionError (nested too deep); the reader names it
         return None
     classes = list(map(type, evs))
     counted = list(map(_COUNTED.__contains__, classes))

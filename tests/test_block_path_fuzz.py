@@ -1,0 +1,211 @@
+"""Differential fuzzing of the replay's block path (:func:`eventlog.replay.fast_block`) against the reader.
+
+The contract: for any block of lines, when ``fast_block`` returns (events, times), every line is one the
+reader (:meth:`eventlog.reader.Reader.decode`) finds good and unmarked (no ``batch_end``), and the events and
+times are exactly the reader's, line by line (fields, ``seq`` included, times and their UTC offsets); else
+it returns None. Blocks are valid events mutated at the byte level the ways a hand-written or hostile log
+may differ (spec sections 1 and 2): ``"v"`` written in every form, keys twice or escaped, unknown fields,
+escaped quotes, batch markers, odd ``seq`` values, CRLF, odd times, deep nesting, invalid UTF-8.
+Whole logs are replayed both ways too: the dump must not depend on the block path.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+from typing import Any
+
+import msgspec
+import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+
+import eventlog.replay as replay_module
+from eventlog.reader import Reader
+from eventlog.replay import Replay, fast_block
+from projections.runner import Runner
+from tests.test_ranges import EVENTS
+
+#: More examples for a long hunt: ``BLOCK_FUZZ_EXAMPLES=20000 pytest tests/test_block_path_fuzz.py``.
+EXAMPLES = int(os.environ.get("BLOCK_FUZZ_EXAMPLES", "150"))
+
+TS = b'"2026-08-01T09:00:00+09:00"'
+
+#: Byte-level edits of one encoded line (``{...}``, keys as msgspec writes them).
+ODD_TIMES = [b"2026-08-01T09:00:00+09:00", b"2026-08-01t09:00:00z", b"20260801T090000+0900", b"2026-08-01T09:00Z",
+             b"2026-08-01T09Z", b"2026-08-01T09:00:00.123456789+09:00", b"2026-08-01T09:00:00.9999995Z",
+             b"2026-08-01T24:00:00Z", b"2026-06-30T23:59:60Z", b"2026-08-01T09:00:00", b"2026-08-01 09:00:00Z",
+             b"2026-08-01T09:00:00-00:00", b"2026-08-01T09:00:00+09:00:30", b"2026-08-01T09:00:00,5+09:00",
+             b"9000-12-31T23:59:59.9999999+00:00", b"9000-W52-7T00:00:00Z", b"1900-001T00:00:00+14:00",
+             b"1899-12-31T23:59:59+00:00", b"9001-01-01T00:00:00Z", b"2026-08-01T09:00:00.Z", b"2026-02-30T00:00:00Z",
+             b"2026-08-01T09:00:00+24:00", b"2026-08-01T09:00:00\\u002B09:00", b"\\u0032026-08-01T09:00:00Z"]
+
+
+def _insert(line: bytes, text: bytes) -> bytes:
+    """``text`` as the first member of the object."""
+    return line.replace(b"{", b"{" + text + b",", 1)
+
+
+def _append(line: bytes, text: bytes) -> bytes:
+    return line[:-1] + b"," + text + b"}" if line.endswith(b"}") else line
+
+
+def _first_key(line: bytes) -> bytes:
+    """The first ``"key":value`` member after ``type`` (a crude cut, good enough to repeat it)."""
+    start = line.find(b',"')
+    if start < 0:
+        return b""
+    end = line.find(b',"', start + 1)
+    return line[start + 1:end if end > 0 else -1]
+
+
+def mutate(line: bytes, how: int, arg: int) -> bytes:
+    """One edit of a line; ``arg`` picks among the variants of an edit."""
+    if how == 0:
+        return line
+    if how == 1:  # "v" written: its forms
+        forms = [b'"v":1', b'"v" : 1', b'"v":1.0', b'"v":true', b'"v":2', b'"v":null', b'"v":1,"v":1',
+                 b'"\\u0076":1', b'"v":1,"\\u0076":1', b'"v":-0', b'"v":1e0', b'"v":01']
+        return _insert(line, forms[arg % len(forms)])
+    if how == 2:  # a key twice: the first member again, at the end or the start
+        member = _first_key(line)
+        if not member:
+            return line
+        return _append(line, member) if arg % 2 else _insert(line, member)
+    if how == 3:  # a key written with escapes
+        for key, escaped in ((b'"seq"', b'"s\\u0065q"'), (b'"ts"', b'"t\\u0073"'), (b'"type"', b'"typ\\u0065"'),
+                             (b'"handoff_id"', b'"handoff_i\\u0064"'), (b'"label"', b'"l\\u0061bel"')):
+            if key in line and arg % 2:
+                return line.replace(key, escaped, 1)
+        return line.replace(b'"ts"', b'"t\\u0073"', 1)
+    if how == 4:  # unknown fields of every shape, some holding "v" or quotes
+        extras = [b'"x":"a\\"b"', b'"x":{"v":1}', b'"x":[{"v":1,"v":2}]', b'"x":"\\u0022"', b'"x\\"v":0',
+                  b'"x":"\\"v\\":"', b'"x":1', b'"note":"by hand"', b'"x":{"a":1,"a":2}', b'"":0',
+                  b'"x\\"v":0,"x":"\\""', b'"x":"\\\\"', b'"x":[' * 40 + b']' * 40, b'"x":' + b"9" * 5000,
+                  b'"x":"\xff"', b'"x":"\\ud800"', b'"x":{"seq":1,"ts":2}', b'"batch_end":null']
+        return _append(line, extras[arg % len(extras)])
+    if how == 5:  # batch markers
+        marks = [b'"batch_end":%d' % (arg % 40 + 1), b'"batch_end":null', b'"batch_end":0',
+                 b'"batch_end":%d,"v":1' % (arg % 40 + 1), b'"batch_en\\u0064":%d' % (arg % 40 + 1)]
+        return _append(line, marks[arg % len(marks)])
+    if how == 6:  # odd seq values
+        values = [b"null", b"0", b"-1", b"1.0", b"true", b"9223372036854775807", b"9223372036854775808",
+                  b"1" + b"0" * 30, b'"1"', b"1e3"]
+        value = values[arg % len(values)]
+        if b'"seq":' in line:
+            head, _, tail = line.partition(b'"seq":')
+            rest = tail.lstrip(b"0123456789")
+            return head + b'"seq":' + value + rest
+        return _append(line, b'"seq":' + value)
+    if how == 7:  # CRLF, spaces
+        return line + b"\r" if arg % 3 == 0 else b" " + line + b" " if arg % 3 == 1 else line.replace(b":", b": ")
+    if how == 8:  # an odd time for ts
+        start = line.find(b'"ts":"')
+        if start < 0:
+            return line
+        end = line.find(b'"', start + 6)
+        return line[:start + 6] + ODD_TIMES[arg % len(ODD_TIMES)] + line[end:]
+    if how == 9:  # calendar entries with nulls, or a key twice inside one
+        forms = [b'{"Hour":null}', b'{"Hour":1,"Hour":2}', b'{"v":1}', b'{"Hour":1,"Minute":null,"v":1}', b'{}']
+        return line.replace(b'"calendar":[', b'"calendar":[' + forms[arg % len(forms)] + b",", 1) \
+            .replace(b",]", b"]")
+    if how == 10:  # a byte changed
+        if not line:
+            return line
+        i = arg % len(line)
+        return line[:i] + bytes([b'"\\{}:,1'[arg % 7]]) + line[i + 1:]
+    if how == 11:  # a quote taken out in one place, put back in another
+        i = line.find(b'"', arg % max(len(line), 1))
+        if i < 0:
+            return line
+        return _append(line[:i] + line[i + 1:], b'"x":"\\""')
+    return line
+
+
+def encoded(event: dict[str, Any], seq: int | None) -> bytes:
+    return msgspec.json.encode(event if seq is None else {**event, "seq": seq})
+
+
+@st.composite
+def blocks(draw: st.DrawFn) -> tuple[list[bytes], int, int | None]:
+    """A block of 1 to 30 lines, the ``last_seq`` before it and its first line number (or None)."""
+    kinds = draw(st.lists(st.sampled_from(list(EVENTS)), min_size=1, max_size=4, unique=True))
+    events = draw(st.lists(st.one_of(*(EVENTS[k] for k in kinds)), min_size=1, max_size=30))
+    last_seq = draw(st.sampled_from([0, 0, 3, 40]))
+    first_line = draw(st.sampled_from([None, 1, 1, 4, 41, 60]))
+    mode = draw(st.sampled_from(["seq", "seq", "none", "mixed"]))
+    start = last_seq + draw(st.integers(0, 2))
+    lines = []
+    for i, event in enumerate(events, 1):
+        seq = start + i if mode == "seq" or (mode == "mixed" and draw(st.booleans())) else None
+        lines.append(encoded(event, seq))
+    if draw(st.booleans()):  # "v":1 on every line, as some writers do
+        lines = [_insert(x, b'"v":1') for x in lines]
+    edits = draw(st.lists(st.tuples(st.integers(0, len(lines) - 1), st.integers(0, 11), st.integers(0, 10_000)),
+                          max_size=4))
+    for i, how, arg in edits:
+        lines[i] = mutate(lines[i], how, arg)
+    return lines, last_seq, first_line
+
+
+def reader_reads(lines: list[bytes], last_seq: int, first_line: int | None) -> list[Any]:
+    reader = Reader()
+    reader.last_seq = last_seq
+    return [reader.decode(raw, n) for n, raw in enumerate(lines, first_line or 1)]
+
+
+def check_block(lines: list[bytes], last_seq: int, first_line: int | None) -> None:
+    try:
+        block = fast_block(lines, last_seq, first_line)
+    except Exception as err:  # noqa: BLE001 - the reader names every line; the block path may not raise
+        pytest.fail(f"fast_block raised {err!r}")
+    if block is None:
+        return
+    evs, ats = block
+    assert len(evs) == len(ats) == len(lines)
+    for n, (raw, ev, at, one) in enumerate(zip(lines, evs, ats, reader_reads(lines, last_seq, first_line),
+                                               strict=True)):
+        assert not isinstance(one, str), (n, raw, one)
+        want, want_at = one
+        assert want.batch_end is None, (n, raw)
+        assert want.__struct_config__.tag == ev.__struct_config__.tag, (n, raw)
+        assert msgspec.structs.asdict(ev) == msgspec.structs.asdict(want), (n, raw)
+        assert at == want_at and at.utcoffset() == want_at.utcoffset(), (n, raw, at, want_at)
+
+
+def line_by_line(data: bytes, monkeypatch: pytest.MonkeyPatch) -> Replay:
+    with monkeypatch.context() as m:
+        m.setattr(replay_module, "fast_block", lambda *_args: None)
+        replay = Replay(Runner())
+        replay.feed(io.BytesIO(data))
+    return replay
+
+
+DEEP = b'{"type":"lane_check","ts":%s,"x":%s%s}' % (TS, b"[" * 50_000, b"]" * 50_000)
+
+
+@given(blocks())
+@example(([DEEP], 0, 1))  # nested past msgspec's depth: the reader names it not_json, the block path must not raise
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_fast_block_returns_what_the_reader_reads_or_none(case: tuple[list[bytes], int, int | None]) -> None:
+    check_block(*case)
+
+
+@given(cases=st.lists(blocks(), min_size=1, max_size=3))
+@example(cases=[([DEEP], 0, 1)])
+@settings(max_examples=max(EXAMPLES // 3, 10), deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+def test_a_log_replays_alike_with_and_without_the_block_path(cases: list[tuple[list[bytes], int, int | None]],
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    data = b"".join(x + b"\n" for lines, _, _ in cases for x in lines)
+    fast = Replay(Runner())
+    fast.feed(io.BytesIO(data))
+    slow = line_by_line(data, monkeypatch)
+    assert fast.bad_lines == slow.bad_lines
+    assert fast.dump("log") == slow.dump("log")
+    exact = Replay(Runner())  # every line through the reader
+    for n, raw in enumerate(data.split(b"\n")[:-1], 1):
+        exact.fold_line(raw, n)
+    exact._stop_before_batch()  # what feed does at the end of its input: an open batch is torn
+    assert exact.bad_lines == fast.bad_lines
+    assert exact.dump("log") == fast.dump("log")
