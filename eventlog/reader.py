@@ -284,10 +284,18 @@ def duplicate_key(raw: bytes | str) -> str | None:
 
     Exact (keys are compared as decoded, at every depth) and slow: the
     ordinary line never gets here (see :func:`quotes_expected`). Bytes that are
-    no JSON at all are left to the other checks (None).
+    no JSON at all are left to the other checks (None). Bytes that are not
+    UTF-8 are ``not_utf8``: msgspec does not check the bytes of a value it
+    skips (an unknown field), so such a line may have decoded as an event.
     """
+    if not isinstance(raw, str):
+        try:
+            raw = raw.decode("utf-8")
+        except UnicodeDecodeError as err:
+            return f"not_utf8: invalid UTF-8 at byte {err.start}"
     try:
-        json.loads(raw, object_pairs_hook=_no_repeats)
+        # numbers are not read (an integer past 4300 digits, which msgspec skips, would stop the parse)
+        json.loads(raw, object_pairs_hook=_no_repeats, parse_int=len, parse_float=len)
     except _Repeated as err:
         return f"bad_value: duplicate key {str(err.args[0])!r}"
     except (ValueError, RecursionError):

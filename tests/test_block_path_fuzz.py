@@ -209,3 +209,29 @@ def test_a_log_replays_alike_with_and_without_the_block_path(cases: list[tuple[l
     exact._stop_before_batch()  # what feed does at the end of its input: an open batch is torn
     assert exact.bad_lines == fast.bad_lines
     assert exact.dump("log") == fast.dump("log")
+
+
+@pytest.mark.parametrize(("skipped", "reason"), [
+    (b'"\xff"', "not_utf8"),  # a byte that is no UTF-8, in a value msgspec skips without looking
+    (b'"\xc0\xaf"', "not_utf8"),  # an over-long encoding of '/'
+    (b'"\xed\xa0\x80"', "not_utf8"),  # a surrogate written as UTF-8
+    (b"9" * 5000, "bad_value: duplicate key 'ts'"),  # an integer past what json.loads reads by default
+    (b"1" * 5000 + b".5", "bad_value: duplicate key 'ts'"),
+])
+def test_a_key_twice_is_named_whatever_an_unknown_field_holds(skipped: bytes, reason: str) -> None:
+    """Spec section 1: a line with a key twice is bad (and a line is UTF-8), whatever else it holds.
+
+    msgspec skips an unknown field's value without checking its bytes, so the line decodes; the reader's
+    exact check must not give up on it (it did: the line was read as good, ``ts`` given twice).
+    """
+    raw = b'{"type":"lane_check","ts":%s,"ts":%s,"x":%s}' % (TS, TS, skipped)
+    got = Reader().decode(raw, 1)
+    assert isinstance(got, str) and got.startswith(reason), got
+    assert fast_block([raw], 0, 1) is None
+    alone = b'{"type":"lane_check","ts":%s,"x":%s}' % (TS, skipped)  # no key twice: only the bytes matter
+    good = Reader().decode(alone, 1)
+    assert isinstance(good, str) == (reason == "not_utf8"), good
+    replay = Replay(Runner())
+    replay.feed(io.BytesIO(raw + b"\n" + alone + b"\n"))
+    assert [b["line"] for b in replay.bad_lines] == ([1, 2] if reason == "not_utf8" else [1])
+    assert replay.bad_lines[0]["reason"].startswith(reason)
