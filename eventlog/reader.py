@@ -213,7 +213,10 @@ class _BadTime(Exception):
 
 
 def _decode_versioned(raw: bytes) -> Event | str:
-    obj = _untyped.decode(raw)
+    try:
+        obj = _untyped.decode(raw)
+    except Exception:  # noqa: BLE001 - a number past a double in a field the typed decode skipped (1e400)
+        return describe_bad_json(raw)
     try:
         obj = upcast(obj)
     except ValueError as err:
