@@ -324,6 +324,22 @@ def read_as_good(lines: list[bytes]) -> bool:
     return True
 
 
+def read_as_the_reader_reads(lines: list[bytes], block: tuple[list[Event], list[datetime]] | None) -> bool:
+    """Assert the block path took ``lines`` exactly when the reader finds each good, and read each as it does
+    (``seq``: given, else the line's number); whether it took them."""
+    assert (block is not None) == read_as_good(lines)
+    if block is None:
+        return False
+    reader = Reader()
+    for n, (raw, ev, at) in enumerate(zip(lines, *block, strict=True), 1):
+        one = reader.decode(raw, n)
+        assert not isinstance(one, str)
+        assert msgspec.structs.asdict(ev) == msgspec.structs.asdict(one[0])
+        assert type_name(ev) == type_name(one[0])
+        assert at == one[1] and at.utcoffset() == one[1].utcoffset()
+    return True
+
+
 @given(logs())
 @settings(max_examples=150, deadline=None)
 def test_a_block_of_ordinary_lines_is_read_at_once_as_the_reader_reads_each_line(events: list[dict[str, Any]]) -> None:
@@ -332,16 +348,8 @@ def test_a_block_of_ordinary_lines_is_read_at_once_as_the_reader_reads_each_line
     # valid lines with a seq and plain times: the block path takes them when the reader reads each one as good;
     # a line that holds more '"' than its event accounts for (a calendar entry written with nulls) is parsed
     # again as the reader parses it
-    assert (block is not None) == read_as_good(lines)
-    if block is None:
+    if not read_as_the_reader_reads(lines, block):
         return
-    reader = Reader()
-    for n, (raw, ev, at) in enumerate(zip(lines, *block, strict=True), 1):
-        one = reader.decode(raw, n)
-        assert not isinstance(one, str)
-        assert msgspec.structs.asdict(ev) == msgspec.structs.asdict(one[0])
-        assert type_name(ev) == type_name(one[0])
-        assert at == one[1] and at.utcoffset() == one[1].utcoffset()
     assert fast_block(lines, len(lines)) is None  # seq must increase past the last line read
     assert fast_block([*lines[:-1], lines[-1][:-1] + b',"seq":1}'], 0) is None  # a key twice: the reader names it
 
@@ -353,16 +361,8 @@ def test_a_block_that_writes_v_or_leaves_seq_out_is_read_at_once_as_the_reader_r
     """``"v":1`` on every line, or no ``seq`` (spec section 2: the line number stands in): still one block."""
     lines = [msgspec.json.encode({**({"v": 1} if with_v else {}), **e, **({"seq": i} if with_seq else {})})
              for i, e in enumerate(events, 1)]
-    block = fast_block(lines, 0, 1)
-    assert (block is not None) == read_as_good(lines)
-    if block is None:
+    if not read_as_the_reader_reads(lines, fast_block(lines, 0, 1)):
         return
-    reader = Reader()
-    for n, (raw, ev, at) in enumerate(zip(lines, *block, strict=True), 1):
-        one = reader.decode(raw, n)
-        assert not isinstance(one, str)
-        assert msgspec.structs.asdict(ev) == msgspec.structs.asdict(one[0])  # seq: given, else the line's number
-        assert at == one[1] and at.utcoffset() == one[1].utcoffset()
     later = fast_block(lines, len(lines), len(lines) + 1)  # read again after as many lines as it holds
     if with_seq:
         assert later is None  # seq must increase past the last line read
