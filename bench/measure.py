@@ -160,8 +160,8 @@ def _read_only(path: Path) -> None:
 def _typed_only(path: Path) -> None:
     """The contract pass's decoding alone: every block into the fast structs, nothing checked."""
     with open(path, "rb") as f:
-        for lines, _end, _torn in iter_blocks(f, 0, BLOCK_BYTES):
-            list(map(fast_decoder.decode, lines))
+        for block in iter_blocks(f, 0, BLOCK_BYTES):
+            list(map(fast_decoder.decode, block.lines))
 
 
 def _times_only(blocks: list[list[str]]) -> None:
@@ -173,7 +173,7 @@ def _times_only(blocks: list[list[str]]) -> None:
 def _timed_times(path: Path, repeat: int) -> float:
     """Best of ``repeat`` :func:`_times_only` over the log's ``ts`` texts (decoded first, not timed)."""
     with open(path, "rb") as f:
-        blocks = [[ev.ts for ev in map(fast_decoder.decode, lines)] for lines, _e, _t in iter_blocks(f, 0, BLOCK_BYTES)]
+        blocks = [[ev.ts for ev in map(fast_decoder.decode, block.lines)] for block in iter_blocks(f, 0, BLOCK_BYTES)]
     return min(_timed(lambda: _times_only(blocks)) for _ in range(repeat))
 
 

@@ -32,7 +32,7 @@ import types
 import typing
 from collections.abc import Callable, Iterator
 from datetime import datetime, tzinfo
-from typing import IO, Any, Literal, Union
+from typing import IO, Any, Literal, NamedTuple, Union
 
 import msgspec
 
@@ -91,10 +91,23 @@ def iter_lines(f: IO[bytes], offset: int = 0) -> Iterator[tuple[bytes, int, bool
             yield raw, offset, False
 
 
-def iter_blocks(f: IO[bytes], offset: int = 0, size: int = 1 << 20) -> Iterator[tuple[list[bytes], int, bool]]:
-    """Yield ``(complete lines without newlines, end offset, torn)`` from ``offset`` on, a block at a time.
+class Block(NamedTuple):
+    """Complete lines of a log, read at once by :func:`iter_blocks`."""
 
-    The fast way through a big file: one ``read`` and one ``split`` per block.
+    lines: list[bytes]
+    """The lines, without their newlines."""
+    end: int
+    """The offset just past the last line's newline."""
+    torn: bool
+    """The file ends inside a line (``lines`` is then empty)."""
+    quotes: int
+    """How many ``"`` the lines hold, counted in one pass (the replay's check for a key twice)."""
+
+
+def iter_blocks(f: IO[bytes], offset: int = 0, size: int = 1 << 20) -> Iterator[Block]:
+    """Yield the :class:`Block` of complete lines from ``offset`` on, a block at a time.
+
+    The fast way through a big file: one ``read``, one ``split`` and one ``count`` per block.
     An over-long line comes alone as ``[TOO_LONG]`` and is never held whole.
     The last item has ``torn`` true when the file ends inside a line.
     """
@@ -113,26 +126,28 @@ def iter_blocks(f: IO[bytes], offset: int = 0, size: int = 1 << 20) -> Iterator[
                 continue
             offset += skipped + nl + 1
             skipped = -1
-            yield [TOO_LONG], offset, False
+            yield Block([TOO_LONG], offset, False, 0)
             chunk = chunk[nl + 1:]
         data = pending + chunk if pending else chunk
         lines = data.split(b"\n")
         pending = lines.pop()
         if lines:
             complete = len(data) - len(pending)
+            quotes = data.count(b'"') - pending.count(b'"')
             if len(lines[0]) > MAX_LINE_BYTES:  # only the first can hold an earlier pending piece
-                first = len(lines.pop(0)) + 1
-                offset += first
-                complete -= first
-                yield [TOO_LONG], offset, False
+                first = lines.pop(0)
+                offset += len(first) + 1
+                complete -= len(first) + 1
+                quotes -= first.count(b'"')
+                yield Block([TOO_LONG], offset, False, 0)
             if lines:
                 offset += complete
-                yield lines, offset, False
+                yield Block(lines, offset, False, quotes)
         if len(pending) > MAX_LINE_BYTES:
             skipped = len(pending)
             pending = b""
     if pending or skipped >= 0:
-        yield [], offset, True
+        yield Block([], offset, True, 0)
 
 
 #: Marker yielded by :func:`iter_lines` in place of an over-long line.

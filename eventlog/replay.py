@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import datetime, timedelta, timezone, tzinfo
 from itertools import accumulate, compress, count, islice, repeat
-from operator import attrgetter, lt, not_
+from operator import attrgetter, call, lt, ne, not_
 from typing import IO, Annotated, Any, Generic, NamedTuple, TypedDict, TypeVar
 
 import msgspec
@@ -155,10 +155,6 @@ _QUOTE = b'"'
 _V1 = b'"v":'
 
 
-def _counted(ev: Event) -> int:
-    return _COUNTED[ev.__class__](ev)
-
-
 def _more_quotes_ordinary(ev: Event, raw: bytes) -> bool:
     """Whether a line that holds more ``"`` than its event accounts for is still ordinary, as the reader finds.
 
@@ -170,8 +166,8 @@ def _more_quotes_ordinary(ev: Event, raw: bytes) -> bool:
     return ev.batch_end is None and duplicate_key(raw) is None
 
 
-def fast_block(lines: list[bytes], last_seq: int,
-               first_line: int | None = None) -> tuple[list[Event], list[datetime]] | None:
+def fast_block(lines: list[bytes], last_seq: int, first_line: int | None = None,
+               quotes: int | None = None) -> tuple[list[Event], list[datetime]] | None:
     """The events of a block of lines and their times, when every line is ordinary; else None.
 
     Ordinary, as :meth:`Replay.feed` means it, decided for the block at once: each line decodes
@@ -193,13 +189,15 @@ def fast_block(lines: list[bytes], last_seq: int,
     classes = list(map(type, evs))
     counted = list(map(_COUNTED.__contains__, classes))
     # the types with optional fields, line by line (a field may be written with its default; these
-    # counts read the events as decoded: before any seq is set below)
+    # counts read the events as decoded: before any seq is set below); only a line whose count is
+    # off is looked at in Python
     held = list(map(bytes.count, compress(lines, counted), repeat(_QUOTE)))
-    for raw, ev, n, q in zip(compress(lines, counted), compress(evs, counted), held,
-                             map(_counted, compress(evs, counted)), strict=True):
-        if (n != q and not (n == q + 2 and _V1 in raw) and n != q + written_defaults(ev, raw)
-                and not _more_quotes_ordinary(ev, raw)):
-            return None
+    owed = list(map(call, map(_COUNTED.__getitem__, compress(classes, counted)), compress(evs, counted)))
+    if held != owed:
+        for raw, ev, n, q in compress(zip(compress(lines, counted), compress(evs, counted), held, owed, strict=True),
+                                      map(ne, held, owed)):
+            if n != q + written_defaults(ev, raw) and not _more_quotes_ordinary(ev, raw):
+                return None
     seqs: list[int] = list(map(_seq_of, evs))  # None where a line leaves seq out
     if seqs[0] is None:  # hand-written: every line's number stands in for its seq, or the block goes line by line
         if first_line is None or first_line <= last_seq or any(seqs):
@@ -213,7 +211,9 @@ def fast_block(lines: list[bytes], last_seq: int,
         seq_quotes = 2
     # the others, for the whole block at once: their constant, 2 for seq, 2 for each line of them with "v":1
     # (a line that has it twice is counted once, so it is off by 2: a key twice)
-    quotes = b"\n".join(lines).count(_QUOTE) - sum(held)
+    if quotes is None:
+        quotes = b"\n".join(lines).count(_QUOTE)
+    quotes -= sum(held)
     expected = sum(map(_FIXED.__getitem__, classes)) + seq_quotes * (len(evs) - len(held))
     if quotes != expected and quotes != expected + 2 * sum(
             map(bytes.__contains__, compress(lines, map(not_, counted)), repeat(_V1))):
@@ -300,12 +300,12 @@ class Replay:
         self.uncommitted = None
         self._batch = None
         pending = False  # a batch is open: every line goes through fold_line
-        for lines, end, torn in iter_blocks(f, self.offset, BLOCK_BYTES):
+        for lines, end, torn, quotes in iter_blocks(f, self.offset, BLOCK_BYTES):
             if torn:
                 self.torn_tail = True
                 break
             if not pending:
-                block = fast_block_(lines, last_seq, line + 1)
+                block = fast_block_(lines, last_seq, line + 1, quotes)
                 if block is not None:  # every line ordinary: fold them all, no line-by-line checks
                     evs, ats = block
                     for n, fast_ev, fast_at in zip(count(line + 1), evs, ats):

@@ -7,9 +7,12 @@ from zoneinfo import ZoneInfo
 
 import msgspec
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from eventlog import events as ev
-from eventlog.reader import MAX_LINE_BYTES, Reader, iter_lines
+from eventlog import reader
+from eventlog.reader import MAX_LINE_BYTES, TOO_LONG, Reader, iter_blocks, iter_lines
 from eventlog.replay import Replay
 from projections.runner import Runner
 
@@ -118,6 +121,31 @@ def test_schema_names_every_type() -> None:
     text = msgspec.json.encode(schema).decode()
     for name in ev.EVENT_TYPES:
         assert f'"{name}"' in text
+
+
+_PIECES = st.lists(st.lists(st.sampled_from([b'"', b"a", b"\xff"]), max_size=12).map(b"".join), max_size=20)
+
+
+@given(_PIECES, st.booleans(), st.integers(1, 16), st.integers(0, 8))
+@settings(max_examples=300)
+def test_blocks_hold_every_line_and_count_its_quotes(pieces: list[bytes], torn: bool, size: int, more: int) -> None:
+    """Each block's lines are the file's complete lines in order (an over-long one as TOO_LONG), its
+    ``end`` the offset past the last, its ``quotes`` their ``"`` (the replay's check for a key twice).
+
+    A line no longer than a block is never over-long (as 128 KiB blocks and 1 MiB lines).
+    """
+    longest = size + more
+    data = b"".join(p + b"\n" for p in pieces) + (b'x"' if torn else b"")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(reader, "MAX_LINE_BYTES", longest)
+        blocks = list(iter_blocks(io.BytesIO(data), 0, size))
+    got = [line for b in blocks for line in b.lines]
+    assert got == [TOO_LONG if len(p) > longest else p for p in pieces]
+    for b in blocks:
+        assert b.quotes == sum(line.count(b'"') for line in b.lines)
+        assert b.torn or data[b.end - 1:b.end] == b"\n"
+    assert (blocks[-1].torn if blocks else False) == torn
+    assert not blocks or blocks[-1].end == (len(data) - 2 if torn else len(data))
 
 
 @pytest.mark.parametrize("data", [b"\x00" * 100, b"\xff\xfe\n\n", b"\n" * 5, b"{" * 1000 + b"\n", b""])

@@ -518,7 +518,7 @@ def _file_lines(path: str, cursor: Cursor) -> list[tuple[str, int, bytes]]:
         if (cursor.identity is not None and ident != cursor.identity) or st.st_size < cursor.offset:
             raise LogReplaced(f"{path} was truncated or replaced; start again with after=SEQ")
         cursor.identity = ident
-        for lines, end, torn in iter_blocks(f, cursor.offset):
+        for lines, end, torn, _quotes in iter_blocks(f, cursor.offset):
             if torn:
                 break
             for raw in lines:
