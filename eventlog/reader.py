@@ -97,7 +97,7 @@ class Block(NamedTuple):
     lines: list[bytes]
     """The lines, without their newlines."""
     end: int
-    """The offset just past the last line's newline."""
+    """The offset just past the last complete line's newline (of an earlier block, when torn)."""
     torn: bool
     """The file ends inside a line (``lines`` is then empty)."""
     quotes: int
@@ -107,7 +107,7 @@ class Block(NamedTuple):
 def iter_blocks(f: IO[bytes], offset: int = 0, size: int = 1 << 20) -> Iterator[Block]:
     """Yield the :class:`Block` of complete lines from ``offset`` on, a block at a time.
 
-    The fast way through a big file: one ``read``, one ``split`` and one ``count`` per block.
+    The fast way through a big file: one ``read``, one ``split`` and one count of ``"`` per block.
     An over-long line comes alone as ``[TOO_LONG]`` and is never held whole.
     The last item has ``torn`` true when the file ends inside a line.
     """

@@ -178,7 +178,9 @@ def fast_block(lines: list[bytes], last_seq: int, first_line: int | None = None,
     time reads with an offset in the years 1900 to 9000 (:func:`eventlog.events.read_times`).
     A block whose lines all leave ``seq`` out takes their numbers from ``first_line`` on,
     as the reader does (spec section 2: hand-written logs); with ``first_line`` None it goes
-    line by line. None sends the block line by line, where every rule is named.
+    line by line. ``quotes``: the ``"`` the lines hold, when the caller counted them
+    (:attr:`eventlog.reader.Block.quotes`); None counts them here. None sends the block line
+    by line, where every rule is named.
     """
     if not lines:
         return None

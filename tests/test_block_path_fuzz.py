@@ -157,10 +157,14 @@ def reader_reads(lines: list[bytes], last_seq: int, first_line: int | None) -> l
 def check_block(lines: list[bytes], last_seq: int, first_line: int | None) -> None:
     try:
         block = fast_block(lines, last_seq, first_line)
+        # as the replay calls it: the block's '"' counted by the read (eventlog.reader.Block.quotes)
+        counted = fast_block(lines, last_seq, first_line, sum(raw.count(b'"') for raw in lines))
     except Exception as err:  # noqa: BLE001 - the reader names every line; the block path may not raise
         pytest.fail(f"fast_block raised {err!r}")
-    if block is None:
+    assert (counted is None) == (block is None)
+    if block is None or counted is None:
         return
+    assert msgspec.json.encode(counted[0]) == msgspec.json.encode(block[0]) and counted[1] == block[1]
     evs, ats = block
     assert len(evs) == len(ats) == len(lines)
     for n, (raw, ev, at, one) in enumerate(zip(lines, evs, ats, reader_reads(lines, last_seq, first_line),
