@@ -7,7 +7,9 @@ and still mean the same (the same dump, but for ``log``):
 - ``v1``: ``"v":1`` on every line (the version, written although it is the default);
 - ``no-seq``: no ``seq`` at all (hand-written: the line number stands in);
 - ``dumps``: every line as Python's ``json.dumps`` writes a dict of every field: ``", "``
-  and ``": "``, ``"v": 1``, and every optional field written, with its default or null.
+  and ``": "``, ``"v": 1``, and every optional field written, with its default or null;
+- ``extra``: two fields the contract does not know on every line (``"host"``, ``"pid"``),
+  as a writer may add (spec section 1: kept on read, ignored by projections).
 
 ``python -m bench.shapes SHAPE LOG OUT`` writes LOG in that shape to OUT; then
 ``tools/bench --only replay --log OUT`` measures it against its own floor (docs/PERFORMANCE.md).
@@ -43,8 +45,12 @@ def _dumps(line: bytes) -> bytes:
     return json.dumps({"type": fields.pop("type"), **fields}).encode()
 
 
+def _extra(line: bytes) -> bytes:
+    return line[:-1] + b',"host":"runner-1","pid":4242}'
+
+
 #: Shape name -> how one compact line (without its newline) is written in it.
-SHAPES: dict[str, Callable[[bytes], bytes]] = {"v1": _v1, "no-seq": _no_seq, "dumps": _dumps}
+SHAPES: dict[str, Callable[[bytes], bytes]] = {"v1": _v1, "no-seq": _no_seq, "dumps": _dumps, "extra": _extra}
 
 
 def reshape(lines: Iterable[bytes], shape: str) -> Iterator[bytes]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import datetime, timedelta, timezone, tzinfo
 from itertools import accumulate, compress, count, islice, repeat
-from operator import attrgetter, call, lt, ne, not_
+from operator import add, attrgetter, call, lt, mul, ne, not_
 from typing import IO, Annotated, Any, Generic, NamedTuple, TypedDict, TypeVar
 
 import msgspec
@@ -38,6 +38,7 @@ from eventlog.reader import (
     duplicate_key,
     fast_decoder,
     iter_blocks,
+    no_key_twice,
     written_defaults,
 )
 
@@ -155,15 +156,19 @@ _QUOTE = b'"'
 _V1 = b'"v":'
 
 
-def _more_quotes_ordinary(ev: Event, raw: bytes) -> bool:
-    """Whether a line that holds more ``"`` than its event accounts for is still ordinary, as the reader finds.
+def _more_quotes_ordinary(more: list[tuple[Event, bytes]]) -> bool:
+    """Whether lines that hold more ``"`` than their events account for are still ordinary, as the reader finds.
 
     More ``"`` come from a key twice (bad), a batch marker (held until the batch ends), or
-    something else the reader accepts (an unknown field, a calendar entry written with nulls);
-    the reader tells them apart by parsing the line again (:func:`eventlog.reader.duplicate_key`):
-    slow, and only for such lines.
+    something else the reader accepts (an unknown field, a calendar entry written with nulls,
+    a ``"`` inside a string). The lines are proved to hold no key twice all at once
+    (:func:`eventlog.reader.no_key_twice`, in C); failing that, each is parsed again
+    (:func:`eventlog.reader.duplicate_key`): slow, and only for such lines.
     """
-    return ev.batch_end is None and duplicate_key(raw) is None
+    if any(ev.batch_end is not None for ev, _raw in more):
+        return False
+    lines = [raw for _ev, raw in more]
+    return no_key_twice(lines) or all(duplicate_key(raw) is None for raw in lines)
 
 
 def fast_block(lines: list[bytes], last_seq: int, first_line: int | None = None,
@@ -173,7 +178,7 @@ def fast_block(lines: list[bytes], last_seq: int, first_line: int | None = None,
     Ordinary, as :meth:`Replay.feed` means it, decided for the block at once: each line decodes
     as a fast type (a known type at version 1), holds no batch marker and no key twice (the block
     holds exactly the ``"`` its events account for, :func:`eventlog.reader.quotes_expected`, with
-    ``"v":1`` written counted once a line; a line that holds more is parsed again, as the reader
+    ``"v":1`` written counted once a line; lines that hold more are looked at again, as the reader
     does, by :func:`_more_quotes_ordinary`), ``seq`` increases from ``last_seq`` on, and every
     time reads with an offset in the years 1900 to 9000 (:func:`eventlog.events.read_times`).
     A block whose lines all leave ``seq`` out takes their numbers from ``first_line`` on,
@@ -190,16 +195,14 @@ def fast_block(lines: list[bytes], last_seq: int, first_line: int | None = None,
         return None
     classes = list(map(type, evs))
     counted = list(map(_COUNTED.__contains__, classes))
-    # the types with optional fields, line by line (a field may be written with its default; these
-    # counts read the events as decoded: before any seq is set below); only a line whose count is
-    # off is looked at in Python
+    # The types with optional fields, line by line, in C (these counts read the events as decoded:
+    # before any seq is set below). A line that holds more '"' than its event accounts for (a field
+    # written with its default, an unknown field, a '"' inside a string, a key twice) is looked at below.
     held = list(map(bytes.count, compress(lines, counted), repeat(_QUOTE)))
     owed = list(map(call, map(_COUNTED.__getitem__, compress(classes, counted)), compress(evs, counted)))
+    more: list[tuple[Event, bytes]] = []
     if held != owed:
-        for raw, ev, n, q in compress(zip(compress(lines, counted), compress(evs, counted), held, owed, strict=True),
-                                      map(ne, held, owed)):
-            if n != q + written_defaults(ev, raw) and not _more_quotes_ordinary(ev, raw):
-                return None
+        more += compress(zip(compress(evs, counted), compress(lines, counted), strict=True), map(ne, held, owed))
     seqs: list[int] = list(map(_seq_of, evs))  # None where a line leaves seq out
     if seqs[0] is None:  # hand-written: every line's number stands in for its seq, or the block goes line by line
         if first_line is None or first_line <= last_seq or any(seqs):
@@ -211,19 +214,23 @@ def fast_block(lines: list[bytes], last_seq: int, first_line: int | None = None,
         return None
     else:
         seq_quotes = 2
-    # the others, for the whole block at once: their constant, 2 for seq, 2 for each line of them with "v":1
-    # (a line that has it twice is counted once, so it is off by 2: a key twice)
+    # The others, for the whole block at once: their constant, 2 for seq, 2 for each line of them with "v":1
+    # (a line that has it twice is counted once, so it is off by 2: a key twice).
     if quotes is None:
         quotes = b"\n".join(lines).count(_QUOTE)
     quotes -= sum(held)
     expected = sum(map(_FIXED.__getitem__, classes)) + seq_quotes * (len(evs) - len(held))
     if quotes != expected and quotes != expected + 2 * sum(
             map(bytes.__contains__, compress(lines, map(not_, counted)), repeat(_V1))):
-        # some line holds more: find it (them), line by line
-        for raw, ev in zip(compress(lines, map(not_, counted)), compress(evs, map(not_, counted)), strict=True):
-            if (raw.count(_QUOTE) != _FIXED[ev.__class__] + seq_quotes + (2 if _V1 in raw else 0)
-                    and not _more_quotes_ordinary(ev, raw)):
-                return None
+        # some line holds more: which, line by line in C
+        plain = list(map(not_, counted))
+        others = list(compress(lines, plain))
+        fixed = map(add, map(_FIXED.__getitem__, compress(classes, plain)),
+                    map(mul, map(bytes.__contains__, others, repeat(_V1)), repeat(2)))
+        more += compress(zip(compress(evs, plain), others, strict=True),
+                         map(ne, map(bytes.count, others, repeat(_QUOTE)), map(add, fixed, repeat(seq_quotes))))
+    if more and not _more_quotes_ordinary(more):
+        return None
     texts: list[str] = list(map(_ts_of, evs))
     for ev in compress(evs, map(_TIMED.__contains__, classes)):
         for name in _TIMED[ev.__class__]:

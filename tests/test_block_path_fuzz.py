@@ -12,6 +12,7 @@ Whole logs are replayed both ways too: the dump must not depend on the block pat
 from __future__ import annotations
 
 import io
+import json
 import os
 from typing import Any
 
@@ -21,7 +22,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import eventlog.replay as replay_module
-from eventlog.reader import Reader
+from eventlog.reader import Reader, duplicate_key, no_key_twice
 from eventlog.replay import Replay, fast_block
 from projections.runner import Runner
 from tests.test_ranges import EVENTS
@@ -252,3 +253,106 @@ def test_a_later_version_with_a_number_past_a_double_is_a_bad_line_not_a_crash(n
     replay = Replay(Runner())
     replay.feed(io.BytesIO(raw + b"\n" + good + b"\n"))
     assert [b["line"] for b in replay.bad_lines] == [1] and replay.events == 1
+
+
+# -- the quick proof that lines hold no key twice (eventlog.reader.no_key_twice) -----------------------------
+
+
+class _KeyTwice(Exception):
+    pass
+
+
+def _no_repeats(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    keys = [key for key, _ in pairs]
+    if len(set(keys)) != len(keys):
+        raise _KeyTwice
+    return dict(pairs)
+
+
+def key_twice(raw: bytes) -> bool:
+    """The test's own check, by the standard library: does any object of ``raw`` hold a key twice?"""
+    try:
+        json.loads(raw, object_pairs_hook=_no_repeats)
+    except _KeyTwice:
+        return True
+    return False
+
+
+def _string(text: str, escapes: list[int]) -> str:
+    """``text`` as a JSON string, each '"' written ``\\"`` or ``\\u0022``, some letters as ``\\u00XX``."""
+    out = []
+    for i, ch in enumerate(text):
+        how = escapes[i % len(escapes)] if escapes else 0
+        if ch == '"':
+            out.append("\\u0022" if how % 2 else '\\"')
+        elif ch == "\\":
+            out.append("\\\\")
+        elif ch.isalpha() and how % 3 == 2:
+            out.append(f"\\u{ord(ch):04x}")
+        else:
+            out.append(ch)
+    return '"' + "".join(out) + '"'
+
+
+_KEYS = st.sampled_from(["a", "b", "v", "ts", 'x"y', '"', ""])
+_TEXTS = st.sampled_from(["", "a", '"', 'a"b', "seq", '":"', "\u3042", "x\\y"])
+
+
+@st.composite
+def json_text(draw: st.DrawFn, depth: int = 0) -> str:
+    """A JSON value as a writer may write it: keys often given twice, quotes escaped either way, odd spacing."""
+    escapes = draw(st.lists(st.integers(0, 5), max_size=3))
+    kind = draw(st.sampled_from(["object", "object", "list", "string", "number", "literal"]) if depth < 3
+                else st.sampled_from(["string", "number", "literal"]))
+    space = draw(st.sampled_from(["", " ", "\t"]))
+    if kind == "object":
+        members = draw(st.lists(st.tuples(_KEYS, json_text(depth + 1)), max_size=5))
+        return "{" + ",".join(f"{space}{_string(k, escapes)}{space}:{space}{v}" for k, v in members) + "}"
+    if kind == "list":
+        return "[" + f",{space}".join(draw(st.lists(json_text(depth + 1), max_size=4))) + "]"
+    if kind == "string":
+        return _string(draw(_TEXTS), escapes)
+    if kind == "number":
+        return draw(st.sampled_from(["0", "-1", "1.5", "1e3", "12345678901234567890123"]))
+    return draw(st.sampled_from(["true", "false", "null"]))
+
+
+@given(st.lists(json_text(), min_size=1, max_size=4))
+@example(['{"a":1,"a":"\\u0022\\u0022"}'])  # the two '"' the key twice adds, hidden by two written \u0022
+@example(['{"a":1,"\\u0061":2}'])  # one key, written two ways
+@example(['{"a":{"b":1,"b":1}}', '{"c":2}'])
+@settings(max_examples=EXAMPLES * 4, deadline=None)
+def test_no_key_twice_proves_only_what_is_so(texts: list[str]) -> None:
+    """True only for lines where no object holds a key twice; and true for each such line that writes no
+    ``\\u0022`` (so the quick proof is what the block path really takes)."""
+    lines = [text.encode() for text in texts]
+    twice = [key_twice(raw) for raw in lines]
+    if no_key_twice(lines):
+        assert not any(twice), texts
+    for raw, repeated in zip(lines, twice, strict=True):
+        assert no_key_twice([raw]) == (not repeated and b"\\u0022" not in raw), raw
+        assert (duplicate_key(raw) is None) == (not repeated), raw
+
+
+def test_unknown_fields_on_every_line_keep_a_block_on_the_block_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Spec section 1: unknown fields are kept on read. A block whose every line carries some is proved in
+    one C pass to hold no key twice: no line is parsed again in Python, and the events are the reader's.
+    The same block with one unknown key given twice goes line by line, where that line is named."""
+    plain = [encoded(event, seq) for seq, event in enumerate(
+        [{"type": "lane_check", "ts": TS.decode().strip('"')},
+         {"type": "handoff_created", "ts": "2026-08-01T09:00:00+09:00", "handoff_id": "h-1", "account": "a",
+          "importance": 0},
+         {"type": "claimed", "ts": "2026-08-01T09:00:01+09:00", "handoff_id": "h-1", "watcher": "w", "attempt": 1}],
+        1)]
+    extra = [_append(raw, b'"host":"runner-1","pid":4242,"meta":{"note":"a \\"quoted\\" word"}') for raw in plain]
+    with monkeypatch.context() as m:
+        m.setattr(replay_module, "duplicate_key", lambda raw: pytest.fail(f"parsed again in Python: {raw!r}"))
+        block = fast_block(extra, 0, 1)
+    assert block is not None
+    check_block(extra, 0, 1)
+    twice = [*extra[:2], _append(extra[2], b'"host":"runner-2"')]
+    assert fast_block(twice, 0, 1) is None
+    replay = Replay(Runner())
+    replay.feed(io.BytesIO(b"".join(raw + b"\n" for raw in twice)))
+    assert replay.bad_lines == [{"line": 3, "reason": "bad_value: duplicate key 'host'"}]
+    assert replay.events == 2
