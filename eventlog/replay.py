@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import datetime, timedelta, timezone, tzinfo
 from itertools import accumulate, compress, count, islice, repeat
-from operator import add, attrgetter, call, lt, mul, ne, not_
+from operator import attrgetter, call, lt, ne, not_
 from typing import IO, Annotated, Any, Generic, NamedTuple, TypedDict, TypeVar
 
 import msgspec
@@ -200,9 +200,6 @@ def fast_block(lines: list[bytes], last_seq: int, first_line: int | None = None,
     # written with its default, an unknown field, a '"' inside a string, a key twice) is looked at below.
     held = list(map(bytes.count, compress(lines, counted), repeat(_QUOTE)))
     owed = list(map(call, map(_COUNTED.__getitem__, compress(classes, counted)), compress(evs, counted)))
-    more: list[tuple[Event, bytes]] = []
-    if held != owed:
-        more += compress(zip(compress(evs, counted), compress(lines, counted), strict=True), map(ne, held, owed))
     seqs: list[int] = list(map(_seq_of, evs))  # None where a line leaves seq out
     if seqs[0] is None:  # hand-written: every line's number stands in for its seq, or the block goes line by line
         if first_line is None or first_line <= last_seq or any(seqs):
@@ -220,15 +217,19 @@ def fast_block(lines: list[bytes], last_seq: int, first_line: int | None = None,
         quotes = b"\n".join(lines).count(_QUOTE)
     quotes -= sum(held)
     expected = sum(map(_FIXED.__getitem__, classes)) + seq_quotes * (len(evs) - len(held))
+    more: list[tuple[Event, bytes]] = []  # the lines that hold more '"' than their events account for
     if quotes != expected and quotes != expected + 2 * sum(
             map(bytes.__contains__, compress(lines, map(not_, counted)), repeat(_V1))):
-        # some line holds more: which, line by line in C
-        plain = list(map(not_, counted))
-        others = list(compress(lines, plain))
-        fixed = map(add, map(_FIXED.__getitem__, compress(classes, plain)),
-                    map(mul, map(bytes.__contains__, others, repeat(_V1)), repeat(2)))
-        more += compress(zip(compress(evs, plain), others, strict=True),
-                         map(ne, map(bytes.count, others, repeat(_QUOTE)), map(add, fixed, repeat(seq_quotes))))
+        # some line holds more: all of them are looked at (telling which costs more than the proof)
+        more += compress(zip(evs, lines, strict=True), map(not_, counted))
+    if held != owed:
+        off = compress(zip(compress(evs, counted), compress(lines, counted), held, owed, strict=True),
+                       map(ne, held, owed))
+        if more:  # a proof is made anyway
+            more += ((ev, raw) for ev, raw, _n, _q in off)
+        else:  # a field written with its default (the commonest) is told from the line itself, cheaper (a line
+            # of a block without seq that writes "seq":null is not: its seq is set by now; the proof takes it)
+            more = [(ev, raw) for ev, raw, n, q in off if n != q + written_defaults(ev, raw)]
     if more and not _more_quotes_ordinary(more):
         return None
     texts: list[str] = list(map(_ts_of, evs))
