@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import datetime, timedelta, timezone, tzinfo
 from itertools import accumulate, compress, count, islice, repeat
-from operator import attrgetter, call, lt, ne, not_
+from operator import attrgetter, call, is_not, itemgetter, lt, ne, not_
 from typing import IO, Annotated, Any, Generic, NamedTuple, TypedDict, TypeVar
 
 import msgspec
@@ -46,6 +46,10 @@ from eventlog.reader import (
 #: events are still in the processor's cache when they are folded (128 KiB folds a 1M-event log in 30% less
 #: time than 1 MiB here; 64 to 256 KiB are alike).
 BLOCK_BYTES = 1 << 17
+
+#: After a line that is not ordinary, the block path is tried again on at least this many lines; where it
+#: stopped sooner, as many lines (then twice as many, and so on) go line by line first.
+TRY_AGAIN = 64
 
 #: Called with (lines read, bytes read) every so often during a long read.
 Progress = Callable[[int, int], None]
@@ -151,13 +155,15 @@ _COUNTED = {fast: q for fast, q in FAST_QUOTES.items() if not isinstance(q, int)
 _TIMED = {fast: TIME_FIELDS[cls] for fast, cls in FAST_TYPES.items() if cls in TIME_FIELDS}
 _seq_of = attrgetter("seq")
 _ts_of = attrgetter("ts")
+_index_of = itemgetter(0)
 _QUOTE = b'"'
 #: ``v`` written with its default value: only ever a key (inside a string a quote is escaped).
 _V1 = b'"v":'
 
 
-def _more_quotes_ordinary(more: list[tuple[Event, bytes]]) -> bool:
-    """Whether lines that hold more ``"`` than their events account for are still ordinary, as the reader finds.
+def _first_not_ordinary(more: list[tuple[int, Event, bytes]]) -> int | None:
+    """Of lines that hold more ``"`` than their events account for (index, event, line), the index of the
+    first that is not ordinary, as the reader finds; None when every one is.
 
     More ``"`` come from a key twice (bad), a batch marker (held until the batch ends), or
     something else the reader accepts (an unknown field, a calendar entry written with nulls,
@@ -165,34 +171,107 @@ def _more_quotes_ordinary(more: list[tuple[Event, bytes]]) -> bool:
     (:func:`eventlog.reader.no_key_twice`, in C); failing that, each is parsed again
     (:func:`eventlog.reader.duplicate_key`): slow, and only for such lines.
     """
-    if any(ev.batch_end is not None for ev, _raw in more):
-        return False
-    lines = [raw for _ev, raw in more]
-    return no_key_twice(lines) or all(duplicate_key(raw) is None for raw in lines)
+    if all(ev.batch_end is None for _i, ev, _raw in more) and no_key_twice([raw for _i, _ev, raw in more]):
+        return None
+    for i, ev, raw in sorted(more, key=_index_of):
+        if ev.batch_end is not None or duplicate_key(raw) is not None:
+            return i
+    return None
 
 
-def fast_block(lines: list[bytes], last_seq: int, first_line: int | None = None,
-               quotes: int | None = None) -> tuple[list[Event], list[datetime]] | None:
-    """The events of a block of lines and their times, when every line is ordinary; else None.
+def _decoded(lines: list[bytes]) -> list[Event]:
+    """The fast events of ``lines`` up to the first line that does not decode as one."""
+    evs: list[Event] = []
+    for raw in lines:
+        try:
+            evs.append(_fast_decode(raw))
+        except Exception:  # noqa: BLE001 - not only DecodeError: RecursionError (nested too deep); the reader names it
+            break
+    return evs
+
+
+def _seqs_increase(seqs: list[int | None]) -> int:
+    """How many of ``seqs`` (the first given) increase one after another."""
+    for i in range(1, len(seqs)):
+        later = seqs[i]
+        if later is None or later <= seqs[i - 1]:  # type: ignore[operator]  # seqs[i - 1] is given by then
+            return i
+    return len(seqs)
+
+
+def _times(evs: list[Event], classes: list[type[Event]]) -> list[datetime] | None:
+    """Every time of ``evs`` read at once (:func:`eventlog.events.read_times`): their ``ts``; None if any is bad."""
+    texts: list[str] = list(map(_ts_of, evs))
+    for ev in compress(evs, map(_TIMED.__contains__, classes)):
+        for name in _TIMED[ev.__class__]:
+            text = getattr(ev, name)
+            if text is not None:
+                texts.append(text)
+    ats = read_times(texts)
+    if ats is not None:
+        del ats[len(evs):]
+    return ats
+
+
+def _good_times(evs: list[Event], classes: list[type[Event]], step: int = 64) -> list[datetime]:
+    """The times of ``evs`` up to the first event with a bad time: ``step`` events at a time, then by halves."""
+    ats: list[datetime] = []
+    for lo in range(0, len(evs), step):
+        some = _times(evs[lo:lo + step], classes[lo:lo + step])
+        if some is None:
+            good, bad = lo, min(lo + step, len(evs))  # evs[lo:good] read well, evs[lo:bad] did not
+            some = []
+            while bad - good > 1:
+                mid = (good + bad) // 2
+                part = _times(evs[lo:mid], classes[lo:mid])
+                if part is None:
+                    bad = mid
+                else:
+                    good, some = mid, part
+            return ats + some
+        ats += some
+    return ats
+
+
+def ordinary_prefix(lines: list[bytes], last_seq: int, first_line: int | None = None,
+                    quotes: int | None = None) -> tuple[list[Event], list[datetime]]:
+    """The events and times of a block's lines up to the first that is not ordinary (all of them when none).
 
     Ordinary, as :meth:`Replay.feed` means it, decided for the block at once: each line decodes
     as a fast type (a known type at version 1), holds no batch marker and no key twice (the block
     holds exactly the ``"`` its events account for, :func:`eventlog.reader.quotes_expected`, with
     ``"v":1`` written counted once a line; lines that hold more are looked at again, as the reader
-    does, by :func:`_more_quotes_ordinary`), ``seq`` increases from ``last_seq`` on, and every
+    does, by :func:`_first_not_ordinary`), ``seq`` increases from ``last_seq`` on, and every
     time reads with an offset in the years 1900 to 9000 (:func:`eventlog.events.read_times`).
-    A block whose lines all leave ``seq`` out takes their numbers from ``first_line`` on,
-    as the reader does (spec section 2: hand-written logs); with ``first_line`` None it goes
-    line by line. ``quotes``: the ``"`` the lines hold, when the caller counted them
-    (:attr:`eventlog.reader.Block.quotes`); None counts them here. None sends the block line
-    by line, where every rule is named.
+    A block whose first line leaves ``seq`` out takes the numbers of its lines from ``first_line``
+    on, as the reader does (spec section 2: hand-written logs), up to a line that gives one; with
+    ``first_line`` None it has no ordinary line. ``quotes``: the ``"`` the lines hold, when the
+    caller counted them (:attr:`eventlog.reader.Block.quotes`); None counts them here. The line
+    after the prefix goes line by line, where every rule is named; it may be ordinary after all.
     """
-    if not lines:
-        return None
     try:
         evs: list[Event] = list(map(_fast_decode, lines))
     except Exception:  # noqa: BLE001 - not only DecodeError: RecursionError (nested too deep); the reader names it
-        return None
+        evs = _decoded(lines)
+        lines, quotes = lines[:len(evs)], None
+    if not evs:
+        return [], []
+    seqs: list[int | None] = list(map(_seq_of, evs))  # None where a line leaves seq out
+    numbered_from = 0
+    if seqs[0] is None:  # hand-written: every line's number stands in for its seq
+        if first_line is None or first_line <= last_seq:
+            return [], []
+        numbered_from = first_line
+        stop = next(compress(count(), map(is_not, seqs, repeat(None))), len(seqs)) if any(seqs) else len(seqs)
+    elif seqs[0] <= last_seq:
+        return [], []
+    elif None in seqs or not all(map(lt, seqs, islice(seqs, 1, None))):  # type: ignore[arg-type]
+        stop = _seqs_increase(seqs)
+    else:
+        stop = len(seqs)
+    if stop < len(evs):
+        del evs[stop:]
+        lines, quotes = lines[:stop], None
     classes = list(map(type, evs))
     counted = list(map(_COUNTED.__contains__, classes))
     # The types with optional fields, line by line, in C (these counts read the events as decoded:
@@ -200,15 +279,10 @@ def fast_block(lines: list[bytes], last_seq: int, first_line: int | None = None,
     # written with its default, an unknown field, a '"' inside a string, a key twice) is looked at below.
     held = list(map(bytes.count, compress(lines, counted), repeat(_QUOTE)))
     owed = list(map(call, map(_COUNTED.__getitem__, compress(classes, counted)), compress(evs, counted)))
-    seqs: list[int] = list(map(_seq_of, evs))  # None where a line leaves seq out
-    if seqs[0] is None:  # hand-written: every line's number stands in for its seq, or the block goes line by line
-        if first_line is None or first_line <= last_seq or any(seqs):
-            return None
-        for ev, seq in zip(evs, count(first_line)):
+    if seqs[0] is None:
+        for ev, seq in zip(evs, count(numbered_from)):
             ev.seq = seq
         seq_quotes = 0
-    elif seqs[0] <= last_seq or None in seqs or not all(map(lt, seqs, islice(seqs, 1, None))):
-        return None
     else:
         seq_quotes = 2
     # The others, for the whole block at once: their constant, 2 for seq, 2 for each line of them with "v":1
@@ -217,32 +291,37 @@ def fast_block(lines: list[bytes], last_seq: int, first_line: int | None = None,
         quotes = b"\n".join(lines).count(_QUOTE)
     quotes -= sum(held)
     expected = sum(map(_FIXED.__getitem__, classes)) + seq_quotes * (len(evs) - len(held))
-    more: list[tuple[Event, bytes]] = []  # the lines that hold more '"' than their events account for
+    more: list[tuple[int, Event, bytes]] = []  # the lines that hold more '"' than their events account for
     if quotes != expected and quotes != expected + 2 * sum(
             map(bytes.__contains__, compress(lines, map(not_, counted)), repeat(_V1))):
         # some line holds more: all of them are looked at (telling which costs more than the proof)
-        more += compress(zip(evs, lines, strict=True), map(not_, counted))
+        more += compress(zip(range(len(evs)), evs, lines, strict=True), map(not_, counted))
     if held != owed:
-        off = compress(zip(compress(evs, counted), compress(lines, counted), held, owed, strict=True),
-                       map(ne, held, owed))
+        off = compress(zip(compress(range(len(evs)), counted), compress(evs, counted), compress(lines, counted), held,
+                           owed, strict=True), map(ne, held, owed))
         if more:  # a proof is made anyway
-            more += ((ev, raw) for ev, raw, _n, _q in off)
+            more += ((i, ev, raw) for i, ev, raw, _n, _q in off)
         else:  # a field written with its default (the commonest) is told from the line itself, cheaper (a line
             # of a block without seq that writes "seq":null is not: its seq is set by now; the proof takes it)
-            more = [(ev, raw) for ev, raw, n, q in off if n != q + written_defaults(ev, raw)]
-    if more and not _more_quotes_ordinary(more):
-        return None
-    texts: list[str] = list(map(_ts_of, evs))
-    for ev in compress(evs, map(_TIMED.__contains__, classes)):
-        for name in _TIMED[ev.__class__]:
-            text = getattr(ev, name)
-            if text is not None:
-                texts.append(text)
-    ats = read_times(texts)
-    if ats is None:
-        return None
-    del ats[len(evs):]
+            more = [(i, ev, raw) for i, ev, raw, n, q in off if n != q + written_defaults(ev, raw)]
+    if more:
+        bad_at = _first_not_ordinary(more)
+        if bad_at is not None:
+            del evs[bad_at:], classes[bad_at:]
+    ats = _times(evs, classes)
+    if ats is None:  # some time is bad
+        ats = _good_times(evs, classes)
+        del evs[len(ats):]
     return evs, ats
+
+
+def fast_block(lines: list[bytes], last_seq: int, first_line: int | None = None,
+               quotes: int | None = None) -> tuple[list[Event], list[datetime]] | None:
+    """The events of a block of lines and their times when every line is ordinary (:func:`ordinary_prefix`), or None."""
+    if not lines:
+        return None
+    evs, ats = ordinary_prefix(lines, last_seq, first_line, quotes)
+    return (evs, ats) if len(evs) == len(lines) else None
 
 
 def uncommitted_reason(end: int) -> str:
@@ -300,7 +379,7 @@ class Replay:
         counters = QUOTE_COUNTERS
         low, high = FIRST_YEAR, LAST_YEAR
         fold = self.folder.fold
-        fast_block_ = fast_block
+        prefix = ordinary_prefix
         line = self.line
         last_seq = reader.last_seq
         events = 0
@@ -314,24 +393,40 @@ class Replay:
             if torn:
                 self.torn_tail = True
                 break
-            if not pending:
-                block = fast_block_(lines, last_seq, line + 1, quotes)
-                if block is not None:  # every line ordinary: fold them all, no line-by-line checks
-                    evs, ats = block
-                    for n, fast_ev, fast_at in zip(count(line + 1), evs, ats):
-                        fold(fast_ev, n, fast_at)
-                    line += len(evs)
-                    events += len(evs)
-                    last_ev, last_at = evs[-1], ats[-1]
-                    last_seq = last_ev.seq  # type: ignore[assignment]  # required on the fast types
-                    self.offset = end
-                    if progress is not None:
-                        progress(line, end)
-                    continue
             start = line
             starts: list[int] | None = None  # where each line of the block starts (only when a batch needs it)
-            for raw in lines:
+            size = len(lines)
+            done = 0  # lines of the block folded so far
+            tried = size  # how many lines the next try of the block path takes
+            by_line = 0  # lines to go line by line before the next try
+            backoff = TRY_AGAIN  # by_line after a try that stopped early (doubled each time)
+            while done < size:
+                if not pending and not by_line:
+                    part = lines if tried == size and not done else lines[done:done + tried]
+                    evs, ats = prefix(part, last_seq, line + 1, quotes if part is lines else None)
+                    if evs:  # ordinary lines: fold them all, no line-by-line checks
+                        for n, fast_ev, fast_at in zip(count(line + 1), evs, ats):
+                            fold(fast_ev, n, fast_at)
+                        line += len(evs)
+                        done += len(evs)
+                        events += len(evs)
+                        last_ev, last_at = evs[-1], ats[-1]
+                        last_seq = last_ev.seq  # type: ignore[assignment]  # required on the fast types
+                    if len(evs) == len(part):
+                        tried *= 2
+                        backoff = TRY_AGAIN
+                        continue
+                    # The next line goes line by line. Where lines that are not ordinary come close together,
+                    # the lines after them too, ever more before each try (a try that stops early is lost work).
+                    tried = max(2 * len(evs), TRY_AGAIN)
+                    if len(evs) >= TRY_AGAIN:
+                        by_line = 1
+                    else:
+                        by_line, backoff = backoff, 2 * backoff
+                raw = lines[done]
+                done += 1
                 line += 1
+                by_line = max(by_line - 1, 0)
                 at: datetime | str | None
                 try:
                     ev: Event = decode_fast(raw)
