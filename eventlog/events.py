@@ -551,6 +551,25 @@ def read_times(texts: list[str]) -> list[datetime] | None:
     return values
 
 
+def good_times(texts: list[str]) -> list[datetime]:
+    """The times of ``texts`` up to the first one :func:`read_times` refuses, each read alone by :data:`read_time`.
+
+    The slow way to tell which time of many is bad; the same times, with the same offsets.
+    """
+    values: list[datetime] = []
+    for text in texts:
+        if not _FIRST_TEXT <= text < _PAST_LAST_TEXT:
+            break
+        try:
+            value = read_time(text)
+        except ValueError:
+            break
+        if value.tzinfo is None:
+            break
+        values.append(value)
+    return values
+
+
 _tzinfo_of = attrgetter("tzinfo")
 
 

@@ -24,6 +24,7 @@ from eventlog.events import (
     LAST_YEAR,
     TIME_FIELDS,
     Event,
+    good_times,
     read_time,
     read_times,
 )
@@ -47,8 +48,9 @@ from eventlog.reader import (
 #: time than 1 MiB here; 64 to 256 KiB are alike).
 BLOCK_BYTES = 1 << 17
 
-#: After a line that is not ordinary, the block path is tried again on at least this many lines; where it
-#: stopped sooner, as many lines (then twice as many, and so on) go line by line first.
+#: After a line that is not ordinary, the block path is tried again on at least this many lines. Where a
+#: try stopped before half of them, as many lines go line by line first, then twice as many after the next
+#: such try, and so on, across blocks, until a try goes well (a try that stops early is lost work).
 TRY_AGAIN = 64
 
 #: Called with (lines read, bytes read) every so often during a long read.
@@ -214,22 +216,20 @@ def _times(evs: list[Event], classes: list[type[Event]]) -> list[datetime] | Non
 
 
 def _good_times(evs: list[Event], classes: list[type[Event]], step: int = 64) -> list[datetime]:
-    """The times of ``evs`` up to the first event with a bad time: ``step`` events at a time, then by halves."""
+    """The times of ``evs`` up to the first event with a bad time: ``step`` events at a time, then one by one."""
     ats: list[datetime] = []
     for lo in range(0, len(evs), step):
         some = _times(evs[lo:lo + step], classes[lo:lo + step])
-        if some is None:
-            good, bad = lo, min(lo + step, len(evs))  # evs[lo:good] read well, evs[lo:bad] did not
-            some = []
-            while bad - good > 1:
-                mid = (good + bad) // 2
-                part = _times(evs[lo:mid], classes[lo:mid])
-                if part is None:
-                    bad = mid
-                else:
-                    good, some = mid, part
-            return ats + some
-        ats += some
+        if some is not None:
+            ats += some
+            continue
+        for ev in evs[lo:lo + step]:
+            texts = [ev.ts, *(text for name in _TIMED.get(ev.__class__, ()) if (text := getattr(ev, name)) is not None)]
+            read = good_times(texts)
+            if len(read) < len(texts):
+                return ats
+            ats.append(read[0])
+        return ats[:lo]  # (never so: read_times refuses a time only where good_times does)
     return ats
 
 
@@ -389,6 +389,8 @@ class Replay:
         self.uncommitted = None
         self._batch = None
         pending = False  # a batch is open: every line goes through fold_line
+        by_line = 0  # lines to go line by line before the next try of the block path
+        backoff = max(TRY_AGAIN, 1)  # by_line after a try that stopped early (doubled each time)
         for lines, end, torn, quotes in iter_blocks(f, self.offset, BLOCK_BYTES):
             if torn:
                 self.torn_tail = True
@@ -398,8 +400,6 @@ class Replay:
             size = len(lines)
             done = 0  # lines of the block folded so far
             tried = size  # how many lines the next try of the block path takes
-            by_line = 0  # lines to go line by line before the next try
-            backoff = TRY_AGAIN  # by_line after a try that stopped early (doubled each time)
             while done < size:
                 if not pending and not by_line:
                     part = lines if tried == size and not done else lines[done:done + tried]
@@ -412,21 +412,24 @@ class Replay:
                         events += len(evs)
                         last_ev, last_at = evs[-1], ats[-1]
                         last_seq = last_ev.seq  # type: ignore[assignment]  # required on the fast types
+                    went_well = 2 * len(evs) >= TRY_AGAIN
+                    if went_well:
+                        backoff = max(TRY_AGAIN, 1)
                     if len(evs) == len(part):
                         tried *= 2
-                        backoff = TRY_AGAIN
                         continue
-                    # The next line goes line by line. Where lines that are not ordinary come close together,
-                    # the lines after them too, ever more before each try (a try that stops early is lost work).
-                    tried = max(2 * len(evs), TRY_AGAIN)
-                    if len(evs) >= TRY_AGAIN:
+                    # The next line goes line by line; where lines that are not ordinary come close together,
+                    # the lines after them too (TRY_AGAIN).
+                    tried = max(len(evs) + len(evs) // 2, TRY_AGAIN, 1)
+                    if went_well:
                         by_line = 1
                     else:
                         by_line, backoff = backoff, 2 * backoff
                 raw = lines[done]
                 done += 1
                 line += 1
-                by_line = max(by_line - 1, 0)
+                if by_line:
+                    by_line -= 1
                 at: datetime | str | None
                 try:
                     ev: Event = decode_fast(raw)
