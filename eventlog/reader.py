@@ -32,6 +32,7 @@ import types
 import typing
 from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime, tzinfo
+from io import BytesIO
 from typing import IO, Any, Literal, NamedTuple, Union
 
 import msgspec
@@ -96,7 +97,7 @@ class Block(NamedTuple):
     """Complete lines of a log, read at once by :func:`iter_blocks`."""
 
     lines: list[bytes]
-    """The lines, without their newlines."""
+    """The lines, without their newlines (with them, read with ``ends``)."""
     end: int
     """The offset just past the last complete line's newline (of an earlier block, when torn)."""
     torn: bool
@@ -105,15 +106,18 @@ class Block(NamedTuple):
     """How many ``"`` the lines hold, counted in one pass (the replay's check for a key twice)."""
 
 
-def iter_blocks(f: IO[bytes], offset: int = 0, size: int = 1 << 20) -> Iterator[Block]:
+def iter_blocks(f: IO[bytes], offset: int = 0, size: int = 1 << 20, ends: bool = False) -> Iterator[Block]:
     """Yield the :class:`Block` of complete lines from ``offset`` on, a block at a time.
 
-    The fast way through a big file: one ``read``, one ``split`` and one count of ``"`` per block.
-    An over-long line comes alone as ``[TOO_LONG]`` and is never held whole.
-    The last item has ``torn`` true when the file ends inside a line.
+    The fast way through a big file: one ``read``, one split into lines and one count of ``"`` per block.
+    With ``ends`` each line keeps its newline: the split is then ``BytesIO.readlines`` (it finds each
+    newline with ``memchr``, in about half the time of ``bytes.split``), for a caller to whom the newline
+    is no matter (a JSON decoder skips it). An over-long line comes alone as ``[TOO_LONG]`` (no newline)
+    and is never held whole. The last item has ``torn`` true when the file ends inside a line.
     """
     if f.seekable():
         f.seek(offset)
+    kept = 1 if ends else 0  # the newline a line keeps
     pending = b""
     skipped = -1  # >= 0: bytes of an over-long line skipped so far
     while True:
@@ -130,15 +134,19 @@ def iter_blocks(f: IO[bytes], offset: int = 0, size: int = 1 << 20) -> Iterator[
             yield Block([TOO_LONG], offset, False, 0)
             chunk = chunk[nl + 1:]
         data = pending + chunk if pending else chunk
-        lines = data.split(b"\n")
-        pending = lines.pop()
+        if ends:
+            lines = BytesIO(data).readlines()
+            pending = lines.pop() if lines and lines[-1][-1:] != b"\n" else b""
+        else:
+            lines = data.split(b"\n")
+            pending = lines.pop()
         if lines:
             complete = len(data) - len(pending)
             quotes = data.count(b'"') - pending.count(b'"')
-            if len(lines[0]) > MAX_LINE_BYTES:  # only the first can hold an earlier pending piece
+            if len(lines[0]) - kept > MAX_LINE_BYTES:  # only the first can hold an earlier pending piece
                 first = lines.pop(0)
-                offset += len(first) + 1
-                complete -= len(first) + 1
+                offset += len(first) + 1 - kept
+                complete -= len(first) + 1 - kept
                 quotes -= first.count(b'"')
                 yield Block([TOO_LONG], offset, False, 0)
             if lines:

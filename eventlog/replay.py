@@ -246,8 +246,10 @@ def ordinary_prefix(lines: list[bytes], last_seq: int, first_line: int | None = 
     A block whose first line leaves ``seq`` out takes the numbers of its lines from ``first_line``
     on, as the reader does (spec section 2: hand-written logs), up to a line that gives one; with
     ``first_line`` None it has no ordinary line. ``quotes``: the ``"`` the lines hold, when the
-    caller counted them (:attr:`eventlog.reader.Block.quotes`); None counts them here. The line
-    after the prefix goes line by line, where every rule is named; it may be ordinary after all.
+    caller counted them (:attr:`eventlog.reader.Block.quotes`); None counts them here. A line may
+    end in its newline (as :func:`eventlog.reader.iter_blocks` reads with ``ends``): a JSON value
+    followed by whitespace decodes the same, and the newline holds no ``"``. The line after the
+    prefix goes line by line, where every rule is named; it may be ordinary after all.
     """
     try:
         evs: list[Event] = list(map(_fast_decode, lines))
@@ -391,7 +393,7 @@ class Replay:
         pending = False  # a batch is open: every line goes through fold_line
         by_line = 0  # lines to go line by line before the next try of the block path
         backoff = max(TRY_AGAIN, 1)  # by_line after a try that stopped early (doubled each time)
-        for lines, end, torn, quotes in iter_blocks(f, self.offset, BLOCK_BYTES):
+        for lines, end, torn, quotes in iter_blocks(f, self.offset, BLOCK_BYTES, ends=True):  # lines end in "\n"
             if torn:
                 self.torn_tail = True
                 break
@@ -425,7 +427,7 @@ class Replay:
                         by_line = 1
                     else:
                         by_line, backoff = backoff, 2 * backoff
-                raw = lines[done]
+                raw = lines[done].removesuffix(b"\n")  # the reader reads a line as it is, without it
                 done += 1
                 line += 1
                 if by_line:
@@ -481,13 +483,12 @@ class Replay:
                 try:
                     self.fold_line(raw, line, strict)
                 except BadLine:
-                    self.offset = end - sum(len(x) + 1 for x in lines[line - start:])
+                    self.offset = end - sum(map(len, lines[line - start:]))
                     raise
                 pending = self._batch is not None
                 if pending and self._batch is not before:  # a batch starts at this line
                     if starts is None:
-                        starts = list(accumulate((len(x) + 1 for x in lines), initial=end - sum(
-                            len(x) + 1 for x in lines)))
+                        starts = list(accumulate(map(len, lines), initial=end - sum(map(len, lines))))
                     self._batch.offset = starts[line - start - 1]
                 last_seq = reader.last_seq
             if self._batch is None:

@@ -161,9 +161,14 @@ def check_block(lines: list[bytes], last_seq: int, first_line: int | None) -> No
         # as the replay calls it: the block's '"' counted by the read (eventlog.reader.Block.quotes)
         counted = fast_block(lines, last_seq, first_line, sum(raw.count(b'"') for raw in lines))
         evs, ats = ordinary_prefix(lines, last_seq, first_line, sum(raw.count(b'"') for raw in lines))
+        # as the replay reads them: each line with its newline (eventlog.reader.iter_blocks with ends)
+        ended = ordinary_prefix([raw + b"\n" for raw in lines], last_seq, first_line,
+                                sum(raw.count(b'"') for raw in lines))
     except Exception as err:  # noqa: BLE001 - the reader names every line; the block path may not raise
         pytest.fail(f"fast_block raised {err!r}")
     assert (counted is None) == (block is None) == (len(evs) < len(lines))
+    assert msgspec.json.encode(ended[0]) == msgspec.json.encode(evs) and ended[1] == ats
+    assert [at.utcoffset() for at in ended[1]] == [at.utcoffset() for at in ats]
     if block is not None and counted is not None:
         assert msgspec.json.encode(counted[0]) == msgspec.json.encode(block[0]) and counted[1] == block[1]
         assert msgspec.json.encode(evs) == msgspec.json.encode(block[0]) and ats == block[1]
@@ -220,6 +225,30 @@ def test_a_log_replays_alike_with_and_without_the_block_path(cases: list[tuple[l
     exact._stop_before_batch()  # what feed does at the end of its input: an open batch is torn
     assert exact.bad_lines == fast.bad_lines
     assert exact.dump("log") == fast.dump("log")
+    # where each stopped: the end of the last line it took (before an unfinished batch), as the file has it
+    ends = [0, *(i + 1 for i, byte in enumerate(data) if byte == ord("\n"))]
+    assert fast.line == eager.line == slow.line == exact.line
+    assert fast.offset == eager.offset == slow.offset == ends[fast.line]
+    strict = Replay(Runner())  # strict: the first bad line stops the replay past the line it read last
+    try:
+        strict.feed(io.BytesIO(data), strict=True)
+    except replay_module.BadLine as bad:
+        assert fast.bad_lines and bad.line == fast.bad_lines[0]["line"] <= strict.line
+        assert strict.offset == ends[strict.line]
+    else:
+        assert not fast.bad_lines and strict.offset == fast.offset
+
+
+def test_strict_stops_past_the_line_that_showed_a_line_bad() -> None:
+    """A batch another line interrupts is bad from its first line on, found at the interrupting line."""
+    lines = [b'{"type":"lane_check","ts":%s,"seq":%d%s}' % (TS, seq, mark) for seq, mark in
+             ((1, b""), (2, b',"batch_end":3'), (9, b""), (10, b""))]
+    data = b"".join(raw + b"\n" for raw in lines)
+    replay = Replay(Runner())
+    with pytest.raises(replay_module.BadLine) as bad:
+        replay.feed(io.BytesIO(data), strict=True)
+    assert bad.value.line == 2 and bad.value.reason.startswith("uncommitted")
+    assert replay.line == 3 and replay.offset == len(lines[0]) + len(lines[1]) + len(lines[2]) + 3
 
 
 @pytest.mark.parametrize(("skipped", "reason"), [

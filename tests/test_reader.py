@@ -123,14 +123,16 @@ def test_schema_names_every_type() -> None:
         assert f'"{name}"' in text
 
 
-_PIECES = st.lists(st.lists(st.sampled_from([b'"', b"a", b"\xff"]), max_size=12).map(b"".join), max_size=20)
+_PIECES = st.lists(st.lists(st.sampled_from([b'"', b"a", b"\xff", b"\r"]), max_size=12).map(b"".join), max_size=20)
 
 
-@given(_PIECES, st.booleans(), st.integers(1, 16), st.integers(0, 8))
+@given(_PIECES, st.booleans(), st.integers(1, 16), st.integers(0, 8), st.booleans())
 @settings(max_examples=300)
-def test_blocks_hold_every_line_and_count_its_quotes(pieces: list[bytes], torn: bool, size: int, more: int) -> None:
-    """Each block's lines are the file's complete lines in order (an over-long one as TOO_LONG), its
-    ``end`` the offset past the last, its ``quotes`` their ``"`` (the replay's check for a key twice).
+def test_blocks_hold_every_line_and_count_its_quotes(pieces: list[bytes], torn: bool, size: int, more: int,
+                                                     ends: bool) -> None:
+    """Each block's lines are the file's complete lines in order (an over-long one as TOO_LONG), with their
+    newline when read with ``ends``, its ``end`` the offset past the last, its ``quotes`` their ``"`` (the
+    replay's check for a key twice).
 
     A line no longer than a block is never over-long (as 128 KiB blocks and 1 MiB lines).
     """
@@ -138,9 +140,10 @@ def test_blocks_hold_every_line_and_count_its_quotes(pieces: list[bytes], torn: 
     data = b"".join(p + b"\n" for p in pieces) + (b'x"' if torn else b"")
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(reader, "MAX_LINE_BYTES", longest)
-        blocks = list(iter_blocks(io.BytesIO(data), 0, size))
+        blocks = list(iter_blocks(io.BytesIO(data), 0, size, ends=ends))
     got = [line for b in blocks for line in b.lines]
-    assert got == [TOO_LONG if len(p) > longest else p for p in pieces]
+    newline = b"\n" if ends else b""
+    assert got == [TOO_LONG if len(p) > longest else p + newline for p in pieces]
     for b in blocks:
         assert b.quotes == sum(line.count(b'"') for line in b.lines)
         assert b.torn or data[b.end - 1:b.end] == b"\n"
