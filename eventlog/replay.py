@@ -279,8 +279,9 @@ def ordinary_prefix(lines: list[bytes], last_seq: int, first_line: int | None = 
     # The types with optional fields, line by line, in C (these counts read the events as decoded:
     # before any seq is set below). A line that holds more '"' than its event accounts for (a field
     # written with its default, an unknown field, a '"' inside a string, a key twice) is looked at below.
-    held = list(map(bytes.count, compress(lines, counted), repeat(_QUOTE)))
-    owed = list(map(call, map(_COUNTED.__getitem__, compress(classes, counted)), compress(evs, counted)))
+    counted_lines, counted_evs = list(compress(lines, counted)), list(compress(evs, counted))
+    held = list(map(bytes.count, counted_lines, repeat(_QUOTE)))
+    owed = list(map(call, map(_COUNTED.__getitem__, compress(classes, counted)), counted_evs))
     if seqs[0] is None:
         for ev, seq in zip(evs, count(numbered_from)):
             ev.seq = seq
@@ -299,13 +300,14 @@ def ordinary_prefix(lines: list[bytes], last_seq: int, first_line: int | None = 
         # some line holds more: all of them are looked at (telling which costs more than the proof)
         more += compress(zip(range(len(evs)), evs, lines, strict=True), map(not_, counted))
     if held != owed:
-        off = compress(zip(compress(range(len(evs)), counted), compress(evs, counted), compress(lines, counted), held,
-                           owed, strict=True), map(ne, held, owed))
-        if more:  # a proof is made anyway
-            more += ((i, ev, raw) for i, ev, raw, _n, _q in off)
-        else:  # a field written with its default (the commonest) is told from the line itself, cheaper (a line
-            # of a block without seq that writes "seq":null is not: its seq is set by now; the proof takes it)
-            more = [(i, ev, raw) for i, ev, raw, n, q in off if n != q + written_defaults(ev, raw)]
+        off = list(compress(count(), map(ne, held, owed)))  # which of the counted lines hold more
+        if not more:  # else a proof is made anyway. A field written with its default (the commonest) is told
+            # from the line itself, cheaper (a line of a block without seq that writes "seq":null is not: its seq
+            # is set by now; the proof takes it)
+            off = [k for k in off if held[k] != owed[k] + written_defaults(counted_evs[k], counted_lines[k])]
+        if off:
+            at = list(compress(range(len(evs)), counted))  # where each counted line is in the block
+            more += [(at[k], counted_evs[k], counted_lines[k]) for k in off]
     if more:
         bad_at = _first_not_ordinary(more)
         if bad_at is not None:

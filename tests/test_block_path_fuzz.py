@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 
 import eventlog.replay as replay_module
 from eventlog.reader import Reader, duplicate_key, no_key_twice
+from eventlog.reader import _decoder as _typed
 from eventlog.replay import Replay, fast_block, ordinary_prefix
 from projections.runner import Runner
 from tests.test_ranges import EVENTS
@@ -174,7 +175,14 @@ def check_block(lines: list[bytes], last_seq: int, first_line: int | None) -> No
         assert msgspec.json.encode(evs) == msgspec.json.encode(block[0]) and ats == block[1]
     # every line of the prefix is the reader's (the reader reads the lines after it on its own)
     assert len(evs) == len(ats) <= len(lines)
-    reads = reader_reads(lines, last_seq, first_line)[:len(evs)]
+    everything = reader_reads(lines, last_seq, first_line)
+    if len(evs) < len(lines):  # and it stops only where it must: a line the reader finds bad or marked, or
+        # where the line gives seq and the block's first does not, or the other way round (line by line then)
+        one = everything[len(evs)]
+        if not isinstance(one, str) and one[0].batch_end is None:
+            given = [_typed.decode(raw).seq is not None for raw in (lines[0], lines[len(evs)])]
+            assert given[0] != given[1] or (first_line is None and not given[0]), (len(evs), lines)
+    reads = everything[:len(evs)]
     for n, (raw, ev, at, one) in enumerate(zip(lines[:len(evs)], evs, ats, reads, strict=True)):
         assert not isinstance(one, str), (n, raw, one)
         want, want_at = one
