@@ -450,6 +450,35 @@ def test_durations_with_an_assumed_zone_are_real_time_across_dst(tmp_path: Path)
     assert restored.dump(str(log))["handoffs"] == got
 
 
+def test_latencies_with_an_assumed_zone_are_real_time_across_dst_and_a_snapshot(tmp_path: Path) -> None:
+    """Created 01:40, claimed 01:50, requested 03:05, verified 03:10 in New York on 2026-03-08 (clocks spring
+    forward at 02:00): 30, 15 and 5 minutes of real time, not 90, 75 and 5 on the wall clock. The same when the
+    handoff's first times come back from a snapshot (in UTC) and the later ones are read in the zone."""
+    first = [
+        {"type": "handoff_created", "ts": "2026-03-08T01:40:00", "handoff_id": "h1", "account": "a"},
+        {"type": "claimed", "ts": "2026-03-08T01:50:00", "handoff_id": "h1", "watcher": "w", "attempt": 1},
+    ]
+    then = [
+        {"type": "resume_requested", "ts": "2026-03-08T03:05:00", "handoff_id": "h1", "attempt": 1},
+        {"type": "verified", "ts": "2026-03-08T03:10:00", "handoff_id": "h1", "attempt": 1, "branch": "main",
+         "head": "abc", "dirty": False, "todos": "taken_over"},
+    ]
+    log = tmp_path / "dst.jsonl"
+    log.write_text("".join(json.dumps(x) + "\n" for x in first))
+    zone = ZoneInfo("America/New_York")
+    replay = replay_log(str(log), assume_tz=zone, show_progress=False)
+    restored = snapshot.copy(replay, Replay(Runner(), zone))
+    with log.open("a") as f:
+        f.write("".join(json.dumps(x) + "\n" for x in then))
+    expected = {"created_to_returned": {"n": 1, "p50": 1800, "p95": 1800},
+                "claimed_to_requested": {"n": 1, "p50": 900, "p95": 900},
+                "requested_to_verified": {"n": 1, "p50": 300, "p95": 300}}
+    for r in (replay, restored):
+        with log.open("rb") as f:
+            r.feed(f)
+        assert r.dump(str(log))["handoffs"]["latency_s"] == expected
+
+
 # --- issue 17: attempt fencing, a request that went unconfirmed, probe classes ------------------------
 
 
