@@ -179,9 +179,12 @@ class Handoff(msgspec.Struct, gc=False, array_like=True):
     """One handoff as folded so far (``array_like``: packed as a list in snapshots)."""
 
     account: str
-    created_us: int
+    #: Its times are kept as read (the fold converts none; a snapshot gives them back in UTC) and measured
+    #: or compared as instants (:func:`~projections.base.elapsed_s`, :func:`~projections.base.micros`).
+    created_at: datetime
     line: int
-    deadline_us: int | None
+    #: As written (compared as an instant only when claims are ordered).
+    deadline: str | None
     importance: int
     repo: str | None
     branch: str | None
@@ -194,8 +197,8 @@ class Handoff(msgspec.Struct, gc=False, array_like=True):
     watcher: str | None = None
     local_started: bool = False
     reason: str | None = None
-    first_claimed_us: int | None = None
-    first_requested_us: int | None = None
+    first_claimed_at: datetime | None = None
+    first_requested_at: datetime | None = None
     #: Handed to a person as ``resume_unconfirmed`` straight from ``resume_requested``: the request's answer is
     #: still taken (cleared by any other move).
     awaiting_answer: bool = False
@@ -365,8 +368,8 @@ class Handoffs:
         keys = []
         for hid, h in self.state.items.items():
             if h.state == PENDING:
-                deadline = (1, 0) if h.deadline_us is None else (0, h.deadline_us)
-                keys.append(((deadline, -h.importance, h.attempt, h.created_us, h.line), hid))
+                deadline = (1, 0) if h.deadline is None else (0, micros(parse_time(h.deadline)))
+                keys.append(((deadline, -h.importance, h.attempt, micros(h.created_at), h.line), hid))
         return keys
 
     def plan(self, account: str, as_of: datetime, as_of_text: str | None = None) -> dict[str, Any]:
@@ -455,8 +458,10 @@ class Handoffs:
             not_returned[state] += 1
             if state == NEEDS_HUMAN:
                 needs_human[h.reason or ""] += 1
-            elif state == PENDING and (oldest is None or h.created_us < oldest):
-                oldest = h.created_us
+            elif state == PENDING:
+                created = micros(h.created_at)
+                if oldest is None or created < oldest:
+                    oldest = created
         total = len(self.state.items)
         latency = self.state.latency
         return {
@@ -521,10 +526,8 @@ class Handoffs:
     def _created(self, ev: HandoffCreated, line: int, at: datetime) -> FoldResult:
         if ev.handoff_id in self.state.items:
             return Rejected(f"handoff {ev.handoff_id} already created (line {self.state.items[ev.handoff_id].line})")
-        deadline = None if ev.deadline is None else micros(parse_time(ev.deadline))
-        now = micros(at)
         self.state.items[ev.handoff_id] = Handoff(
-            ev.account, now, line, deadline, ev.importance, ev.repo, ev.branch, ev.head, last_at=at
+            ev.account, at, line, ev.deadline, ev.importance, ev.repo, ev.branch, ev.head, last_at=at
         )
         self._account(ev.account).pending += 1
         return None
@@ -553,8 +556,8 @@ class Handoffs:
         h.watcher = ev.watcher
         self.state.claims_by[ev.watcher] = self.state.claims_by.get(ev.watcher, 0) + 1
         h.reason = None
-        if h.first_claimed_us is None:
-            h.first_claimed_us = micros(at)
+        if h.first_claimed_at is None:
+            h.first_claimed_at = at
         return None
 
     def _released(self, ev: Released, line: int, at: datetime) -> FoldResult:
@@ -571,10 +574,10 @@ class Handoffs:
         if isinstance(h, Rejected):
             return h
         self._move(h, REQUESTED, at)
-        if h.first_requested_us is None:
-            h.first_requested_us = micros(at)
-            if h.first_claimed_us is not None:
-                self.state.latency.claimed_to_requested.append(seconds(h.first_requested_us - h.first_claimed_us))
+        if h.first_requested_at is None:
+            h.first_requested_at = at
+            if h.first_claimed_at is not None:
+                self.state.latency.claimed_to_requested.append(elapsed_s(at, h.first_claimed_at))
         return None
 
     def _resume_failed(self, ev: ResumeFailed, line: int, at: datetime) -> FoldResult:
@@ -594,10 +597,10 @@ class Handoffs:
         if isinstance(h, Rejected):
             return h
         self._move(h, RETURNED, at)
-        now = micros(at)
-        self.state.latency.created_to_returned.append(seconds(now - h.created_us))
-        if h.first_requested_us is not None:
-            self.state.latency.requested_to_verified.append(seconds(now - h.first_requested_us))
+        latency = self.state.latency
+        latency.created_to_returned.append(elapsed_s(at, h.created_at))
+        if h.first_requested_at is not None:
+            latency.requested_to_verified.append(elapsed_s(at, h.first_requested_at))
         return None
 
     def _conflict(self, ev: Conflict, line: int, at: datetime) -> FoldResult:

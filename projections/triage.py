@@ -50,7 +50,7 @@ from typing import Any, Literal, NamedTuple
 import msgspec
 
 from eventlog.events import FIRST_YEAR, LAST_YEAR, parse_time
-from projections.base import elapsed_s, num, summary
+from projections.base import elapsed_s, micros, num, summary
 from projections.catchup import skipped_today, why_not
 from projections.controls import Control, timeline
 from projections.handoffs import (
@@ -517,7 +517,7 @@ class _Judge:
         state = self.runner.handoffs.state
         if state.watcher_at is not None:
             return []
-        pending = [(h.created_us, hid) for hid, h in state.items.items() if h.state == PENDING]
+        pending = [(micros(h.created_at), hid) for hid, h in state.items.items() if h.state == PENDING]
         if not pending:
             return []
         oldest_us, _ = min(pending)
@@ -741,8 +741,10 @@ def totals(runner: Runner, judge: _Judge, groups: list[Group]) -> Totals:
         for item in h.items.values():
             by_state[item.state] = by_state.get(item.state, 0) + 1
             started += item.local_started
-            if item.state == PENDING and (oldest is None or item.created_us < oldest):
-                oldest = item.created_us
+            if item.state == PENDING:
+                created = micros(item.created_at)
+                if oldest is None or created < oldest:
+                    oldest = created
         ret = summary(h.state.latency.created_to_returned)
         age = None
         if oldest is not None and judge.known:
