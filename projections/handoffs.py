@@ -179,12 +179,12 @@ class Handoff(msgspec.Struct, gc=False, array_like=True):
     """One handoff as folded so far (``array_like``: packed as a list in snapshots)."""
 
     account: str
-    #: Its times are kept as read (the fold converts none; a snapshot gives them back in UTC) and measured
+    #: Its event times are kept as read (the fold converts none; a snapshot gives them back in UTC) and measured
     #: or compared as instants (:func:`~projections.base.elapsed_s`, :func:`~projections.base.micros`).
     created_at: datetime
     line: int
-    #: As written (compared as an instant only when claims are ordered).
-    deadline: str | None
+    #: Its ``deadline`` as an instant (epoch microseconds), converted once: every view orders claims by it.
+    deadline_us: int | None
     importance: int
     repo: str | None
     branch: str | None
@@ -368,7 +368,7 @@ class Handoffs:
         keys = []
         for hid, h in self.state.items.items():
             if h.state == PENDING:
-                deadline = (1, 0) if h.deadline is None else (0, micros(parse_time(h.deadline)))
+                deadline = (1, 0) if h.deadline_us is None else (0, h.deadline_us)
                 keys.append(((deadline, -h.importance, h.attempt, micros(h.created_at), h.line), hid))
         return keys
 
@@ -526,8 +526,9 @@ class Handoffs:
     def _created(self, ev: HandoffCreated, line: int, at: datetime) -> FoldResult:
         if ev.handoff_id in self.state.items:
             return Rejected(f"handoff {ev.handoff_id} already created (line {self.state.items[ev.handoff_id].line})")
+        deadline = None if ev.deadline is None else micros(parse_time(ev.deadline))
         self.state.items[ev.handoff_id] = Handoff(
-            ev.account, at, line, ev.deadline, ev.importance, ev.repo, ev.branch, ev.head, last_at=at
+            ev.account, at, line, deadline, ev.importance, ev.repo, ev.branch, ev.head, last_at=at
         )
         self._account(ev.account).pending += 1
         return None
