@@ -114,7 +114,10 @@ def iter_blocks(f: IO[bytes], offset: int = 0, size: int = 1 << 20, ends: bool =
     newline with ``memchr``, in about half the time of ``bytes.split``), for a caller to whom the newline
     is no matter (a JSON decoder skips it). An over-long line comes alone as ``[TOO_LONG]`` (no newline)
     and is never held whole. The last item has ``torn`` true when the file ends inside a line.
+    ``size`` is at most ``MAX_LINE_BYTES + 1`` (ValueError): only a block's first line can be longer.
     """
+    if size > MAX_LINE_BYTES + 1:  # else a line inside a block could be over-long unseen (only the first is checked)
+        raise ValueError(f"iter_blocks: blocks of {size} bytes, past MAX_LINE_BYTES + 1 ({MAX_LINE_BYTES + 1})")
     if f.seekable():
         f.seek(offset)
     kept = 1 if ends else 0  # the newline a line keeps

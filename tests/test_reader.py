@@ -151,6 +151,16 @@ def test_blocks_hold_every_line_and_count_its_quotes(pieces: list[bytes], torn: 
     assert not blocks or blocks[-1].end == (len(data) - 2 if torn else len(data))
 
 
+def test_blocks_longer_than_a_line_may_be_are_refused() -> None:
+    """A block past MAX_LINE_BYTES + 1 could hold an over-long line after its first, which goes unchecked."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(reader, "MAX_LINE_BYTES", 4)
+        data = b"a\n" + b"x" * 6 + b"\n"
+        assert [b.lines for b in iter_blocks(io.BytesIO(data), 0, 5)] == [[b"a"], [TOO_LONG]]
+        with pytest.raises(ValueError, match="MAX_LINE_BYTES"):
+            list(iter_blocks(io.BytesIO(data), 0, 6))
+
+
 @pytest.mark.parametrize("data", [b"\x00" * 100, b"\xff\xfe\n\n", b"\n" * 5, b"{" * 1000 + b"\n", b""])
 def test_any_bytes_never_crash(data: bytes) -> None:
     replay = Replay(Runner())
