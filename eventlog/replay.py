@@ -306,8 +306,8 @@ def ordinary_prefix(lines: list[bytes], last_seq: int, first_line: int | None = 
             # is set by now; the proof takes it)
             off = [k for k in off if held[k] != owed[k] + written_defaults(counted_evs[k], counted_lines[k])]
         if off:
-            at = list(compress(range(len(evs)), counted))  # where each counted line is in the block
-            more += [(at[k], counted_evs[k], counted_lines[k]) for k in off]
+            where = list(compress(range(len(evs)), counted))  # where each counted line is in the block
+            more += [(where[k], counted_evs[k], counted_lines[k]) for k in off]
     if more:
         bad_at = _first_not_ordinary(more)
         if bad_at is not None:
