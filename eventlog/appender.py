@@ -18,19 +18,20 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
+import re
 import stat
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, tzinfo
-from typing import Any
+from typing import IO, Any
 
 import msgspec
 
 from eventlog import clock
 from eventlog.events import INT64_MAX, Event, type_name
 from eventlog.fold import Folder, Rejected
-from eventlog.reader import MAX_LINE_BYTES, Reader, validate_object
+from eventlog.reader import MAX_LINE_BYTES, Reader, read_objects, validate_object, zoned
 from eventlog.replay import Replay
 
 _encoder = msgspec.json.Encoder()
@@ -323,12 +324,27 @@ def _stamp(fd: int) -> _Stamp:
 def validated(
     events: Iterable[dict[str, Any] | Event], now: Callable[[], datetime] | None = None
 ) -> list[tuple[dict[str, Any], Event, datetime]]:
-    """Each event checked for appending: ``seq`` dropped, a missing ``ts`` set to now; BadInput otherwise.
+    """Each event checked for appending (:func:`checked_events`); BadInput naming every bad one.
 
     Returns (the object to write, keeping unknown fields; the typed event; its time).
     """
+    checked, problems = checked_events(events, now)
+    if problems:
+        raise BadInput([f"line {i}: {why}" for i, why in problems])
+    if not checked:
+        raise BadInput(["no events on input"])
+    return checked
+
+
+def checked_events(
+    events: Iterable[dict[str, Any] | Event], now: Callable[[], datetime] | None = None
+) -> tuple[list[tuple[dict[str, Any], Event, datetime]], list[tuple[int, str]]]:
+    """Each event checked for appending: ``seq`` dropped, a missing ``ts`` set to now.
+
+    Returns the good ones as :func:`validated` does, and (1-based place, reason) of each bad one.
+    """
     stamp = (now or clock.now)().isoformat()
-    problems: list[str] = []
+    problems: list[tuple[int, str]] = []
     checked: list[tuple[dict[str, Any], Event, datetime]] = []
     for i, ev in enumerate(events, 1):
         if isinstance(ev, Event):
@@ -336,21 +352,61 @@ def validated(
         elif isinstance(ev, dict):
             obj = dict(ev)
         else:
-            problems.append(f"line {i}: not_object: expected a JSON object, got {type(ev).__name__}")
+            problems.append((i, f"not_object: expected a JSON object, got {type(ev).__name__}"))
             continue
         obj.pop("seq", None)
         obj.pop("batch_end", None)
         obj.setdefault("ts", stamp)
         result = validate_object(obj)
         if isinstance(result, str):
-            problems.append(f"line {i}: {result}")
+            problems.append((i, result))
         else:
             checked.append((obj, *result))
-    if problems:
-        raise BadInput(problems)
-    if not checked:
-        raise BadInput(["no events on input"])
-    return checked
+    return checked, problems
+
+
+_NTH = re.compile(r"line (\d+)(?=:)")
+
+
+@dataclass
+class Input:
+    """Events read from JSONL input to be appended: each one's line in ``source``, and every bad line named.
+
+    ``problems`` reads ``SOURCE line N: code: detail``, in line order; when there is
+    any, nothing may be written.
+    """
+
+    source: str
+    events: list[dict[str, Any]]
+    lines: list[int]
+    problems: list[str]
+
+    def named(self, messages: list[str]) -> list[str]:
+        """An append's messages with ``line I`` (its I-th event) as the line of the input it came from."""
+        return [_NTH.sub(self._line, message, count=1) if message.startswith("line ") else message
+                for message in messages]
+
+    def _line(self, m: re.Match[str]) -> str:
+        i = int(m[1])
+        return f"{self.source} line {self.lines[i - 1]}" if 0 < i <= len(self.lines) else m[0]
+
+
+def read_input(stream: IO[bytes], source: str, assume_tz: tzinfo | None = None) -> Input:
+    """The events on ``stream`` (``eventlog append``'s stdin, ``POST /v1/events``'s body), every line checked.
+
+    A line that is no JSON object does not stop the check: the events of the
+    other lines are validated too, so each bad line is named, not only those of
+    the first kind found. With ``assume_tz``, times written without an offset
+    are read in that zone (:func:`~eventlog.reader.zoned`). Conflicts are the
+    append's to find, under the lock.
+    """
+    numbered, bad = read_objects(stream)
+    lines = [n for n, _ in numbered]
+    events = [obj if assume_tz is None else zoned(obj, assume_tz) for _, obj in numbered]
+    if bad:
+        invalid = checked_events(events)[1]
+        bad = sorted([*bad, *((lines[i - 1], why) for i, why in invalid)])
+    return Input(source, events, lines, [f"{source} line {n}: {why}" for n, why in bad])
 
 
 def _write_all(fd: int, data: bytes, at: int) -> None:

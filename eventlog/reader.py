@@ -634,31 +634,31 @@ def _json_kind(value: object) -> str:
     return "object"
 
 
-def read_objects(stream: IO[bytes], source: str) -> tuple[list[dict[str, Any]], list[str]]:
-    """Objects from the JSONL lines of ``stream`` (blank lines skipped), and each bad line's message.
+def read_objects(stream: IO[bytes]) -> tuple[list[tuple[int, dict[str, Any]]], list[tuple[int, str]]]:
+    """The JSON objects of ``stream``'s lines with their line numbers (blank lines skipped), and each bad line's.
 
-    Messages read ``SOURCE line N: code: detail`` (``source``: ``stdin``, ``body``).
+    A bad line comes as (its number, ``code: detail``).
     """
-    objs: list[dict[str, Any]] = []
-    problems: list[str] = []
+    objs: list[tuple[int, dict[str, Any]]] = []
+    problems: list[tuple[int, str]] = []
     for n, (raw, _end, _complete) in enumerate(iter_lines(stream), 1):
         line = raw[:-1] if raw.endswith(b"\r") else raw
         if line == TOO_LONG:
-            problems.append(f"{source} line {n}: too_long: longer than {MAX_LINE_BYTES} bytes")
+            problems.append((n, f"too_long: longer than {MAX_LINE_BYTES} bytes"))
             continue
         if not line.strip():
             continue
         try:
             obj = msgspec.json.decode(line)
         except Exception:  # noqa: BLE001 - named precisely below
-            problems.append(f"{source} line {n}: {describe_bad_json(line)}")
+            problems.append((n, describe_bad_json(line)))
             continue
         if not isinstance(obj, dict):
-            problems.append(f"{source} line {n}: not_object: expected a JSON object")
+            problems.append((n, "not_object: expected a JSON object"))
             continue
         repeated = duplicate_key(line)  # msgspec would keep the last value without a word
         if repeated is not None:
-            problems.append(f"{source} line {n}: {repeated}")
+            problems.append((n, repeated))
             continue
-        objs.append(obj)
+        objs.append((n, obj))
     return objs, problems

@@ -67,6 +67,30 @@ def test_a_batch_with_one_bad_event_writes_nothing(tmp_path: Path) -> None:
     assert log.read_bytes() == before
 
 
+def test_every_bad_input_line_is_named_whatever_its_kind(tmp_path: Path) -> None:
+    """OUTPUTS.md: append validates every line; each bad one is named (a line that is no JSON object
+    does not hide the lines that are objects but no events), and nothing is written."""
+    log = tmp_path / "log.jsonl"
+    stdin = ('{"type":"nope"}\n\n{"type":"handoff_created","handoff_id":"h1"}\n[1]\n{not json\n'
+             + json.dumps(created("h2")) + "\n")
+    out = run_cli("append", str(log), stdin=stdin)
+    assert out.returncode == 2
+    named = [line.split(": ")[2:4] for line in out.stderr.splitlines()]
+    assert named == [["stdin line 1", "unknown_type"], ["stdin line 3", "missing_field"],
+                     ["stdin line 4", "not_object"], ["stdin line 5", "not_json"]], out.stderr
+    assert not log.exists()
+
+
+def test_lines_are_named_as_stdin_numbers_them_blank_lines_included(tmp_path: Path) -> None:
+    log = tmp_path / "log.jsonl"
+    bad = run_cli("append", str(log), stdin='\n{"type":"nope"}\n')
+    assert bad.returncode == 2 and f"{log}: stdin line 2: unknown_type" in bad.stderr
+    claimed = {"type": "claimed", "ts": TS, "handoff_id": "h9", "watcher": "w", "attempt": 1}
+    refused = run_cli("append", str(log), stdin="\n" + json.dumps(created()) + "\n\n" + json.dumps(claimed) + "\n")
+    assert refused.returncode == 3 and f"{log}: stdin line 4: claimed rejected" in refused.stderr, refused.stderr
+    assert not log.exists()
+
+
 def test_torn_tail_is_cut_never_glued_to(tmp_path: Path) -> None:
     log = tmp_path / "log.jsonl"
     EventLog(log).append([created()])

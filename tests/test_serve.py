@@ -335,8 +335,13 @@ def test_post_events_is_append_over_http(server: Server) -> None:
     before = Path(server.log).read_bytes()
     bad = c.post("/v1/events", content=b'{"type":"execution_gone"}\nnot json\n{"type":"nope","ts":"x"}\n')
     assert bad.status_code == 400
-    (only,) = bad.json()["problems"]  # each bad line named, as append names stdin's
-    assert only.startswith("body line 2: not_json: ")
+    assert bad.json()["message"] == "3 bad line(s); nothing was written"
+    first, second, third = bad.json()["problems"]  # each bad line named, as append names stdin's
+    assert first.startswith("body line 1: missing_field: session_id")
+    assert second.startswith("body line 2: not_json: ") and third.startswith("body line 3: unknown_type: ")
+    refused_later = c.post("/v1/events", content=b'\n{"type":"claimed","ts":"2026-08-03T15:03:00+09:00",'
+                           b'"handoff_id":"nope","watcher":"w","attempt":1}\n')
+    assert refused_later.status_code == 409 and refused_later.json()["problems"][0].startswith("body line 2: ")
     invalid = c.post("/v1/events", content=b'{"type":"execution_gone"}\n{"type":"nope","ts":"x"}\n')
     assert invalid.status_code == 400
     assert [p.split(":")[0] for p in invalid.json()["problems"]] == ["body line 1", "body line 2"]

@@ -9,11 +9,18 @@ import argparse
 import sys
 from typing import Any
 
-from eventlog.appender import AppendError
-from eventlog.cli.common import UsageError, add_assume_tz, add_log, command_parser, dumps, error, zone
+from eventlog.appender import AppendError, read_input
+from eventlog.cli.common import (
+    UsageError,
+    add_assume_tz,
+    add_log,
+    command_parser,
+    dumps,
+    error,
+    zone,
+)
 from eventlog.events import schema
 from eventlog.logs import LogUnavailable, open_log
-from eventlog.reader import read_objects, zoned
 
 APPEND = """\
 Read events from stdin, one JSON object per line, validate every one, then write
@@ -48,11 +55,6 @@ def register(sub: Any) -> None:
     s.set_defaults(run=lambda args: print(dumps(schema())) or 0)
 
 
-def read_stdin(stream: Any) -> tuple[list[dict[str, Any]], list[str]]:
-    """Objects from stdin lines (blank lines skipped), and the bad lines' messages."""
-    return read_objects(stream, "stdin")
-
-
 def run(args: argparse.Namespace) -> int:
     """Append stdin's events to LOG; print what was written as JSON."""
     try:
@@ -64,27 +66,25 @@ def run(args: argparse.Namespace) -> int:
         error(f"{args.log}: stdin is closed: no events to append; nothing was written")
         return 2
     try:
-        objs, problems = read_stdin(sys.stdin.buffer)
+        given = read_input(sys.stdin.buffer, "stdin", tz)
     except OSError as err:
         error(f"{args.log}: cannot read stdin ({err.strerror or err}); nothing was written")
         return 2
-    if tz is not None:
-        objs = [zoned(obj, tz) for obj in objs]
-    if problems:
-        for problem in problems:
-            error(problem)
+    if given.problems:
+        for problem in given.problems:
+            error(f"{args.log}: {problem}")
         return 2
     try:
         with open_log(args.log, assume_tz=tz) as log:
-            result = log.append(objs, expect_revision=args.expect_revision, check=args.check, fsync=args.fsync)
+            result = log.append(given.events, expect_revision=args.expect_revision, check=args.check, fsync=args.fsync)
     except LogUnavailable as err:
         error(str(err))
         return 2
     except AppendError as err:
         for note in err.notes:
             error(f"{args.log}: {note}")
-        for message in err.messages:
-            error(f"{args.log}: stdin {message}" if message.startswith("line ") else f"{args.log}: {message}")
+        for message in given.named(err.messages):
+            error(f"{args.log}: {message}")
         return err.exit_code
     for note in result.notes:
         error(f"{args.log}: {note}")

@@ -31,9 +31,9 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from eventlog import keys as keyfile
-from eventlog.appender import AppendError, BadInput, Conflict
+from eventlog.appender import AppendError, BadInput, Conflict, read_input
 from eventlog.clock import At, parse_at
-from eventlog.reader import duplicate_key, read_objects
+from eventlog.reader import duplicate_key
 from eventlog.runners import sessions as decisions
 from eventlog.runners.common import RunnerError
 from eventlog.serve.served import LogReplaced, Served, Unavailable
@@ -381,22 +381,19 @@ async def append_events(request: Request) -> Response:
             revision = int(expect)
         except ValueError:
             return problem(400, "BAD_REQUEST", f"Expect-Revision {expect!r} is not an integer")
-    objs, problems = read_objects(io.BytesIO(body), "body")
-    if problems:
-        return problem(400, "BAD_REQUEST", f"{len(problems)} bad line(s); nothing was written", problems=problems)
+    given = read_input(io.BytesIO(body), "body")
+    if given.problems:
+        return problem(400, "BAD_REQUEST", f"{len(given.problems)} bad line(s); nothing was written",
+                       problems=given.problems)
     try:
-        done = await run_in_threadpool(served(request).append, objs, revision)
+        done = await run_in_threadpool(served(request).append, given.events, revision)
     except BadInput as err:
-        return problem(400, "BAD_REQUEST", "bad input; nothing was written", problems=_body_lines(err.messages))
+        return problem(400, "BAD_REQUEST", "bad input; nothing was written", problems=given.named(err.messages))
     except Conflict as err:
-        return problem(409, "CONFLICT", "refused; nothing was written", problems=_body_lines(err.messages))
+        return problem(409, "CONFLICT", "refused; nothing was written", problems=given.named(err.messages))
     except AppendError as err:
         return problem(503, "LOG_UNAVAILABLE", "; ".join(err.messages))
     return JSON(Appended(written=done.written, first_seq=done.first_seq, last_seq=done.last_seq))
-
-
-def _body_lines(messages: list[str]) -> list[str]:
-    return [f"body {m}" if m.startswith("line ") else m for m in messages]
 
 
 @guarded("read")
