@@ -17,6 +17,7 @@ from eventlog.cli.common import (
     command_parser,
     dumps,
     error,
+    mark_done,
     zone,
 )
 from eventlog.events import schema
@@ -37,7 +38,9 @@ APPEND_EXITS = """\
 1  the log could not be written (nothing partial is left; a log this run created is removed again)
 2  bad input (each bad line named on stderr), bad usage, a closed stdin, or a LOG that does not look
    like an event log (left untouched)
-3  a conflict: a refused transition or a revision mismatch"""
+3  a conflict: a refused transition or a revision mismatch
+4  written, but stdout could not be written (its reader went away, a full disk): stderr says what
+   was written (its seq); do not append it again"""
 
 
 def register(sub: Any) -> None:
@@ -88,6 +91,8 @@ def run(args: argparse.Namespace) -> int:
         return err.exit_code
     for note in result.notes:
         error(f"{args.log}: {note}")
+    seqs = f"seq {result.first_seq}" + (f" to {result.last_seq}" if result.last_seq != result.first_seq else "")
+    mark_done(f"{args.log}: {result.written} event(s) written ({seqs}): do not append them again")
     print(dumps({"log": args.log, "written": result.written, "first_seq": result.first_seq,
                  "last_seq": result.last_seq, "torn_tail_cut": result.torn_tail_cut}))
     return 0

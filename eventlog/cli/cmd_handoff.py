@@ -14,6 +14,7 @@ from eventlog.cli.common import (
     duration,
     error,
     judging,
+    mark_done,
     report,
 )
 from eventlog.probe import EXPECTED
@@ -108,6 +109,8 @@ def run_action(args: argparse.Namespace) -> int:
     except AppendError as err:
         error(f"cannot append to {args.log}: " + "; ".join(err.messages))
         return 1
+    for line in done.text():
+        mark_done(f"{args.log}: {line}")
     return report(done, args.json, done.text())
 
 
@@ -124,4 +127,6 @@ def run_probe(args: argparse.Namespace) -> int:
     except (UsageError, ValueError) as err:
         error(str(err))
         return 2
+    for line in done.text():
+        mark_done(f"{args.log}: {line} (recorded)")
     return report(done, args.json, done.text())

@@ -9,7 +9,16 @@ import sys
 from typing import Any
 
 from eventlog import keys as keyfile
-from eventlog.cli.common import UsageError, add_assume_tz, add_log, command_parser, duration, error, zone
+from eventlog.cli.common import (
+    UsageError,
+    add_assume_tz,
+    add_log,
+    command_parser,
+    duration,
+    error,
+    mark_done,
+    zone,
+)
 from eventlog.logs import LogUnavailable
 
 SERVE = """\
@@ -71,6 +80,8 @@ def run_keys_add(args: argparse.Namespace) -> int:
     except keyfile.KeyError_ as err:
         error(str(err))
         return 2
+    mark_done(f"key {args.name!r} added to {args.file}, but it was never shown and cannot be used: delete its entry "
+              f"from {args.file} to add {args.name!r} again")
     print(key)
     error(f"added key {args.name!r} ({', '.join(sorted(set(args.scope)))}) to {args.file}; "
           "it is shown only this once")

@@ -21,6 +21,7 @@ from eventlog.cli.common import (
     dumps,
     error,
     judging,
+    mark_done,
     replay_log,
     say,
     zone,
@@ -44,7 +45,9 @@ DECIDE_EXITS = """\
 0  accepted (or the same request again with its key, first accepted)
 1  the log could not be written
 2  bad input, no such log, or no session of that id
-3  refused (the code is in the receipt), IDEMPOTENCY_KEY_REUSED included"""
+3  refused (the code is in the receipt), IDEMPOTENCY_KEY_REUSED included
+4  the decision was written, but stdout could not be (its reader went away, a full disk): stderr
+   names its line and result; the same --idempotency-key prints its receipt again"""
 
 SESSIONS = """\
 Each session's state, why it stopped, when it retries (due or not, as of now or
@@ -113,13 +116,15 @@ def run_decide(args: argparse.Namespace) -> int:
         except AppendError as err:
             return append_failed(err)
     receipt = done.receipt
+    result = "accepted" if done.accepted else f"refused: {receipt['result']}"
+    mark_done(f"{args.log}: the decision is written at line {receipt['line']} ({result}); deciding again with "
+              f"--idempotency-key {args.idempotency_key} prints its receipt")
     if args.json:
         print(dumps({**receipt, "session": done.session}))
     else:
-        word = "accepted" if done.accepted else f"refused: {receipt['result']}"
         again = " (repeated idempotency key: the first receipt)" if receipt["replayed"] else ""
         by = f" by {receipt['actor']}" if receipt["actor"] else ""
-        say(f"{word}{again}: {receipt['decision']} of {receipt['session_id']}{by} at line {receipt['line']}")
+        say(f"{result}{again}: {receipt['decision']} of {receipt['session_id']}{by} at line {receipt['line']}")
         if done.note is not None:
             say(f"  key: {done.note}")
         elif not done.accepted and not receipt["replayed"]:

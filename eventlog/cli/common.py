@@ -31,12 +31,26 @@ class UsageError(Exception):
 # --- the grammar ---------------------------------------------------------------------------
 
 
+#: Exit 4 in every command's ``--help`` (:func:`eventlog.cli.output_lost`), unless it says more.
+OUTPUT_LOST = ("stdout could not be written: its reader went away (nothing is said), or a write",
+               "failed (said on stderr, with what was done all the same)")
+
+
 def command_parser(sub: Any, name: str, *, help: str, description: str | None = None,
                    exits: str) -> argparse.ArgumentParser:
-    """A subcommand whose help shows ``description`` as written and its exit codes (``exits``) last."""
+    """A subcommand whose help shows ``description`` as written and its exit codes (``exits``) last.
+
+    Exit 4 (stdout could not be written) is added unless ``exits`` has its own line for it.
+    """
+    lines = exits.strip().splitlines()
+    if not any(line.startswith("4 ") for line in lines):
+        width = len(lines[0]) - len(lines[0][1:].lstrip())  # the code's column and the space after it
+        after = [i for i, line in enumerate(lines) if line[:1].isdigit() and int(line.split()[0]) > 4]
+        at = after[0] if after else len(lines)
+        lines[at:at] = [f"{'4':<{width}}{OUTPUT_LOST[0]}", " " * width + OUTPUT_LOST[1]]
     parser: argparse.ArgumentParser = sub.add_parser(
         name, help=help, description=plain(description or help),
-        epilog="exit status:\n" + "\n".join(f"  {line}" for line in exits.strip().splitlines()),
+        epilog="exit status:\n" + "\n".join(f"  {line}" for line in lines),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     return parser
@@ -239,19 +253,35 @@ def leave_at_exit(*values: object) -> None:
     LEFT_AT_EXIT.extend(values)
 
 
+#: What this command did that its output was to tell (:func:`mark_done`).
+DONE: list[str] = []
+
+
+def mark_done(note: str) -> None:
+    """Note what the command has done (lines written to a log) before it prints it on stdout.
+
+    When stdout cannot be written, the notes are said on stderr, so that nobody
+    does it again because its output never came (:func:`eventlog.cli.output_lost`).
+    """
+    DONE.append(note)
+
+
 def report(result: Any, as_json: bool, text: list[str], notes: list[str] | None = None) -> int:
     """Print a runner's report (JSON for machines, ``text`` for people), then its notes and problems on stderr.
 
-    Returns the report's ``status`` (its exit status).
+    Returns the report's ``status`` (its exit status). The problems are said even
+    when stdout cannot be written (then the status is exit 4's).
     """
-    if as_json:
-        print(dumps(msgspec.to_builtins(result)))
-    else:
-        for line in text:
-            say(line)
-    sys.stdout.flush()
-    for line in [*(notes or []), *result.problems]:
-        error(line)
+    try:
+        if as_json:
+            print(dumps(msgspec.to_builtins(result)))
+        else:
+            for line in text:
+                say(line)
+        sys.stdout.flush()
+    finally:
+        for line in [*(notes or []), *result.problems]:
+            error(line)
     return int(result.status)
 
 

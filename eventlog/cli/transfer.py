@@ -23,7 +23,7 @@ import sys
 from typing import Any
 
 from eventlog.appender import AppendError
-from eventlog.cli.common import command_parser, dumps, error
+from eventlog.cli.common import command_parser, dumps, error, mark_done
 from eventlog.logs import LogUnavailable, is_url, open_log
 
 IMPORT_EXITS = """\
@@ -97,6 +97,9 @@ def run_import_log(args: argparse.Namespace) -> int:
               "last line is missing): not imported")
     if report.error:
         error(f"{args.log}: import stopped at {report.error}; lines 1..{report.imported} are in the stream")
+    if report.imported:
+        mark_done(f"{args.log}: {report.imported} line(s) of {args.file} imported (seq {report.first_seq} to "
+                  f"{report.last_seq})")
     print(dumps({"log": args.log, "file": args.file, "imported": report.imported, "bad_lines": report.bad_lines,
                  "torn_tail": report.torn_tail, "first_seq": report.first_seq, "last_seq": report.last_seq,
                  "error": report.error}))
