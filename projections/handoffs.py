@@ -182,6 +182,8 @@ class Handoff(msgspec.Struct, gc=False, array_like=True):
     #: Its event times are kept as read (the fold converts none; a snapshot gives them back in UTC) and measured
     #: or compared as instants (:func:`~projections.base.elapsed_s`, :func:`~projections.base.micros`).
     created_at: datetime
+    #: ... and the created time as written, with its offset: printed (spec section 2), also after a snapshot.
+    created_ts: str
     line: int
     #: Its ``deadline`` as an instant (epoch microseconds), converted once: every view orders claims by it.
     deadline_us: int | None
@@ -190,8 +192,10 @@ class Handoff(msgspec.Struct, gc=False, array_like=True):
     branch: str | None
     head: str | None
     #: The time of its last applied event (for stale): kept as read, since converting costs more than the
-    #: fold. Only compared (a snapshot gives it back in UTC).
+    #: fold. Only compared (a snapshot gives it back in UTC) ...
     last_at: datetime
+    #: ... and its ``ts`` as written: printed (a triage item's "since").
+    last_ts: str
     state: HandoffState = PENDING
     attempt: int = 0
     watcher: str | None = None
@@ -513,14 +517,15 @@ class Handoffs:
         h.revision += 1
         return h
 
-    def _move(self, h: Handoff, state: HandoffState, at: datetime) -> None:
-        """Set a handoff's state (keeping the live and per-account pending counts); no answer is awaited after it."""
+    def _move(self, h: Handoff, state: HandoffState, at: datetime, ts: str) -> None:
+        """Set a handoff's state (keeping the live and per-account pending counts) as of the event at ``at``
+        (written ``ts``); no answer is awaited after it."""
         if (h.state in LIVE) != (state in LIVE):
             self.state.live += 1 if state in LIVE else -1
         if (h.state == PENDING) != (state == PENDING):
             self._account(h.account).pending += 1 if state == PENDING else -1
         h.state = state
-        h.last_at = at
+        h.last_at, h.last_ts = at, ts
         h.awaiting_answer = False
 
     def _created(self, ev: HandoffCreated, line: int, at: datetime) -> FoldResult:
@@ -528,7 +533,7 @@ class Handoffs:
             return Rejected(f"handoff {ev.handoff_id} already created (line {self.state.items[ev.handoff_id].line})")
         deadline = None if ev.deadline is None else micros(parse_time(ev.deadline))
         self.state.items[ev.handoff_id] = Handoff(
-            ev.account, at, line, deadline, ev.importance, ev.repo, ev.branch, ev.head, last_at=at
+            ev.account, at, ev.ts, line, deadline, ev.importance, ev.repo, ev.branch, ev.head, at, ev.ts
         )
         self._account(ev.account).pending += 1
         return None
@@ -538,21 +543,21 @@ class Handoffs:
         if isinstance(h, Rejected):
             return h
         h.local_started = True
-        h.last_at = at
+        h.last_at, h.last_ts = at, ev.ts
         return None
 
     def _local_start_failed(self, ev: LocalStartFailed, line: int, at: datetime) -> FoldResult:
         h = self._fits("local_start_failed", ev.handoff_id)
         if isinstance(h, Rejected):
             return h
-        h.last_at = at
+        h.last_at, h.last_ts = at, ev.ts
         return None
 
     def _claimed(self, ev: Claimed, line: int, at: datetime) -> FoldResult:
         h = self._fits("claimed", ev.handoff_id)
         if isinstance(h, Rejected):
             return h
-        self._move(h, CLAIMED, at)
+        self._move(h, CLAIMED, at, ev.ts)
         h.attempt = ev.attempt
         h.watcher = ev.watcher
         self.state.claims_by[ev.watcher] = self.state.claims_by.get(ev.watcher, 0) + 1
@@ -565,7 +570,7 @@ class Handoffs:
         h = self._fits("released", ev.handoff_id)
         if isinstance(h, Rejected):
             return h
-        self._move(h, PENDING, at)
+        self._move(h, PENDING, at, ev.ts)
         h.watcher = None
         h.reason = None
         return None
@@ -574,7 +579,7 @@ class Handoffs:
         h = self._fits("resume_requested", ev.handoff_id, ev.attempt)
         if isinstance(h, Rejected):
             return h
-        self._move(h, REQUESTED, at)
+        self._move(h, REQUESTED, at, ev.ts)
         if h.first_requested_at is None:
             h.first_requested_at = at
             if h.first_claimed_at is not None:
@@ -586,10 +591,10 @@ class Handoffs:
         if isinstance(h, Rejected):
             return h
         if ev.effect == "none":
-            self._move(h, PENDING, at)
+            self._move(h, PENDING, at, ev.ts)
             h.watcher = None
         else:
-            self._move(h, NEEDS_HUMAN, at)
+            self._move(h, NEEDS_HUMAN, at, ev.ts)
             h.reason = REASON_UNKNOWN_EFFECT
         return None
 
@@ -597,7 +602,7 @@ class Handoffs:
         h = self._fits("verified", ev.handoff_id, ev.attempt)
         if isinstance(h, Rejected):
             return h
-        self._move(h, RETURNED, at)
+        self._move(h, RETURNED, at, ev.ts)
         latency = self.state.latency
         latency.created_to_returned.append(elapsed_s(at, h.created_at))
         if h.first_requested_at is not None:
@@ -608,7 +613,7 @@ class Handoffs:
         h = self._fits("conflict", ev.handoff_id, ev.attempt)
         if isinstance(h, Rejected):
             return h
-        self._move(h, NEEDS_HUMAN, at)
+        self._move(h, NEEDS_HUMAN, at, ev.ts)
         h.reason = REASON_CONFLICT
         return None
 
@@ -617,7 +622,7 @@ class Handoffs:
         if isinstance(h, Rejected):
             return h
         awaiting = h.state == REQUESTED and ev.reason == REASON_UNCONFIRMED
-        self._move(h, NEEDS_HUMAN, at)
+        self._move(h, NEEDS_HUMAN, at, ev.ts)
         h.reason = ev.reason
         h.awaiting_answer = awaiting
         return None
@@ -626,7 +631,7 @@ class Handoffs:
         h = self._fits("skip", ev.handoff_id)
         if isinstance(h, Rejected):
             return h
-        self._move(h, SKIPPED, at)
+        self._move(h, SKIPPED, at, ev.ts)
         h.reason = ev.reason
         return None
 

@@ -34,8 +34,9 @@ What needs a person (each reason code is in :data:`REASONS`):
 latest probe of a backing-off account, the watcher's last run, the finished
 job or the last progress of a lane, the skip of a candidate, the circuit's
 opening, the event that put a session in its state, a retry's due time.
-Times the log wrote are printed as written; a handoff's last event (kept as an
-instant) is printed in T's offset. Bad and rejected lines have no "since".
+Every "since" is a time the log wrote, printed as written (with the offset it
+was written with, spec section 2); T itself is printed as given. Bad and
+rejected lines have no "since".
 """
 
 from __future__ import annotations
@@ -423,7 +424,7 @@ class _Judge:
         self.log = facts.name
         self._unrecorded: dict[str, list[Control]] | None = None
 
-    def item(self, code: str, ident: str, reason: str, next_cmd: str, since: str | datetime | None = None,
+    def item(self, code: str, ident: str, reason: str, next_cmd: str, since: str | None = None,
              until: str | None = None) -> Item:
         """One item of reason ``code`` (its domain and whether a person decides come from :data:`REASONS`)."""
         r = _BY_CODE[code]
@@ -431,21 +432,16 @@ class _Judge:
         return Item(domain=r.domain, id=ident, reason_code=code, reason=reason, since=since_text, for_s=for_s,
                     until=until, next=next_cmd, needs_decision=r.decision)
 
-    def since(self, since: str | datetime | None) -> tuple[str | None, int | float | None]:
-        """A "since" as printed (a time the log wrote as written, an instant in T's offset) and its seconds to T."""
-        text: str | None
-        when: datetime | None
-        if isinstance(since, datetime):
-            text, when = (since.astimezone(self.at.tzinfo) if self.known else since).isoformat(), since
-        else:
-            text, when = since, _time(since)
+    def since(self, since: str | None) -> tuple[str | None, int | float | None]:
+        """A "since" as printed (a time the log wrote, as written) and its seconds to T."""
+        when = _time(since)
         if when is None or not self.known:
-            return text, None
-        return text, num(round(elapsed_s(self.at, when), 3))
+            return since, None
+        return since, num(round(elapsed_s(self.at, when), 3))
 
-    def ago(self, since: str | datetime | None) -> str:
+    def ago(self, since: str | None) -> str:
         """``for 2 h 5 min`` from ``since`` to T (empty when either is unknown)."""
-        when = since if isinstance(since, datetime) else _time(since)
+        when = _time(since)
         if when is None or not self.known:
             return ""
         return duration_words(elapsed_s(self.at, when))
@@ -457,7 +453,7 @@ class _Judge:
         h = self.runner.handoffs.items[hid]
         if h.state == NEEDS_HUMAN:
             return [self.item("needs_human", hid, f"handed to a person: {needs_human_words(h.reason)} "
-                              f"(account {h.account})", explain_cmd(self.log, hid), h.last_at)]
+                              f"(account {h.account})", explain_cmd(self.log, hid), h.last_ts)]
         if h.state not in LIVE:
             return []
         kind = self.runner.handoffs.stale(hid, self.at)
@@ -465,12 +461,12 @@ class _Judge:
             return [self.item("stale_unknown_effect", hid,
                               f"resume requested (attempt {h.attempt} by {h.watcher}), then silence: it may "
                               "have taken effect; never retried on its own",
-                              explain_cmd(self.log, hid), h.last_at)]
+                              explain_cmd(self.log, hid), h.last_ts)]
         if kind == "retryable":
             release = handoff_cmd(self.log, "release", hid, "stale claim released by hand")
             return [self.item("stale_retryable", hid,
                               f"claimed by {h.watcher} (attempt {h.attempt}), no resume request since: safe to "
-                              "release and retry", release, h.last_at)]
+                              "release and retry", release, h.last_ts)]
         return []
 
     def account(self, name: str) -> list[Item]:
@@ -517,11 +513,10 @@ class _Judge:
         state = self.runner.handoffs.state
         if state.watcher_at is not None:
             return []
-        pending = [(micros(h.created_at), hid) for hid, h in state.items.items() if h.state == PENDING]
+        pending = [(micros(h.created_at), h.line, h.created_ts) for h in state.items.values() if h.state == PENDING]
         if not pending:
             return []
-        oldest_us, _ = min(pending)
-        oldest = datetime.fromtimestamp(oldest_us / 1_000_000, UTC)
+        *_, oldest = min(pending)
         return [self.item("no_watcher", "failback", f"{len(pending)} handoff(s) pending and no watcher_run in the "
                           "log: nothing brings them back", "eventlog failback --help", oldest)]
 
@@ -852,7 +847,7 @@ def not_applied(kind: Kind, ident: str, lines: int, rejected: int) -> Verdict:
 
 
 def _verdict(judge: _Judge, kind: Kind, ident: str, code: str, says: str, items: list[Item],
-             since: str | datetime | None = None, until: str | None = None, next_cmds: list[str] | None = None,
+             since: str | None = None, until: str | None = None, next_cmds: list[str] | None = None,
              facts: dict[str, Any] | None = None) -> Verdict:
     since_text, for_s = judge.since(since)
     cmds = list(next_cmds or [])
@@ -893,7 +888,7 @@ def _handoff_verdict(judge: _Judge, hid: str) -> Verdict:
         order = judge.runner.handoffs.claim_order()
         facts["claim_position"] = order.index(hid) + 1
         says += f" (number {order.index(hid) + 1} of {len(order)} in claim order)"
-    return _verdict(judge, "handoff", hid, h.state, says, judge.handoff(hid), h.last_at, next_cmds=cmds, facts=facts)
+    return _verdict(judge, "handoff", hid, h.state, says, judge.handoff(hid), h.last_ts, next_cmds=cmds, facts=facts)
 
 
 def _account_verdict(judge: _Judge, name: str) -> Verdict:
