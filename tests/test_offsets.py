@@ -113,3 +113,17 @@ def test_the_http_api_prints_the_offsets_the_cli_prints(log: Path, tmp_path: Pat
     finally:
         server.stop()
 
+
+def test_catchup_names_the_circuit_s_end_as_written_as_status_does(tmp_path: Path) -> None:
+    until = "2026-08-03T12:00:00.5+09:00"  # a fraction as written (isoformat would say .500000)
+    log = write_log(tmp_path / "jobs.jsonl", [
+        {"type": "job_registered", "ts": "2026-08-03T08:00:00+09:00", "label": "j", "guarded": True,
+         "calendar": [{"Hour": 1}], "interval_s": None},
+        {"type": "job_skipped", "ts": "2026-08-03T09:00:00+09:00", "label": "j", "reason": "quota", "remaining_s": 9},
+        {"type": "circuit_opened", "ts": OPENED_AT, "reason": "quota", "open_until": until},
+    ])
+    report = cli_json("catchup", str(log), "--probe-cmd", "false", "--kick-cmd", "true", "--at", AT_UTC, "--json")
+    assert (report["candidates"], report["circuit"]) == (["j"], "open")
+    assert report["note"] == f"circuit open until {until}: no probe, nothing kicked"
+    status = cli_json("status", str(log), "--at", AT_UTC, "--json")
+    assert items(status)[("circuit_open", "circuit")]["until"] == until

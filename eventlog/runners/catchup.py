@@ -199,8 +199,7 @@ def _catchup(opts: Options, log: Log, report: Report) -> None:
     if not report.candidates:
         return
     if report.circuit == "open":
-        until = state.open_until.isoformat() if state.open_until else "?"
-        report.note = f"circuit open until {until}: no probe, nothing kicked"
+        report.note = f"circuit open until {state.state.open_until or '?'}: no probe, nothing kicked"
         return
     assert opts.probe_cmd is not None
     failure = _probe(opts, report, clock())
