@@ -4,6 +4,9 @@ A key file is one JSON object ``{"keys": [{"name", "scopes", "sha256"}]}`` of
 mode 0600. :func:`add_key` makes a new random key, stores only its SHA-256
 (a key is 256 random bits, so a fast hash is enough: there is nothing to guess
 from it), its name and its scopes, and returns the key itself once.
+:func:`list_keys` gives the names and scopes (never the hashes);
+:func:`remove_key` takes one out. Both writers replace the file atomically
+(readers, a running server included, see the old file or the new one).
 :meth:`Keys.find` hashes a presented key and compares it with every stored hash
 (``hmac.compare_digest``, no early exit), so timing tells nothing about them.
 """
@@ -45,6 +48,13 @@ class KeyFile(msgspec.Struct, forbid_unknown_fields=True):
     """The file's content."""
 
     keys: list[Key] = msgspec.field(default_factory=list)
+
+
+class Listed(msgspec.Struct):
+    """What ``keys list`` shows of a key: its name and scopes, never its hash."""
+
+    name: str
+    scopes: list[str]
 
 
 def digest(key: str) -> str:
@@ -102,9 +112,38 @@ def add_key(path: str, name: str, scopes: Sequence[str]) -> str:
         raise KeyError_(f"key file {path} already has a key named {name!r}")
     key = PREFIX + secrets.token_urlsafe(32)
     entry = Key(name=name, scopes=sorted(set(scopes), key=SCOPES.index), sha256=digest(key))
-    write_atomic(path, msgspec.json.format(msgspec.json.encode(KeyFile([*existing, entry]))) + b"\n", mode=0o600)
-    os.chmod(path, 0o600)  # an existing file keeps no wider mode than this
+    _save(path, [*existing, entry])
     return key
 
 
-__all__ = ["PREFIX", "SCOPES", "Key", "KeyError_", "KeyFile", "Keys", "add_key", "digest", "load"]
+def list_keys(path: str) -> list[Listed]:
+    """The name and scopes of every key of the file, in file order; KeyError_ when the file cannot be used."""
+    return [Listed(k.name, list(k.scopes)) for k in load(path).keys]
+
+
+def remove_key(path: str, name: str) -> Listed:
+    """Take the key named ``name`` out of the file (rewritten atomically, mode 0600); what it was.
+
+    A server reading the file refuses the key from its next request on.
+    KeyError_ when the file has no key of that name or cannot be used.
+    """
+    existing = load(path).keys
+    kept = [k for k in existing if k.name != name]
+    if len(kept) == len(existing):
+        raise KeyError_(f"key file {path} has no key named {name!r}")
+    _save(path, kept)
+    gone = next(k for k in existing if k.name == name)
+    return Listed(gone.name, list(gone.scopes))
+
+
+def _save(path: str, keys: list[Key]) -> None:
+    """Replace the file with ``keys`` (mode 0600); KeyError_ when it cannot be written."""
+    try:
+        write_atomic(path, msgspec.json.format(msgspec.json.encode(KeyFile(keys))) + b"\n", mode=0o600)
+        os.chmod(path, 0o600)  # an existing file keeps no wider mode than this
+    except OSError as err:
+        raise KeyError_(f"cannot write key file {path}: {err.strerror or err}") from err
+
+
+__all__ = ["PREFIX", "SCOPES", "Key", "KeyError_", "KeyFile", "Keys", "Listed", "add_key", "digest", "list_keys",
+           "load", "remove_key"]

@@ -78,6 +78,58 @@ def test_keys_add_prints_the_key_once_and_stores_only_its_hash(tmp_path: Path) -
     assert bad.returncode == 2 and "invalid choice" in bad.stderr
 
 
+def test_keys_list_gives_names_and_scopes_never_the_keys(tmp_path: Path) -> None:
+    path = tmp_path / "keys.json"
+    made = make_keys(path, {"alice": ["read", "sessions:recover"], "bob": ["read"]})
+    listed = run_cli("keys", "list", str(path))
+    assert listed.returncode == 0, listed.stderr
+    assert listed.stdout.splitlines() == ["alice  read, sessions:recover", "bob  read"]
+    as_json = run_cli("keys", "list", str(path), "--json")
+    assert as_json.returncode == 0 and json.loads(as_json.stdout) == {
+        "file": str(path), "keys": [{"name": "alice", "scopes": ["read", "sessions:recover"]},
+                                    {"name": "bob", "scopes": ["read"]}]}
+    hashes = [k["sha256"] for k in json.loads(path.read_text())["keys"]]
+    for secret in [*made.values(), *hashes]:
+        assert secret not in listed.stdout + listed.stderr + as_json.stdout + as_json.stderr
+    missing = run_cli("keys", "list", str(tmp_path / "none.json"))
+    assert missing.returncode == 2 and "cannot read key file" in missing.stderr and missing.stdout == ""
+
+
+def test_keys_remove_names_an_absent_key_and_leaves_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "keys.json"
+    make_keys(path, {"alice": ["read"], "bob": ["read"]})
+    done = run_cli("keys", "remove", str(path), "alice")
+    assert done.returncode == 0, done.stderr
+    assert [k["name"] for k in json.loads(path.read_text())["keys"]] == ["bob"]
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+    before = path.read_bytes()
+    again = run_cli("keys", "remove", str(path), "alice")
+    assert again.returncode == 2 and "has no key named 'alice'" in again.stderr and again.stdout == ""
+    assert path.read_bytes() == before
+    assert run_cli("keys", "remove", str(tmp_path / "none.json"), "bob").returncode == 2
+    # the last key goes too: the file stays, with no key, and says what that means
+    assert run_cli("keys", "remove", str(path), "bob").returncode == 0
+    empty = run_cli("keys", "list", str(path), "--json")
+    assert json.loads(empty.stdout)["keys"] == [] and "every request but /healthz is refused" in empty.stderr
+
+
+def test_keys_that_cannot_be_written_are_exit_2_not_a_traceback(tmp_path: Path) -> None:
+    where = str(tmp_path / "no-such-dir" / "keys.json")
+    done = run_cli("keys", "add", where, "alice", "--scope", "read")
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr == f"eventlog: cannot write key file {where}: No such file or directory\n"
+
+
+def test_a_removed_key_is_refused_at_once(server: Server, tmp_path: Path) -> None:
+    viewer = server.client("viewer")
+    assert viewer.get("/v1/status").status_code == 200
+    done = run_cli("keys", "remove", str(tmp_path / "keys.json"), "viewer")
+    assert done.returncode == 0, done.stderr
+    refused = viewer.get("/v1/status")
+    assert refused.status_code == 401 and refused.json()["code"] == "UNAUTHORIZED"
+    assert server.client("ops").get("/v1/status").status_code == 200  # the others still work
+
+
 def test_serve_refuses_an_unusable_key_file(tmp_path: Path) -> None:
     (tmp_path / "keys.json").write_text("{not json")
     done = run_cli("serve", str(UNKNOWN_TURN), "--keys", str(tmp_path / "keys.json"), "--port", "0")

@@ -1,4 +1,4 @@
-"""``eventlog serve`` (the operators' HTTP API and console) and ``eventlog keys add``."""
+"""``eventlog serve`` (the operators' HTTP API and console) and ``eventlog keys add|list|remove``."""
 
 from __future__ import annotations
 
@@ -7,6 +7,8 @@ import os
 import stat
 import sys
 from typing import Any
+
+import msgspec
 
 from eventlog import keys as keyfile
 from eventlog.cli.common import (
@@ -17,6 +19,8 @@ from eventlog.cli.common import (
     duration,
     error,
     mark_done,
+    print_json,
+    say,
     zone,
 )
 from eventlog.logs import LogUnavailable
@@ -25,12 +29,13 @@ SERVE = """\
 Follow LOG in memory (as follow does) and answer the operators' HTTP API and the
 console on http://HOST:PORT/ (spec: Operator HTTP API). Every route but /healthz
 and the console's pages needs Authorization: Bearer KEY with a key of --keys
-(made by `eventlog keys add`); a decision is appended with actor = the key's
-name. Views are judged as of now (a judgement is reused for at most a second
-while the log has not moved) unless ?at=TIME or ?at=log. Serve plain HTTP on
-127.0.0.1 and put a TLS reverse proxy in front (README). --port 0 takes a free
-port; the address is said on stderr. SIGINT and SIGTERM stop it after the
-requests in flight are answered."""
+(made by `eventlog keys add`; FILE is read again when it changes, so a key
+removed by `eventlog keys remove` is refused at once); a decision is appended
+with actor = the key's name. Views are judged as of now (a judgement is reused
+for at most a second while the log has not moved) unless ?at=TIME or ?at=log.
+Serve plain HTTP on 127.0.0.1 and put a TLS reverse proxy in front (README).
+--port 0 takes a free port; the address is said on stderr. SIGINT and SIGTERM
+stop it after the requests in flight are answered."""
 
 SERVE_EXITS = """\
 0  stopped by SIGINT or SIGTERM
@@ -42,9 +47,31 @@ Add a new random key named NAME with the given scopes to FILE (created with mode
 are stored. Scopes: read, events:append, sessions:recover. NAME is the actor of
 the decisions sent with the key."""
 
-KEYS_EXITS = """\
+KEYS_ADD_EXITS = """\
 0  added (the key is printed)
 2  bad usage, a bad name or scope, a name already in FILE, or a FILE that cannot be used"""
+
+KEYS_LIST = """\
+Print the name and scopes of every key of FILE, one key a line (--json: one
+object). The keys themselves are never stored, and their hashes are not
+printed."""
+
+KEYS_LIST_EXITS = """\
+0  listed (also when FILE has no key)
+2  bad usage, or a FILE that cannot be used"""
+
+KEYS_REMOVE = """\
+Remove the key named NAME from FILE (rewritten atomically, mode 0600). A running
+eventlog serve reads FILE again when it changes: from its next request on, the
+key is refused (401)."""
+
+KEYS_REMOVE_EXITS = """\
+0  removed
+2  bad usage, no key named NAME in FILE, or a FILE that cannot be used"""
+
+KEYS_EXITS = """\
+0  done (see each ACTION's --help)
+2  bad usage, or what each ACTION's --help says"""
 
 
 def register(sub: Any) -> None:
@@ -65,12 +92,22 @@ def register(sub: Any) -> None:
     k = command_parser(sub, "keys", help="manage the API keys of eventlog serve", exits=KEYS_EXITS)
     ksub = k.add_subparsers(dest="keys_command", required=True, metavar="ACTION")
     a = command_parser(ksub, "add", help="add a new random key and print it once", description=KEYS_ADD,
-                       exits=KEYS_EXITS)
+                       exits=KEYS_ADD_EXITS)
     a.add_argument("file", metavar="FILE")
     a.add_argument("name", metavar="NAME")
     a.add_argument("--scope", action="append", required=True, choices=keyfile.SCOPES, metavar="SCOPE",
                    help=f"one of {', '.join(keyfile.SCOPES)} (repeat for more)")
     a.set_defaults(run=run_keys_add)
+    ls = command_parser(ksub, "list", help="the names and scopes of the keys (never the keys)",
+                        description=KEYS_LIST, exits=KEYS_LIST_EXITS)
+    ls.add_argument("file", metavar="FILE")
+    ls.add_argument("--json", action="store_true", help="print one JSON object")
+    ls.set_defaults(run=run_keys_list)
+    rm = command_parser(ksub, "remove", help="remove a key: refused by a running server at once",
+                        description=KEYS_REMOVE, exits=KEYS_REMOVE_EXITS)
+    rm.add_argument("file", metavar="FILE")
+    rm.add_argument("name", metavar="NAME")
+    rm.set_defaults(run=run_keys_remove)
 
 
 def run_keys_add(args: argparse.Namespace) -> int:
@@ -85,6 +122,36 @@ def run_keys_add(args: argparse.Namespace) -> int:
     print(key)
     error(f"added key {args.name!r} ({', '.join(sorted(set(args.scope)))}) to {args.file}; "
           "it is shown only this once")
+    return 0
+
+
+def run_keys_list(args: argparse.Namespace) -> int:
+    """Print each key's name and scopes (``--json``: ``{"file", "keys": [{"name", "scopes"}]}``); exit 2 when
+    FILE cannot be used."""
+    try:
+        keys = keyfile.list_keys(args.file)
+    except keyfile.KeyError_ as err:
+        error(str(err))
+        return 2
+    if args.json:
+        print_json({"file": args.file, "keys": msgspec.to_builtins(keys)})
+    else:
+        for k in keys:
+            say(f"{k.name}  {', '.join(k.scopes)}")
+    if not keys:
+        error(f"key file {args.file} has no key: every request but /healthz is refused (401)")
+    return 0
+
+
+def run_keys_remove(args: argparse.Namespace) -> int:
+    """Remove the key; exit 2 naming it when FILE has none of that name or cannot be used."""
+    try:
+        gone = keyfile.remove_key(args.file, args.name)
+    except keyfile.KeyError_ as err:
+        error(str(err))
+        return 2
+    error(f"removed key {gone.name!r} ({', '.join(gone.scopes)}) from {args.file}; a running serve refuses it "
+          "from its next request on")
     return 0
 
 
