@@ -123,11 +123,17 @@ def test_keys_that_cannot_be_written_are_exit_2_not_a_traceback(tmp_path: Path) 
 def test_a_removed_key_is_refused_at_once(server: Server, tmp_path: Path) -> None:
     viewer = server.client("viewer")
     assert viewer.get("/v1/status").status_code == 200
-    done = run_cli("keys", "remove", str(tmp_path / "keys.json"), "viewer")
-    assert done.returncode == 0, done.stderr
-    refused = viewer.get("/v1/status")
-    assert refused.status_code == 401 and refused.json()["code"] == "UNAUTHORIZED"
-    assert server.client("ops").get("/v1/status").status_code == 200  # the others still work
+    with viewer.stream("GET", "/v1/events", params={"after": N}, timeout=20) as open_stream:
+        assert open_stream.status_code == 200
+        done = run_cli("keys", "remove", str(tmp_path / "keys.json"), "viewer")
+        assert done.returncode == 0, done.stderr
+        refused = viewer.get("/v1/status")
+        assert refused.status_code == 401 and refused.json()["code"] == "UNAUTHORIZED"
+        assert server.client("ops").get("/v1/status").status_code == 200  # the others still work
+        # a stream opened with it ends, at the latest at the next tick (no line of the log reaches it)
+        server.client("writer").post("/v1/events", content=b'{"type":"execution_gone",'
+                                     b'"ts":"2026-08-03T15:00:00+09:00","session_id":"s-early-gone"}\n')
+        assert read_events(open_stream, 1) == []
 
 
 def test_serve_refuses_an_unusable_key_file(tmp_path: Path) -> None:

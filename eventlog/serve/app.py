@@ -163,7 +163,19 @@ def authorize(request: Request, scope: str) -> Response | None:
     if scope not in found.scopes:
         return problem(403, "FORBIDDEN", f"the key {found.name!r} does not have the scope {scope!r}")
     request.state.key = found
+    request.state.scope = scope
     return None
+
+
+def still_authorized(request: Request) -> bool:
+    """Whether the key a request was let in with still has its scope (a removed key ends its open streams)."""
+    scope = getattr(request.state, "scope", None)
+    if scope is None:  # a route that needs no key
+        return True
+    try:
+        return authorize(request, scope) is None
+    except Unavailable:  # the key file cannot be used now: no key holds
+        return False
 
 
 # --- helpers ----------------------------------------------------------------------
@@ -222,7 +234,8 @@ def event_stream(request: Request, body: AsyncIterator[bytes]) -> StreamingRespo
 
 
 async def changes(request: Request, version: int, timeout: float) -> bool:
-    """Wait until the log changed after ``version`` (True) or ``timeout`` passed; False when the server stops."""
+    """Wait until the log changed after ``version`` (True) or ``timeout`` passed; False when the server stops or
+    the request's key no longer holds (removed, or its scope taken away): the stream then ends."""
     state = request.app.state
     if state.stopping.is_set():
         return False
@@ -232,7 +245,7 @@ async def changes(request: Request, version: int, timeout: float) -> bool:
             await asyncio.wait_for(waiter.wait(), timeout)
         except TimeoutError:
             pass
-    return not state.stopping.is_set()
+    return not state.stopping.is_set() and still_authorized(request)
 
 
 # --- routes -----------------------------------------------------------------------
@@ -420,7 +433,9 @@ async def events(request: Request) -> Response:
                 return
             for kind, seq, data in lines:
                 yield sse(kind, data, seq)
-            if lines:
+            if lines:  # more may follow at once: the key is checked here as changes() checks it
+                if not still_authorized(request):
+                    return
                 continue
             if not await changes(request, version, request.app.state.tick_s):
                 return
