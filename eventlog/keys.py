@@ -6,19 +6,23 @@ mode 0600. :func:`add_key` makes a new random key, stores only its SHA-256
 from it), its name and its scopes, and returns the key itself once.
 :func:`list_keys` gives the names and scopes (never the hashes);
 :func:`remove_key` takes one out. Both writers replace the file atomically
-(readers, a running server included, see the old file or the new one).
+(readers, a running server included, see the old file or the new one), each
+holding the file's directory locked from reading to renaming (:func:`_editing`),
+so an add and a remove at once cannot bring back the key removed.
 :meth:`Keys.find` hashes a presented key and compares it with every stored hash
 (``hmac.compare_digest``, no early exit), so timing tells nothing about them.
 """
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import hmac
 import os
 import re
 import secrets
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 
 import msgspec
 
@@ -107,12 +111,13 @@ def add_key(path: str, name: str, scopes: Sequence[str]) -> str:
     bad = [s for s in scopes if s not in SCOPES]
     if bad or not scopes:
         raise KeyError_(f"scope(s) {', '.join(bad) or '(none)'}: give one or more of {', '.join(SCOPES)}")
-    existing = load(path).keys if os.path.exists(path) else []
-    if any(k.name == name for k in existing):
-        raise KeyError_(f"key file {path} already has a key named {name!r}")
-    key = PREFIX + secrets.token_urlsafe(32)
-    entry = Key(name=name, scopes=sorted(set(scopes), key=SCOPES.index), sha256=digest(key))
-    _save(path, [*existing, entry])
+    with _editing(path):
+        existing = load(path).keys if os.path.exists(path) else []
+        if any(k.name == name for k in existing):
+            raise KeyError_(f"key file {path} already has a key named {name!r}")
+        key = PREFIX + secrets.token_urlsafe(32)
+        entry = Key(name=name, scopes=sorted(set(scopes), key=SCOPES.index), sha256=digest(key))
+        _save(path, [*existing, entry])
     return key
 
 
@@ -127,13 +132,33 @@ def remove_key(path: str, name: str) -> Listed:
     A server reading the file refuses the key from its next request on.
     KeyError_ when the file has no key of that name or cannot be used.
     """
-    existing = load(path).keys
-    kept = [k for k in existing if k.name != name]
-    if len(kept) == len(existing):
-        raise KeyError_(f"key file {path} has no key named {name!r}")
-    _save(path, kept)
+    with _editing(path):
+        existing = load(path).keys
+        kept = [k for k in existing if k.name != name]
+        if len(kept) == len(existing):
+            raise KeyError_(f"key file {path} has no key named {name!r}")
+        _save(path, kept)
     gone = next(k for k in existing if k.name == name)
     return Listed(gone.name, list(gone.scopes))
+
+
+@contextmanager
+def _editing(path: str) -> Iterator[None]:
+    """Hold the directory of the key file locked (``flock``, waiting for another edit) while it is edited.
+
+    The file itself is replaced by a rename, so a lock on it would be on the old
+    file: its directory stays. KeyError_ when the directory cannot be opened.
+    """
+    directory = os.path.dirname(os.path.abspath(path))
+    try:
+        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError as err:
+        raise KeyError_(f"cannot write key file {path}: {err.strerror or err}") from err
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
 
 
 def _save(path: str, keys: list[Key]) -> None:

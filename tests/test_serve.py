@@ -7,13 +7,16 @@ so what the API answers is compared with what the CLI prints on the same log.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import shutil
 import signal
 import stat
 import subprocess
+import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -111,6 +114,26 @@ def test_keys_remove_names_an_absent_key_and_leaves_the_file(tmp_path: Path) -> 
     assert run_cli("keys", "remove", str(path), "bob").returncode == 0
     empty = run_cli("keys", "list", str(path), "--json")
     assert json.loads(empty.stdout)["keys"] == [] and "every request but /healthz is refused" in empty.stderr
+
+
+def test_a_key_file_edit_waits_for_the_one_in_progress(tmp_path: Path) -> None:
+    """Two edits at once run one after the other (an add beside a remove cannot bring the removed key back):
+    each holds the file's directory locked (flock) from reading the file to renaming the new one."""
+    path = tmp_path / "keys.json"
+    make_keys(path, {"alice": ["read"], "bob": ["read"]})
+    before = path.read_bytes()
+    fd = os.open(tmp_path, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # another edit in progress
+        waiting = subprocess.Popen([sys.executable, "-m", "eventlog", "keys", "remove", str(path), "bob"],
+                                   cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        time.sleep(2)
+        assert waiting.poll() is None and path.read_bytes() == before
+    finally:
+        os.close(fd)
+    _, err = waiting.communicate(timeout=60)
+    assert waiting.returncode == 0, err
+    assert [k["name"] for k in json.loads(path.read_text())["keys"]] == ["alice"]
 
 
 def test_keys_that_cannot_be_written_are_exit_2_not_a_traceback(tmp_path: Path) -> None:
