@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import stat
 import sys
 from typing import Any
@@ -117,8 +118,8 @@ def run_keys_add(args: argparse.Namespace) -> int:
     except keyfile.KeyError_ as err:
         error(str(err))
         return 2
-    mark_done(f"key {args.name!r} added to {args.file}, but it was never shown and cannot be used: delete its entry "
-              f"from {args.file} to add {args.name!r} again")
+    mark_done(f"key {args.name!r} added to {args.file}, but it was never shown and cannot be used: remove it "
+              f"(eventlog keys remove {shlex.quote(args.file)} {shlex.quote(args.name)}) and add it again")
     print(key)
     error(f"added key {args.name!r} ({', '.join(sorted(set(args.scope)))}) to {args.file}; "
           "it is shown only this once")
