@@ -8,12 +8,13 @@ show the same triage.
 
 - :func:`status` (a replayed log) and :func:`status_of_missing` (no log at
   that path) give a :class:`projections.triage.Triage`;
-- :func:`explain` gives an :class:`Explained` (the lines and the verdicts),
-  or None when neither a line nor a domain knows the id.
+- :func:`explain` gives an :class:`Explained` (the lines and the verdicts, and
+  the bad lines whose text names the id), or None when nothing names it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import msgspec
@@ -24,8 +25,17 @@ from eventlog.events import KEY_FIELDS, type_name
 from eventlog.logs import open_log
 from eventlog.reader import Reader
 from eventlog.replay import Replay
+from eventlog.runners.common import BadLines, NamedBadLine, id_pattern
 from projections.runner import Runner
-from projections.triage import KIND_OF_FIELD, BadLineFact, LogFacts, Triage, Verdict, not_applied, triage
+from projections.triage import (
+    KIND_OF_FIELD,
+    BadLineFact,
+    LogFacts,
+    Triage,
+    Verdict,
+    not_applied,
+    triage,
+)
 from projections.triage import explain as verdicts_of
 
 #: Fields whose value names an id ``explain`` finds lines by: the stream keys, and the watcher's name.
@@ -67,21 +77,40 @@ class Line(msgspec.Struct, kw_only=True, omit_defaults=True):
 
 
 class Explained(msgspec.Struct, kw_only=True):
-    """``explain ID``: the lines that name it (log order) and its verdict in each domain that knows it."""
+    """``explain ID``: the lines that name it (log order) and its verdict in each domain that knows it.
+
+    ``bad_lines``: the log's bad lines (how many, the first few), left out of
+    every verdict; ``named_by_bad_lines``: those whose text names the id. No
+    verdict (and no line) when only bad lines name it.
+    """
 
     log: str
     id: str
     as_of: str | None
     lines: list[Line]
     verdicts: list[Verdict]
+    bad_lines: BadLines
+    named_by_bad_lines: list[NamedBadLine]
 
 
-def lines_of(path: str, ident: str, assume_tz: Any = None) -> list[Line]:
-    """Every line of ``path`` (a file or a stream) whose event names ``ident`` (:data:`ID_FIELDS`), in log order."""
+def lines_of(path: str, ident: str, assume_tz: Any = None, bad: Mapping[int, str] | None = None,
+             named: list[NamedBadLine] | None = None) -> list[Line]:
+    """Every line of ``path`` (a file or a stream) whose event names ``ident`` (:data:`ID_FIELDS`), in log order.
+
+    The lines in ``bad`` (number: reason; a replay's bad lines) are not read as
+    events: those whose text names ``ident`` (:func:`eventlog.runners.common.id_pattern`)
+    are added to ``named``, in the same single read.
+    """
     found: list[Line] = []
     reader = Reader(assume_tz)
+    bad = bad or {}
+    pattern = id_pattern(ident) if bad and named is not None else None
     with open_log(path) as log:
         for n, raw in log.lines():
+            if n in bad:
+                if pattern is not None and named is not None and pattern.search(raw):
+                    named.append(NamedBadLine.of(path, n, bad[n]))
+                continue
             decoded = reader.decode(raw, n)
             if isinstance(decoded, str):
                 continue
@@ -92,23 +121,30 @@ def lines_of(path: str, ident: str, assume_tz: Any = None) -> list[Line]:
 
 
 def explain(replay: Replay, log: str, ident: str, at: At, assume_tz: Any = None) -> Explained | None:
-    """The lines that name ``ident`` and its verdict as of ``at``; None when no line and no domain knows it.
+    """The lines that name ``ident`` and its verdict as of ``at``; None when no line, bad or not, and no domain
+    knows it.
 
     Reads the log again for the lines (raises OSError when it cannot).
     """
-    found = lines_of(log, ident, assume_tz)
+    named: list[NamedBadLine] = []
+    found = lines_of(log, ident, assume_tz, {b["line"]: b["reason"] for b in replay.bad_lines}, named)
     runner = _runner(replay)
     as_of, text = at.resolve(replay.last_at, replay.last_ts)
     judged = verdicts_of(runner, ident, as_of, text, facts(replay, log))
+    bad = BadLines.of(replay.bad_lines)
     if not found and not judged:
-        return None
+        if not named:
+            return None
+        return Explained(log=log, id=ident, as_of=text, lines=[], verdicts=[], bad_lines=bad,
+                         named_by_bad_lines=named)
     rejected = {r["line"]: r["reason"] for r in runner.rejected}
     for item in found:
         item.rejected = rejected.get(item.line)
     if not judged:  # lines name it, and none of them made it an entity (all rejected, say)
         field = next(k for k in ID_FIELDS if found[0].event.get(k) == ident)
         judged = [not_applied(KIND_OF_FIELD[field], ident, len(found), sum(x.rejected is not None for x in found))]
-    return Explained(log=log, id=ident, as_of=text, lines=found, verdicts=judged)
+    return Explained(log=log, id=ident, as_of=text, lines=found, verdicts=judged, bad_lines=bad,
+                     named_by_bad_lines=named)
 
 
 __all__ = ["ID_FIELDS", "Explained", "Line", "explain", "facts", "lines_of", "status", "status_of_missing"]

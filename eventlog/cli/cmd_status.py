@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from collections.abc import Callable
 from datetime import tzinfo
 from typing import Any, TypeVar
@@ -18,6 +19,7 @@ from eventlog.cli.common import UsageError, add_judging, add_log, command_parser
 from eventlog.cli.timeline import timeline_lines
 from eventlog.clock import At
 from eventlog.logs import is_url
+from eventlog.runners.common import bad_lines, named_problem
 from eventlog.views import Explained, explain, status, status_of_missing
 from projections.triage import DOMAINS, SHOWN, Group, Item, Triage, Verdict, duration_words
 
@@ -49,11 +51,17 @@ Every line of LOG that names ID (file:line and the event; rejections marked),
 then the verdict as of now (or --at) in each domain that knows ID: a handoff,
 an account (its probe plan and why), a watcher, a lane (judged now), a catch-up
 job label (candidate, or why not, the circuit, a kick) or a session (its state,
-why, and the decisions it would accept now, as commands to copy)."""
+why, and the decisions it would accept now, as commands to copy).
+
+Bad lines are left out of every verdict: those whose text names ID are listed
+among the lines (their reason, and the command that prints one), and the log's
+bad lines are counted on stderr (--json: bad_lines {count, first} and
+named_by_bad_lines [{line, reason, next}])."""
 
 EXPLAIN_EXITS = """\
 0  done
-2  bad usage, a log that cannot be read, or an id no line and no domain of LOG knows"""
+2  bad usage, a log that cannot be read, or an id no line and no domain of LOG knows (when only bad
+   lines name it, stderr says which, why they are bad, and how to print them)"""
 
 
 def register(sub: Any) -> None:
@@ -221,12 +229,16 @@ def _plural(n: int, word: str) -> str:
 
 
 def run_explain(args: argparse.Namespace) -> int:
-    """Print the lines behind one id and its verdicts; exit 2 when nothing knows the id."""
+    """Print the lines behind one id and its verdicts; exit 2 when nothing (or only bad lines) knows the id."""
 
     def judge(tz: tzinfo | None, at: At) -> Explained:
-        found = explain(replay_log(args.log, assume_tz=tz), args.log, args.id, at, tz)
+        replay = replay_log(args.log, assume_tz=tz)
+        found = explain(replay, args.log, args.id, at, tz)
         if found is None:
-            raise UsageError(f"{args.log}: no line or domain names {args.id!r}")
+            said = bad_lines(replay).problem(args.log)
+            raise UsageError("; ".join([f"{args.log}: no line or domain names {args.id!r}", *([said] if said else [])]))
+        if not found.verdicts:
+            raise UsageError(named_problem(args.log, args.id, found.named_by_bad_lines, only=True))
         return found
 
     judged = reading(args, judge)
@@ -237,15 +249,20 @@ def run_explain(args: argparse.Namespace) -> int:
     else:
         for line in explained_lines(judged):
             say(line)
+    sys.stdout.flush()
+    said = judged.bad_lines.problem(args.log)
+    if said:
+        error(said)
     return 0
 
 
 def explained_lines(e: Explained) -> list[str]:
-    """The lines (``LOG:LINE: event``, rejections marked), then each verdict with its commands."""
-    out = []
-    for line in e.lines:
-        mark = f"   <- rejected: {line.rejected}" if line.rejected is not None else ""
-        out.append(f"{e.log}:{line.line}: {dumps(line.event)}{mark}")
+    """The lines (``LOG:LINE: event``, rejections and bad lines marked), then each verdict with its commands."""
+    rows = [(line.line, f"{e.log}:{line.line}: {dumps(line.event)}"
+             + (f"   <- rejected: {line.rejected}" if line.rejected is not None else "")) for line in e.lines]
+    rows += [(b.line, f"{e.log}:{b.line}: a bad line, left out of every verdict: {b.reason}   <- see it: {b.next}")
+             for b in e.named_by_bad_lines]
+    out = [text for _n, text in sorted(rows)]
     out.append(f"as of {e.as_of}:" if e.as_of is not None else "as of its last line, and it has none:")
     for v in e.verdicts:
         out += verdict_lines(v)

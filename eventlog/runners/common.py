@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import json
 import os
+import re
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime, tzinfo
@@ -13,10 +15,11 @@ from typing import Any, Protocol
 import msgspec
 
 from eventlog.events import Event
-from eventlog.logs import LogUnavailable, is_url, lock_path, open_log
+from eventlog.logs import Log, LogUnavailable, is_url, lock_path, open_log
 from eventlog.reader import Reader
 from eventlog.replay import Replay
 from projections.runner import Runner
+from projections.triage import LogFacts, line_cmd
 
 #: How many bad lines a runner names (it counts them all).
 BAD_LINES_SHOWN = 3
@@ -44,6 +47,58 @@ class BadLines(msgspec.Struct, kw_only=True):
         shown = "; ".join(f"line {b['line']}: {b['reason']}" for b in self.first)
         more = ", first" if self.count > len(self.first) else ""
         return f"{log}: {self.count} bad line(s) skipped{more}: {shown}"
+
+
+class NamedBadLine(msgspec.Struct, kw_only=True):
+    """A bad line whose text names an id: its number, its reason, and the command that prints it."""
+
+    line: int
+    reason: str
+    next: str
+
+    @classmethod
+    def of(cls, log: str, line: int, reason: str) -> NamedBadLine:
+        """Line ``line`` of ``log``, bad for ``reason``."""
+        return cls(line=line, reason=reason, next=line_cmd(LogFacts(name=log), line))
+
+
+def id_pattern(ident: str) -> re.Pattern[bytes]:
+    """What :func:`naming` looks for: ``ident`` as a JSON string (UTF-8 or ``\\u`` escapes), not a key."""
+    quoted = {json.dumps(ident, ensure_ascii=False).encode(errors="surrogatepass"), json.dumps(ident).encode()}
+    return re.compile(b"(?:" + b"|".join(re.escape(q) for q in sorted(quoted)) + rb")(?!\s*:)")
+
+
+def naming(log: Log, bad: Sequence[Mapping[str, Any]], ident: str) -> list[NamedBadLine]:
+    """The lines of ``bad`` (``line``, ``reason``: the log's bad lines) whose text names ``ident``, in order.
+
+    What those lines said is unknown, so their text is searched, cheaply, for
+    ``ident`` as a JSON string value (:func:`id_pattern`). ``log`` is read up to
+    the last bad line, and only when there is one: call it on the paths where a
+    bad line may be what names the id (a command about one id).
+    """
+    reasons = {int(b["line"]): str(b["reason"]) for b in bad}
+    if not reasons:
+        return []
+    last, pattern = max(reasons), id_pattern(ident)
+    found: list[NamedBadLine] = []
+    for number, raw in log.lines():
+        if number > last:
+            break
+        if number in reasons and pattern.search(raw):
+            found.append(NamedBadLine.of(log.name, number, reasons[number]))
+    return found
+
+
+def named_problem(log: str, ident: str, named: Sequence[NamedBadLine], *, only: bool = False) -> str:
+    """One line for a person: the bad lines that name ``ident`` (the first few), each reason and how to see it.
+
+    ``only``: no applied line names ``ident`` (it is unknown but for them).
+    """
+    n = len(named)
+    lead = f"no applied line names {ident!r}, only {n} bad line(s)" if only else f"{n} bad line(s) name {ident!r}"
+    shown = "; ".join(f"line {b.line}: {b.reason} (see it: {b.next})" for b in named[:BAD_LINES_SHOWN])
+    more = f", first {BAD_LINES_SHOWN}" if n > BAD_LINES_SHOWN else ""
+    return f"{log}: {lead}, left out of every verdict{more}: {shown}"
 
 
 class Named(Protocol):
@@ -144,6 +199,6 @@ def runner_lock(log: str, name: str, *, wait: bool) -> Iterator[bool]:
 
 
 __all__ = [
-    "BAD_LINES_SHOWN", "BadLines", "Named", "RunnerError", "bad_lines", "check_bounds", "folder", "log_events",
-    "name_bad_lines", "require_log", "runner_lock",
+    "BAD_LINES_SHOWN", "BadLines", "Named", "NamedBadLine", "RunnerError", "bad_lines", "check_bounds", "folder",
+    "id_pattern", "log_events", "name_bad_lines", "named_problem", "naming", "require_log", "runner_lock",
 ]
