@@ -302,3 +302,35 @@ def test_a_second_send_is_stale_and_never_moves_to_another_turn(browser: Any, tm
         assert send() == "Accepted"
     finally:
         server.stop()
+
+
+def test_the_session_page_warns_which_bad_lines_name_the_session_and_decides_as_always(
+        browser: Any, tmp_path: Path) -> None:
+    """Line 2 is s1's restore failure with a generation written as a string: left out, s1 reads as admitted.
+    The page says that a bad line names s1 (which, why, how to see it); the decision buttons work as always
+    (no box to tick), and the answer says the decision was judged without that line."""
+    from selenium.webdriver.common.by import By
+
+    log = tmp_path / "ledger.jsonl"
+    log.write_text(
+        '{"type":"worker_claimed","ts":"2026-08-03T09:00:00+09:00","session_id":"s1","generation":1,"worker":"w",'
+        '"restore":true}\n{"type":"checkpoint_restore_failed","ts":"2026-08-03T09:00:10+09:00","session_id":"s1",'
+        '"generation":"1","reason":"incompatible_checkpoint"}\n', encoding="utf-8")
+    server = start_server(log, tmp_path, None, "--tick", "1s")
+    try:
+        open_with_key(browser, server.url + "/sessions/s1", server.keys["ops"])
+        wait(browser, 10, lambda d: d.find_element(By.ID, "badlines").is_displayed(), "the page names the bad lines")
+        warning = browser.find_element(By.ID, "badlines").text
+        assert "1 bad line(s) of the log name this session" in warning, warning
+        assert f"line 2: wrong_type: generation: expected int, got str (see it: sed -n '2p' {log})" in warning
+        assert not browser.find_elements(By.CSS_SELECTOR, "input[type=checkbox]")  # no override box
+        browser.find_element(By.XPATH, "//button[text()='close']").click()
+        browser.find_element(By.ID, "reason").send_keys("retired")
+        browser.find_element(By.ID, "send").click()
+        wait(browser, 10, lambda d: d.find_element(By.ID, "result").is_displayed(), "the answer shows")
+        assert browser.find_element(By.ID, "result-code").text == "Accepted"
+        assert "judged without the bad line(s) that name this session: line 2" in \
+            browser.find_element(By.ID, "result-message").text
+        assert '"decision":"close"' in log.read_text().splitlines()[-1]
+    finally:
+        server.stop()

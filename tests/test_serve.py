@@ -189,7 +189,8 @@ def test_reads_answer_what_the_cli_prints(server: Server) -> None:
     needs = [i for g in cli_json("status", server.log, "--at", at, "--json", "--all")["groups"] for i in g["items"]
              if i["id"] == sid]  # what status says about the session, with its next command
     assert [i["reason_code"] for i in needs] == ["outcome_unknown"]
-    assert got == {"log": want["log"], "as_of": at, "session_id": sid, **want["items"][sid], "needs": needs}
+    assert got == {"log": want["log"], "as_of": at, "session_id": sid, **want["items"][sid], "needs": needs,
+                   "bad_lines": want["bad_lines"], "named_by_bad_lines": want["named_by_bad_lines"]}
     assert got["would_accept"] == [{"decision": "close", "expected_revision": 3}]
 
     # the default is now: as_of is the time of the request, not the last line

@@ -308,7 +308,8 @@ def ids_of(log: Path, bad: frozenset[int] = frozenset()) -> set[str]:
 def test_explain_gives_every_id_of_every_fixture_a_verdict(log: Path, capsys: pytest.CaptureFixture[str],
                                                           dumps: dict[str, dict[str, Any]]) -> None:
     """Every id a good line names, through the CLI's own entry point in this process (a subprocess for each of
-    several hundred ids would take minutes); an id only bad lines name is unknown (exit 2)."""
+    several hundred ids would take minutes); an id only bad lines name is unknown (exit 2), and stderr says which
+    lines name it and how to print them."""
     from eventlog.cli import main
 
     bad = frozenset(b["line"] for b in dumps[log.name]["bad_lines"])
@@ -321,7 +322,9 @@ def test_explain_gives_every_id_of_every_fixture_a_verdict(log: Path, capsys: py
             assert v["says"] and v["code"] and v["id"] == ident, (ident, v)
     for ident in sorted(ids_of(log) - ids_of(log, bad)):
         assert main(["explain", str(log), ident, "--at", "log"]) == 2
-        assert capsys.readouterr().err == f"eventlog: {log}: no line or domain names {ident!r}\n"
+        [err] = capsys.readouterr().err.splitlines()
+        assert err.startswith(f"eventlog: {log}: no applied line names {ident!r}, only "), err
+        assert re.search(r": line (\d+): .* \(see it: sed -n '\1p' ", err), err
 
 
 def test_explain_json_holds_events_as_objects_with_line_and_rejection() -> None:

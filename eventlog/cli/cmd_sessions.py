@@ -8,7 +8,10 @@ from __future__ import annotations
 import argparse
 import getpass
 import os
+import sys
 from typing import Any
+
+import msgspec
 
 from eventlog.appender import AppendError
 from eventlog.cli.common import (
@@ -27,9 +30,9 @@ from eventlog.cli.common import (
     zone,
 )
 from eventlog.logs import LogUnavailable, open_log
-from eventlog.replay import BadLine
+from eventlog.replay import BadLine, Replay
 from eventlog.runners import sessions as runner
-from eventlog.runners.common import folder
+from eventlog.runners.common import BadLines, NamedBadLine, bad_lines, bad_lines_said, folder, naming
 from projections.sessions import DECISIONS
 
 DECIDE = """\
@@ -39,23 +42,34 @@ lock by the same rules as the replay: of two decisions made on one revision, one
 is accepted and the other refused with REQUEST_STALE. The same idempotency key
 with the same request (decision, expected revision, target turn, evidence)
 returns the first receipt; with another request it is IDEMPOTENCY_KEY_REUSED and
-changes nothing. The line names who decided (--actor, by default the OS user)."""
+changes nothing. The line names who decided (--actor, by default the OS user).
+
+Bad lines change neither the decision nor the exit status: it is judged on the
+applied lines, as the spec's rules say. Before the receipt, stderr counts the
+log's bad lines and names those whose text names SESSION (line, reason, the
+command that prints it): the session it was judged on may not be what happened.
+The --json receipt carries them too (bad_lines {count, first},
+named_by_bad_lines [{line, reason, next}])."""
 
 DECIDE_EXITS = """\
 0  accepted (or the same request again with its key, first accepted)
 1  the log could not be written
-2  bad input, no such log, or no session of that id
+2  bad input, no such log, or no session of that id (when only bad lines name it, stderr says
+   which; nothing written)
 3  refused (the code is in the receipt), IDEMPOTENCY_KEY_REUSED included
 4  the decision was written, but stdout could not be (its reader went away, a full disk): stderr
    names its line and result; the same --idempotency-key prints its receipt again"""
 
 SESSIONS = """\
 Each session's state, why it stopped, when it retries (due or not, as of now or
---at), and which decisions it would accept now, with the arguments to give decide."""
+--at), and which decisions it would accept now, with the arguments to give decide.
+The log's bad lines are left out of every state: they are counted on stderr
+(--json: bad_lines {count, first}); for one SESSION, those that name it are
+named (--json: named_by_bad_lines [{line, reason, next}])."""
 
 SESSIONS_EXITS = """\
-0  no session shown waits for a person's decision
-1  a session shown waits for a person's decision
+0  no session shown waits for a person's decision, and LOG has no bad line
+1  a session shown waits for a person's decision, or LOG has bad lines
 2  bad usage, a log that cannot be read, or no session of that id"""
 
 
@@ -119,8 +133,10 @@ def run_decide(args: argparse.Namespace) -> int:
     result = "accepted" if done.accepted else f"refused: {receipt['result']}"
     mark_done(f"{args.log}: the decision is written at line {receipt['line']} ({result}); deciding again with "
               f"--idempotency-key {args.idempotency_key} prints its receipt")
+    for line in done.warnings(args.log):  # before the receipt: a person reads it before acting on the receipt
+        error(line)
     if args.json:
-        print(dumps({**receipt, "session": done.session}))
+        print(dumps({**receipt, "session": done.session, **done.bad_lines_fields()}))
     else:
         again = " (repeated idempotency key: the first receipt)" if receipt["replayed"] else ""
         by = f" by {receipt['actor']}" if receipt["actor"] else ""
@@ -134,14 +150,22 @@ def run_decide(args: argparse.Namespace) -> int:
     return done.status
 
 
+def said_bad_lines(log: str, ident: str | None, bad: BadLines, named: list[NamedBadLine]) -> None:
+    """On stderr, after what was printed: the log's bad lines, and those that name ``ident``."""
+    sys.stdout.flush()
+    for line in bad_lines_said(log, ident, bad, named):
+        error(line)
+
+
 # --- sessions -------------------------------------------------------------------------
 
 
 def run_sessions(args: argparse.Namespace) -> int:
-    """``eventlog sessions``: exit 1 when a shown session waits for an operator's decision."""
+    """``eventlog sessions``: exit 1 when a shown session waits for an operator's decision or LOG has bad lines."""
     try:
         tz, at = judging(args)
         replay = replay_log(args.log, assume_tz=tz)
+        named = _naming(args.log, replay, args.session)
     except UsageError as err:
         error(str(err))
         return 2
@@ -153,17 +177,29 @@ def run_sessions(args: argparse.Namespace) -> int:
     ids = sorted(sessions.sessions)
     if args.session is not None:
         if args.session not in sessions.sessions:
-            error(f"{args.log}: no session {args.session!r} (no event of it yet)")
+            error(runner.unknown_session(args.log, args.session, replay.bad_lines, named))
             return 2
         ids = [args.session]
     shown = {sid: runner.describe(sessions, sid, as_of) for sid in ids}
+    bad = bad_lines(replay)
     if args.json:
-        print(dumps({"log": args.log, "as_of": as_of_text, "items": shown}))
+        more = {"named_by_bad_lines": msgspec.to_builtins(named)} if args.session is not None else {}
+        print(dumps({"log": args.log, "as_of": as_of_text, "items": shown, "bad_lines": msgspec.to_builtins(bad),
+                     **more}))
     else:
         say(f"{args.log}: {len(ids)} session(s) as of {as_of_text}")
         for sid, d in shown.items():
             _print_person(sid, d)
-    return 1 if any(d["needs_decision"] for d in shown.values()) else 0
+    said_bad_lines(args.log, args.session, bad, named)
+    return 1 if bad.count or any(d["needs_decision"] for d in shown.values()) else 0
+
+
+def _naming(log: str, replay: Replay, session: str | None) -> list[NamedBadLine]:
+    """The bad lines that name ``session`` (none asked: none searched; one more read, only when there are any)."""
+    if session is None or not replay.bad_lines:
+        return []
+    with open_log(log) as opened:
+        return naming(opened, replay.bad_lines, session)
 
 
 def os_user() -> str:

@@ -101,6 +101,16 @@ def named_problem(log: str, ident: str, named: Sequence[NamedBadLine], *, only: 
     return f"{log}: {lead}, left out of every verdict{more}: {shown}"
 
 
+def bad_lines_said(log: str, ident: str | None, bad: BadLines, named: Sequence[NamedBadLine], *,
+                   then: str = "") -> list[str]:
+    """What a person is told of the bad lines of ``log``: how many (one line), and those that name ``ident``
+    (one more, ending with ``then``); nothing when there are none."""
+    said = [bad.problem(log)]
+    if named and ident is not None:
+        said.append(named_problem(log, ident, named) + then)
+    return [line for line in said if line]
+
+
 class Named(Protocol):
     """A report that counts the log's bad lines and says them among its problems."""
 
@@ -199,6 +209,7 @@ def runner_lock(log: str, name: str, *, wait: bool) -> Iterator[bool]:
 
 
 __all__ = [
-    "BAD_LINES_SHOWN", "BadLines", "Named", "NamedBadLine", "RunnerError", "bad_lines", "check_bounds", "folder",
+    "BAD_LINES_SHOWN", "BadLines", "Named", "NamedBadLine", "RunnerError", "bad_lines", "bad_lines_said",
+    "check_bounds", "folder",
     "id_pattern", "log_events", "name_bad_lines", "named_problem", "naming", "require_log", "runner_lock",
 ]

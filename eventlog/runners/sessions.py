@@ -18,17 +18,34 @@ was first used on.
 :func:`describe` (from :mod:`projections.sessions`, where it is pure) is one
 session as the dump shows it, plus whether its retry is due, whether it waits
 for a person, and which decisions it would accept now.
+
+Bad lines: a decision is judged on the applied lines only, as the spec's
+rules say; it is never refused because a bad line names the session (the API's
+answers are the spec's, and the CLI keeps the API's rules). The bad lines of
+the log, and those whose text names the session
+(:func:`eventlog.runners.common.naming`), come back with the receipt
+(:attr:`Decided.bad_lines`, :attr:`Decided.named_by_bad_lines`) and are said
+to a person (:meth:`Decided.warnings`) (docs/DECISIONS.md).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import msgspec
 
 from eventlog.appender import AppendError
 from eventlog.logs import Log
-from eventlog.runners.common import RunnerError, folder
+from eventlog.runners.common import (
+    BadLines,
+    NamedBadLine,
+    RunnerError,
+    bad_lines_said,
+    folder,
+    named_problem,
+    naming,
+)
 from projections.sessions import (
     DECISIONS,
     IDEMPOTENCY_KEY_REUSED,
@@ -84,6 +101,9 @@ class Decided(msgspec.Struct, kw_only=True):
     receipt: dict[str, Any]
     session: dict[str, Any]
     note: str | None = None
+    #: The log's bad lines as the decision was judged (left out of it), and those that name the session.
+    bad_lines: BadLines = msgspec.field(default_factory=BadLines)
+    named_by_bad_lines: list[NamedBadLine] = msgspec.field(default_factory=list)
 
     @property
     def accepted(self) -> bool:
@@ -95,17 +115,33 @@ class Decided(msgspec.Struct, kw_only=True):
         """0 accepted, 3 refused (the code is in the receipt)."""
         return 0 if self.accepted else 3
 
+    def bad_lines_fields(self) -> dict[str, Any]:
+        """``bad_lines`` and ``named_by_bad_lines``, as the receipt of ``decide --json`` and the API carry them."""
+        return {"bad_lines": msgspec.to_builtins(self.bad_lines),
+                "named_by_bad_lines": msgspec.to_builtins(self.named_by_bad_lines)}
+
+    def warnings(self, log: str) -> list[str]:
+        """What a person is told of the bad lines of ``log`` (none: nothing): how many, and which name the session."""
+        return bad_lines_said(log, str(self.receipt["session_id"]), self.bad_lines, self.named_by_bad_lines,
+                              then="; this decision was judged without them, on a session that may not be what "
+                              "happened: look at them")
+
 
 def decide(log: Log, request: Decision) -> Decided:
-    """Append one decision under the log's lock; its receipt and the session after it.
+    """Append one decision under the log's lock; its receipt and the session after it, with the log's bad lines.
 
     Raises RunnerError for bad input, :class:`UnknownId` for a session with no
-    event yet, and AppendError (or its subclasses) when nothing was written.
+    event yet (its message names the bad lines that name it, if any), and
+    AppendError (or its subclasses) when nothing was written.
     """
     request.check()
-    before = folder(log.state()).sessions
-    if request.session_id not in before.sessions:
-        raise UnknownId(f"{log.name}: no session {request.session_id!r} (no event of it yet)")
+    state = log.state()
+    before = folder(state).sessions
+    sid = request.session_id
+    named = naming(log, state.bad_lines, sid)
+    if sid not in before.sessions:
+        raise UnknownId(unknown_session(log.name, sid, state.bad_lines, named))
+    bad = BadLines.of(state.bad_lines)
     event: dict[str, Any] = {"type": "recovery_decision", **msgspec.to_builtins(request)}
     for optional in ("target_turn_id", "evidence_ref", "actor"):
         if event[optional] is None:
@@ -115,8 +151,17 @@ def decide(log: Log, request: Decision) -> Decided:
     receipt = sessions.receipt_of(written.first_seq)
     if receipt is None:  # the log was replaced between the append and the read-back
         raise AppendError([f"the receipt of seq {written.first_seq} is not in the log any more"])
-    return Decided(receipt=receipt, session=sessions.session(request.session_id).item(),
-                   note=_key_note(sessions, request, receipt))
+    return Decided(receipt=receipt, session=sessions.session(sid).item(), note=_key_note(sessions, request, receipt),
+                   bad_lines=bad, named_by_bad_lines=named)
+
+
+def unknown_session(log: str, session_id: str, bad: Sequence[Mapping[str, Any]], named: list[NamedBadLine]) -> str:
+    """Why ``session_id`` is unknown, for people: only bad lines name it (which), or no line does (and the log's
+    ``bad`` lines, if any)."""
+    if named:
+        return named_problem(log, session_id, named, only=True)
+    said = BadLines.of(bad).problem(log)
+    return "; ".join([f"{log}: no session {session_id!r} (no event of it yet)", *([said] if said else [])])
 
 
 def _key_note(sessions: Sessions, request: Decision, receipt: dict[str, Any]) -> str | None:
@@ -142,4 +187,5 @@ def state_line(s: Session | dict[str, Any]) -> str:
     return ", ".join(parts)
 
 
-__all__ = ["WHY", "Decided", "Decision", "UnknownId", "decide", "describe", "needs_decision", "state_line"]
+__all__ = ["WHY", "Decided", "Decision", "UnknownId", "decide", "describe", "needs_decision",
+           "state_line", "unknown_session"]

@@ -307,7 +307,7 @@ async def session(request: Request) -> Response:
     sid = request.path_params["session_id"]
     found = await run_in_threadpool(s.session, sid, at)
     if found is None:
-        return problem(404, "NOT_FOUND", f"{s.name}: no session {sid!r} (no event of it yet)")
+        return problem(404, "NOT_FOUND", await run_in_threadpool(s.unknown_session, sid))
     if not wants_stream(request):
         return JSON(found)
 
@@ -341,7 +341,10 @@ async def turn(request: Request) -> Response:
 
 @guarded("sessions:recover")
 async def recovery_decision(request: Request) -> Response:
-    """Seed 004's recovery decision: 200 with the receipt, 409 with the refusal's code, 404, 400."""
+    """Seed 004's recovery decision: 200 with the receipt, 409 with the refusal's code, 404, 400.
+
+    The receipt (a 409's too) carries the log's ``bad_lines`` and those that name the session, as ``decide --json``.
+    """
     body = await read_body(request)
     if isinstance(body, Response):
         return body
@@ -371,7 +374,7 @@ async def recovery_decision(request: Request) -> Response:
         return problem(400, "BAD_REQUEST", "; ".join(err.messages))
     except AppendError as err:
         return problem(503, "LOG_UNAVAILABLE", "; ".join(err.messages))
-    receipt = {**done.receipt, "session": done.session}
+    receipt = {**done.receipt, "session": done.session, **done.bad_lines_fields()}
     if done.accepted:
         return JSON(receipt)
     code = str(done.receipt["result"])

@@ -44,7 +44,7 @@ from eventlog.prom import of_replay
 from eventlog.reader import Reader, iter_blocks
 from eventlog.replay import Progress, Replay, uncommitted_reason
 from eventlog.runners import sessions as decisions
-from eventlog.runners.common import folder
+from eventlog.runners.common import BadLines, NamedBadLine, folder, naming
 from eventlog.views import status as triage_of
 from projections.runner import Runner
 from projections.triage import SHOWN, Triage
@@ -60,6 +60,8 @@ STALE_S = 5.0
 REACH_TIMEOUT_S = 10.0
 #: Lines read per step of an event stream.
 TAIL_BATCH = 2000
+#: Sessions whose bad lines a server remembers (:meth:`Served.named_by_bad_lines`); past it, it forgets them all.
+NAMED_KEPT = 1024
 
 
 class Unavailable(Exception):
@@ -146,6 +148,8 @@ class Served:
             self.follower = _FileFollower(target, self, assume_tz)
         self._tail_log: Log | None = None
         self._tail_lock = threading.Lock()
+        #: session id -> (the replay's list of bad lines, how many it held, those that name the session)
+        self._named: dict[str, tuple[list[Any], int, list[NamedBadLine]]] = {}
         self.log: Log = ServedLog(self)
 
     # -- following ---------------------------------------------------------------
@@ -343,7 +347,9 @@ class Served:
         """One session as ``eventlog sessions --json`` shows it, or None when no event names it.
 
         ``needs``: the items of ``eventlog status`` about this session (reason and next command), so
-        the session page says why a person is called even when no decision would settle it.
+        the session page says why a person is called even when no decision would settle it;
+        ``bad_lines``: the log's bad lines (how many, the first few), left out of the session's state,
+        and ``named_by_bad_lines`` those that name the session, as ``eventlog sessions SESSION --json``.
         """
         triage = self.judged(at, wait=True).triage
         needs = [msgspec.to_builtins(i) for g in triage.groups for i in g.items
@@ -355,7 +361,36 @@ class Served:
                 return None
             when, text = at.resolve(replay.last_at, replay.last_ts)
             described = decisions.describe(sessions, session_id, when)
-        return {"log": self.name, "as_of": text, "session_id": session_id, **described, "needs": needs}
+            records, count = replay.bad_lines, len(replay.bad_lines)
+            bad = msgspec.to_builtins(BadLines.of(records))
+        named = msgspec.to_builtins(self.named_by_bad_lines(session_id, records, count))
+        return {"log": self.name, "as_of": text, "session_id": session_id, **described, "needs": needs,
+                "bad_lines": bad, "named_by_bad_lines": named}
+
+    def named_by_bad_lines(self, session_id: str, records: list[Any], count: int) -> list[NamedBadLine]:
+        """The first ``count`` bad lines of ``records`` (the replay's) that name ``session_id`` (:func:`naming`).
+
+        The search reads the log up to its last bad line, and a session page asks
+        on every change of the log: the answer is kept while the replay's list of
+        bad lines is the same and holds as many (a log's lines do not change; a
+        replaced log is a new replay).
+        """
+        if not count:
+            return []
+        kept = self._named.get(session_id)
+        if kept is not None and kept[0] is records and kept[1] == count:
+            return kept[2]
+        found = naming(self.log, records[:count], session_id)
+        if len(self._named) >= NAMED_KEPT:
+            self._named.clear()
+        self._named[session_id] = (records, count, found)
+        return found
+
+    def unknown_session(self, session_id: str) -> str:
+        """Why no session ``session_id`` is known, as ``eventlog sessions`` says it (the bad lines that name it)."""
+        with self.lock:
+            bad = list(self.replay.bad_lines)
+        return decisions.unknown_session(self.name, session_id, bad, naming(self.log, bad, session_id))
 
     def turn(self, session_id: str, turn_id: str) -> dict[str, Any] | None:
         """One turn of a session (outcome, ``terminal_reason``, ...), or None when unknown."""

@@ -267,6 +267,26 @@ function renderSession(s) {
   }));
   $("facts").replaceChildren(...facts.flatMap(([k, v]) => [el("dt", k), el("dd", v)]));
 
+  // The log's bad lines are left out of this state: say so, first those that name this session (which,
+  // why, the command that prints one). A decision is still judged as always; the person knows on what.
+  const bad = s.bad_lines || { count: 0, first: [] };
+  const named = s.named_by_bad_lines || [];
+  const said = [];
+  if (named.length > 0) {
+    const p = el("p", named.length + " bad line(s) of the log name this session, left out of this state: it may "
+      + "not be what happened; look at them before you decide. ", "named");
+    named.forEach((b, i) => p.append((i ? "; " : "") + "line " + b.line + ": " + b.reason + " (see it: ",
+      el("code", b.next), ")"));
+    said.push(p);
+  }
+  if (bad.count > 0) {
+    said.push(el("p", "The log has " + bad.count + " bad line(s), left out of every state"
+      + (bad.count > bad.first.length ? " (first " + bad.first.length + ")" : "") + ": "
+      + bad.first.map((b) => "line " + b.line + ": " + b.reason).join("; ") + "."));
+  }
+  $("badlines").hidden = said.length === 0;
+  $("badlines").replaceChildren(...said);
+
   $("noturns").hidden = s.unknown_turns.length > 0;
   $("turns").replaceChildren(...s.unknown_turns.map((turn) => {
     const li = el("li");
@@ -322,6 +342,13 @@ function pick(d, revision) {
   $("reason").focus();
 }
 
+// What a receipt says of the bad lines that name its session ("" when none do).
+function judgedWithout(receipt) {
+  const named = receipt.named_by_bad_lines || [];
+  return named.length === 0 ? "" : "; judged without the bad line(s) that name this session: "
+    + named.map((b) => "line " + b.line).join(", ");
+}
+
 async function sendDecision(event) {
   event.preventDefault();
   const body = {
@@ -354,12 +381,12 @@ async function sendDecision(event) {
     box.dataset.code = "accepted";
     $("result-code").textContent = "Accepted";
     $("result-message").textContent = answer.decision + " at line " + answer.line
-      + (answer.replayed ? " (a repeated key: the first receipt)" : "");
+      + (answer.replayed ? " (a repeated key: the first receipt)" : "") + judgedWithout(answer);
     $("result-receipt").textContent = JSON.stringify(answer, null, 2);
   } else {
     box.dataset.code = answer.code || String(status);
     $("result-code").textContent = (status === 409 ? "Refused: " : "Error " + status + ": ") + (answer.code || "");
-    $("result-message").textContent = answer.message || "";
+    $("result-message").textContent = (answer.message || "") + judgedWithout(answer.receipt || {});
     $("result-receipt").textContent = answer.receipt ? JSON.stringify(answer.receipt, null, 2) : "";
   }
 }
