@@ -33,6 +33,7 @@ from eventlog.events import INT64_MAX, Event, type_name
 from eventlog.fold import Folder, Rejected
 from eventlog.reader import MAX_LINE_BYTES, Reader, read_objects, validate_object, zoned
 from eventlog.replay import Replay
+from eventlog.tail import read_tail
 
 _encoder = msgspec.json.Encoder()
 
@@ -191,6 +192,7 @@ class EventLog:
         replay.offset += len(data)
         replay.torn_tail = False
         replay.uncommitted = None
+        replay.stuck_tail = None
         if saved_at is None or replay.offset - saved_at > self._lag_allowed():
             if self._save(fd, replay):
                 saved_at = replay.offset
@@ -241,31 +243,25 @@ class EventLog:
     def _cuttable(self, fd: int, replay: Replay, size: int) -> str:
         """What cutting the file back to ``replay.offset`` removes, as a note; AppendError when it must not be cut.
 
-        Only an unfinished batch (complete lines marked as a batch whose last
-        line is missing) and a torn last line of at most one line's worth
-        (1 MiB) that looks like the start of a log line are cut.
+        The rule is :meth:`eventlog.tail.Tail.refusal`: only an unfinished batch
+        and a torn last line of at most one line's worth (1 MiB) that looks like
+        the start of a log line are cut.
         """
         start = replay.offset
-        window = min(size - start, MAX_LINE_BYTES + 1)
-        tail = os.pread(fd, window, size - window)
-        nl = tail.rfind(b"\n")
-        torn = tail[nl + 1:] if nl >= 0 else tail
-        if nl < 0 and size - start > MAX_LINE_BYTES:
-            raise NotALog([f"{self.path} ends with {size - start} bytes without a line end, more than any line "
-                           "(1 MiB) a writer could have left: not a torn tail; left as it is, nothing was written"])
-        if replay.uncommitted is None and nl >= 0:
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            tail = read_tail(f, start, size)
+        why = tail.refusal()
+        if why is not None:
+            raise NotALog([f"{self.path} {why}; left as it is, nothing was written"])
+        if replay.uncommitted is None and tail.has_line_end:
             raise AppendError([f"{self.path} changed while it was read; nothing was written (try again)"])
-        if torn and (not torn.startswith(b"{") or b"\0" in torn):
-            raise NotALog([f"{self.path} ends with {len(torn)} bytes that are not the start of a log line "
-                               f"({torn[:16]!r}...): it does not look like an event log; left as it is, "
-                               "nothing was written"])
         parts = []
         if replay.uncommitted is not None:
             u = replay.uncommitted
             parts.append(f"an unfinished batch of {u.lines} line(s), seq {u.first_seq} to {u.first_seq + u.lines - 1} "
                          f"of a batch that was to end at seq {u.end}")
-        if torn:
-            parts.append(f"a torn line of {len(torn)} bytes")
+        if tail.torn:
+            parts.append(f"a torn line of {len(tail.torn)} bytes")
         return (f"cut a torn tail of {size - start} bytes at offset {start} ({' and '.join(parts)}), left by a "
                 "writer that stopped mid-write")
 

@@ -42,6 +42,7 @@ from eventlog.reader import (
     no_key_twice,
     written_defaults,
 )
+from eventlog.tail import Stuck, read_tail
 
 #: How much of the file a replay reads, decodes and folds at a time: small enough that a block's decoded
 #: events are still in the processor's cache when they are folded (128 KiB folds a 1M-event log in 30% less
@@ -349,6 +350,8 @@ class Replay:
         self.last_at: datetime | None = None
         #: The unfinished batch the last read stopped before (part of ``torn_tail``), if any.
         self.uncommitted: Uncommitted | None = None
+        #: A torn tail no append cuts (every append is refused until a person cuts it): :mod:`eventlog.tail`.
+        self.stuck_tail: Stuck | None = None
         self._batch: PendingBatch | None = None
 
     def feed(self, f: IO[bytes], progress: Progress | None = None, strict: bool = False) -> None:
@@ -357,7 +360,8 @@ class Replay:
         A batch whose last line is not there yet is not applied: the replay
         stops before it (``offset``, ``line`` and ``seq`` stay where they were),
         says ``torn_tail``, and reads it again next time (see :class:`PendingBatch`).
-        With ``strict``, the first bad line raises :class:`BadLine` instead.
+        A torn tail the next append would refuse to cut is ``stuck_tail`` (read
+        from a seekable ``f`` only). With ``strict``, the first bad line raises :class:`BadLine` instead.
         The cyclic collector is paused meanwhile (:func:`eventlog.fold.gc_paused`).
         """
         with gc_paused():
@@ -503,6 +507,7 @@ class Replay:
         if last_ev is not None:
             self.last_ts, self.last_at = last_ev.ts, last_at
         self._stop_before_batch()
+        self.stuck_tail = read_tail(f, self.offset).stuck() if self.torn_tail and f.seekable() else None
 
     def _stop_before_batch(self) -> None:
         """The input ended with a batch still open: it is not committed yet (a torn tail); nothing of it is applied."""
