@@ -246,11 +246,11 @@ def follow(
     ):
         if stop.is_set():
             break
-        before = follower.replay.offset, follower.replay.line, follower.replay.torn_tail, follower.missing
+        before = seen(follower)
         note = follower.catch_up()
         if note:
             report(note)
-        after = follower.replay.offset, follower.replay.line, follower.replay.torn_tail, follower.missing
+        after = seen(follower)
         if note or after != before or time.monotonic() - written >= tick_s:
             on_change(follower)
             written = time.monotonic()
@@ -266,6 +266,13 @@ def follow(
             unsaved = note_once(follower.save_snapshot(), unsaved, report)
             saved = time.monotonic()
     note_once(follower.save_snapshot(), unsaved, report)
+
+
+def seen(follower: Follower) -> tuple[Any, ...]:
+    """What a reader of the follower's outputs can see change: the state, how far it read, the torn tail
+    (and whether it is stuck), whether the log is there."""
+    r = follower.replay
+    return r, r.offset, r.line, r.torn_tail, r.stuck_tail, follower.missing
 
 
 def wake_ms(tick_s: float) -> int:

@@ -8,7 +8,7 @@ changes (a closed set is always listed in full, 0 or 1). Every family carries
 the ``log`` label. docs/METRICS.md is the reference, with an alert for each.
 
 :func:`exposition` renders one dump; what a dump does not hold (the latency
-samples, the last event's time, ``follow``'s tick) is passed beside it, and
+samples, the last event's time, ``follow``'s tick, a torn tail no append cuts) is passed beside it, and
 :func:`of_replay` takes those from a replay. The interrupt timeline's two
 families are built in ``eventlog.prom_controls``.
 """
@@ -86,13 +86,15 @@ def exposition(
     last_event_at: datetime | None = None,
     tick_s: float | None = None,
     unrecorded: int | None = None,
+    torn_tail_stuck: bool | None = None,
 ) -> str:
     """The text exposition of one dump.
 
     ``durations``: the handoff latency samples in seconds by pair (the histogram;
     left out when None); ``last_event_at``: the last applied or rejected line's
     time; ``tick_s``: ``follow``'s tick (exported so an alert needs no constant); ``unrecorded``: sessions
-    with an interrupt of unknown outcome for a turn the log never started (``Sessions.unrecorded``).
+    with an interrupt of unknown outcome for a turn the log never started (``Sessions.unrecorded``);
+    ``torn_tail_stuck``: the torn tail is one no append cuts (``Replay.stuck_tail``).
     """
     out = _Text(str(dump.get("log", "")))
     one: Labels = {}
@@ -106,6 +108,9 @@ def exposition(
                 [(one, len(dump["rejected"]))])
     out.gauge("recovery_torn_tail", "1 when the log ends in an uncommitted partial line.",
               [(one, int(dump["torn_tail"]))])
+    if torn_tail_stuck is not None:
+        out.gauge("recovery_torn_tail_stuck", "1 when the log ends in bytes no append cuts: every append is "
+                  "refused until a person cuts them (status: torn_tail_stuck).", [(one, int(torn_tail_stuck))])
     out.gauge("recovery_judged_timestamp_seconds", "The time every verdict here was judged at (the dump's as_of).",
               _when(one, dump.get("as_of")))
     out.gauge("recovery_last_event_timestamp_seconds", "The time of the last applied or rejected line.",
@@ -153,7 +158,8 @@ def of_replay(replay: Replay, dump: dict[str, Any], tick_s: float | None = None)
     durations = handoffs.durations() if handoffs is not None else None
     sessions = getattr(replay.folder, "sessions", None)
     unrecorded = len(sessions.unrecorded()) if sessions is not None else None
-    return exposition(dump, durations=durations, last_event_at=replay.last_at, tick_s=tick_s, unrecorded=unrecorded)
+    return exposition(dump, durations=durations, last_event_at=replay.last_at, tick_s=tick_s, unrecorded=unrecorded,
+                      torn_tail_stuck=replay.stuck_tail is not None)
 
 
 def _handoffs(out: _Text, h: dict[str, Any], durations: Mapping[str, Sequence[float]] | None) -> None:

@@ -31,6 +31,7 @@ from projections.triage import (
     KIND_OF_FIELD,
     BadLineFact,
     LogFacts,
+    StuckTail,
     Triage,
     Verdict,
     not_applied,
@@ -43,8 +44,9 @@ ID_FIELDS: tuple[str, ...] = (*KEY_FIELDS, "watcher")
 
 
 def facts(replay: Replay, log: str) -> LogFacts:
-    """What the triage needs of the log itself: its name, events, bad lines, a torn tail."""
-    return LogFacts(name=log, events=replay.events, torn_tail=replay.torn_tail,
+    """What the triage needs of the log itself: its name, events, bad lines, a torn tail (and whether it is stuck)."""
+    stuck = None if replay.stuck_tail is None else StuckTail(*replay.stuck_tail)
+    return LogFacts(name=log, events=replay.events, torn_tail=replay.torn_tail, stuck_tail=stuck,
                     bad_lines=[BadLineFact(b["line"], b["reason"]) for b in replay.bad_lines])
 
 

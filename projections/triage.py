@@ -28,7 +28,8 @@ What needs a person (each reason code is in :data:`REASONS`):
 - **sessions**: waiting for a decision (``restore_failed``, ``startup_failed``,
   ``outcome_unknown``, ``context_gap``); in backoff with its retry due and no
   worker ready since (``retry_due``).
-- **log**: the log missing; bad lines; rejected events; an unfinished last line.
+- **log**: the log missing; an unfinished last line no append will cut (``torn_tail_stuck``: every
+  append is refused); bad lines; rejected events; an unfinished last line (the next append cuts it).
 
 "Since" is the time it has been so: the handoff's last applied event, the
 latest probe of a backing-off account, the watcher's last run, the finished
@@ -100,6 +101,7 @@ class Reason(NamedTuple):
 #: Every reason, in the order the groups are shown.
 REASONS: tuple[Reason, ...] = (
     Reason("log", "missing", "The log is missing", False),
+    Reason("log", "torn_tail_stuck", "An unfinished last line no append will cut: every append is refused", True),
     Reason("handoffs", "needs_human", "Handoffs handed to a person", True),
     Reason("handoffs", "stale_unknown_effect", "Resume requested, then silence: effect unknown", True),
     Reason("handoffs", "stale_retryable", "Claims gone quiet before any resume request", False),
@@ -143,17 +145,30 @@ class BadLineFact(msgspec.Struct, frozen=True):
     reason: str
 
 
+class StuckTail(msgspec.Struct, frozen=True):
+    """A torn tail no append cuts: why (words that follow the log's name), the offset where the committed
+    lines end, and the log's size when it was read."""
+
+    why: str
+    start: int
+    size: int
+
+
 class LogFacts(msgspec.Struct, kw_only=True, frozen=True):
     """What the log says besides the folded state (the shell reads it from its replay).
 
     ``name``: the LOG as given (it goes into every command); ``events``: lines
-    applied or rejected; ``missing``: no log at that path (nothing was folded).
+    applied or rejected; ``torn_tail``: it ends in what is not committed;
+    ``stuck_tail``: that tail is one no append cuts (the appender's own rule,
+    ``eventlog.tail``), so every append is refused until a person cuts it;
+    ``missing``: no log at that path (nothing was folded).
     """
 
     name: str
     events: int = 0
     bad_lines: list[BadLineFact] = []
     torn_tail: bool = False
+    stuck_tail: StuckTail | None = None
     missing: bool = False
 
     @property
@@ -254,12 +269,14 @@ class SessionTotals(msgspec.Struct, kw_only=True):
 
 
 class LogTotals(msgspec.Struct, kw_only=True):
-    """The log itself: events read, bad lines, rejected events, an unfinished last line."""
+    """The log itself: events read, bad lines, rejected events, an unfinished last line (and whether no append
+    will cut it)."""
 
     events: int
     bad_lines: int
     rejected: int
     torn_tail: bool
+    torn_tail_stuck: bool
 
 
 class Totals(msgspec.Struct, kw_only=True, omit_defaults=True):
@@ -349,6 +366,20 @@ def natural_key(text: str) -> tuple[Any, ...]:
 def q(text: str) -> str:
     """One shell word (quoted when needed), for a command to copy."""
     return shlex.quote(text)
+
+
+def kept_tail(log: str, start: int) -> str:
+    """The file :func:`cut_tail_cmd` keeps a stuck tail in: ``LOG.tail-OFFSET``."""
+    return f"{log}.tail-{start}"
+
+
+def cut_tail_cmd(log: str, s: StuckTail) -> str:
+    """Keep the bytes past the committed lines in :func:`kept_tail`, then cut them; only while LOG is the size judged.
+
+    (``cat LOG.tail-OFFSET >> LOG`` puts them back.)
+    """
+    return (f"test \"$(wc -c < {q(log)})\" -eq {s.size} && tail -c +{s.start + 1} {q(log)} > "
+            f"{q(kept_tail(log, s.start))} && truncate -s {s.start} {q(log)}")
 
 
 def explain_cmd(log: str, ident: str) -> str:
@@ -616,11 +647,23 @@ class _Judge:
         for rej in self.runner.rejected:
             out.append(self.item("rejected", f"line {rej['line']}", f"{rej['type']}: {rej['reason']}",
                                  line_cmd(facts, rej["line"])))
-        if facts.torn_tail:
+        if facts.stuck_tail is not None:
+            out.append(self.stuck_tail(facts.stuck_tail))
+        elif facts.torn_tail:
             out.append(self.item("torn_tail", "last line", "the last line has no newline: not committed (a writer "
                                  "died mid-line or is writing now); the next append cuts it",
                                  f"tail -c 300 {q(facts.name)}"))
         return out
+
+    def stuck_tail(self, s: StuckTail) -> Item:
+        """A tail no append cuts: what it is, how to look at it, and the command that keeps it aside and cuts it."""
+        log = self.facts.name
+        return self.item("torn_tail_stuck", "last line", f"the log {s.why}; no append cuts that, so every append "
+                         "(runners' heartbeats and decisions too) is refused until a person does. See it: "
+                         f"tail -c +{s.start + 1} {q(log)} | od -c | head. The command keeps it in "
+                         f"{q(kept_tail(log, s.start))}, then cuts the log back to its committed {s.start} bytes "
+                         f"(only while it is still {s.size})",
+                         cut_tail_cmd(log, s))
 
 
 def _time(text: str | None) -> datetime | None:
@@ -727,7 +770,8 @@ def totals(runner: Runner, judge: _Judge, groups: list[Group]) -> Totals:
     """The totals of each domain present in the log."""
     count = {g.reason_code: g.count for g in groups}
     out = Totals(log=LogTotals(events=judge.facts.events, bad_lines=len(judge.facts.bad_lines),
-                               rejected=len(runner.rejected), torn_tail=judge.facts.torn_tail))
+                               rejected=len(runner.rejected), torn_tail=judge.facts.torn_tail,
+                               torn_tail_stuck=judge.facts.stuck_tail is not None))
     h = runner.handoffs
     if h.items or h.accounts:
         by_state: dict[str, int] = {}

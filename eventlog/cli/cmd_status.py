@@ -33,7 +33,8 @@ then the totals of each domain the log holds. Every domain is looked at:
 handoffs (handed to a person, stale claims, accounts backing off), watchers
 (late, or ended in error), lanes (stalled now), catch-up (candidates, an open
 circuit), sessions (waiting for a decision, a retry due), and the log itself
-(missing, bad lines, rejected events, an unfinished last line). Ids are in
+(missing, bad lines, rejected events, an unfinished last line; one no append
+will cut, so every append is refused, waits for a person's decision). Ids are in
 natural order (h-2 before h-10). A screen shows the first few of each group
 (at most 3, fewer when there are many groups, so it fits about 50 lines);
 --all shows every item. --json prints one object: per item
@@ -209,7 +210,7 @@ def totals_lines(t: Triage) -> list[str]:
                    f"{s.recovery_required:,}, stopped {s.stopped:,}, closed {s.closed:,}; waiting for a decision "
                    f"{s.waiting_decision:,}, retry due {s.retry_due:,}; {_plural(s.decisions, 'decision')} logged")
     lg = tot.log
-    torn = ", an unfinished last line" if lg.torn_tail else ""
+    torn = ", an unfinished last line" + (" no append will cut" if lg.torn_tail_stuck else "") if lg.torn_tail else ""
     out.append(f"Log: {_plural(lg.events, 'event')}, {_plural(lg.bad_lines, 'bad line')}, "
                f"{lg.rejected:,} rejected{torn}")
     return out

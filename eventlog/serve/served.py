@@ -632,9 +632,9 @@ class _FileFollower(Follower):
     def catch_up(self) -> str | None:
         """Catch up under the lock; a change (or a note) bumps the version."""
         with self.served.lock:
-            before = self.replay, self.replay.offset, self.replay.torn_tail, self.missing
+            before = file_follow.seen(self)
             note = super().catch_up()
-            after = self.replay, self.replay.offset, self.replay.torn_tail, self.missing
+            after = file_follow.seen(self)
         if note or after != before:
             self.served.changed()
         return note
