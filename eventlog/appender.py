@@ -496,11 +496,23 @@ def _open(path: str) -> tuple[int, bool]:
 
 
 def _regular(path: str, fd: int) -> None:
-    """NotALog unless ``fd`` is a regular file: a FIFO, a device or /dev/null would hang or swallow the events."""
-    mode = os.fstat(fd).st_mode
-    if not stat.S_ISREG(mode):
-        kind = " (a FIFO)" if stat.S_ISFIFO(mode) else " (a device)" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else ""
-        raise NotALog([f"{path} is not a regular file{kind}, so it cannot hold a log; nothing was written"])
+    """NotALog unless ``fd`` is a regular file (:func:`not_a_log_file`)."""
+    why = not_a_log_file(path, os.fstat(fd).st_mode)
+    if why is not None:
+        raise NotALog([f"{why}; nothing was written"])
+
+
+def not_a_log_file(path: str, mode: int) -> str | None:
+    """Why a file of ``mode`` cannot hold a log (None: a regular file can).
+
+    A directory is none; a FIFO, a device or /dev/null would hang a reader or writer, or swallow the events.
+    """
+    if stat.S_ISREG(mode):
+        return None
+    if stat.S_ISDIR(mode):
+        return f"{path} is a directory, not a log file"
+    kind = " (a FIFO)" if stat.S_ISFIFO(mode) else " (a device)" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else ""
+    return f"{path} is not a regular file{kind}, so it cannot hold a log"
 
 
 def _names(path: str, fd: int) -> bool:
@@ -522,4 +534,5 @@ def _remove_if_empty(path: str, fd: int) -> None:
         pass
 
 
-__all__ = ["MAX_LINE_BYTES", "AppendError", "AppendResult", "BadInput", "Conflict", "EventLog", "NotALog"]
+__all__ = ["MAX_LINE_BYTES", "AppendError", "AppendResult", "BadInput", "Conflict", "EventLog", "NotALog",
+           "not_a_log_file"]

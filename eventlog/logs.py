@@ -25,7 +25,7 @@ from datetime import tzinfo
 from types import TracebackType
 from typing import Any, Protocol, Self
 
-from eventlog.appender import AppendResult, EventLog
+from eventlog.appender import AppendResult, EventLog, not_a_log_file
 from eventlog.events import Event
 from eventlog.fold import Folder
 from eventlog.reader import iter_lines
@@ -162,6 +162,31 @@ def is_url(target: str) -> bool:
     return target.startswith(NATS_SCHEME)
 
 
+def unusable(target: str) -> str | None:
+    """Why LOG can never be followed, for a person; None when it can, or when it does not exist yet (it is waited for).
+
+    Unusable: a directory, a FIFO or a device (:func:`eventlog.appender.not_a_log_file`), a file that
+    cannot be read, and a file in a directory that does not exist. A stream is not looked at here.
+    """
+    if is_url(target):
+        return None
+    try:
+        st = os.stat(target)
+    except FileNotFoundError:
+        where = os.path.dirname(target) or "."
+        return None if os.path.isdir(where) else f"{target}: its directory {where} does not exist"
+    except OSError as err:
+        return f"cannot read {target}: {err.strerror or err}"
+    why = not_a_log_file(target, st.st_mode)
+    if why is not None:
+        return why
+    try:
+        open(target, "rb").close()  # a regular file: opening it does not block
+    except OSError as err:
+        return f"cannot read {target}: {err.strerror or err}"
+    return None
+
+
 def open_log(
     target: str | os.PathLike[str],
     new_folder: Callable[[], Folder] | None = None,
@@ -210,4 +235,4 @@ def lock_path(target: str, name: str) -> str:
     return os.path.join(directory, f"{digest}.{name}.lock")
 
 
-__all__ = ["NATS_SCHEME", "FileLog", "Log", "LogUnavailable", "is_url", "lock_path", "open_log"]
+__all__ = ["NATS_SCHEME", "FileLog", "Log", "LogUnavailable", "is_url", "lock_path", "open_log", "unusable"]

@@ -28,7 +28,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from eventlog.cli.common import replay_log
 from eventlog.prom import of_replay
 from tests.conftest import ROOT, run_cli
-from tests.serving import Server, make_keys, start_server
+from tests.serving import Server, make_keys, start_server, wait_healthy
 from tests.test_prom import promtool
 
 FIXTURES = ROOT / "fixtures"
@@ -596,6 +596,45 @@ def test_a_server_that_loses_its_log_answers_503(tmp_path: Path) -> None:
         assert c.get("/v1/status").status_code == 503
         r = decide(c, "s-early-gone", "k", decision="close", expected_revision=3, reason="r")
         assert r.status_code == 503 and not log.exists()
+    finally:
+        assert s.stop() == 0
+
+
+@pytest.mark.parametrize("kind", ["a directory", "a FIFO", "a file in a directory that does not exist"])
+def test_a_log_that_can_never_be_followed_is_refused_at_start(tmp_path: Path, kind: str) -> None:
+    """serve --help: exit 2 for an unusable LOG, said on stderr, before it listens (not a server that answers
+    503 for ever)."""
+    log = tmp_path / "log.jsonl"
+    if kind == "a directory":
+        log.mkdir()
+        said = f"{log} is a directory, not a log file"
+    elif kind == "a FIFO":
+        os.mkfifo(log)
+        said = f"{log} is not a regular file (a FIFO)"
+    else:
+        log = tmp_path / "nowhere" / "log.jsonl"
+        said = f"its directory {tmp_path / 'nowhere'} does not exist"
+    make_keys(tmp_path / "keys.json", {"viewer": ["read"]})
+    done = run_cli("serve", str(log), "--keys", str(tmp_path / "keys.json"), "--port", "0", timeout=30)
+    assert done.returncode == 2, done.stderr
+    assert said in done.stderr and "not serving it" in done.stderr
+    assert "serving" not in done.stderr.replace("not serving it", "")  # it never listened
+
+
+def test_a_log_that_does_not_exist_yet_is_waited_for(tmp_path: Path) -> None:
+    """... while a LOG that is not there yet (its directory is) is waited for, as serve --help says."""
+    log = tmp_path / "later.jsonl"
+    s = start_server(log, tmp_path, ready=False)
+    try:
+        deadline = time.monotonic() + 30
+        health = httpx.get(s.url + "/healthz")
+        while "still reading" in health.text and time.monotonic() < deadline:
+            time.sleep(0.05)
+            health = httpx.get(s.url + "/healthz")
+        assert health.status_code == 503 and "does not exist" in health.json()["message"]
+        assert s.proc.poll() is None
+        shutil.copy(UNKNOWN_TURN, log)
+        wait_healthy(s)
     finally:
         assert s.stop() == 0
 

@@ -12,6 +12,7 @@ from typing import Any
 import msgspec
 
 from eventlog import keys as keyfile
+from eventlog import logs
 from eventlog.cli.common import (
     UsageError,
     add_assume_tz,
@@ -35,12 +36,15 @@ removed by `eventlog keys remove` is refused at once); a decision is appended
 with actor = the key's name. Views are judged as of now (a judgement is reused
 for at most a second while the log has not moved) unless ?at=TIME or ?at=log.
 Serve plain HTTP on 127.0.0.1 and put a TLS reverse proxy in front (README).
---port 0 takes a free port; the address is said on stderr. SIGINT and SIGTERM
-stop it after the requests in flight are answered."""
+--port 0 takes a free port; the address is said on stderr. A LOG that does not
+exist yet is waited for (503 until it is there), as is one that goes away later.
+SIGINT and SIGTERM stop it after the requests in flight are answered."""
 
 SERVE_EXITS = """\
 0  stopped by SIGINT or SIGTERM
-2  bad usage, an unusable key file or LOG, or the address cannot be listened on"""
+2  bad usage, an unusable key file or LOG (a directory, a FIFO or a device, a file that
+   cannot be read, or one in a directory that does not exist), or the address cannot be
+   listened on"""
 
 KEYS_ADD = """\
 Add a new random key named NAME with the given scopes to FILE (created with mode
@@ -165,6 +169,10 @@ def run_serve(args: argparse.Namespace) -> int:
         keys = keyfile.load(args.keys)
     except (UsageError, keyfile.KeyError_) as err:
         error(str(err))
+        return 2
+    unusable = logs.unusable(args.log)
+    if unusable is not None:
+        error(f"{unusable}; not serving it")
         return 2
     mode = stat.S_IMODE(os.stat(args.keys).st_mode)
     if mode & 0o077:
