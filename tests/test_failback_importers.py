@@ -197,6 +197,20 @@ def test_a_handoff_file_without_an_account(tmp_path: Path) -> None:
     assert run_cli("import", "handoff-files", str(log), str(tmp_path / "nodir")).returncode == 2
 
 
+def test_a_directory_without_handoff_files_says_so(tmp_path: Path) -> None:
+    """As import launchd: exit 0 (nothing failed), and stderr says the directory held nothing to import."""
+    d = tmp_path / "empty"
+    d.mkdir()
+    put(d / "notes.txt", "not a handoff file")
+    out = run_cli("import", "handoff-files", str(tmp_path / "work.jsonl"), str(d), "--json")
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["imported"] == 0
+    assert f"{d} holds no handoff file (ID.json, ID.resumed, ID.skip): nothing to import" in out.stderr
+    full = run_cli("import", "handoff-files", str(tmp_path / "work.jsonl"), str(legacy_dir(tmp_path)),
+                   "--assume-tz", "Asia/Tokyo")
+    assert "nothing to import" not in full.stderr
+
+
 # --- the guard's circuit --------------------------------------------------------------------
 
 

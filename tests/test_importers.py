@@ -121,6 +121,22 @@ def test_import_launchd_problems(tmp_path: Path) -> None:
     assert old.returncode == 2 and "LOG is now the first argument" in old.stderr
 
 
+def test_import_launchd_of_a_directory_without_a_plist_says_so(tmp_path: Path) -> None:
+    """Nothing to import is no error (exit 0 is "done"), but a person who named the wrong directory is told."""
+    d = tmp_path / "empty"
+    d.mkdir()
+    (d / "README.txt").write_text("not a plist")
+    log = tmp_path / "log.jsonl"
+    out = run_cli("import", "launchd", str(log), str(d))
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == "0 job(s) registered, 0 unchanged\n"
+    assert f"{d} holds no *.plist file: nothing to import" in out.stderr
+    report = json.loads(run_cli("import", "launchd", str(log), str(d), "--json").stdout)
+    assert report["registered"] == [] and report["notes"] == [out.stderr.removeprefix("eventlog: ").strip()]
+    full = run_cli("import", "launchd", str(log), str(agents(tmp_path / "LaunchAgents")))
+    assert full.returncode == 0 and "nothing to import" not in full.stderr
+
+
 # --- quota-guard markers --------------------------------------------------------------------------
 
 

@@ -37,7 +37,7 @@ input again adds nothing.
                                            circuit state file"""
 
 EXITS = """\
-0  done
+0  done (a DIR with nothing to import at all is said on stderr)
 1  some input could not be read or turned into an event (the rest is imported, each
    named on stderr), lines of LOG are bad (how many and the first three named on
    stderr, counted in bad_lines; the rest is imported), or LOG could not be written
@@ -212,10 +212,10 @@ def _run(args: argparse.Namespace, do: Any) -> int:
 def _lines(done: Any) -> tuple[list[str], list[str]]:
     """An import report's line for people, and its notes."""
     if isinstance(done, imports.ImportReport):
-        return [done.summary()], [f"left: {x}" for x in done.left]
+        return [done.summary()], [*done.notes, *(f"left: {x}" for x in done.left)]
     if isinstance(done, imports.LaunchdReport):
         return [f"{len(done.registered)} job(s) registered, {done.unchanged} unchanged"
-                + (f", {len(done.problems)} problem(s)" if done.problems else "")], []
+                + (f", {len(done.problems)} problem(s)" if done.problems else "")], done.notes
     if isinstance(done, imports.WorkerLogReport):
         return [f"{done.imported} event(s) imported, {done.already} already in the log, "
                 f"{len(done.skipped)} line(s) skipped, {done.other} line(s) of other messages, "

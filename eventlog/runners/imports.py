@@ -19,10 +19,10 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, tzinfo
-from typing import Any
+from typing import Any, TypeVar
 
 import msgspec
 
@@ -54,11 +54,15 @@ class LaunchdImport:
 
 
 class LaunchdReport(msgspec.Struct, kw_only=True):
-    """Labels registered (new or changed), how many were unchanged, and plists that could not be read."""
+    """Labels registered (new or changed), how many were unchanged, and plists that could not be read.
+
+    ``notes``: what a person should know besides (a directory with no plist at all), said on stderr.
+    """
 
     registered: list[str]
     unchanged: int
     problems: list[str]
+    notes: list[str] = msgspec.field(default_factory=list)
     #: The log's bad lines (said in ``problems`` too).
     bad_lines: BadLines = msgspec.field(default_factory=BadLines)
 
@@ -70,19 +74,38 @@ class LaunchdReport(msgspec.Struct, kw_only=True):
 
 def import_launchd(opts: LaunchdImport) -> LaunchdReport:
     """One ``job_registered`` per plist, unless the label's current registration is the same."""
-    if not os.path.isdir(opts.directory):
-        raise RunnerError(f"{opts.directory} is not a directory")
-    try:
-        events, problems = importers.read_launchd(opts.directory, opts.guard_pattern)
-    except OSError as err:
-        raise RunnerError(f"cannot read {opts.directory}: {err.strerror or err}") from err
+    events, problems, notes = _read_dir(opts.directory, "*.plist file",
+                                        lambda d: importers.read_launchd(d, opts.guard_pattern))
     bad: list[dict[str, Any]] = []
     with runner_lock(opts.log, "import", wait=True):
         new = importers.new_registrations(events, importers.known(log_events(opts.log, bad=bad)))
         _append(opts.log, new)
-    report = LaunchdReport(registered=[ev["label"] for ev in new], unchanged=len(events) - len(new), problems=problems)
+    report = LaunchdReport(registered=[ev["label"] for ev in new], unchanged=len(events) - len(new), problems=problems,
+                           notes=notes)
     name_bad_lines(report, opts.log, bad)
     return report
+
+
+T = TypeVar("T")
+
+
+def _read_dir(directory: str, holds: str, read: Callable[[str], tuple[list[T], list[str]]]
+              ) -> tuple[list[T], list[str], list[str]]:
+    """``read(directory)``: what it found and the files it could not read, and a note when it found no input file
+    at all (``holds`` names them); RunnerError when ``directory`` is none or cannot be listed.
+
+    A directory with nothing to import is no error (importing it again and again is harmless), but a
+    person who gave the wrong one should notice: the note says so on stderr.
+    """
+    if not os.path.isdir(directory):
+        raise RunnerError(f"{directory} is not a directory")
+    try:
+        found, problems = read(directory)
+    except OSError as err:
+        raise RunnerError(f"cannot read {directory}: {err.strerror or err}") from err
+    notes = [] if found or problems else [f"{directory} holds no {holds}: nothing to import (is it the right "
+                                          "directory?)"]
+    return found, problems, notes
 
 
 @dataclass(kw_only=True)
@@ -280,6 +303,8 @@ class ImportReport(msgspec.Struct, kw_only=True):
     already: int = 0
     left: list[str] = msgspec.field(default_factory=list)
     problems: list[str] = msgspec.field(default_factory=list)
+    #: What a person should know besides (a directory with no input file at all), said on stderr.
+    notes: list[str] = msgspec.field(default_factory=list)
     #: The events appended, in order.
     events: list[dict[str, Any]] = msgspec.field(default_factory=list)
     bad_lines: BadLines = msgspec.field(default_factory=BadLines)
@@ -335,18 +360,14 @@ class HandoffFilesImport:
 
 def import_handoff_files(opts: HandoffFilesImport) -> ImportReport:
     """The legacy handoffs and markers the log does not hold yet (mapping: ``eventlog.handoff_importers``)."""
-    if not os.path.isdir(opts.directory):
-        raise RunnerError(f"{opts.directory} is not a directory")
-    try:
-        legacy, problems = handoff_importers.read_handoff_dir(opts.directory, opts.account, opts.assume_tz)
-    except OSError as err:
-        raise RunnerError(f"cannot read {opts.directory}: {err.strerror or err}") from err
+    legacy, problems, notes = _read_dir(opts.directory, "handoff file (ID.json, ID.resumed, ID.skip)",
+                                        lambda d: handoff_importers.read_handoff_dir(d, opts.account, opts.assume_tz))
     bad: list[dict[str, Any]] = []
     with runner_lock(opts.log, "import", wait=True):
         plan = handoff_importers.handoff_events(legacy, _handoffs(log_events(opts.log, bad=bad)))
         _append(opts.log, plan.new)
     report = ImportReport(imported=len(plan.new), already=plan.already, left=plan.superseded,
-                          problems=problems + plan.problems, events=plan.new)
+                          problems=problems + plan.problems, events=plan.new, notes=notes)
     name_bad_lines(report, opts.log, bad)
     return report
 
