@@ -210,7 +210,9 @@ def totals_lines(t: Triage) -> list[str]:
                    f"{s.recovery_required:,}, stopped {s.stopped:,}, closed {s.closed:,}; waiting for a decision "
                    f"{s.waiting_decision:,}, retry due {s.retry_due:,}; {_plural(s.decisions, 'decision')} logged")
     lg = tot.log
-    torn = ", an unfinished last line" + (" no append will cut" if lg.torn_tail_stuck else "") if lg.torn_tail else ""
+    torn = ""
+    if lg.torn_tail:
+        torn = ", an unfinished last line no append will cut" if lg.torn_tail_stuck else ", an unfinished last line"
     out.append(f"Log: {_plural(lg.events, 'event')}, {_plural(lg.bad_lines, 'bad line')}, "
                f"{lg.rejected:,} rejected{torn}")
     return out
