@@ -169,10 +169,12 @@ class EventLog:
         fsync: bool,
     ) -> AppendResult:
         size = os.fstat(fd).st_size
+        no_log = replay.not_a_log()  # before the tail: cutting a tail does not make the file a log
+        if no_log is not None:
+            raise NotALog([f"{self.path} {no_log}; left as it is, nothing was written"])
         cut = size - replay.offset
         if cut:
             cut_note = self._cuttable(fd, replay, size)
-        _looks_like_a_log(self.path, replay)
         if expect_revision is not None:
             have = replay.folder.revision(checked[0][1])
             if have != expect_revision:
@@ -432,19 +434,6 @@ def _reads_back(reader: Reader, line: bytes, number: int, ev: Event) -> str | No
     if decoded[0] != ev:
         return "would not read back as the same event; nothing was written"
     return None
-
-
-#: Reasons of a line that is not even a JSON object.
-_NOT_OBJECTS = ("not_utf8", "not_json", "not_object", "too_long")
-
-
-def _looks_like_a_log(path: str, replay: Replay) -> None:
-    """NotALog when the file has complete lines and not one of them is even a JSON object (a binary, a text)."""
-    bad = replay.bad_lines
-    if replay.events == 0 and bad and all(b["reason"].startswith(_NOT_OBJECTS) for b in bad):
-        first = bad[0]
-        raise NotALog([f"{path} does not look like an event log: none of its {len(bad)} line(s) is a JSON object "
-                       f"(line {first['line']}: {first['reason']}); left as it is, nothing was written"])
 
 
 #: Times a lock is taken again when the path was made to name another file meanwhile.

@@ -187,6 +187,12 @@ def unusable(target: str) -> str | None:
     return None
 
 
+def no_event_log(target: str, replay: Replay) -> str | None:
+    """Why every append to LOG is refused, its file being no event log (:meth:`Replay.not_a_log`, the appender's
+    rule; words that follow LOG); None when it may be a log, and for a stream, whose appender has no such rule."""
+    return None if is_url(target) else replay.not_a_log()
+
+
 def open_log(
     target: str | os.PathLike[str],
     new_folder: Callable[[], Folder] | None = None,
@@ -235,4 +241,5 @@ def lock_path(target: str, name: str) -> str:
     return os.path.join(directory, f"{digest}.{name}.lock")
 
 
-__all__ = ["NATS_SCHEME", "FileLog", "Log", "LogUnavailable", "is_url", "lock_path", "open_log", "unusable"]
+__all__ = ["NATS_SCHEME", "FileLog", "Log", "LogUnavailable", "is_url", "lock_path", "no_event_log", "open_log",
+           "unusable"]

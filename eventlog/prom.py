@@ -8,7 +8,8 @@ changes (a closed set is always listed in full, 0 or 1). Every family carries
 the ``log`` label. docs/METRICS.md is the reference, with an alert for each.
 
 :func:`exposition` renders one dump; what a dump does not hold (the latency
-samples, the last event's time, ``follow``'s tick, a torn tail no append cuts) is passed beside it, and
+samples, the last event's time, ``follow``'s tick, a torn tail no append cuts, a file that is no event log) is
+passed beside it, and
 :func:`of_replay` takes those from a replay. The interrupt timeline's two
 families are built in ``eventlog.prom_controls``.
 """
@@ -22,6 +23,7 @@ from datetime import datetime
 from typing import Any
 
 from eventlog.events import PROBE_OUTCOMES
+from eventlog.logs import no_event_log
 from eventlog.prom_controls import control_families
 from eventlog.replay import Replay
 from projections.handoffs import PLAN_REASONS, REASON_CONFLICT, REASON_UNCONFIRMED, REASON_UNKNOWN_EFFECT, STATES
@@ -87,6 +89,7 @@ def exposition(
     tick_s: float | None = None,
     unrecorded: int | None = None,
     torn_tail_stuck: bool | None = None,
+    not_a_log: bool | None = None,
 ) -> str:
     """The text exposition of one dump.
 
@@ -94,7 +97,8 @@ def exposition(
     left out when None); ``last_event_at``: the last applied or rejected line's
     time; ``tick_s``: ``follow``'s tick (exported so an alert needs no constant); ``unrecorded``: sessions
     with an interrupt of unknown outcome for a turn the log never started (``Sessions.unrecorded``);
-    ``torn_tail_stuck``: the torn tail is one no append cuts (``Replay.stuck_tail``).
+    ``torn_tail_stuck``: the torn tail is one no append cuts (``Replay.stuck_tail``); ``not_a_log``: the file is
+    no event log, so no append is taken on it (``eventlog.logs.no_event_log``).
     """
     out = _Text(str(dump.get("log", "")))
     one: Labels = {}
@@ -111,6 +115,9 @@ def exposition(
     if torn_tail_stuck is not None:
         out.gauge("recovery_torn_tail_stuck", "1 when the log ends in bytes no append cuts: every append is "
                   "refused until a person cuts them (status: torn_tail_stuck).", [(one, int(torn_tail_stuck))])
+    if not_a_log is not None:
+        out.gauge("recovery_not_a_log", "1 when the file is no event log (none of its lines is a JSON object): every "
+                  "append is refused (status: not_a_log).", [(one, int(not_a_log))])
     out.gauge("recovery_judged_timestamp_seconds", "The time every verdict here was judged at (the dump's as_of).",
               _when(one, dump.get("as_of")))
     out.gauge("recovery_last_event_timestamp_seconds", "The time of the last applied or rejected line.",
@@ -159,7 +166,8 @@ def of_replay(replay: Replay, dump: dict[str, Any], tick_s: float | None = None)
     sessions = getattr(replay.folder, "sessions", None)
     unrecorded = len(sessions.unrecorded()) if sessions is not None else None
     return exposition(dump, durations=durations, last_event_at=replay.last_at, tick_s=tick_s, unrecorded=unrecorded,
-                      torn_tail_stuck=replay.stuck_tail is not None)
+                      torn_tail_stuck=replay.stuck_tail is not None,
+                      not_a_log=no_event_log(str(dump.get("log", "")), replay) is not None)
 
 
 def _handoffs(out: _Text, h: dict[str, Any], durations: Mapping[str, Sequence[float]] | None) -> None:

@@ -329,6 +329,10 @@ def fast_block(lines: list[bytes], last_seq: int, first_line: int | None = None,
     return (evs, ats) if len(evs) == len(lines) else None
 
 
+#: Reasons of a line that is not even a JSON object (:meth:`Replay.not_a_log`).
+NOT_OBJECTS = ("not_utf8", "not_json", "not_object", "too_long")
+
+
 def uncommitted_reason(end: int) -> str:
     """Why each line of a batch that another line interrupted is a bad line."""
     return (f"uncommitted: part of a batch that was to end at seq {end}, whose last line never came "
@@ -520,6 +524,22 @@ class Replay:
         self.offset = batch.offset
         self.line = batch.line
         self.reader.last_seq = batch.last_seq
+
+    def not_a_log(self) -> str | None:
+        """Why no append is taken on this file, it being no event log (words that follow its name); None: it may be one.
+
+        No event log: it has complete lines and not one of them is even a JSON object
+        (:data:`NOT_OBJECTS`: a binary, a text, a file of JSON arrays). A file whose lines are
+        JSON objects that are all bad (say, naive times) is still a log. The rule, written once:
+        the file appender refuses by it (``eventlog.appender.NotALog``), and the views say it
+        (``eventlog.logs.no_event_log``: ``status``'s ``not_a_log``, ``recovery_not_a_log``).
+        """
+        bad = self.bad_lines
+        if self.events or not bad or not all(b["reason"].startswith(NOT_OBJECTS) for b in bad):
+            return None
+        first = bad[0]
+        return (f"does not look like an event log: none of its {len(bad)} line(s) is a JSON object "
+                f"(line {first['line']}: {first['reason']})")
 
     def fold_line(self, raw: bytes, line: int, strict: bool = False) -> tuple[Event, datetime] | None:
         """Decode and fold one line as line number ``line``; a bad line is recorded (or raised when ``strict``).

@@ -22,7 +22,7 @@ import orjson
 
 from eventlog.clock import At
 from eventlog.events import KEY_FIELDS, type_name
-from eventlog.logs import open_log
+from eventlog.logs import no_event_log, open_log
 from eventlog.reader import Reader
 from eventlog.replay import Replay
 from eventlog.runners.common import BadLines, NamedBadLine, id_pattern
@@ -44,9 +44,11 @@ ID_FIELDS: tuple[str, ...] = (*KEY_FIELDS, "watcher")
 
 
 def facts(replay: Replay, log: str) -> LogFacts:
-    """What the triage needs of the log itself: its name, events, bad lines, a torn tail (and whether it is stuck)."""
+    """What the triage needs of the log itself: its name, events, bad lines, a torn tail (and whether it is stuck),
+    and whether it is no event log at all (every append is refused either way)."""
     stuck = None if replay.stuck_tail is None else StuckTail(*replay.stuck_tail)
     return LogFacts(name=log, events=replay.events, torn_tail=replay.torn_tail, stuck_tail=stuck,
+                    not_a_log=no_event_log(log, replay),
                     bad_lines=[BadLineFact(b["line"], b["reason"]) for b in replay.bad_lines])
 
 

@@ -28,8 +28,9 @@ What needs a person (each reason code is in :data:`REASONS`):
 - **sessions**: waiting for a decision (``restore_failed``, ``startup_failed``,
   ``outcome_unknown``, ``context_gap``); in backoff with its retry due and no
   worker ready since (``retry_due``).
-- **log**: the log missing; an unfinished last line no append will cut (``torn_tail_stuck``: every
-  append is refused); bad lines; rejected events; an unfinished last line (the next append cuts it).
+- **log**: the log missing; a file that is no event log (``not_a_log``: every append is refused);
+  an unfinished last line no append will cut (``torn_tail_stuck``: every append is refused); bad
+  lines; rejected events; an unfinished last line (the next append cuts it).
 
 "Since" is the time it has been so: the handoff's last applied event, the
 latest probe of a backing-off account, the watcher's last run, the finished
@@ -101,6 +102,7 @@ class Reason(NamedTuple):
 #: Every reason, in the order the groups are shown.
 REASONS: tuple[Reason, ...] = (
     Reason("log", "missing", "The log is missing", False),
+    Reason("log", "not_a_log", "A file that is no event log: every append is refused", True),
     Reason("log", "torn_tail_stuck", "An unfinished last line no append will cut: every append is refused", True),
     Reason("handoffs", "needs_human", "Handoffs handed to a person", True),
     Reason("handoffs", "stale_unknown_effect", "Resume requested, then silence: effect unknown", True),
@@ -161,6 +163,8 @@ class LogFacts(msgspec.Struct, kw_only=True, frozen=True):
     applied or rejected; ``torn_tail``: it ends in what is not committed;
     ``stuck_tail``: that tail is one no append cuts (the appender's own rule,
     ``eventlog.tail``), so every append is refused until a person cuts it;
+    ``not_a_log``: why the file is no event log (words that follow its name; the
+    appender's own rule, ``Replay.not_a_log``), so every append is refused;
     ``missing``: no log at that path (nothing was folded).
     """
 
@@ -169,6 +173,7 @@ class LogFacts(msgspec.Struct, kw_only=True, frozen=True):
     bad_lines: list[BadLineFact] = []
     torn_tail: bool = False
     stuck_tail: StuckTail | None = None
+    not_a_log: str | None = None
     missing: bool = False
 
     @property
@@ -270,13 +275,14 @@ class SessionTotals(msgspec.Struct, kw_only=True):
 
 class LogTotals(msgspec.Struct, kw_only=True):
     """The log itself: events read, bad lines, rejected events, an unfinished last line (and whether no append
-    will cut it)."""
+    will cut it), whether the file is no event log (no append is taken on it at all)."""
 
     events: int
     bad_lines: int
     rejected: int
     torn_tail: bool
     torn_tail_stuck: bool
+    not_a_log: bool
 
 
 class Totals(msgspec.Struct, kw_only=True, omit_defaults=True):
@@ -636,17 +642,25 @@ class _Judge:
     # -- the log ----------------------------------------------------------------------------------
 
     def the_log(self) -> list[Item]:
-        """The log itself: missing, bad lines, rejected events, an unfinished last line."""
+        """The log itself: missing, no event log, bad lines, rejected events, an unfinished last line.
+
+        A file that is no event log has no torn-tail item: no append is taken on it at all, and
+        cutting its tail would not make it a log.
+        """
         facts, out = self.facts, []
         if facts.missing:
             where = facts.name.rsplit("/", 1)[0] if "/" in facts.name else "."
             out.append(self.item("missing", facts.name, "no log at this path: nothing can be judged (moved, "
                                  "renamed, or not written yet?)", f"ls -la {q(where)}"))
+        if facts.not_a_log is not None:
+            out.append(self.not_a_log(facts.not_a_log))
         for bad in facts.bad_lines:
             out.append(self.item("bad_line", f"line {bad.line}", bad.reason, line_cmd(facts, bad.line)))
         for rej in self.runner.rejected:
             out.append(self.item("rejected", f"line {rej['line']}", f"{rej['type']}: {rej['reason']}",
                                  line_cmd(facts, rej["line"])))
+        if facts.not_a_log is not None:
+            return out  # no append is taken at all: what one would cut is moot
         if facts.stuck_tail is not None:
             out.append(self.stuck_tail(facts.stuck_tail))
         elif facts.torn_tail:
@@ -664,6 +678,19 @@ class _Judge:
                          f"{q(kept_tail(log, s.start))}, then cuts the log back to its committed {s.start} bytes "
                          f"(only while it is still {s.size})",
                          cut_tail_cmd(log, s))
+
+    def not_a_log(self, why: str) -> Item:
+        """A file that is no event log: what it is, what a person may do, and the command to look at it.
+
+        The command only looks: whether LOG is the wrong path (the writers need the log's) or a
+        file that took the log's place (moved aside, the next append starts a new log) is a
+        person's to tell, and a move is only the second's answer.
+        """
+        log = self.facts.name
+        return self.item("not_a_log", log, f"the file {why}; no append is taken on it, so every append (runners' "
+                         "heartbeats and decisions too) is refused. Is it the wrong file? Give the writers the log's "
+                         f"path. Did it take the log's place? Move it aside (mv -n {q(log)} {q(log + '.not-a-log')}): "
+                         "the next append starts a new log", f"head -c 300 {q(log)} | od -c | head")
 
 
 def _time(text: str | None) -> datetime | None:
@@ -771,7 +798,8 @@ def totals(runner: Runner, judge: _Judge, groups: list[Group]) -> Totals:
     count = {g.reason_code: g.count for g in groups}
     out = Totals(log=LogTotals(events=judge.facts.events, bad_lines=len(judge.facts.bad_lines),
                                rejected=len(runner.rejected), torn_tail=judge.facts.torn_tail,
-                               torn_tail_stuck=judge.facts.stuck_tail is not None))
+                               torn_tail_stuck=judge.facts.stuck_tail is not None,
+                               not_a_log=judge.facts.not_a_log is not None))
     h = runner.handoffs
     if h.items or h.accounts:
         by_state: dict[str, int] = {}

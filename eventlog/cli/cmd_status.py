@@ -34,7 +34,8 @@ handoffs (handed to a person, stale claims, accounts backing off), watchers
 (late, or ended in error), lanes (stalled now), catch-up (candidates, an open
 circuit), sessions (waiting for a decision, a retry due), and the log itself
 (missing, bad lines, rejected events, an unfinished last line; one no append
-will cut, so every append is refused, waits for a person's decision). Ids are in
+will cut, and a file that is no event log at all, so every append is refused,
+wait for a person's decision). Ids are in
 natural order (h-2 before h-10). A screen shows the first few of each group
 (at most 3, fewer when there are many groups, so it fits about 50 lines);
 --all shows every item. --json prints one object: per item
@@ -213,8 +214,9 @@ def totals_lines(t: Triage) -> list[str]:
     torn = ""
     if lg.torn_tail:
         torn = ", an unfinished last line no append will cut" if lg.torn_tail_stuck else ", an unfinished last line"
+    refused = "; no event log: every append is refused" if lg.not_a_log else ""
     out.append(f"Log: {_plural(lg.events, 'event')}, {_plural(lg.bad_lines, 'bad line')}, "
-               f"{lg.rejected:,} rejected{torn}")
+               f"{lg.rejected:,} rejected{torn}{refused}")
     return out
 
 

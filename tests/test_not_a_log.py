@@ -1,0 +1,152 @@
+"""A file that is no event log: every view says no append is taken on it, by the appender's own rule.
+
+README (Append): a file none of whose lines is a JSON object (a binary, a text, a file of JSON arrays) is no
+event log, and every append is refused, whatever its end holds. ``status`` (text, --json, --needs-decision),
+serve's /v1/status and /metrics, and ``follow --prom`` must say so as something that needs a person
+(``not_a_log``, ``recovery_not_a_log``), never "the next append cuts it". Run as a user runs them; the
+appender's answer on the same file is the reference.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import ROOT, run_cli, write_log
+from tests.serving import start_server
+from tests.test_follow import _metric, _wait_for
+
+EVENT = '{"type":"handoff_created","handoff_id":"h9","account":"cloud-account-a"}\n'
+LINES = [{"type": "handoff_created", "ts": f"2026-08-03T09:0{i}:00+09:00", "handoff_id": f"h{i}",
+          "account": "cloud-account-a"} for i in range(3)]
+
+#: Files, and whether the appender refuses them as no event log (the README's rule).
+FILES: dict[str, tuple[bytes, bool]] = {
+    "a binary": (b"\x89PNG\r\n\x1a\n" + random.Random(5).randbytes(2000), True),
+    "a plain text": (b"shopping list\neggs\n", True),
+    "a text without a final newline": (b"shopping list\neggs", True),
+    "a text ending in what looks like a torn log line": (b"shopping list\n{\"type\":\"handoff_cr", True),
+    "a file of JSON arrays": (b"[1, 2]\n[\"a\"]\n", True),
+    "JSON objects that are all bad lines": (b'{"type":"handoff_created","ts":"2026-08-03T09:00:00"}\n', False),
+    "an event log": (b"".join(json.dumps(e).encode() + b"\n" for e in LINES), False),
+}
+
+
+def status_json(log: Path, *extra: str) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
+    out = run_cli("status", str(log), "--at", "log", "--json", "--all", *extra)
+    assert out.stdout, out.stderr
+    return out, json.loads(out.stdout)
+
+
+def groups(view: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {g["reason_code"]: g for g in view["groups"]}
+
+
+@pytest.mark.parametrize("kind", list(FILES))
+def test_status_and_the_appender_agree_on_whether_the_file_is_a_log(tmp_path: Path, kind: str) -> None:
+    data, refused = FILES[kind]
+    log = tmp_path / "work.jsonl"
+    log.write_bytes(data)
+    out, view = status_json(log)
+    found = groups(view)
+    appended = run_cli("append", str(log), stdin=EVENT)
+    assert view["totals"]["log"]["not_a_log"] is refused
+    if refused:
+        assert appended.returncode == 2 and "does not look like an event log" in appended.stderr, appended.stderr
+        assert log.read_bytes() == data  # left as it is
+        assert out.returncode == 1
+        group = found["not_a_log"]
+        assert group["needs_decision"] is True and group["count"] == 1
+        [item] = group["items"]
+        assert item["id"] == str(log) and item["needs_decision"] is True
+        assert "does not look like an event log" in item["reason"] and "every append" in item["reason"]
+        # no word of cutting a tail: no append is taken at all
+        assert "torn_tail" not in found and "torn_tail_stuck" not in found
+        assert "next append cuts" not in out.stdout
+    else:
+        assert appended.returncode == 0, appended.stderr
+        assert "not_a_log" not in found
+
+
+def test_the_screen_says_it_needs_a_person(tmp_path: Path) -> None:
+    log = tmp_path / "notes.txt"
+    log.write_bytes(FILES["a text ending in what looks like a torn log line"][0])
+    screen = run_cli("status", str(log), "--at", "log", "--needs-decision")
+    assert screen.returncode == 1
+    assert "A file that is no event log: every append is refused: 1" in screen.stdout
+    assert f"head -c 300 {log} | od -c | head" in screen.stdout
+    assert "the next append cuts it" not in screen.stdout
+    assert "no event log: every append is refused" in screen.stdout.splitlines()[-1]  # the totals line
+
+
+def test_the_commands_given_look_then_move_it_aside_and_appends_are_taken_again(tmp_path: Path) -> None:
+    data = FILES["a binary"][0]
+    log = tmp_path / "it's a log.jsonl"
+    log.write_bytes(data)
+    _out, view = status_json(log)
+    [item] = groups(view)["not_a_log"]["items"]
+    looked = subprocess.run(["sh", "-c", item["next"]], cwd=tmp_path, capture_output=True, text=True, timeout=30)
+    assert looked.returncode == 0 and "P   N   G" in looked.stdout, looked.stderr
+    assert log.read_bytes() == data  # the next command only looks
+    move = re.search(r"\((mv -n .*?)\)", item["reason"])
+    assert move, item["reason"]
+    moved = subprocess.run(["sh", "-c", move[1]], cwd=tmp_path, capture_output=True, text=True, timeout=30)
+    assert moved.returncode == 0, moved.stderr
+    assert Path(f"{log}.not-a-log").read_bytes() == data  # nothing is lost
+    assert run_cli("append", str(log), stdin=EVENT).returncode == 0
+    again, view = status_json(log, "--domain", "log")
+    assert again.returncode == 0 and view["groups"] == []  # (a new handoff, no watcher yet: not the log's)
+
+
+def test_follow_prom_says_it_and_holds_back_the_torn_tail_alerts(tmp_path: Path) -> None:
+    log = tmp_path / "notes.txt"
+    log.write_bytes(FILES["a text without a final newline"][0])
+    dump, prom = tmp_path / "dump.json", tmp_path / "m.prom"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "eventlog", "follow", str(log), "--dump", str(dump), "--prom", str(prom),
+         "--tick", "1h"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        assert _wait_for(lambda: _metric(prom, "recovery_not_a_log") == 1)
+        assert _metric(prom, "recovery_torn_tail") == 1  # the facts stay: the alerts hold back (ledger.yml)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
+    good = write_log(tmp_path / "good.jsonl", LINES)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "eventlog", "follow", str(good), "--dump", str(dump), "--prom", str(prom),
+         "--tick", "1h"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        assert _wait_for(lambda: _metric(prom, "recovery_events_total") == 3)
+        assert _metric(prom, "recovery_not_a_log") == 0
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
+
+
+def test_serve_shows_it_on_status_and_metrics_and_refuses_the_append(tmp_path: Path) -> None:
+    log = tmp_path / "work.jsonl"
+    log.write_bytes(FILES["a file of JSON arrays"][0])
+    server = start_server(log, tmp_path)
+    try:
+        c = server.client("viewer")
+        status = c.get("/v1/status").json()
+        group = groups(status)["not_a_log"]
+        assert group["needs_decision"] is True and group["items"][0]["next"].startswith("head -c 300 ")
+        assert status["totals"]["log"]["not_a_log"] is True
+        assert 'recovery_not_a_log{log="' + str(log) + '"} 1' in c.get("/metrics").text
+        refused = server.client("writer").post("/v1/events", content=EVENT)
+        assert refused.status_code == 503 and "does not look like an event log" in refused.json()["message"]
+    finally:
+        assert server.stop() == 0
