@@ -50,11 +50,21 @@ class AppendError(Exception):
     """
 
     exit_code = 1
+    #: Whether the messages name the log already (:class:`LogFileError`: they are about the file itself).
+    names_log = False
 
     def __init__(self, messages: list[str]) -> None:
         super().__init__("; ".join(messages))
         self.messages = messages
         self.notes: list[str] = []
+
+    def said(self, log: str, messages: list[str] | None = None) -> list[str]:
+        """Each of ``messages`` (default: this error's) as a line about ``log``, which it names once.
+
+        ``LOG: message``, or the message alone when it names the log already (:attr:`names_log`).
+        """
+        lines = self.messages if messages is None else messages
+        return list(lines) if self.names_log else [f"{log}: {line}" for line in lines]
 
 
 class BadInput(AppendError):
@@ -69,7 +79,16 @@ class Conflict(AppendError):
     exit_code = 3
 
 
-class NotALog(AppendError):
+class LogFileError(AppendError):
+    """The log file itself cannot take an append (a directory, one that cannot be opened, one replaced meanwhile).
+
+    Its messages name the file: a caller that names the log says them as they are (:meth:`AppendError.said`).
+    """
+
+    names_log = True
+
+
+class NotALog(LogFileError):
     """A file that does not look like an event log, left untouched (exit 2)."""
 
     exit_code = 2
@@ -256,7 +275,7 @@ class EventLog:
         if why is not None:
             raise NotALog([f"{self.path} {why}; left as it is, nothing was written"])
         if replay.uncommitted is None and tail.has_line_end:
-            raise AppendError([f"{self.path} changed while it was read; nothing was written (try again)"])
+            raise LogFileError([f"{self.path} changed while it was read; nothing was written (try again)"])
         parts = []
         if replay.uncommitted is not None:
             u = replay.uncommitted
@@ -450,7 +469,7 @@ def _locked(path: str) -> Iterator[int]:
     again when the append fails and leaves it empty.
     """
     if os.path.isdir(path):
-        raise AppendError([f"{path} is a directory, not a log file"])
+        raise LogFileError([f"{path} is a directory, not a log file"])
     for _ in range(LOCK_TRIES):
         fd, created = _open(path)
         try:
@@ -467,7 +486,7 @@ def _locked(path: str) -> Iterator[int]:
             return
         finally:
             os.close(fd)  # closing releases the lock
-    raise AppendError([f"{path} was replaced {LOCK_TRIES} times while waiting for its lock; nothing was written"])
+    raise LogFileError([f"{path} was replaced {LOCK_TRIES} times while waiting for its lock; nothing was written"])
 
 
 def _open(path: str) -> tuple[int, bool]:
@@ -481,7 +500,7 @@ def _open(path: str) -> tuple[int, bool]:
             except FileExistsError:
                 return os.open(path, os.O_RDWR | os.O_CLOEXEC), False
     except OSError as err:
-        raise AppendError([f"cannot open {path}: {err.strerror}"]) from err
+        raise LogFileError([f"cannot open {path}: {err.strerror}"]) from err
 
 
 def _regular(path: str, fd: int) -> None:
@@ -523,5 +542,5 @@ def _remove_if_empty(path: str, fd: int) -> None:
         pass
 
 
-__all__ = ["MAX_LINE_BYTES", "AppendError", "AppendResult", "BadInput", "Conflict", "EventLog", "NotALog",
-           "not_a_log_file"]
+__all__ = ["MAX_LINE_BYTES", "AppendError", "AppendResult", "BadInput", "Conflict", "EventLog", "LogFileError",
+           "NotALog", "not_a_log_file"]

@@ -4,12 +4,13 @@ README (Append): a file none of whose lines is a JSON object (a binary, a text, 
 event log, and every append is refused, whatever its end holds. ``status`` (text, --json, --needs-decision),
 serve's /v1/status and /metrics, and ``follow --prom`` must say so as something that needs a person
 (``not_a_log``, ``recovery_not_a_log``), never "the next append cuts it". Run as a user runs them; the
-appender's answer on the same file is the reference.
+appender's answer on the same file is the reference. And an append's error names the log once.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import random
 import re
 import signal
@@ -150,3 +151,59 @@ def test_serve_shows_it_on_status_and_metrics_and_refuses_the_append(tmp_path: P
         assert refused.status_code == 503 and "does not look like an event log" in refused.json()["message"]
     finally:
         assert server.stop() == 0
+
+
+# -- an append's error names the log once ------------------------------------------------------------------------
+
+
+def said_once(stderr: str, log: Path) -> list[str]:
+    """The lines of ``stderr`` that name ``log``; each must name it once."""
+    named = [line for line in stderr.splitlines() if str(log) in line]
+    assert named, stderr
+    assert all(line.count(str(log)) == 1 for line in named), stderr
+    return named
+
+
+@pytest.mark.parametrize("kind", ["not a log", "a tail no append cuts", "a directory", "a FIFO"])
+def test_append_names_the_log_once(tmp_path: Path, kind: str) -> None:
+    log = tmp_path / "work.jsonl"
+    if kind == "not a log":
+        log.write_bytes(b"shopping list\n")
+        said = f"eventlog: {log} does not look like an event log: none of its 1 line(s) is a JSON object"
+    elif kind == "a tail no append cuts":
+        write_log(log, LINES)
+        with log.open("ab") as f:
+            f.write(b"GARBAGE")
+        said = f"eventlog: {log} ends with 7 bytes that are not the start of a log line"
+    elif kind == "a directory":
+        log.mkdir()
+        said = f"eventlog: {log} is a directory, not a log file"
+    else:
+        os.mkfifo(log)
+        said = f"eventlog: {log} is not a regular file (a FIFO), so it cannot hold a log"
+    out = run_cli("append", str(log), stdin=EVENT, timeout=30)
+    assert out.returncode != 0
+    [line] = said_once(out.stderr, log)
+    assert line.startswith(said), out.stderr
+    # the append's own refusals that do not name it are said of the log, before the input line
+    good = write_log(tmp_path / "good.jsonl", LINES)
+    stale = run_cli("append", str(good), "--expect-revision", "5", stdin=EVENT)
+    assert stale.returncode == 3
+    assert said_once(stale.stderr, good) == [f"eventlog: {good}: stdin line 1: expected revision 5, stream is at 0"]
+
+
+def test_runners_name_the_log_once(tmp_path: Path) -> None:
+    log = write_log(tmp_path / "work.jsonl", LINES)
+    with log.open("ab") as f:
+        f.write(b"GARBAGE")
+    skipped = run_cli("handoff", "skip", str(log), "h1", "--reason", "not ours")
+    assert skipped.returncode == 1
+    assert said_once(skipped.stderr, log) == [
+        f"eventlog: cannot append the skip of h1: {log} ends with 7 bytes that are not the start of a log line "
+        "(b'GARBAGE'...): it does not look like an event log; left as it is, nothing was written"]
+    text = tmp_path / "notes.txt"
+    text.write_bytes(b"shopping list\n")
+    lanes = run_cli("lanes", str(text), "--enqueue-cmd", "true")
+    assert lanes.returncode == 1
+    named = said_once(lanes.stderr, text)
+    assert f"eventlog: cannot append the lane check: {text} does not look like an event log" in "\n".join(named)

@@ -86,8 +86,8 @@ def run(args: argparse.Namespace) -> int:
     except AppendError as err:
         for note in err.notes:
             error(f"{args.log}: {note}")
-        for message in given.named(err.messages):
-            error(f"{args.log}: {message}")
+        for message in err.said(args.log, given.named(err.messages)):
+            error(message)
         return err.exit_code
     for note in result.notes:
         error(f"{args.log}: {note}")

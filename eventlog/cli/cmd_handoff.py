@@ -107,7 +107,7 @@ def run_action(args: argparse.Namespace) -> int:
         error(str(err))
         return 2
     except AppendError as err:
-        error(f"cannot append to {args.log}: " + "; ".join(err.messages))
+        error(f"cannot append the {args.action} of {args.handoff_id}: " + "; ".join(err.messages))
         return 1
     for line in done.text():
         mark_done(f"{args.log}: {line}")

@@ -86,8 +86,8 @@ def run_import_log(args: argparse.Namespace) -> int:
         error(str(err))
         return 2
     except AppendError as err:
-        for message in err.messages:
-            error(f"{args.log}: {message}")
+        for message in err.said(args.log):
+            error(message)
         return err.exit_code
     except OSError as err:
         error(f"cannot import {args.file}: {err.strerror or err}")

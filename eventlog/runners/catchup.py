@@ -190,7 +190,7 @@ def _catchup(opts: Options, log: Log, report: Report) -> None:
     try:
         replay = log.state()
     except AppendError as err:
-        report.problems.append(f"cannot read {opts.log}: " + "; ".join(err.messages))
+        report.problems.append("cannot read the log: " + "; ".join(err.messages))
         report.note = "the log could not be read: nothing kicked"
         return
     clock: Clock = opts.at.clock(replay.last_at)
@@ -248,7 +248,7 @@ def _catchup(opts: Options, log: Log, report: Report) -> None:
                 report.notes.append(f"{label} could not be stopped: no more re-runs (they would overlap it)")
                 break
     except AppendError as err:
-        report.problems.append(f"cannot append to {opts.log}: " + "; ".join(err.messages))
+        report.problems.append("cannot append to the log: " + "; ".join(err.messages))
     kicked = len(report.runs)
     report.note = f"{kicked} re-run(s) done" if kicked else "nothing kicked"
 

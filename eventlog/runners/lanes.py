@@ -203,7 +203,7 @@ def run_lanes(opts: LanesOptions) -> LanesReport:
             log.append([{"type": "lane_check", "ts": checked_at, "unpicked_s": opts.unpicked_s,
                          "quiet_s": opts.quiet_s}])
         except AppendError as err:
-            report.problems.append(f"cannot append to {opts.log}: " + "; ".join(err.messages))
+            report.problems.append("cannot append the lane check: " + "; ".join(err.messages))
             return report
         lanes = runner.lanes
         report.check = lanes.judge(when, checked_at)
@@ -230,8 +230,8 @@ def run_lanes(opts: LanesOptions) -> LanesReport:
             try:
                 log.append([event])
             except AppendError as err:
-                report.problems.append(f"{product}: {kind}: enqueued, but cannot append resume_enqueued to "
-                                       f"{opts.log} (the next run sends it again): " + "; ".join(err.messages))
+                report.problems.append(f"{product}: {kind}: enqueued, but cannot append resume_enqueued (the next "
+                                       "run sends it again): " + "; ".join(err.messages))
                 return report
             report.enqueued.append({"product": product, "kind": kind, "task_branch": branch})
     return report
