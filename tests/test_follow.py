@@ -11,6 +11,8 @@ import time
 from datetime import datetime
 from pathlib import Path
 
+import pytest
+
 from eventlog.follow import Follower
 from projections.runner import Runner
 from tests.conftest import ROOT, run_cli
@@ -144,6 +146,29 @@ def _metric(prom: Path, name: str) -> float:
             if sample.name == name:
                 return sample.value
     raise AssertionError(f"{name} not in {prom}")
+
+
+@pytest.mark.parametrize("kind", ["a FIFO", "a directory", "a file in a directory that does not exist"])
+def test_a_log_that_can_never_be_followed_is_refused_at_start(tmp_path: Path, kind: str) -> None:
+    """follow --help: exit 2 for a log that cannot be followed, said on stderr in serve's words, at once (a FIFO
+    blocked it in open() for good, deaf to SIGTERM); nothing is written."""
+    log = tmp_path / "log.jsonl"
+    if kind == "a FIFO":
+        os.mkfifo(log)
+        said = f"{log} is not a regular file (a FIFO), so it cannot hold a log; not following it"
+    elif kind == "a directory":
+        log.mkdir()
+        said = f"{log} is a directory, not a log file; not following it"
+    else:
+        log = tmp_path / "nowhere" / "log.jsonl"
+        said = f"{log}: its directory {tmp_path / 'nowhere'} does not exist; not following it"
+    dump = tmp_path / "dump.json"
+    started = time.monotonic()
+    out = run_cli("follow", str(log), "--dump", str(dump), "--prom", str(tmp_path / "m.prom"), timeout=30)
+    assert out.returncode == 2, out.stderr
+    assert out.stderr == f"eventlog: {said}\n"
+    assert time.monotonic() - started < 20
+    assert not dump.exists()
 
 
 def test_a_dump_that_cannot_be_written_is_named_not_the_log(tmp_path: Path) -> None:

@@ -18,7 +18,7 @@ from eventlog.cli.common import (
 )
 from eventlog.clock import At
 from eventlog.follow import TICK_S, Followed, Follower, follow, judged, write_text
-from eventlog.logs import is_url, open_log
+from eventlog.logs import is_url, open_log, unusable
 from eventlog.prom import of_replay
 from projections.runner import Runner
 
@@ -39,8 +39,9 @@ SIGINT and SIGTERM end it cleanly."""
 
 FOLLOW_EXITS = """\
 0  stopped by SIGINT or SIGTERM
-2  bad usage, a log that cannot be followed (its directory is missing, the stream is lost), or a
-   --dump or --prom that cannot be written (named on stderr)"""
+2  bad usage, a log that cannot be followed (a directory, a FIFO or a device, a file that cannot
+   be read, one in a directory that does not exist; the stream is lost), or a --dump or --prom
+   that cannot be written (named on stderr)"""
 
 
 
@@ -109,6 +110,10 @@ def run_follow(args: argparse.Namespace) -> int:
     write = follow_writer(args.dump, args.prom, at, args.tick)
     if is_url(args.log):
         return _follow_stream(args, tz, write)
+    never = unusable(args.log)  # a FIFO would block in open() for good, deaf to SIGTERM
+    if never is not None:
+        error(f"{never}; not following it")
+        return 2
     follower = Follower(args.log, Runner, args.snapshot, assume_tz=tz)
     try:
         follow(follower, write, lambda note: error(note), tick_s=args.tick)
