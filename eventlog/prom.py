@@ -8,10 +8,10 @@ changes (a closed set is always listed in full, 0 or 1). Every family carries
 the ``log`` label. docs/METRICS.md is the reference, with an alert for each.
 
 :func:`exposition` renders one dump; what a dump does not hold (the latency
-samples, the last event's time, ``follow``'s tick, a torn tail no append cuts, a file that is no event log) is
-passed beside it, and
-:func:`of_replay` takes those from a replay. The interrupt timeline's two
-families are built in ``eventlog.prom_controls``.
+samples, the last event's time, ``follow``'s tick, a torn tail no append cuts,
+a file that is no event log) is passed beside it, and :func:`of_replay` takes
+those from a replay. The interrupt timeline's two families are built in
+``eventlog.prom_controls``.
 """
 
 from __future__ import annotations

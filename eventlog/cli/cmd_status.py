@@ -35,13 +35,12 @@ handoffs (handed to a person, stale claims, accounts backing off), watchers
 circuit), sessions (waiting for a decision, a retry due), and the log itself
 (missing, bad lines, rejected events, an unfinished last line; one no append
 will cut, and a file that is no event log at all, so every append is refused,
-wait for a person's decision). Ids are in
-natural order (h-2 before h-10). A screen shows the first few of each group
-(at most 3, fewer when there are many groups, so it fits about 50 lines);
---all shows every item. --json prints one object: per item
-{domain, id, reason_code, reason, since, for_s, until, next, needs_decision},
-the groups with their counts, and the totals (times ISO 8601, durations in
-seconds, counts as numbers)."""
+wait for a person's decision). Ids are in natural order (h-2 before h-10). A
+screen shows the first few of each group (at most 3, fewer when there are many
+groups, so it fits about 50 lines); --all shows every item. --json prints one
+object: per item {domain, id, reason_code, reason, since, for_s, until, next,
+needs_decision}, the groups with their counts, and the totals (times ISO 8601,
+durations in seconds, counts as numbers)."""
 
 STATUS_EXITS = """\
 0  nothing needs a person
