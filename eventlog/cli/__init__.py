@@ -181,8 +181,15 @@ def _run(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     try:
         return int(args.run(args))
-    except KeyboardInterrupt:
-        return 130
+    except KeyboardInterrupt as stop:
+        from eventlog.runners.process import Interrupted
+
+        if not isinstance(stop, Interrupted):
+            return 130
+        # a runner's stop signal that its report does not record (eventlog.cli.common.stoppable)
+        print(f"eventlog: {args.command} {stop.said()}" + ("" if stop.what else ": nothing recorded of it"),
+              file=sys.stderr)
+        return 1
     except OverflowError as err:
         # The ranges of spec section 1 keep every computed time and number in range, and a computed
         # time past what Python holds counts as "never"; one that still overflows is said, not dumped.

@@ -6,11 +6,19 @@ A thin shell over ``eventlog.runners.catchup``.
 from __future__ import annotations
 
 import argparse
-import signal
-import types
 from typing import Any
 
-from eventlog.cli.common import UsageError, add_judging, add_log, command_parser, duration, error, judging, report
+from eventlog.cli.common import (
+    UsageError,
+    add_judging,
+    add_log,
+    command_parser,
+    duration,
+    error,
+    judging,
+    report,
+    stoppable,
+)
 from eventlog.probe import EXPECTED
 from eventlog.runners import catchup, schedulers
 from eventlog.runners.process import split_command
@@ -41,9 +49,12 @@ Re-run today's quota-skipped jobs, one at a time:
   A re-run that cannot start is recorded as exited with exit 127; a job that
   even SIGKILL did not end stops the catch-up (the next would overlap it).
 - one catch-up at a time per log: a second one finds LOG.catchup.lock held,
-  says so on stderr and does nothing. An interrupted catch-up (SIGINT, SIGTERM)
-  stops the running re-run and leaves its catchup_kicked without a
-  catchup_finished: the job is not kicked again today.
+  says so on stderr and does nothing.
+- SIGTERM or SIGINT: the running probe or re-run is stopped as over --timeout
+  (its process group, or the job through the scheduler: SIGTERM, --kill-grace,
+  SIGKILL), nothing more is kicked, what was cut short is said on stderr, and
+  it exits 1; the stopped re-run's catchup_kicked stays without a
+  catchup_finished (the job is not kicked again today).
 
 Why it exits 1 is on stderr, one line each."""
 
@@ -51,9 +62,9 @@ EXITS = """\
 0    done: re-runs exited 0, or nothing to do (no candidates, a dry run, the
      circuit open, another catch-up running)
 1    the probe was not ok, a re-run did not exit 0, could not start or could
-     not be stopped, the log could not be read or written, or it has bad lines
-2    bad usage or no such log
-130  interrupted"""
+     not be stopped, the log could not be read or written, it has bad lines, or
+     SIGTERM or SIGINT stopped it
+2    bad usage or no such log"""
 
 
 def register(sub: Any) -> None:
@@ -100,16 +111,9 @@ def run_catchup(args: argparse.Namespace) -> int:
     except (UsageError, ValueError) as err:
         error(str(err))
         return 2
-    previous = signal.signal(signal.SIGTERM, _interrupt)
     try:
-        done = catchup.run_catchup(opts)
+        done = stoppable("catchup", lambda: catchup.run_catchup(opts))
     except OSError as err:  # the lock file
         error(f"{args.log}: {err.strerror or err}")
         return 2
-    finally:
-        signal.signal(signal.SIGTERM, previous)
     return report(done, args.json, done.text(), done.notes)
-
-
-def _interrupt(signum: int, frame: types.FrameType | None) -> None:
-    raise KeyboardInterrupt

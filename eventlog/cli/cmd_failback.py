@@ -15,6 +15,7 @@ from eventlog.cli.common import (
     error,
     judging,
     report,
+    stoppable,
     whole_duration,
 )
 from eventlog.probe import EXPECTED
@@ -44,15 +45,21 @@ FAILBACK_WATCHER, FAILBACK_ACCOUNT and, for the resume command,
 FAILBACK_HANDOFF_ID, FAILBACK_ATTEMPT, FAILBACK_REPO, FAILBACK_BRANCH,
 FAILBACK_HEAD; {handoff_id}-style placeholders are filled in the arguments.
 
+SIGTERM or SIGINT: the running command is stopped as over --timeout and no
+other starts; a stopped resume command is recorded as resume_failed, effect
+unknown (to a person; effect none when it had not started yet), a stopped probe
+not at all; the heartbeat says exit error with a detail that names the signal,
+and what was cut short is said on stderr.
+
 It acts as of now; --at TIME (or 'log') pins its clock, for tests.
 Why it exits 1 is on stderr, one line each."""
 
 EXITS = """\
 0  the pass ran and nothing new needs a person
 1  the pass could not do its own work (a command that could not start, a log
-   that could not be read or written, bad lines in the log) or it sent work to
-   a person (a resume that failed with effect unknown, a conflict, a stale
-   resume_requested)
+   that could not be read or written, bad lines in the log, SIGTERM or SIGINT)
+   or it sent work to a person (a resume that failed with effect unknown, a
+   conflict, a stale resume_requested)
 2  bad usage, or no such log"""
 
 
@@ -99,6 +106,6 @@ def run(args: argparse.Namespace) -> int:
     except (ValueError, UsageError) as err:  # RunnerError is a ValueError
         error(str(err))
         return 2
-    done = failback.run_pass(opts)
+    done = stoppable("failback", lambda: failback.run_pass(opts))
     return report(done, args.json, done.text())
 

@@ -16,6 +16,7 @@ from eventlog.cli.common import (
     judging,
     mark_done,
     report,
+    stoppable,
 )
 from eventlog.probe import EXPECTED
 from eventlog.runners import handoff
@@ -54,7 +55,8 @@ Bad lines of the log are named on stderr (how many, the first three) whatever th
 PROBE_EXITS = """\
 0  the probe said ok (recorded)
 1  it said something else (recorded; the outcome is on stderr), it could not start, the
-   log could not be written, or lines of it were bad (named on stderr)
+   log could not be written, lines of it were bad (named on stderr), or SIGTERM or
+   SIGINT stopped it (the probe's process group is stopped; nothing recorded)
 2  bad usage, no such log, or no line names the account"""
 
 HELP = {
@@ -123,7 +125,7 @@ def run_probe(args: argparse.Namespace) -> int:
                                  kill_grace_s=args.kill_grace, expected=args.expect, actor=args.actor, at=at,
                                  assume_tz=tz)
         opts.check()
-        done = handoff.probe_once(opts)
+        done = stoppable("handoff probe", lambda: handoff.probe_once(opts))
     except (UsageError, ValueError) as err:
         error(str(err))
         return 2

@@ -19,6 +19,7 @@ from eventlog.cli.common import (
     judging,
     record_line,
     report,
+    stoppable,
 )
 from eventlog.runners import lanes
 from eventlog.runners.process import split_command
@@ -44,8 +45,10 @@ stalled, so never resumed.
 
 A CMD that fails (non-zero exit; over --timeout: SIGTERM, then SIGKILL after
 --kill-grace; cannot start) gets no resume_enqueued: the next run retries it.
-Two runners of one log take turns (LOG.lanes.lock). Why it exits 1 is on
-stderr, one line each.
+Two runners of one log take turns (LOG.lanes.lock). SIGTERM or SIGINT: the
+running CMD is stopped as over --timeout (no resume_enqueued: the next run
+retries), no other starts (nor is the lock waited for any longer), and what was
+cut short is said. Why it exits 1 is on stderr, one line each.
 
 The lane_check states --unpicked and --quiet (unpicked_s, quiet_s, seconds):
 status, explain, follow, serve, stalls and tools/replay judge lanes with them
@@ -53,7 +56,8 @@ status, explain, follow, serve, stalls and tools/replay judge lanes with them
 
 LANES_EXITS = """\
 0  done: every stall resumed or already covered
-1  a CMD failed, the log could not be read or written, or it has bad lines
+1  a CMD failed, the log could not be read or written, it has bad lines, or
+   SIGTERM or SIGINT stopped the run
 2  bad usage or no such log"""
 
 
@@ -110,7 +114,7 @@ def run_lanes(args: argparse.Namespace) -> int:
         error(str(err))
         return 2
     try:
-        done = lanes.run_lanes(opts)
+        done = stoppable("lanes", lambda: lanes.run_lanes(opts))
     except OSError as err:  # the lock file
         error(f"{args.log}: {err.strerror or err}")
         return 2

@@ -8,7 +8,16 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from eventlog.cli.common import UsageError, add_judging, add_log, command_parser, error, judging, run_appending
+from eventlog.cli.common import (
+    UsageError,
+    add_judging,
+    add_log,
+    command_parser,
+    error,
+    judging,
+    run_appending,
+    stoppable,
+)
 from eventlog.observe import FINISHED
 from eventlog.runners import observe
 
@@ -36,7 +45,8 @@ Times without an offset (worker log lines) and mtimes are written in --assume-tz
 EXITS = """\
 0  observed (appended what changed, or nothing)
 1  a source could not be read (the others were observed), LOG has bad lines (named;
-   the rest was observed), or LOG could not be written
+   the rest was observed), LOG could not be written, or SIGTERM or SIGINT stopped it
+   (git's process group is stopped; nothing appended)
 2  bad usage, or LOG cannot be read
 3  a conflict (an event the log refuses)"""
 
@@ -70,7 +80,8 @@ def run_observe_lane(args: argparse.Namespace) -> int:
     except UsageError as err:
         error(str(err))
         return 2
-    return run_appending(args, lambda: observe.observe_lane(observe.LaneObservation(
-        log=args.log, product=args.product, worker_log=args.worker_log, finished_regex=args.finished_regex,
-        repo=args.repo, ref=args.ref, progress=args.progress, stop_file=args.stop_file, assume_tz=tz, at=at)),
+    return run_appending(args, lambda: stoppable("observe lane", lambda: observe.observe_lane(
+        observe.LaneObservation(log=args.log, product=args.product, worker_log=args.worker_log,
+                                finished_regex=args.finished_regex, repo=args.repo, ref=args.ref,
+                                progress=args.progress, stop_file=args.stop_file, assume_tz=tz, at=at))),
         lambda done: (done.text(), []))

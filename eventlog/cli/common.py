@@ -7,6 +7,7 @@ import json
 import math
 import os
 import re
+import signal
 import sys
 import time
 from collections.abc import Callable, Mapping
@@ -283,6 +284,23 @@ def report(result: Any, as_json: bool, text: list[str], notes: list[str] | None 
         for line in [*(notes or []), *result.problems]:
             error(line)
     return int(result.status)
+
+
+def stoppable(command: str, do: Callable[[], Any]) -> Any:
+    """Run a runner's pass (``do``) with SIGTERM and SIGINT held (:func:`eventlog.runners.process.stop_on_signals`).
+
+    The runner records what a stop signal cut short in its report (``interrupted``, a problem: exit 1). A
+    signal that came when nothing was left to cut short is said on stderr; one the runner did not record
+    ends the command in :func:`eventlog.cli.main` (said on stderr, exit 1).
+    """
+    from eventlog.runners.process import stop_on_signals
+
+    with stop_on_signals() as received:
+        done = do()
+        if received and getattr(done, "interrupted", None) is None:
+            name = signal.Signals(received[0]).name
+            error(f"{command}: {name} came when no command was left to stop: the run had done its work")
+    return done
 
 
 def run_appending(args: Any, do: Callable[[], Any], lines: Callable[[Any], tuple[list[str], list[str]]]) -> int:

@@ -34,6 +34,12 @@
   (the shell's "not found").
 - one catch-up at a time per log: a second one finds ``LOG.catchup.lock``
   held, says so in ``notes`` and does nothing (``busy``).
+- a stop signal (SIGTERM, SIGINT: :func:`eventlog.runners.process.stop_on_signals`)
+  stops the running probe or re-run as a timeout does (through the scheduler
+  for a scheduled job) and kicks nothing more: the re-run's ``catchup_kicked``
+  stays without a ``catchup_finished`` (its run is ``interrupted``; the job is
+  not kicked again today), the rest are ``not_kicked``; ``interrupted`` names
+  the signal, and it is a problem.
 
 The report's ``problems`` (one line each) make ``status`` 1: a probe that
 failed, a re-run that did not exit 0, a log that could not be read or written,
@@ -61,7 +67,7 @@ from eventlog.runners.common import (
     require_log,
     runner_lock,
 )
-from eventlog.runners.process import Ran, run
+from eventlog.runners.process import Interrupted, Ran, check_stop, run
 from eventlog.runners.schedulers import POLL_S, Scheduler, run_job
 from projections.catchup import Catchup
 
@@ -119,6 +125,8 @@ class Report(msgspec.Struct, kw_only=True):
     not_kicked: list[str] = msgspec.field(default_factory=list)
     #: Another catch-up held the log's lock: nothing was done.
     busy: bool = False
+    #: The signal (SIGTERM, SIGINT) that stopped the catch-up, None when none did.
+    interrupted: str | None = None
     note: str = ""
     bad_lines: BadLines = msgspec.field(default_factory=BadLines)
     notes: list[str] = msgspec.field(default_factory=list)
@@ -139,9 +147,8 @@ class Report(msgspec.Struct, kw_only=True):
 def run_catchup(opts: Options) -> Report:
     """One catch-up (see the module docstring); call ``opts.check()`` first.
 
-    Never raises for a command or a log that fails: that is in the report. An
-    interruption (KeyboardInterrupt) stops the running re-run's process group
-    and leaves its ``catchup_kicked`` without a ``catchup_finished``.
+    Never raises for a command or a log that fails, nor for a stop signal: that
+    is in the report (see the module docstring).
     """
     report = Report()
     if opts.dry_run:
@@ -163,7 +170,13 @@ def run_catchup(opts: Options) -> Report:
             report.notes.append(f"another catch-up holds the lock of {opts.log}: nothing done")
             return report
         with open_log(opts.log, assume_tz=opts.assume_tz) as log:
-            _catchup(opts, log, report)
+            try:
+                _catchup(opts, log, report)
+            except Interrupted as stop:
+                stop.what = stop.what or "before the next re-run"
+                report.interrupted = stop.signal
+                report.problems.append(f"{opts.log}: catch-up {stop.said()}")
+                report.note = f"stopped by {stop.signal}: {report.note}"
     return report
 
 
@@ -209,6 +222,19 @@ def _catchup(opts: Options, log: Log, report: Report) -> None:
         return
     labels = report.candidates
     try:
+        _rerun_all(opts, log, clock, report, labels)
+    except Interrupted:
+        done = {r["label"] for r in report.runs} | set(report.not_kicked)
+        report.not_kicked.extend(label for label in labels if label not in done)
+        raise
+    finally:
+        kicked = sum(r["outcome"] != "interrupted" for r in report.runs)
+        report.note = f"{kicked} re-run(s) done" if kicked else "nothing kicked"
+
+
+def _rerun_all(opts: Options, log: Log, clock: Clock, report: Report, labels: list[str]) -> None:
+    """Re-run each candidate in turn (see the module docstring)."""
+    try:
         for i, label in enumerate(labels):
             now = clock()
             fresh = folder(log.state()).catchup
@@ -220,8 +246,16 @@ def _catchup(opts: Options, log: Log, report: Report) -> None:
                 report.not_kicked.append(label)
                 report.notes.append(f"{label}: no longer a candidate, not kicked")
                 continue
+            check_stop()
             log.append([{"type": "catchup_kicked", "ts": clock().isoformat(), "label": label}])
-            ran = _rerun(opts, label)
+            try:
+                ran = _rerun(opts, label)
+            except Interrupted as stop:
+                report.runs.append({"label": label, "outcome": "interrupted", "exit": None})
+                stop.what = (f"while {label} re-ran: it was stopped; its catchup_kicked has no catchup_finished"
+                             if stop.started else f"after catchup_kicked of {label}, before it re-ran")
+                stop.what += " and it is not kicked again today (re-run it by hand if it must run)"
+                raise
             problem = None
             unstoppable = ran.timed_out and ran.error is not None
             if not ran.started:
@@ -249,15 +283,18 @@ def _catchup(opts: Options, log: Log, report: Report) -> None:
                 break
     except AppendError as err:
         report.problems.append("cannot append to the log: " + "; ".join(err.messages))
-    kicked = len(report.runs)
-    report.note = f"{kicked} re-run(s) done" if kicked else "nothing kicked"
 
 
 def _probe(opts: Options, report: Report, now: datetime) -> str | None:
     """Run the probe and judge it as the failback probe is judged; why it failed (None: it said ok)."""
     assert opts.probe_cmd is not None
-    ran = run(opts.probe_cmd, timeout_s=opts.probe_timeout_s, grace_s=opts.kill_grace_s, capture_stdout=True,
-              capture_stderr=True)
+    try:
+        ran = run(opts.probe_cmd, timeout_s=opts.probe_timeout_s, grace_s=opts.kill_grace_s, capture_stdout=True,
+                  capture_stderr=True)
+    except Interrupted as stop:
+        stop.what = "while the probe ran (its process group was stopped): nothing kicked"
+        report.note = "nothing kicked"
+        raise
     if not ran.started:
         report.probe = "failed"
         return f"could not start: {ran.error}"

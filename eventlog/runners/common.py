@@ -18,6 +18,7 @@ from eventlog.events import Event
 from eventlog.logs import Log, LogUnavailable, is_url, lock_path, open_log
 from eventlog.reader import Reader
 from eventlog.replay import Replay
+from eventlog.runners.process import Interrupted, waiting
 from projections.runner import Runner
 from projections.triage import LogFacts, line_cmd
 
@@ -187,6 +188,8 @@ def log_events(target: str, assume_tz: tzinfo | None = None,
 def runner_lock(log: str, name: str, *, wait: bool) -> Iterator[bool]:
     """Hold ``LOG.<name>.lock`` exclusively; yields False when ``wait`` is off and another holds it.
 
+    A stop signal cuts the wait for it short (:class:`~eventlog.runners.process.Interrupted`).
+
     For a ``nats://`` LOG the lock file is on this host only (:func:`eventlog.logs.lock_path`).
     A symbolic link at the lock's name is never followed (it could make this create a file anywhere);
     OSError naming the lock file when it cannot be opened.
@@ -199,13 +202,25 @@ def runner_lock(log: str, name: str, *, wait: bool) -> Iterator[bool]:
         raise OSError(err.errno, f"lock file {path}: {why}") from err
     try:
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
+            if wait:
+                _wait_for_lock(fd, path)
+            else:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             yield False
             return
         yield True
     finally:
         os.close(fd)
+
+
+def _wait_for_lock(fd: int, path: str) -> None:
+    try:
+        with waiting():
+            fcntl.flock(fd, fcntl.LOCK_EX)
+    except Interrupted as stop:
+        stop.what = f"while waiting for {path} (another run holds it): nothing done"
+        raise
 
 
 __all__ = [

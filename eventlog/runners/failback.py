@@ -53,6 +53,13 @@ A pass (claim one at a time, save the state, then go on):
    the pass could not do all of its own work (a command that could not be
    started, a log that could not be read or written, bad lines in the log); it
    then carries a ``detail`` (an extra field, ignored by projections).
+6. A stop signal (SIGTERM, SIGINT: :func:`eventlog.runners.process.stop_on_signals`)
+   stops the running command's process group as a timeout does and starts no
+   other: a stopped probe records nothing; a stopped resume command records
+   ``resume_failed`` effect ``unknown`` (to a person), one not yet started
+   effect ``none`` (pending again); then the heartbeat is written with ``exit:
+   error`` and a ``detail`` that says the pass was stopped, and ``interrupted``
+   names the signal.
 
 Commands run through ``eventlog.runners.process.run`` (no shell, own process
 group, timeout, SIGTERM, grace, SIGKILL). They get, in the environment,
@@ -85,7 +92,7 @@ from eventlog.clock import NOW, At, Clock
 from eventlog.logs import Log, LogUnavailable, is_url, open_log
 from eventlog.probe import EXPECTED, Verdict, classify
 from eventlog.runners.common import BadLines, RunnerError, bad_lines, check_bounds, folder, require_log
-from eventlog.runners.process import Ran, run
+from eventlog.runners.process import Interrupted, Ran, run
 from projections.base import elapsed_s
 from projections.handoffs import GUESSED, REASON_UNCONFIRMED, Handoff, Handoffs
 from projections.runner import Runner
@@ -156,6 +163,8 @@ class Report(msgspec.Struct, kw_only=True):
     errors: list[str] = msgspec.field(default_factory=list)
     bad_lines: BadLines = msgspec.field(default_factory=BadLines)
     write_failed: bool = False
+    #: The signal (SIGTERM, SIGINT) that stopped the pass, None when none did.
+    interrupted: str | None = None
     heartbeat: str | None = None
     problems: list[str] = msgspec.field(default_factory=list)
 
@@ -284,6 +293,9 @@ def _run_pass(opts: Options, log: Log) -> Report:
             _pass(opts, stamp, clock, state, append, report)
         except _Stop:
             pass
+        except Interrupted as stop:
+            report.interrupted = stop.signal
+            report.errors.append(f"failback pass {stop.said()}; no command started after it")
     heartbeat: dict[str, Any] = {
         "type": "watcher_run", "ts": stamp(), "watcher": opts.watcher,
         "exit": "error" if report.errors else "ok", "period_s": opts.period_s,
@@ -446,8 +458,14 @@ def _probe(
     report: Report,
 ) -> str | None:
     """Run the probe for one account and record what it said; the outcome (None: not started)."""
-    ran, verdict = run_probe(opts.probe_cmd, account, log=opts.log, watcher=opts.watcher, timeout_s=opts.timeout_s,
-                             grace_s=opts.kill_grace_s, expected=opts.expected, now=clock())
+    try:
+        ran, verdict = run_probe(opts.probe_cmd, account, log=opts.log, watcher=opts.watcher,
+                                 timeout_s=opts.timeout_s, grace_s=opts.kill_grace_s, expected=opts.expected,
+                                 now=clock())
+    except Interrupted as stop:
+        stop.what = (f"while the probe for {account} ran (its process group was stopped)" if stop.started
+                     else f"before the probe for {account}") + ": no probe_result"
+        raise
     if verdict is None:
         report.errors.append(f"probe for {account} could not be started: {ran.error}")
         return None
@@ -587,7 +605,11 @@ def _resume(
     argv = _fill(opts.resume_cmd, values)
     if not any("{handoff_id}" in arg for arg in opts.resume_cmd):
         argv.append(hid)
-    ran = _run(opts, argv, values)
+    try:
+        ran = _run(opts, argv, values)
+    except Interrupted as stop:
+        _stopped(hid, attempt, stop, stamp, append, report)
+        raise
     if not ran.started:
         report.errors.append(f"resume command for {hid} could not be started: {ran.error}")
     event, waiting = answer_event(hid, attempt, ran, opts.timeout_s)
@@ -601,6 +623,30 @@ def _resume(
     report.resumed.append({"handoff_id": hid, "attempt": attempt, "result": result, "detail": detail})
     if applied and (event["type"] == "conflict" or event.get("effect") == "unknown"):
         report.to_person.append(hid)
+
+
+def _stopped(hid: str, attempt: int, stop: Interrupted, stamp: Callable[[], str], append: Append,
+             report: Report) -> None:
+    """Record a resume a stop signal cut short: resume_failed, effect unknown once the command ran, else none."""
+    effect = "unknown" if stop.started else "none"
+    error = (f"stopped by {stop.signal} while it ran; its process group was stopped" if stop.started
+             else f"not started: the pass was stopped by {stop.signal}")
+    event = {"type": "resume_failed", "ts": stamp(), "handoff_id": hid, "attempt": attempt, "error": error,
+             "effect": effect}
+    then = "handed to a person" if stop.started else "pending again"
+    stop.what = (f"while the resume command for {hid} (attempt {attempt}) ran" if stop.started
+                 else f"before the resume command for {hid} (attempt {attempt}) started")
+    try:
+        applied = append([event])
+    except _Stop:
+        stop.what += ": resume_failed could not be appended"
+        return
+    if applied:
+        report.resumed.append({"handoff_id": hid, "attempt": attempt, "result": f"resume_failed (effect {effect})",
+                               "detail": error})
+        if stop.started:
+            report.to_person.append(hid)
+        stop.what += f": resume_failed (effect {effect}) recorded, {then}"
 
 
 def _tail(ran: Ran) -> str:

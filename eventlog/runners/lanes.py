@@ -19,6 +19,10 @@ lanes are never stalled, so never resumed.
   sends it again on the next run (at least once, never silently lost).
 - Two runners of one log take turns (``LOG.lanes.lock``), so the second sees
   the first's ``resume_enqueued`` and does not send the same resume again.
+- A stop signal (SIGTERM, SIGINT: :func:`eventlog.runners.process.stop_on_signals`)
+  stops the running command's process group as a timeout does, starts no other
+  (nor waits any longer for the lock): no ``resume_enqueued`` for it, the next
+  run retries; ``interrupted`` names the signal, and it is a problem.
 - The ``lane_check`` it appends states the thresholds it judged with
   (``unpicked_s``, ``quiet_s``): ``tools/replay`` judges that line's record
   with them, and ``status``, ``explain``, ``follow``, ``serve``, ``stalls``
@@ -41,7 +45,7 @@ from eventlog.appender import AppendError
 from eventlog.clock import NOW, At, now
 from eventlog.logs import open_log
 from eventlog.runners.common import BadLines, RunnerError, bad_lines, check_bounds, require_log, runner_lock
-from eventlog.runners.process import run
+from eventlog.runners.process import Interrupted, run
 from projections.lanes import CheckRecord
 from projections.runner import in_units, thresholds
 
@@ -146,6 +150,8 @@ class LanesReport(msgspec.Struct, kw_only=True):
     already_enqueued: list[dict[str, Any]] = msgspec.field(default_factory=list)
     failed: list[dict[str, Any]] = msgspec.field(default_factory=list)
     bad_lines: BadLines = msgspec.field(default_factory=BadLines)
+    #: The signal (SIGTERM, SIGINT) that stopped the run, None when none did.
+    interrupted: str | None = None
     problems: list[str] = msgspec.field(default_factory=list)
 
     @property
@@ -182,16 +188,26 @@ class LanesReport(msgspec.Struct, kw_only=True):
 def run_lanes(opts: LanesOptions) -> LanesReport:
     """One lanes run (see the module docstring); call ``opts.check()`` first.
 
-    Never raises for a command or a log that fails: that is in the report.
+    Never raises for a command or a log that fails, nor for a stop signal
+    (:func:`eventlog.runners.process.stop_on_signals`): that is in the report.
     """
     report = LanesReport()
+    try:
+        _run_lanes(opts, report)
+    except Interrupted as stop:
+        report.interrupted = stop.signal
+        report.problems.append(f"{opts.log}: lanes run {stop.said()}")
+    return report
+
+
+def _run_lanes(opts: LanesOptions, report: LanesReport) -> None:
     with runner_lock(opts.log, "lanes", wait=True), open_log(opts.log, assume_tz=opts.assume_tz) as log:
         runner = thresholds(opts.unpicked_s, opts.quiet_s)
         try:
             replay = log.replay(assume_tz=opts.assume_tz, runner=runner)
         except OSError as err:
             report.problems.append(f"cannot read {opts.log}: {err.strerror or err}")
-            return report
+            return
         report.bad_lines = bad_lines(replay)
         bad = report.bad_lines.problem(opts.log)
         if bad:
@@ -204,7 +220,7 @@ def run_lanes(opts: LanesOptions) -> LanesReport:
                          "quiet_s": opts.quiet_s}])
         except AppendError as err:
             report.problems.append("cannot append the lane check: " + "; ".join(err.messages))
-            return report
+            return
         lanes = runner.lanes
         report.check = lanes.judge(when, checked_at)
         for result in report.check["results"]:
@@ -214,8 +230,16 @@ def run_lanes(opts: LanesOptions) -> LanesReport:
             if lanes.covered(product, kind):
                 report.already_enqueued.append({"product": product, "kind": kind})
                 continue
-            ran = run([*opts.enqueue_cmd, product, kind], env={"RESUME_PRODUCT": product, "RESUME_KIND": kind},
-                      timeout_s=opts.timeout_s, grace_s=opts.kill_grace_s, capture_stdout=True)
+            try:
+                ran = run([*opts.enqueue_cmd, product, kind], env={"RESUME_PRODUCT": product, "RESUME_KIND": kind},
+                          timeout_s=opts.timeout_s, grace_s=opts.kill_grace_s, capture_stdout=True)
+            except Interrupted as stop:
+                stop.what = (f"while {product} {kind}'s --enqueue-cmd ran (its process group was stopped)"
+                             if stop.started else f"before {product} {kind}'s --enqueue-cmd started")
+                stop.what += ": no resume_enqueued, the next run retries"
+                if stop.started:
+                    report.failed.append({"product": product, "kind": kind, "error": f"stopped by {stop.signal}"})
+                raise
             failure = ran.failure(opts.timeout_s)
             if failure is not None:
                 report.failed.append({"product": product, "kind": kind, "error": failure})
@@ -232,9 +256,8 @@ def run_lanes(opts: LanesOptions) -> LanesReport:
             except AppendError as err:
                 report.problems.append(f"{product}: {kind}: enqueued, but cannot append resume_enqueued (the next "
                                        "run sends it again): " + "; ".join(err.messages))
-                return report
+                return
             report.enqueued.append({"product": product, "kind": kind, "task_branch": branch})
-    return report
 
 
 def task_branch(stdout: str) -> str | None:

@@ -15,8 +15,10 @@ import os
 import shlex
 import signal
 import subprocess
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
+from types import FrameType
 
 #: How long a stopped command's pipes are still read after SIGKILL (a process that left the group may hold them).
 DRAIN_S = 5.0
@@ -49,6 +51,76 @@ class Ran:
         return None
 
 
+class Interrupted(KeyboardInterrupt):
+    """A SIGTERM or SIGINT stopped the runner: the command it waited for was stopped; none starts after it."""
+
+    def __init__(self, signum: int) -> None:
+        self.signal = signal.Signals(signum).name
+        #: Whether a command had started (it was stopped), or none had yet (none started).
+        self.started = False
+        #: What was cut short, for a person (``while ...``), set by the runner that knows.
+        self.what = ""
+        super().__init__(self.signal)
+
+    def said(self) -> str:
+        """One line for a person: the signal and what it cut short."""
+        return f"stopped by {self.signal}" + (f" {self.what}" if self.what else "")
+
+
+#: The stop signals received while :func:`stop_on_signals` is held (the first one is the one said).
+_received: list[int] = []
+#: Whether the main thread is in a wait the signal may cut short (:func:`waiting`).
+_waiting: list[bool] = [False]
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
+@contextmanager
+def stop_on_signals() -> Iterator[list[int]]:
+    """Hold SIGTERM and SIGINT for a runner's pass (main thread only); yields the signals received so far.
+
+    See the module docstring; afterwards the previous handlers are back and nothing is held.
+    """
+    _received.clear()
+    previous = {sig: signal.signal(sig, _on_signal) for sig in STOP_SIGNALS}
+    try:
+        yield _received
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        _received.clear()
+
+
+def _on_signal(signum: int, frame: FrameType | None) -> None:
+    _received.append(signum)
+    if _waiting[0]:
+        _waiting[0] = False  # raised once: the stop that follows (the grace) is not cut short again
+        raise Interrupted(signum)
+
+
+def started(err: BaseException) -> None:
+    """Mark ``err``, when it is :class:`Interrupted`, as having cut a started command (or job) short."""
+    if isinstance(err, Interrupted):
+        err.started = True
+
+
+def check_stop() -> None:
+    """:class:`Interrupted` when a stop signal came: call before starting a command (:func:`run` does)."""
+    if _received:
+        raise Interrupted(_received[0])
+
+
+@contextmanager
+def waiting() -> Iterator[None]:
+    """A wait a stop signal cuts short (:class:`Interrupted`), at once when one came before it."""
+    check_stop()
+    before = _waiting[0]
+    _waiting[0] = True
+    try:
+        yield
+    finally:
+        _waiting[0] = before
+
+
 def split_command(text: str, option: str) -> list[str]:
     """A command line split as a shell would (no shell runs it); ValueError naming ``option`` when it cannot be."""
     try:
@@ -68,12 +140,17 @@ def run(
     env: Mapping[str, str] | None = None,
     capture_stdout: bool = True,
     capture_stderr: bool = False,
+    stoppable: bool = True,
 ) -> Ran:
     """Run ``argv`` (see the module docstring) and say how it went.
 
     ``env`` is added to our environment. Output not captured goes to our
     stderr (the command's stdout too: our stdout is for our own report).
+    ``stoppable`` false: a short call that stopping itself needs (``launchctl
+    kill``): it starts after a stop signal and is not cut short by one.
     """
+    if stoppable:
+        check_stop()
     try:
         proc = subprocess.Popen(
             list(argv),
@@ -89,12 +166,17 @@ def run(
     err: bytes | None
     try:
         try:
-            out, err = proc.communicate(timeout=timeout_s)
+            if stoppable:
+                with waiting():
+                    out, err = proc.communicate(timeout=timeout_s)
+            else:
+                out, err = proc.communicate(timeout=timeout_s)
         except subprocess.TimeoutExpired:
             out, err = _stop(proc, grace_s)
             return Ran(True, proc.returncode, True, _text(out), _text(err))
         return Ran(True, proc.returncode, False, _text(out), _text(err))
-    except BaseException:
+    except BaseException as stop:
+        started(stop)
         if proc.returncode is None:
             _stop(proc, grace_s)
         raise
@@ -135,4 +217,5 @@ def _text(data: bytes | str | None) -> str:
     return data if isinstance(data, str) else data.decode("utf-8", "replace")
 
 
-__all__ = ["DRAIN_S", "Ran", "run", "split_command"]
+__all__ = ["DRAIN_S", "STOP_SIGNALS", "Interrupted", "Ran", "check_stop", "run", "split_command", "started",
+           "stop_on_signals", "waiting"]

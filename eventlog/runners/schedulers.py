@@ -21,7 +21,10 @@ stopped through the scheduler. :class:`Scheduler` is that seam:
 
 :func:`run_job` kicks, waits and stops, and says how it went as a
 :class:`~eventlog.runners.process.Ran`. Every ``launchctl``/``systemctl`` call
-goes through :func:`eventlog.runners.process.run` (bounded by ``CALL_TIMEOUT_S``).
+goes through :func:`eventlog.runners.process.run` (bounded by ``CALL_TIMEOUT_S``;
+not cut short by a stop signal: stopping a job needs them). A stop signal
+(:func:`eventlog.runners.process.stop_on_signals`) cuts the wait for the job
+short, and the job is stopped as over its timeout.
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from eventlog.runners.process import Ran, run
+from eventlog.runners.process import Ran, check_stop, run, started, waiting
 
 #: Bound on one ``launchctl``/``systemctl`` call.
 CALL_TIMEOUT_S = 30.0
@@ -77,7 +80,7 @@ class Scheduler(Protocol):
 
 
 def _call(argv: list[str]) -> str:
-    ran = run(argv, timeout_s=CALL_TIMEOUT_S, grace_s=1.0, capture_stdout=True, capture_stderr=True)
+    ran = run(argv, timeout_s=CALL_TIMEOUT_S, grace_s=1.0, capture_stdout=True, capture_stderr=True, stoppable=False)
     if not ran.ok:
         said = " ".join((ran.stderr or ran.stdout).split())[:300]
         raise SchedulerError(f"{' '.join(argv)}: {ran.failure(CALL_TIMEOUT_S)}" + (f": {said}" if said else ""))
@@ -174,34 +177,45 @@ def run_job(
     again. The result: not started (``error``: the kick was refused), its exit status, or ``timed_out``
     (``exit`` None; ``error`` set when even SIGKILL did not end it, or it could not be signalled: the next
     job must not start). A scheduler that stops answering while the job runs is treated as a timeout (the
-    job is stopped). An interruption (KeyboardInterrupt) stops the job the same way, then goes on.
+    job is stopped). An interruption (KeyboardInterrupt, :class:`~eventlog.runners.process.Interrupted`)
+    stops the job the same way, then goes on; after a stop signal no job is kicked.
     """
+    check_stop()
     try:
         before = scheduler.state(label)
         scheduler.kick(label)
     except SchedulerError as err:
         return Ran(False, error=str(err))
-    except BaseException:  # interrupted while kicking: the job may have started
+    except BaseException as err:  # interrupted while kicking: the job may have started
+        started(err)
         _stop(scheduler, label, grace_s, poll_s, sleep, monotonic)
         raise
     deadline = monotonic() + timeout_s
     try:
-        while True:
-            now = scheduler.state(label)
-            begun = not scheduler.queued or now.running or now.run != before.run
-            if begun and not now.running:
-                return Ran(True, now.exit if now.exit is not None else 0)
-            if monotonic() >= deadline:
-                break
-            sleep(min(poll_s, max(0.0, deadline - monotonic())))
+        with waiting():
+            ended = _wait(scheduler, label, before, deadline, poll_s, sleep, monotonic)
     except SchedulerError as err:
         problem = _stop(scheduler, label, grace_s, poll_s, sleep, monotonic)
         return Ran(True, None, timed_out=True,
                    error=f"lost sight of {label} ({err}); " + (problem or "sent SIGTERM, it no longer runs"))
-    except BaseException:  # interrupted: the job must not outlive the catch-up that started it
+    except BaseException as err:  # interrupted: the job must not outlive the catch-up that started it
+        started(err)
         _stop(scheduler, label, grace_s, poll_s, sleep, monotonic)
         raise
-    return Ran(True, None, timed_out=True, error=_stop(scheduler, label, grace_s, poll_s, sleep, monotonic))
+    return ended or Ran(True, None, timed_out=True, error=_stop(scheduler, label, grace_s, poll_s, sleep, monotonic))
+
+
+def _wait(scheduler: Scheduler, label: str, before: JobState, deadline: float, poll_s: float,
+          sleep: Callable[[float], None], monotonic: Callable[[], float]) -> Ran | None:
+    """Poll until the job ran and ended (how it went), or the deadline passed (None)."""
+    while True:
+        now = scheduler.state(label)
+        begun = not scheduler.queued or now.running or now.run != before.run
+        if begun and not now.running:
+            return Ran(True, now.exit if now.exit is not None else 0)
+        if monotonic() >= deadline:
+            return None
+        sleep(min(poll_s, max(0.0, deadline - monotonic())))
 
 
 def _stop(
