@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import fcntl
 import json
+import shlex
 import signal
 import subprocess
 import sys
@@ -139,3 +140,25 @@ def test_lanes_waiting_for_the_lock_stops_on_sigterm_and_does_nothing(tmp_path: 
     assert status == 1, err
     assert f"stopped by SIGTERM while waiting for {log}.lanes.lock" in err
     assert log.read_text() == before
+
+
+def failback_once(tmp_path: Path, probe_cmd: str) -> subprocess.CompletedProcess[str]:
+    log = write_log(tmp_path / "f.jsonl", [
+        {"type": "handoff_created", "ts": ago(60), "handoff_id": "h1", "account": "acct"},
+    ])
+    return subprocess.run([sys.executable, "-m", "eventlog", "failback", str(log), "--probe-cmd", probe_cmd,
+                           "--resume-cmd", "true"], cwd=ROOT, capture_output=True, text=True, timeout=60)
+
+
+def test_failback_says_a_limit_with_no_reset_time_in_words(tmp_path: Path) -> None:
+    ran = failback_once(tmp_path, "echo usage limit reached")
+    assert "  probe acct: quota_limited; limit recorded, no reset time stated (unknown)" in ran.stdout.splitlines()
+    assert "None" not in ran.stdout
+
+
+def test_a_failback_pass_that_sent_work_to_a_person_does_not_say_just_ok(tmp_path: Path) -> None:
+    ran = failback_once(tmp_path, shlex.join([sys.executable, str(ROOT / "tests" / "fakes" / "failback_probe.py"),
+                                              "auth"]))
+    assert ran.returncode == 1
+    assert ran.stdout.splitlines()[0].endswith(": ok, but it sent work to a person"), ran.stdout
+    assert "auth_error" in ran.stderr

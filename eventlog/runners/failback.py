@@ -180,7 +180,8 @@ class Report(msgspec.Struct, kw_only=True):
 
     def text(self) -> list[str]:
         """The report for people, one line each."""
-        out = [f"failback pass by {self.watcher} at {self.started_at}: {self.exit}"]
+        verdict = "ok, but it sent work to a person" if self.exit == "ok" and self.problems else self.exit
+        out = [f"failback pass by {self.watcher} at {self.started_at}: {verdict}"]
         out += [f"  released stale claim {r['handoff_id']}: {r['reason']}" for r in self.released]
         out += [f"  handed to a person (resume_unconfirmed): {u['handoff_id']} (attempt {u['attempt']})"
                 for u in self.unconfirmed]
@@ -192,7 +193,10 @@ class Report(msgspec.Struct, kw_only=True):
             out.append(f"  {self.pending} pending, no free slot: no probe")
         for p in self.probes:
             limit = p.get("limit")
-            more = f"; limit recorded, reset {limit['reset_at']} ({limit['confidence']})" if limit else ""
+            more = ""
+            if limit:
+                more = "; limit recorded, " + (f"reset {limit['reset_at']} ({limit['confidence']})"
+                                               if limit["reset_at"] else "no reset time stated (unknown)")
             out.append(f"  probe {p['account']}: {p['outcome']}{more}")
         for account, why in self.not_probed.items():
             when = f" until {why['next_probe_at']}" if why.get("next_probe_at") else ""
