@@ -87,7 +87,7 @@ def ago(minutes: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime(time.time() - minutes * 60))
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
 def test_failback_stopped_while_resuming_records_it_and_writes_its_heartbeat(tmp_path: Path, sig: int) -> None:
     log = write_log(tmp_path / "f.jsonl", [
         {"type": "handoff_created", "ts": ago(60), "handoff_id": h, "account": "acct"} for h in ("h1", "h2")
