@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -357,6 +358,7 @@ def test_a_second_claim_is_refused_by_the_checked_append(tmp_path: Path) -> None
 
 _CLAIM = """
 import sys
+import time
 from eventlog.appender import Conflict, EventLog
 try:
     EventLog(sys.argv[1]).append([{"type": "claimed", "handoff_id": "h1", "watcher": sys.argv[2], "attempt": 1}])
@@ -641,3 +643,57 @@ def test_help_lists_every_answer_of_the_resume_command(cli: Any) -> None:
     for answer in ('{"conflict": "..."}', '{"started": "..."}', '{"failed": "...", "effect": "none"}',
                    '{"failed": "..."}', "resume_unconfirmed"):
         assert answer in out.stdout, answer
+
+
+# --- the pass's budget (the unit's TimeoutStartSec must never be what ends a pass) ---------------------------
+
+
+def test_cli_pass_past_its_budget_starts_no_more_commands_and_names_what_it_left(tmp_path: Path, cli: Any) -> None:
+    """Five accounts whose probes hang: each probe is stopped at --timeout (2 s), and past --budget (3 s) no
+    further probe starts. The pass ends within the budget plus one command, exits 1, and names on stderr, in its
+    report and in its heartbeat the accounts it did not probe and their handoffs; a later pass takes them."""
+    at = (datetime.now().astimezone() - timedelta(hours=1)).isoformat()
+    accounts = [f"acct-{c}" for c in "abcde"]
+    log = write_log(tmp_path / "log.jsonl", [
+        {"type": "handoff_created", "ts": at, "handoff_id": f"h{i}", "account": a} for i, a in enumerate(accounts, 1)
+    ])
+    began = time.monotonic()
+    out = cli("failback", str(log), "--probe-cmd", f"{sys.executable} {PROBE} hang", "--resume-cmd", "true",
+              "--timeout", "2s", "--kill-grace", "1s", "--budget", "3s", "--json")
+    took = time.monotonic() - began
+    assert out.returncode == 1, out.stderr
+    report = json.loads(out.stdout)
+    probed = [p["account"] for p in report["probes"]]
+    left = report["not_reached"]
+    # The first probe starts at once; the third could only start after two probes of 2 s each, past the budget.
+    assert 1 <= len(probed) <= 2 and probed == accounts[:len(probed)]
+    assert left["accounts"] == accounts[len(probed):] and left["budget_s"] == 3 and left["after_s"] >= 3
+    assert left["handoffs"] == [f"h{i}" for i in range(len(probed) + 1, 6)]
+    assert report["claimed"] == [] and report["exit"] == "error"
+    assert took < 3 + 2 + 1 + 5, took  # the budget, one command, its grace, and a Python start or two
+    [said] = out.stderr.splitlines()
+    assert said.startswith("eventlog: the pass ran past its --budget of 3 s")
+    assert "accounts not probed: " + ", ".join(left["accounts"]) in said
+    assert "handoffs not claimed: " + ", ".join(left["handoffs"]) in said
+    heartbeat = lines(log)[-1]
+    assert heartbeat["type"] == "watcher_run" and heartbeat["exit"] == "error"
+    assert "ran past its --budget" in heartbeat["detail"] and left["accounts"][-1] in heartbeat["detail"]
+    assert types(lines(log)[5:-1]) == ["probe_result"] * len(probed)
+
+
+def test_budget_stops_claims_too_and_a_pass_within_it_reaches_everything(tmp_path: Path) -> None:
+    """Past the budget no claim is made (a claim runs the resume command); with time left, all is reached."""
+    log = write_log(tmp_path / "log.jsonl", [created("h1"), created("h2")])
+    report = pass_at(options(log, budget_s=1e-9))
+    assert report.status == 1 and report.probes == [] and report.claimed == []
+    assert report.not_reached is not None and report.not_reached.handoffs == ["h1", "h2"]
+    log = write_log(tmp_path / "log2.jsonl", [created("h1"), created("h2")])
+    report = pass_at(options(log, budget_s=60))
+    assert report.status == 0 and report.claimed == ["h1", "h2"] and report.not_reached is None
+
+
+def test_cli_budget_must_be_more_than_0(tmp_path: Path, cli: Any) -> None:
+    log = write_log(tmp_path / "log.jsonl", [created("h1")])
+    out = cli("failback", str(log), "--probe-cmd", "p", "--resume-cmd", "r", "--budget", "0")
+    assert out.returncode == 2 and "--budget must be more than 0" in out.stderr
+    assert lines(log) == [created("h1")]

@@ -44,6 +44,9 @@ Commands run without a shell, in their own process group, bounded by
 FAILBACK_WATCHER, FAILBACK_ACCOUNT and, for the resume command,
 FAILBACK_HANDOFF_ID, FAILBACK_ATTEMPT, FAILBACK_REPO, FAILBACK_BRANCH,
 FAILBACK_HEAD; {handoff_id}-style placeholders are filled in the arguments.
+Once the pass has run for --budget it starts no more commands, so it ends
+within --budget plus one --timeout (and --kill-grace); what it did not reach
+is named on stderr and in the report (not_reached), and a later pass takes it.
 
 SIGTERM or SIGINT: the running command is stopped as over --timeout and no
 other starts; a stopped resume command is recorded as resume_failed, effect
@@ -57,9 +60,10 @@ Why it exits 1 is on stderr, one line each."""
 EXITS = """\
 0  the pass ran and nothing new needs a person
 1  the pass could not do its own work (a command that could not start, a log
-   that could not be read or written, bad lines in the log, SIGTERM or SIGINT)
-   or it sent work to a person (a resume that failed with effect unknown, a
-   conflict, a stale resume_requested)
+   that could not be read or written, bad lines in the log, accounts or
+   handoffs not reached within --budget, SIGTERM or SIGINT) or it sent work to
+   a person (a resume that failed with effect unknown, a conflict, a stale
+   resume_requested)
 2  bad usage, or no such log"""
 
 
@@ -76,6 +80,8 @@ def register(sub: Any) -> None:
     p.add_argument("--timeout", type=duration, default=120.0, metavar="DURATION", help="bound on each command (2m)")
     p.add_argument("--kill-grace", type=duration, default=failback.KILL_GRACE_S, metavar="DURATION",
                    help="SIGTERM to SIGKILL for a command over --timeout (5s)")
+    p.add_argument("--budget", type=duration, default=failback.BUDGET_S, metavar="DURATION",
+                   help="start no command once the pass has run this long (5m)")
     p.add_argument("--stale-after", type=duration, default=1800.0, metavar="DURATION", help="stale claim age (30m)")
     p.add_argument("--max-inflight", type=int, default=2, metavar="N", help="claims at once (2)")
     p.add_argument("--expect", default=EXPECTED, metavar="TEXT", help=f"a healthy probe's answer ({EXPECTED})")
@@ -96,6 +102,7 @@ def run(args: argparse.Namespace) -> int:
             period_s=args.period,
             timeout_s=args.timeout,
             kill_grace_s=args.kill_grace,
+            budget_s=args.budget,
             stale_after_s=args.stale_after,
             max_inflight=args.max_inflight,
             expected=args.expect,

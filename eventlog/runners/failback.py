@@ -61,6 +61,13 @@ A pass (claim one at a time, save the state, then go on):
    error`` and a ``detail`` that says the pass was stopped, and ``interrupted``
    names the signal.
 
+The pass has a budget (``budget_s``, ``--budget``, 5m): once it has run that
+long, it starts no more commands (no probe, no claim and so no resume), so it
+ends within the budget plus one command (``timeout_s`` and ``kill_grace_s``).
+The accounts and handoffs it did not reach are named in the report
+(``not_reached``) and as one error (``exit: error``, status 1): a later pass
+takes them.
+
 Commands run through ``eventlog.runners.process.run`` (no shell, own process
 group, timeout, SIGTERM, grace, SIGKILL). They get, in the environment,
 ``FAILBACK_LOG``, ``FAILBACK_WATCHER``, ``FAILBACK_ACCOUNT`` and, for the
@@ -80,6 +87,7 @@ line each.
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, tzinfo
@@ -99,6 +107,8 @@ from projections.runner import Runner
 
 #: SIGTERM to SIGKILL for a command over its timeout.
 KILL_GRACE_S = 5.0
+#: How long a pass starts commands (``--budget``): with the default ``--timeout`` (2m) a pass ends within ~7m.
+BUDGET_S = 300.0
 
 
 @dataclass(kw_only=True)
@@ -112,6 +122,8 @@ class Options:
     period_s: int = 900
     timeout_s: float = 120
     kill_grace_s: float = KILL_GRACE_S
+    #: Past this many seconds of the pass, no command is started (see the module docstring).
+    budget_s: float = BUDGET_S
     stale_after_s: float = 1800
     max_inflight: int = 2
     expected: str = EXPECTED
@@ -128,7 +140,7 @@ class Options:
             raise RunnerError("the probe and resume commands must not be empty")
         if self.period_s < 1:
             raise RunnerError("--period must be at least 1 second")
-        check_bounds(self.kill_grace_s, timeout_s=self.timeout_s)
+        check_bounds(self.kill_grace_s, timeout_s=self.timeout_s, budget_s=self.budget_s)
         if self.stale_after_s < 0:
             raise RunnerError("--stale-after must not be negative")
         if self.max_inflight < 0:
@@ -138,6 +150,22 @@ class Options:
         require_log(self.log, self.assume_tz)
         if not is_url(self.log) and not os.access(self.log, os.R_OK | os.W_OK):
             raise RunnerError(f"cannot read and write {self.log}")
+
+
+class NotReached(msgspec.Struct, kw_only=True):
+    """What a pass left for a later one when its budget was spent: after ``after_s`` of ``budget_s``."""
+
+    budget_s: float
+    after_s: float
+    accounts: list[str] = msgspec.field(default_factory=list)
+    handoffs: list[str] = msgspec.field(default_factory=list)
+
+    def problem(self) -> str:
+        """One line for a person."""
+        left = [f"{what} {', '.join(names)}" for what, names in
+                (("accounts not probed:", self.accounts), ("handoffs not claimed:", self.handoffs)) if names]
+        return (f"the pass ran past its --budget of {self.budget_s:g} s (after {self.after_s:.0f} s) and started no "
+                f"more commands; {'; '.join(left)}; a later pass takes them")
 
 
 class Report(msgspec.Struct, kw_only=True):
@@ -157,6 +185,8 @@ class Report(msgspec.Struct, kw_only=True):
     resumed: list[dict[str, Any]] = msgspec.field(default_factory=list)
     #: Handoffs this pass handed to a person (a resume that failed with effect unknown, a conflict).
     to_person: list[str] = msgspec.field(default_factory=list)
+    #: What the pass did not reach once its budget was spent (``accounts`` not probed, ``handoffs`` not claimed).
+    not_reached: NotReached | None = None
     #: Accounts whose probe said ``auth_error`` in this pass (their plan is now ``needs_person``).
     auth_errors: list[dict[str, Any]] = msgspec.field(default_factory=list)
     exit: Literal["ok", "error"] = "ok"
@@ -235,6 +265,7 @@ def run_pass(opts: Options) -> Report:
 
     Call ``opts.check()`` first: a pass over a log that is not there fails in its report.
     """
+    started = time.monotonic()
     try:
         log = open_log(opts.log, assume_tz=opts.assume_tz)
     except LogUnavailable as err:
@@ -243,14 +274,14 @@ def run_pass(opts: Options) -> Report:
         report.write_failed = True
         return report.finish(opts)
     with log:
-        return _run_pass(opts, log)
+        return _run_pass(opts, log, started)
 
 
 def _stamp(clock: Clock) -> str:
     return clock().isoformat(timespec="milliseconds")
 
 
-def _run_pass(opts: Options, log: Log) -> Report:
+def _run_pass(opts: Options, log: Log, started: float) -> Report:
     clock: Clock = opts.at.clock(None)
     report = Report(watcher=opts.watcher, started_at="")
 
@@ -294,12 +325,14 @@ def _run_pass(opts: Options, log: Log) -> Report:
     report.started_at = stamp()
     if first is not None:
         try:
-            _pass(opts, stamp, clock, state, append, report)
+            _pass(opts, stamp, clock, state, append, report, _budget(opts, started, report))
         except _Stop:
             pass
         except Interrupted as stop:
             report.interrupted = stop.signal
             report.errors.append(f"failback pass {stop.said()}; no command started after it")
+    if report.not_reached:
+        report.errors.append(report.not_reached.problem())
     heartbeat: dict[str, Any] = {
         "type": "watcher_run", "ts": stamp(), "watcher": opts.watcher,
         "exit": "error" if report.errors else "ok", "period_s": opts.period_s,
@@ -319,6 +352,19 @@ def _run_pass(opts: Options, log: Log) -> Report:
 Append = Callable[..., bool]
 
 
+def _budget(opts: Options, started: float, report: Report) -> Callable[[], NotReached | None]:
+    """The check before each command: None while the pass (begun at monotonic ``started``) is within its budget;
+    after that, the report's :class:`NotReached` (made the first time), where the caller names what it leaves."""
+
+    def spent() -> NotReached | None:
+        elapsed = time.monotonic() - started
+        if report.not_reached is None and elapsed >= opts.budget_s:
+            report.not_reached = NotReached(budget_s=opts.budget_s, after_s=elapsed)
+        return report.not_reached
+
+    return spent
+
+
 def _pass(
     opts: Options,
     stamp: Callable[[], str],
@@ -326,6 +372,7 @@ def _pass(
     state: Callable[[], Runner],
     append: Append,
     report: Report,
+    spent: Callable[[], NotReached | None],
 ) -> None:
     # 1. stale claims: release the retryable ones; hand the unconfirmed requests to a person (frees their slots).
     runner = state()
@@ -358,7 +405,7 @@ def _pass(
     if not candidates or not report.free_slots:
         return
 
-    # 3. probe the due accounts that have work to bring back.
+    # 3. probe the due accounts that have work to bring back (while the budget lasts).
     wanted = {h.items[hid].account for hid in candidates}
     now = clock()
     ok_accounts: set[str] = set()
@@ -367,12 +414,19 @@ def _pass(
         if not plan["probe"]:
             report.not_probed[account] = plan
             continue
+        left = spent()
+        if left:
+            left.accounts.append(account)
+            continue
         outcome = _probe(opts, h, account, stamp, clock, append, report)
         if outcome == "ok":
             ok_accounts.add(account)
 
     # 4. claim in claim order, one at a time; resume each right after its claim. The checked
     #    append is the guard: a handoff another watcher moved meanwhile is refused there.
+    if report.not_reached:
+        unprobed = set(report.not_reached.accounts)
+        report.not_reached.handoffs += [hid for hid in candidates if h.items[hid].account in unprobed]
     for hid in candidates:
         h = state().handoffs
         item = h.items[hid]
@@ -380,6 +434,10 @@ def _pass(
             continue
         if opts.max_inflight - h.live <= 0:
             break
+        left = spent()
+        if left:
+            left.handoffs.append(hid)
+            continue
         attempt = item.attempt + 1
         claim = {"type": "claimed", "ts": stamp(), "handoff_id": hid, "watcher": opts.watcher, "attempt": attempt}
         if not append([claim]):
@@ -659,6 +717,7 @@ def _tail(ran: Ran) -> str:
 
 
 __all__ = [
-    "KILL_GRACE_S", "Answer", "ConflictReport", "Failed", "Handshake", "Options", "Report", "Started", "answer_event",
+    "BUDGET_S", "KILL_GRACE_S", "Answer", "ConflictReport", "Failed", "Handshake", "NotReached", "Options", "Report",
+    "Started", "answer_event",
     "probe_events", "read_handshake", "run_pass", "run_probe",
 ]
