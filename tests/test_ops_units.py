@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 
 from eventlog.cli import build_parser
+from eventlog.runners.process import DRAIN_S
 from tests.conftest import ROOT, system_tool
 from tests.opskit import OPS
 from tests.test_follow import _wait_for
@@ -165,6 +166,47 @@ def test_each_unit_runs_its_command_with_flags_eventlog_takes(job: str) -> None:
         assert os.path.dirname(args.prom) in service["ReadWritePaths"][0].split()
     if job == "serve":
         assert args.host == "127.0.0.1"
+
+
+def timespan_s(text: str) -> float:
+    """A systemd time span (``10min``) in seconds, as systemd-analyze reads it."""
+    out = subprocess.run([systemd_analyze(), "timespan", text], capture_output=True, text=True, timeout=60,
+                         check=True).stdout
+    return int(re.search(r"\bμs: (\d+)", out)[1]) / 1e6  # type: ignore[index]
+
+
+def test_failback_units_timeout_is_over_its_longest_pass_and_under_its_period() -> None:
+    """A pass starts no command past --budget and each ends within --timeout, --kill-grace and the drain of its
+    pipes: so the pass, not systemd's SIGTERM at TimeoutStartSec, is what ends it, before the next is due."""
+    args = parsed(exec_start("failback"))
+    longest = args.budget + args.timeout + args.kill_grace + DRAIN_S
+    (limit,) = unit(SYSTEMD / "recovery-ledger-failback.service")["Service"]["TimeoutStartSec"]
+    assert longest < timespan_s(limit) < args.period, (longest, limit, args.period)
+
+
+def test_failback_unit_leaves_the_sessions_it_started_running_with_their_traces() -> None:
+    """The worked example answers `started` and leaves the session running (setsid keeps it in the unit's cgroup):
+    KillMode=mixed (or the default) would SIGKILL it when the pass ends, and a PrivateTmp would delete its trace,
+    which the example writes under /tmp and the pass's output points to. The other oneshot units keep mixed: their
+    commands must have ended when the pass does."""
+    example = (ROOT / "examples" / "failback" / "resume_async.sh").read_text()
+    assert "setsid" in example and "trace=${TMPDIR:-/tmp}/" in example
+    failback = unit(SYSTEMD / "recovery-ledger-failback.service")["Service"]
+    assert failback["KillMode"] == ["process"]
+    assert failback.get("PrivateTmp", ["no"]) == ["no"]
+    for job in ("lanes", "catchup"):
+        assert unit(SYSTEMD / f"recovery-ledger-{job}.service")["Service"]["KillMode"] == ["mixed"], job
+
+
+def test_failback_unit_waits_as_long_for_a_session_as_the_worked_example_asks() -> None:
+    """The example and the README run failback with --stale-after 2h (how long a session may take to report): the
+    unit and the plist say the same, or every session slower than 30m would be handed to a person."""
+    example = re.findall(r"--stale-after (\w+)", (ROOT / "examples" / "failback" / "resume_async.sh").read_text())
+    readme = re.findall(r"^\$ eventlog failback .*--stale-after (\w+)", (ROOT / "README.md").read_text(),
+                        flags=re.MULTILINE)
+    assert example == readme == ["2h"]
+    assert parsed(exec_start("failback")).stale_after == 7200
+    assert parsed(plist("failback")["ProgramArguments"]).stale_after == 7200
 
 
 # --- launchd ------------------------------------------------------------------------------------------------

@@ -82,6 +82,9 @@ fi
 
 # 2. Start the session detached (its own session where setsid exists: the watcher's timeout does
 #    not reach it; its output goes to a file, not to the watcher's pipe) and answer at once.
+#    It outlives the pass under the shipped units: systemd's KillMode=process leaves it running when
+#    the pass ends, and no PrivateTmp keeps its trace; launchd kills only the job's own process group,
+#    and the watcher ran this script in another (docs/OPERATIONS.md, "the failback unit").
 trace=${TMPDIR:-/tmp}/resume-$hid-$attempt.log
 if command -v setsid >/dev/null 2>&1; then detach=setsid; else detach=nohup; fi
 $detach sh "$0" --report-back "$hid" "$attempt" "$log" "$repo" "$session" </dev/null >"$trace" 2>&1 &
