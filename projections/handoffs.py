@@ -248,6 +248,8 @@ class Heartbeat(msgspec.Struct, gc=False):
     period_s: int
     exit: Literal["ok", "error"]
     detail: str | None = None
+    #: Its line (0: not known, a state saved before lines were kept): a pass's bad lines after it are new.
+    line: int = 0
 
     def late(self, as_of: datetime) -> bool:
         """Older than twice its period as of ``as_of`` (the spec's rule for the last heartbeat, per watcher)."""
@@ -664,7 +666,7 @@ class Handoffs:
         self.state.watcher_at = at
         self.state.watcher_text = ev.ts
         self.state.watcher_period_s = ev.period_s
-        self.state.watchers[ev.watcher] = Heartbeat(at, ev.ts, ev.period_s, ev.exit, ev.detail)
+        self.state.watchers[ev.watcher] = Heartbeat(at, ev.ts, ev.period_s, ev.exit, ev.detail, line)
         if ev.stale_after_s is not None:
             self.state.watcher_stale_after_s = ev.stale_after_s
         return None

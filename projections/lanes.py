@@ -107,6 +107,8 @@ class LanesState(msgspec.Struct):
     checked_unpicked_s: float | None = None
     #: The ``quiet_s`` of the last ``lane_check`` that states one (None: none did).
     checked_quiet_s: float | None = None
+    #: The line of the last ``lane_check`` (0: none): the lanes runner's bad lines after it are new.
+    check_line: int = 0
 
 
 def _printed(ts: str | None, at: datetime) -> str:
@@ -299,6 +301,7 @@ class Lanes:
         quiet = None if ev.quiet_s is None else ev.quiet_s / 3600
         state = self.state
         state.checks.append(self.judge(at, ev.ts, unpicked, quiet))
+        state.check_line = line
         if ev.unpicked_s is not None:
             state.checked_unpicked_s = ev.unpicked_s
         if ev.quiet_s is not None:

@@ -114,5 +114,5 @@ def run(args: argparse.Namespace) -> int:
         error(str(err))
         return 2
     done = stoppable("failback", lambda: failback.run_pass(opts))
-    return report(done, args.json, done.text())
+    return report(done, args.json, done.text(), done.notes)
 

@@ -118,4 +118,4 @@ def run_lanes(args: argparse.Namespace) -> int:
     except OSError as err:  # the lock file
         error(f"{args.log}: {err.strerror or err}")
         return 2
-    return report(done, args.json, done.text())
+    return report(done, args.json, done.text(), done.notes)

@@ -58,12 +58,13 @@ from eventlog.appender import AppendError
 from eventlog.clock import NOW, At, Clock
 from eventlog.logs import Log, open_log
 from eventlog.probe import EXPECTED, classify
+from eventlog.replay import Replay
 from eventlog.runners.common import (
-    BadLines,
+    PassBadLines,
     RunnerError,
-    bad_lines,
     check_bounds,
     folder,
+    refuses_appends,
     require_log,
     runner_lock,
 )
@@ -128,7 +129,7 @@ class Report(msgspec.Struct, kw_only=True):
     #: The signal (SIGTERM, SIGINT) that stopped the catch-up, None when none did.
     interrupted: str | None = None
     note: str = ""
-    bad_lines: BadLines = msgspec.field(default_factory=BadLines)
+    bad_lines: PassBadLines = msgspec.field(default_factory=PassBadLines)
     notes: list[str] = msgspec.field(default_factory=list)
     problems: list[str] = msgspec.field(default_factory=list)
 
@@ -181,8 +182,12 @@ def run_catchup(opts: Options) -> Report:
 
 
 def _judge(opts: Options, report: Report, last_at: datetime | None, last_ts: str | None, state: Catchup,
-           replay: Any) -> datetime:
-    """Fill the judgement of ``report``; the time it was judged at."""
+           replay: Replay) -> datetime:
+    """Fill the judgement of ``report``; the time it was judged at.
+
+    The log's bad lines are notes (a catch-up writes no line on every pass, so it cannot tell a new one
+    from one it read before: :class:`PassBadLines`); a file that takes no append is a problem.
+    """
     when, text = opts.at.resolve(last_at, last_ts)
     if when is None:
         when = opts.at.clock(None)()
@@ -190,11 +195,13 @@ def _judge(opts: Options, report: Report, last_at: datetime | None, last_ts: str
     report.as_of = text
     report.candidates = [c.label for c in state.candidates(when)]
     report.circuit = "open" if state.circuit_open(when) else "closed"
-    report.bad_lines = bad_lines(replay)
-    bad = report.bad_lines.problem(opts.log)
-    if bad:
-        report.problems.append(bad)
-    if not report.candidates:
+    report.bad_lines = PassBadLines.seen(replay.bad_lines, None)
+    report.bad_lines.tell(opts.log, report.problems, report.notes)
+    refused = refuses_appends(opts.log, replay)
+    if refused is not None:
+        report.problems.append(refused)
+        report.note = "the log takes no append: nothing kicked"
+    elif not report.candidates:
         report.note = "no candidates: no probe, nothing kicked"
     return when
 
@@ -209,7 +216,7 @@ def _catchup(opts: Options, log: Log, report: Report) -> None:
     clock: Clock = opts.at.clock(replay.last_at)
     state = folder(replay).catchup
     _judge(opts, report, replay.last_at, replay.last_ts, state, replay)
-    if not report.candidates:
+    if not report.candidates or report.problems:  # a problem here: the log takes no append
         return
     if report.circuit == "open":
         report.note = f"circuit open until {state.state.open_until or '?'}: no probe, nothing kicked"

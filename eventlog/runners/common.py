@@ -7,6 +7,7 @@ import fcntl
 import json
 import os
 import re
+import shlex
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime, tzinfo
@@ -15,7 +16,7 @@ from typing import Any, Protocol
 import msgspec
 
 from eventlog.events import Event
-from eventlog.logs import Log, LogUnavailable, is_url, lock_path, open_log
+from eventlog.logs import Log, LogUnavailable, is_url, lock_path, no_event_log, open_log
 from eventlog.reader import Reader
 from eventlog.replay import Replay
 from eventlog.runners.process import Interrupted, waiting
@@ -48,6 +49,57 @@ class BadLines(msgspec.Struct, kw_only=True):
         shown = "; ".join(f"line {b['line']}: {b['reason']}" for b in self.first)
         more = ", first" if self.count > len(self.first) else ""
         return f"{log}: {self.count} bad line(s) skipped{more}: {shown}"
+
+
+class PassBadLines(BadLines, kw_only=True):
+    """The bad lines a runner pass read, and how many are new since its previous pass (:meth:`seen`).
+
+    A bad line stays in an append-only log for ever, so only a new one needs a
+    person: the pass that first reads it exits 1; later passes name it on
+    stderr and leave it to ``status`` and the bad-line alert.
+    """
+
+    #: The line of this runner's previous pass (the last line it writes on every pass; 0: none in the log yet,
+    #: so every bad line is new); None: the runner writes no line on every pass and cannot tell new from old.
+    since: int | None = 0
+    #: How many bad lines are after ``since`` (none when it is None): they make the pass exit 1.
+    new: int = 0
+    #: The first few of them (``line``, ``reason``).
+    first_new: list[dict[str, Any]] = msgspec.field(default_factory=list)
+
+    @classmethod
+    def seen(cls, records: Sequence[Mapping[str, Any]], since: int | None) -> PassBadLines:
+        """``records`` (``line``, ``reason``: the log's bad lines) as seen by a pass whose previous one is at ``since``.
+
+        The one rule of every runner: a bad line is new when it is after the runner's own previous
+        pass line (all are, before its first); a runner that writes no line on every pass (``since``
+        None) counts none as new.
+        """
+        fresh = [] if since is None else [b for b in records if int(b["line"]) > since]
+        return cls(count=len(records), first=[dict(b) for b in records[:BAD_LINES_SHOWN]], since=since,
+                   new=len(fresh), first_new=[dict(b) for b in fresh[:BAD_LINES_SHOWN]])
+
+    def problem(self, log: str) -> str | None:
+        """One line for a person (how many, how many new and since which line, the first few), or None."""
+        if not self.count:
+            return None
+        if self.since is None:
+            how = " (this runner writes no line on every pass: new or old, it cannot tell; eventlog status lists them)"
+        elif self.since == 0:
+            how = f", {self.new} new (no earlier pass of this runner in the log)"
+        else:
+            how = f", {self.new} new since the last pass at line {self.since}"
+        shown_of, total = (self.first_new, self.new) if self.new else (self.first, self.count)
+        shown = "; ".join(f"line {b['line']}: {b['reason']}" for b in shown_of)
+        more = ", first" if total > len(shown_of) else ""
+        which = "; new" if self.new else ""
+        return f"{log}: {self.count} bad line(s) skipped{how}{which}{more}: {shown}"
+
+    def tell(self, log: str, problems: list[str], notes: list[str]) -> None:
+        """Say them among ``problems`` when some are new (the pass exits 1), else among ``notes`` (stderr only)."""
+        said = self.problem(log)
+        if said:
+            (problems if self.new else notes).append(said)
 
 
 class NamedBadLine(msgspec.Struct, kw_only=True):
@@ -128,6 +180,13 @@ def name_bad_lines(report: Named, log: str, bad: Sequence[Mapping[str, Any]]) ->
     said = report.bad_lines.problem(log)
     if said:
         report.problems.append(said)
+
+
+def refuses_appends(log: str, replay: Replay) -> str | None:
+    """Why every append to ``log`` is refused, for a person (a file that is no event log, or a torn tail no
+    append cuts: ``status`` names both); None when it may take one."""
+    why = no_event_log(log, replay) or (replay.stuck_tail.why if replay.stuck_tail is not None else None)
+    return None if why is None else f"{log} {why}: every append is refused (see eventlog status {shlex.quote(log)})"
 
 
 def check_bounds(kill_grace_s: float, **timeouts: float) -> None:
@@ -224,7 +283,8 @@ def _wait_for_lock(fd: int, path: str) -> None:
 
 
 __all__ = [
-    "BAD_LINES_SHOWN", "BadLines", "Named", "NamedBadLine", "RunnerError", "bad_lines", "bad_lines_said",
-    "check_bounds", "folder",
-    "id_pattern", "log_events", "name_bad_lines", "named_problem", "naming", "require_log", "runner_lock",
+    "BAD_LINES_SHOWN", "BadLines", "Named", "NamedBadLine", "PassBadLines", "RunnerError", "bad_lines",
+    "bad_lines_said", "check_bounds", "folder",
+    "id_pattern", "log_events", "name_bad_lines", "named_problem", "naming", "refuses_appends", "require_log",
+    "runner_lock",
 ]

@@ -99,7 +99,7 @@ from eventlog.appender import AppendError, Conflict
 from eventlog.clock import NOW, At, Clock
 from eventlog.logs import Log, LogUnavailable, is_url, open_log
 from eventlog.probe import EXPECTED, Verdict, classify
-from eventlog.runners.common import BadLines, RunnerError, bad_lines, check_bounds, folder, require_log
+from eventlog.runners.common import PassBadLines, RunnerError, check_bounds, folder, require_log
 from eventlog.runners.process import Interrupted, Ran, run
 from projections.base import elapsed_s
 from projections.handoffs import GUESSED, REASON_UNCONFIRMED, Handoff, Handoffs
@@ -191,7 +191,9 @@ class Report(msgspec.Struct, kw_only=True):
     auth_errors: list[dict[str, Any]] = msgspec.field(default_factory=list)
     exit: Literal["ok", "error"] = "ok"
     errors: list[str] = msgspec.field(default_factory=list)
-    bad_lines: BadLines = msgspec.field(default_factory=BadLines)
+    bad_lines: PassBadLines = msgspec.field(default_factory=PassBadLines)
+    #: For a person too, but they change nothing (bad lines the previous pass already read).
+    notes: list[str] = msgspec.field(default_factory=list)
     write_failed: bool = False
     #: The signal (SIGTERM, SIGINT) that stopped the pass, None when none did.
     interrupted: str | None = None
@@ -318,10 +320,9 @@ def _run_pass(opts: Options, log: Log, started: float) -> Report:
         report.write_failed = True
     if first is not None:
         clock = opts.at.clock(first.last_at)
-        report.bad_lines = bad_lines(first)
-        bad = report.bad_lines.problem(opts.log)
-        if bad:
-            report.errors.append(bad)
+        previous = folder(first).handoffs.state.watchers.get(opts.watcher)
+        report.bad_lines = PassBadLines.seen(first.bad_lines, previous.line if previous else 0)
+        report.bad_lines.tell(opts.log, report.errors, report.notes)
     report.started_at = stamp()
     if first is not None:
         try:

@@ -44,7 +44,15 @@ import msgspec
 from eventlog.appender import AppendError
 from eventlog.clock import NOW, At, now
 from eventlog.logs import open_log
-from eventlog.runners.common import BadLines, RunnerError, bad_lines, check_bounds, require_log, runner_lock
+from eventlog.runners.common import (
+    BadLines,
+    PassBadLines,
+    RunnerError,
+    bad_lines,
+    check_bounds,
+    require_log,
+    runner_lock,
+)
 from eventlog.runners.process import Interrupted, run
 from projections.lanes import CheckRecord
 from projections.runner import in_units, thresholds
@@ -149,9 +157,11 @@ class LanesReport(msgspec.Struct, kw_only=True):
     enqueued: list[dict[str, Any]] = msgspec.field(default_factory=list)
     already_enqueued: list[dict[str, Any]] = msgspec.field(default_factory=list)
     failed: list[dict[str, Any]] = msgspec.field(default_factory=list)
-    bad_lines: BadLines = msgspec.field(default_factory=BadLines)
+    bad_lines: PassBadLines = msgspec.field(default_factory=PassBadLines)
     #: The signal (SIGTERM, SIGINT) that stopped the run, None when none did.
     interrupted: str | None = None
+    #: For a person too, but they change nothing (bad lines the previous check already read).
+    notes: list[str] = msgspec.field(default_factory=list)
     problems: list[str] = msgspec.field(default_factory=list)
 
     @property
@@ -208,10 +218,8 @@ def _run_lanes(opts: LanesOptions, report: LanesReport) -> None:
         except OSError as err:
             report.problems.append(f"cannot read {opts.log}: {err.strerror or err}")
             return
-        report.bad_lines = bad_lines(replay)
-        bad = report.bad_lines.problem(opts.log)
-        if bad:
-            report.problems.append(bad)
+        report.bad_lines = PassBadLines.seen(replay.bad_lines, runner.lanes.state.check_line)
+        report.bad_lines.tell(opts.log, report.problems, report.notes)
         clock = opts.at.clock(replay.last_at)
         when = clock()
         checked_at = when.isoformat()
