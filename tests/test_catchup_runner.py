@@ -275,20 +275,24 @@ def test_dry_run_takes_no_lock_and_writes_nothing(tmp_path: Path) -> None:
     assert out.returncode == 0 and json.loads(out.stdout)["candidates"] == ["com.lily.a", "com.lily.b"]
 
 
-def test_bad_lines_are_named_and_exit_1(tmp_path: Path) -> None:
+def test_bad_lines_are_named_on_stderr(tmp_path: Path) -> None:
+    # a catch-up writes no line on every pass: it cannot tell a new bad line from an old one, so it names them
+    # and exits 0 for them (status, the bad-line alert and the failback and lanes passes are what exit 1)
     naive = [{**registered("com.lily.test"), "ts": "2026-08-21T07:00:00"},
              {**skipped("com.lily.test"), "ts": "2026-08-21T09:00:05"}]
     s = Setup(tmp_path, naive)
     out = run_cli("catchup", str(s.log), "--dry-run", "--at", AT, "--json")
-    assert out.returncode == 1
+    assert out.returncode == 0
     assert json.loads(out.stdout)["candidates"] == []
-    assert out.stderr.startswith(f"eventlog: {s.log}: 2 bad line(s) skipped: line 1: no_offset: ts ")
+    assert out.stderr.startswith(f"eventlog: {s.log}: 2 bad line(s) skipped (this runner writes no line on every "
+                                 "pass: new or old, it cannot tell; eventlog status lists them): "
+                                 "line 1: no_offset: ts ")
     zoned = run_cli("catchup", str(s.log), "--dry-run", "--at", AT, "--assume-tz", "Asia/Tokyo", "--json")
     assert zoned.returncode == 0, zoned.stderr
     assert json.loads(zoned.stdout)["candidates"] == ["com.lily.test"]
     # a real run says the same and kicks nothing
     out = s.run()
-    assert out.returncode == 1 and "2 bad line(s) skipped" in out.stderr
+    assert out.returncode == 0 and "2 bad line(s) skipped" in out.stderr
     assert s.probed() == 0 and s.kicked() == []
 
 

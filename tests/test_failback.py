@@ -471,7 +471,8 @@ def test_cli_bad_lines_are_named_and_exit_1(tmp_path: Path, cli: Any) -> None:
     assert out.returncode == 1
     assert json.loads(out.stdout)["bad_lines"]["count"] == 5
     [line] = out.stderr.splitlines()
-    assert line.startswith(f"eventlog: {log}: 5 bad line(s) skipped, first: line 1: no_offset: ts ")
+    assert line.startswith(f"eventlog: {log}: 5 bad line(s) skipped, 5 new (no earlier pass of this runner in the "
+                           "log); new, first: line 1: no_offset: ts ")
     assert line.count("no_offset") == 3  # the first three are named
     heartbeat = lines(log)[-1]
     assert heartbeat["exit"] == "error" and "5 bad line(s)" in heartbeat["detail"]

@@ -275,7 +275,8 @@ def test_lanes_names_bad_lines_and_exits_1(tmp_path: Path) -> None:
     out = lanes(log, record, "ok", "--json")
     assert out.returncode == 1
     assert json.loads(out.stdout)["bad_lines"]["count"] == 2
-    assert out.stderr.startswith(f"eventlog: {log}: 2 bad line(s) skipped: line 1: no_offset")
+    assert out.stderr.startswith(f"eventlog: {log}: 2 bad line(s) skipped, 2 new (no earlier pass of this runner "
+                                 "in the log); new: line 1: no_offset")
     assert not record.exists()
     zoned = write_log(tmp_path / "zoned.jsonl", NAIVE)
     out = lanes(zoned, record, "ok", "--assume-tz", "Asia/Tokyo", "--json")
