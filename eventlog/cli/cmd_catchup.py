@@ -62,8 +62,10 @@ EXITS = """\
 0    done: re-runs exited 0, or nothing to do (no candidates, a dry run, the
      circuit open, another catch-up running)
 1    the probe was not ok, a re-run did not exit 0, could not start or could
-     not be stopped, the log could not be read or written, it has bad lines, or
-     SIGTERM or SIGINT stopped it
+     not be stopped, the log could not be read or written, it takes no append
+     (no event log), or SIGTERM or SIGINT stopped it. Its bad lines are only
+     named on stderr: a catch-up writes no line per pass, so it cannot tell new
+     ones from old
 2    bad usage or no such log"""
 
 

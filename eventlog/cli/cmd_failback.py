@@ -60,10 +60,11 @@ Why it exits 1 is on stderr, one line each."""
 EXITS = """\
 0  the pass ran and nothing new needs a person
 1  the pass could not do its own work (a command that could not start, a log
-   that could not be read or written, bad lines in the log, accounts or
-   handoffs not reached within --budget, SIGTERM or SIGINT) or it sent work to
-   a person (a resume that failed with effect unknown, a conflict, a stale
-   resume_requested)
+   that could not be read or written, bad lines new since this watcher's last
+   watcher_run, accounts or handoffs not reached within --budget, SIGTERM or
+   SIGINT) or it sent work to a person (a resume that failed with effect
+   unknown, a conflict, a stale resume_requested). Older bad lines are only
+   named on stderr
 2  bad usage, or no such log"""
 
 

@@ -56,7 +56,8 @@ status, explain, follow, serve, stalls and tools/replay judge lanes with them
 
 LANES_EXITS = """\
 0  done: every stall resumed or already covered
-1  a CMD failed, the log could not be read or written, it has bad lines, or
+1  a CMD failed, the log could not be read or written, it has bad lines new
+   since the last lane_check (older ones are only named on stderr), or
    SIGTERM or SIGINT stopped the run
 2  bad usage or no such log"""
 

@@ -43,7 +43,10 @@
 
 The report's ``problems`` (one line each) make ``status`` 1: a probe that
 failed, a re-run that did not exit 0, a log that could not be read or written,
-bad lines in the log. ``notes`` are for a person too but change nothing.
+a file that takes no append (no event log, or a torn tail no append cuts:
+nothing is probed or kicked). ``notes`` are for a person too but change
+nothing: the log's bad lines are among them (a catch-up writes no line on every
+pass, so it cannot tell a new bad line from an old one: ``PassBadLines``).
 """
 
 from __future__ import annotations

@@ -51,8 +51,11 @@ A pass (claim one at a time, save the state, then go on):
    appended at the END of the pass: a pass that hangs or dies midway leaves
    none, so the watcher shows as late instead of alive. ``exit: error`` means
    the pass could not do all of its own work (a command that could not be
-   started, a log that could not be read or written, bad lines in the log); it
-   then carries a ``detail`` (an extra field, ignored by projections).
+   started, a log that could not be read or written, bad lines in the log that
+   are new since this watcher's previous ``watcher_run``); it then carries a
+   ``detail`` (an extra field, ignored by projections). Bad lines an earlier
+   pass of this watcher already read are named in ``notes`` (stderr) only:
+   a bad line stays in the log for ever (``PassBadLines``).
 6. A stop signal (SIGTERM, SIGINT: :func:`eventlog.runners.process.stop_on_signals`)
    stops the running command's process group as a timeout does and starts no
    other: a stopped probe records nothing; a stopped resume command records

@@ -30,7 +30,8 @@ lanes are never stalled, so never resumed.
 
 Both reports have ``problems`` (one line each) and ``status``: 0 nothing needs
 a person, 1 a lane is stalled (the judge), or a command failed, the log could
-not be read or written, or it has bad lines.
+not be read or written, or it has bad lines (the runner: bad lines new since
+the log's last ``lane_check``; older ones are in its ``notes``, stderr only).
 """
 
 from __future__ import annotations
