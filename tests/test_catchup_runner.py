@@ -275,25 +275,35 @@ def test_dry_run_takes_no_lock_and_writes_nothing(tmp_path: Path) -> None:
     assert out.returncode == 0 and json.loads(out.stdout)["candidates"] == ["com.lily.a", "com.lily.b"]
 
 
-def test_bad_lines_are_named_on_stderr(tmp_path: Path) -> None:
-    # a catch-up writes no line on every pass: it cannot tell a new bad line from an old one, so it names them
-    # and exits 0 for them (status, the bad-line alert and the failback and lanes passes are what exit 1)
+def test_bad_lines_are_named_and_exit_1(tmp_path: Path) -> None:
+    # a catch-up writes no line on every pass: it cannot tell a new bad line from an old one, so each counts
+    # (issue 17: exit 1 when any line it needed was bad; these are the job's own lines)
     naive = [{**registered("com.lily.test"), "ts": "2026-08-21T07:00:00"},
              {**skipped("com.lily.test"), "ts": "2026-08-21T09:00:05"}]
     s = Setup(tmp_path, naive)
     out = run_cli("catchup", str(s.log), "--dry-run", "--at", AT, "--json")
-    assert out.returncode == 0
+    assert out.returncode == 1
     assert json.loads(out.stdout)["candidates"] == []
     assert out.stderr.startswith(f"eventlog: {s.log}: 2 bad line(s) skipped (this runner writes no line on every "
-                                 "pass: new or old, it cannot tell; eventlog status lists them): "
+                                 "pass, so it cannot tell new from old: each counts): "
                                  "line 1: no_offset: ts ")
     zoned = run_cli("catchup", str(s.log), "--dry-run", "--at", AT, "--assume-tz", "Asia/Tokyo", "--json")
     assert zoned.returncode == 0, zoned.stderr
     assert json.loads(zoned.stdout)["candidates"] == ["com.lily.test"]
     # a real run says the same and kicks nothing
     out = s.run()
-    assert out.returncode == 0 and "2 bad line(s) skipped" in out.stderr
+    assert out.returncode == 1 and "2 bad line(s) skipped" in out.stderr
     assert s.probed() == 0 and s.kicked() == []
+
+
+def test_a_bad_line_elsewhere_does_not_stop_the_catchup(tmp_path: Path) -> None:
+    # the candidate is still probed and kicked; the bad line is named and makes the pass exit 1
+    s = Setup(tmp_path, [registered("com.lily.test"), skipped("com.lily.test"),
+                         {"type": "bogus", "ts": "2026-08-21T09:00:06+09:00"}])
+    out = s.run()
+    assert out.returncode == 1, out.stderr
+    assert "1 bad line(s) skipped" in out.stderr and "unknown_type: 'bogus'" in out.stderr
+    assert s.probed() == 1 and [k["label"] for k in s.kicked()] == ["com.lily.test"]
 
 
 def test_kicks_are_stamped_by_the_runner_clock(tmp_path: Path) -> None:

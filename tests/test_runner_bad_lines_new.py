@@ -4,8 +4,8 @@ OUTPUTS.md "Judging now": a runner exits 1 when its pass could not do its own
 work or sent new work to a person (0: nothing new needs a person). A bad line
 stays in an append-only log for ever: the pass that first reads it exits 1 (and
 failback's heartbeat says ``exit: error``); later passes still name it on
-stderr and exit 0. ``catchup`` writes no line on every pass, so it names bad
-lines on stderr only. Real processes throughout.
+stderr and exit 0. ``catchup`` writes no line on every pass, so it cannot tell
+and every bad line counts (exit 1, as issue 17 asked). Real processes throughout.
 """
 
 from __future__ import annotations
@@ -102,13 +102,13 @@ def test_lanes_exits_1_once_per_new_bad_line(tmp_path: Path) -> None:
     assert "2 bad line(s) skipped, 1 new since the last pass at line 5; new: line 6: " in third.stderr
 
 
-def test_catchup_names_bad_lines_on_stderr_only(tmp_path: Path) -> None:
+def test_catchup_counts_every_bad_line_on_every_pass(tmp_path: Path) -> None:
     log = log_with_bad_line(tmp_path)
-    said = (f"eventlog: {log}: 1 bad line(s) skipped (this runner writes no line on every pass: new or old, it "
-            "cannot tell; eventlog status lists them): line 2: unknown_type: 'bogus'\n")
-    for extra in (["--dry-run"], ["--probe-cmd", TRUE, "--kick-cmd", TRUE]):
+    said = (f"eventlog: {log}: 1 bad line(s) skipped (this runner writes no line on every pass, so it cannot "
+            "tell new from old: each counts): line 2: unknown_type: 'bogus'\n")
+    for extra in (["--dry-run"], ["--probe-cmd", TRUE, "--kick-cmd", TRUE], ["--dry-run"]):
         out = run_cli("catchup", str(log), *extra, "--at", AT, "--json")
-        assert out.returncode == 0, out.stderr
+        assert out.returncode == 1, out.stderr
         assert out.stderr == said
         assert json.loads(out.stdout)["bad_lines"]["count"] == 1
     # status keeps an old bad line in view

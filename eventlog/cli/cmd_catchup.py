@@ -63,9 +63,9 @@ EXITS = """\
      circuit open, another catch-up running)
 1    the probe was not ok, a re-run did not exit 0, could not start or could
      not be stopped, the log could not be read or written, it takes no append
-     (no event log), or SIGTERM or SIGINT stopped it. Its bad lines are only
-     named on stderr: a catch-up writes no line per pass, so it cannot tell new
-     ones from old
+     (no event log), SIGTERM or SIGINT stopped it, or LOG has bad lines (a
+     catch-up writes no line per pass, so it cannot tell new ones from old: each
+     counts; the rest is still judged and kicked)
 2    bad usage or no such log"""
 
 

@@ -44,9 +44,9 @@
 The report's ``problems`` (one line each) make ``status`` 1: a probe that
 failed, a re-run that did not exit 0, a log that could not be read or written,
 a file that takes no append (no event log, or a torn tail no append cuts:
-nothing is probed or kicked). ``notes`` are for a person too but change
-nothing: the log's bad lines are among them (a catch-up writes no line on every
-pass, so it cannot tell a new bad line from an old one: ``PassBadLines``).
+nothing is probed or kicked), the log's bad lines (a catch-up writes no line on
+every pass, so it cannot tell a new bad line from an old one, and each counts:
+``PassBadLines``). ``notes`` are for a person too but change nothing.
 """
 
 from __future__ import annotations
@@ -185,11 +185,13 @@ def run_catchup(opts: Options) -> Report:
 
 
 def _judge(opts: Options, report: Report, last_at: datetime | None, last_ts: str | None, state: Catchup,
-           replay: Replay) -> datetime:
-    """Fill the judgement of ``report``; the time it was judged at.
+           replay: Replay) -> tuple[datetime, bool]:
+    """Fill the judgement of ``report``; the time it was judged at, and whether the log takes no append.
 
-    The log's bad lines are notes (a catch-up writes no line on every pass, so it cannot tell a new one
-    from one it read before: :class:`PassBadLines`); a file that takes no append is a problem.
+    The log's bad lines are problems (exit 1) on every pass while the log has any: a catch-up writes no
+    line on every pass, so it cannot tell a new one from one it read before (:class:`PassBadLines`),
+    and a bad line may hide a skipped job. A file that takes no append is a problem too, and then
+    nothing is kicked.
     """
     when, text = opts.at.resolve(last_at, last_ts)
     if when is None:
@@ -206,7 +208,7 @@ def _judge(opts: Options, report: Report, last_at: datetime | None, last_ts: str
         report.note = "the log takes no append: nothing kicked"
     elif not report.candidates:
         report.note = "no candidates: no probe, nothing kicked"
-    return when
+    return when, refused is not None
 
 
 def _catchup(opts: Options, log: Log, report: Report) -> None:
@@ -218,8 +220,8 @@ def _catchup(opts: Options, log: Log, report: Report) -> None:
         return
     clock: Clock = opts.at.clock(replay.last_at)
     state = folder(replay).catchup
-    _judge(opts, report, replay.last_at, replay.last_ts, state, replay)
-    if not report.candidates or report.problems:  # a problem here: the log takes no append
+    _when, takes_no_append = _judge(opts, report, replay.last_at, replay.last_ts, state, replay)
+    if not report.candidates or takes_no_append:
         return
     if report.circuit == "open":
         report.note = f"circuit open until {state.state.open_until or '?'}: no probe, nothing kicked"

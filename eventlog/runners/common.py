@@ -60,9 +60,11 @@ class PassBadLines(BadLines, kw_only=True):
     """
 
     #: The line of this runner's previous pass (the last line it writes on every pass; 0: none in the log yet,
-    #: so every bad line is new); None: the runner writes no line on every pass and cannot tell new from old.
+    #: so every bad line is new); None: the runner writes no line on every pass and cannot tell new from old,
+    #: so every bad line counts as new (loud rather than silent: issue 17, "exits 1 when any line it needed
+    #: was bad").
     since: int | None = 0
-    #: How many bad lines are after ``since`` (none when it is None): they make the pass exit 1.
+    #: How many bad lines are after ``since`` (all of them when it is None): they make the pass exit 1.
     new: int = 0
     #: The first few of them (``line``, ``reason``).
     first_new: list[dict[str, Any]] = msgspec.field(default_factory=list)
@@ -73,9 +75,9 @@ class PassBadLines(BadLines, kw_only=True):
 
         The one rule of every runner: a bad line is new when it is after the runner's own previous
         pass line (all are, before its first); a runner that writes no line on every pass (``since``
-        None) counts none as new.
+        None) cannot tell, and counts every one as new.
         """
-        fresh = [] if since is None else [b for b in records if int(b["line"]) > since]
+        fresh = list(records) if since is None else [b for b in records if int(b["line"]) > since]
         return cls(count=len(records), first=[dict(b) for b in records[:BAD_LINES_SHOWN]], since=since,
                    new=len(fresh), first_new=[dict(b) for b in fresh[:BAD_LINES_SHOWN]])
 
@@ -84,7 +86,7 @@ class PassBadLines(BadLines, kw_only=True):
         if not self.count:
             return None
         if self.since is None:
-            how = " (this runner writes no line on every pass: new or old, it cannot tell; eventlog status lists them)"
+            how = " (this runner writes no line on every pass, so it cannot tell new from old: each counts)"
         elif self.since == 0:
             how = f", {self.new} new (no earlier pass of this runner in the log)"
         else:
@@ -92,7 +94,7 @@ class PassBadLines(BadLines, kw_only=True):
         shown_of, total = (self.first_new, self.new) if self.new else (self.first, self.count)
         shown = "; ".join(f"line {b['line']}: {b['reason']}" for b in shown_of)
         more = ", first" if total > len(shown_of) else ""
-        which = "; new" if self.new else ""
+        which = "; new" if self.new and self.since is not None else ""  # (with since None, all of them)
         return f"{log}: {self.count} bad line(s) skipped{how}{which}{more}: {shown}"
 
     def tell(self, log: str, problems: list[str], notes: list[str]) -> None:
