@@ -46,7 +46,7 @@ from __future__ import annotations
 import json
 import re
 import shlex
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Any, Literal, NamedTuple
 
@@ -188,7 +188,7 @@ class Item(msgspec.Struct, kw_only=True):
     ``since`` is ISO 8601 (null when no time applies, as for a bad line),
     ``for_s`` the seconds from ``since`` to T, ``until`` when it ends by itself
     (a backoff, an open circuit), ``needs_decision`` whether a person must decide
-    (not only look). ``next`` is one shell command, LOG and ids quoted.
+    (not only look). ``next`` is one shell command, LOG and ids quoted, that works pasted (:func:`command`).
     """
 
     domain: Domain
@@ -374,6 +374,25 @@ def q(text: str) -> str:
     return shlex.quote(text)
 
 
+def command(program: str, args: Sequence[str], options: Sequence[str] = ()) -> str:
+    """One shell command to copy: ``PROGRAM ARGS... OPTIONS...``, each of ``args`` (a LOG, an id, a path) quoted.
+
+    When one of ``args`` starts with ``-``, the command would read it as an option (``eventlog decide
+    LOG -dash`` is a usage error), so it becomes ``PROGRAM OPTIONS... -- ARGS...``: after ``--`` every word
+    is an argument (argparse, sed, tail, head, ls, mv, truncate alike). ``options`` are shell text already
+    (see :func:`opt`); ``program`` may carry options of its own (``sed -n '5p'``).
+    """
+    quoted = [q(a) for a in args]
+    if any(a.startswith("-") for a in args):
+        return " ".join([program, *options, "--", *quoted])
+    return " ".join([program, *quoted, *options])
+
+
+def opt(name: str, value: str) -> str:
+    """``--name VALUE`` to copy, quoted; ``--name=VALUE`` when VALUE starts with ``-`` (else read as an option)."""
+    return f"{name}={q(value)}" if value.startswith("-") else f"{name} {q(value)}"
+
+
 def kept_tail(log: str, start: int) -> str:
     """The file :func:`cut_tail_cmd` keeps a stuck tail in: ``LOG.tail-OFFSET``."""
     return f"{log}.tail-{start}"
@@ -384,18 +403,18 @@ def cut_tail_cmd(log: str, s: StuckTail) -> str:
 
     (``cat LOG.tail-OFFSET >> LOG`` puts them back.)
     """
-    return (f"test \"$(wc -c < {q(log)})\" -eq {s.size} && tail -c +{s.start + 1} {q(log)} > "
-            f"{q(kept_tail(log, s.start))} && truncate -s {s.start} {q(log)}")
+    return (f"test \"$(wc -c < {q(log)})\" -eq {s.size} && {command(f'tail -c +{s.start + 1}', [log])} > "
+            f"{q(kept_tail(log, s.start))} && {command(f'truncate -s {s.start}', [log])}")
 
 
 def explain_cmd(log: str, ident: str) -> str:
     """``eventlog explain LOG ID``."""
-    return f"eventlog explain {q(log)} {q(ident)}"
+    return command("eventlog explain", [log, ident])
 
 
 def handoff_cmd(log: str, action: str, hid: str, reason: str) -> str:
     """``eventlog handoff ACTION LOG ID --reason R``: a person's checked move of one handoff."""
-    return f"eventlog handoff {action} {q(log)} {q(hid)} --reason {q(reason)}"
+    return command(f"eventlog handoff {action}", [log, hid], [opt("--reason", reason)])
 
 
 #: What a person fills in: a command is never taken from the log (docs/DECISIONS.md, "A next command").
@@ -406,24 +425,31 @@ YOUR_ENQUEUE = "'<command that sends a resume>'"
 
 def probe_cmd(log: str, account: str) -> str:
     """``eventlog handoff probe LOG ACCOUNT``: probe one account by hand (how a fixed login is recorded)."""
-    return f"eventlog handoff probe {q(log)} {q(account)} --probe-cmd {YOUR_PROBE}"
+    return command("eventlog handoff probe", [log, account], [f"--probe-cmd {YOUR_PROBE}"])
 
 
 def failback_cmd(log: str, name: str, period_s: int, stale_after_s: float) -> str:
     """One failback pass of watcher NAME at its period and stale age; the person fills in its commands."""
-    return (f"eventlog failback {q(log)} --watcher {q(name)} --period {period_s}s --stale-after {stale_after_s:g}s "
-            f"--probe-cmd {YOUR_PROBE} --resume-cmd {YOUR_RESUME}")
+    return command("eventlog failback", [log], [opt("--watcher", name), f"--period {period_s}s",
+                                                f"--stale-after {stale_after_s:g}s", f"--probe-cmd {YOUR_PROBE}",
+                                                f"--resume-cmd {YOUR_RESUME}"])
 
 
 def lanes_cmd(log: str, unpicked_s: float, quiet_s: float) -> str:
     """One lanes check at the thresholds the views judge by; the person fills in the enqueue command."""
-    return f"eventlog lanes {q(log)} --enqueue-cmd {YOUR_ENQUEUE} --unpicked {unpicked_s:g}s --quiet {quiet_s:g}s"
+    return command("eventlog lanes", [log], [f"--enqueue-cmd {YOUR_ENQUEUE}", f"--unpicked {unpicked_s:g}s",
+                                             f"--quiet {quiet_s:g}s"])
+
+
+def catchup_cmd(log: str, at: str | None = None) -> str:
+    """``eventlog catchup LOG --dry-run`` (``--at AT``: what would be re-run then)."""
+    return command("eventlog catchup", [log], ["--dry-run", *([opt("--at", at)] if at is not None else [])])
 
 
 def append_cmd(log: str, event: dict[str, Any], revision: int | None = None) -> str:
     """One event piped to ``eventlog append LOG`` (with ``--expect-revision`` when given)."""
-    expect = f" --expect-revision {revision}" if revision is not None else ""
-    return f"printf '%s\\n' {q(json.dumps(event, ensure_ascii=False))} | eventlog append {q(log)}{expect}"
+    expect = [f"--expect-revision {revision}"] if revision is not None else []
+    return f"printf '%s\\n' {q(json.dumps(event, ensure_ascii=False))} | {command('eventlog append', [log], expect)}"
 
 
 def decide_cmd(log: str, session_id: str, decision: str, revision: int, turn: str | None = None) -> str:
@@ -433,17 +459,18 @@ def decide_cmd(log: str, session_id: str, decision: str, revision: int, turn: st
     same command twice returns the first receipt instead of deciding twice.
     """
     key = "-".join([decision, *([turn] if turn is not None else []), f"r{revision}"])
-    turn_arg = f" --target-turn {q(turn)}" if turn is not None else ""
-    evidence = " --evidence-ref '<evidence>'" if decision == "confirm_completed" else ""
-    return (f"eventlog decide {q(log)} {q(session_id)} --decision {decision} --expected-revision {revision}"
-            f"{turn_arg}{evidence} --idempotency-key {q(key)} --reason '<why>'")
+    options = [f"--decision {decision}", f"--expected-revision {revision}",
+               *([opt("--target-turn", turn)] if turn is not None else []),
+               *(["--evidence-ref '<evidence>'"] if decision == "confirm_completed" else []),
+               opt("--idempotency-key", key), "--reason '<why>'"]
+    return command("eventlog decide", [log, session_id], options)
 
 
 def line_cmd(facts: LogFacts, line: int) -> str:
     """The command that prints line ``line`` of the log."""
     if facts.is_stream:
-        return f"eventlog export {q(facts.name)} | sed -n '{line}p'"
-    return f"sed -n '{line}p' {q(facts.name)}"
+        return f"{command('eventlog export', [facts.name])} | sed -n '{line}p'"
+    return command(f"sed -n '{line}p'", [facts.name])
 
 
 # --- judging ------------------------------------------------------------------------------------
@@ -593,7 +620,7 @@ class _Judge:
         assert until is not None  # open means a circuit_opened with its open_until
         return [self.item("circuit_open", "circuit", f"the quota circuit is open until {until} "
                           f"({c.state.open_reason}): nothing is re-run before",
-                          f"eventlog catchup {q(self.log)} --dry-run --at {q(until)}", c.state.opened_ts, until)]
+                          catchup_cmd(self.log, until), c.state.opened_ts, until)]
 
     def candidates(self) -> list[Item]:
         """Every job to re-run as of T (seed 002's three conditions hold)."""
@@ -651,7 +678,7 @@ class _Judge:
         if facts.missing:
             where = facts.name.rsplit("/", 1)[0] if "/" in facts.name else "."
             out.append(self.item("missing", facts.name, "no log at this path: nothing can be judged (moved, "
-                                 "renamed, or not written yet?)", f"ls -la {q(where)}"))
+                                 "renamed, or not written yet?)", command("ls -la", [where])))
         if facts.not_a_log is not None:
             out.append(self.not_a_log(facts.not_a_log))
         for bad in facts.bad_lines:
@@ -666,7 +693,7 @@ class _Judge:
         elif facts.torn_tail:
             out.append(self.item("torn_tail", "last line", "the last line has no newline: not committed (a writer "
                                  "died mid-line or is writing now); the next append cuts it",
-                                 f"tail -c 300 {q(facts.name)}"))
+                                 command("tail -c 300", [facts.name])))
         return out
 
     def stuck_tail(self, s: StuckTail) -> Item:
@@ -674,7 +701,7 @@ class _Judge:
         log = self.facts.name
         return self.item("torn_tail_stuck", "last line", f"the log {s.why}; no append cuts that, so every append "
                          "(runners' heartbeats and decisions too) is refused until a person does. See it: "
-                         f"tail -c +{s.start + 1} {q(log)} | od -c | head. The command keeps it in "
+                         f"{command(f'tail -c +{s.start + 1}', [log])} | od -c | head. The command keeps it in "
                          f"{q(kept_tail(log, s.start))}, then cuts the log back to its committed {s.start} bytes "
                          f"(only while it is still {s.size})",
                          cut_tail_cmd(log, s))
@@ -687,10 +714,11 @@ class _Judge:
         person's to tell, and a move is only the second's answer.
         """
         log = self.facts.name
+        aside = command("mv -n", [log, log + ".not-a-log"])
         return self.item("not_a_log", log, f"the file {why}; no append is taken on it, so every append (runners' "
                          "heartbeats and decisions too) is refused. Is it the wrong file? Give the writers the log's "
-                         f"path. Did it take the log's place? Move it aside (mv -n {q(log)} {q(log + '.not-a-log')}): "
-                         "the next append starts a new log", f"head -c 300 {q(log)} | od -c | head")
+                         f"path. Did it take the log's place? Move it aside ({aside}): "
+                         "the next append starts a new log", f"{command('head -c 300', [log])} | od -c | head")
 
 
 def _time(text: str | None) -> datetime | None:
@@ -1069,7 +1097,7 @@ def _catchup_verdict(judge: _Judge, label: str) -> Verdict:
         code, says = "candidate", "candidate: guarded, skipped today, and a slot of today has passed"
         if is_open:
             says += f"; but the circuit is open until {c.state.open_until}: nothing is re-run before"
-        cmds = [f"eventlog catchup {q(judge.log)} --dry-run"]
+        cmds = [catchup_cmd(judge.log)]
         since = marker.ts if marker is not None else None
     else:
         code, says, cmds, since = "not_candidate", "not a candidate, because " + "; and ".join(failed), [], None

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import shlex
 import stat
 import sys
 from typing import Any
@@ -26,6 +25,7 @@ from eventlog.cli.common import (
     zone,
 )
 from eventlog.logs import LogUnavailable
+from projections.triage import command
 
 SERVE = """\
 Follow LOG in memory (as follow does) and answer the operators' HTTP API and the
@@ -123,7 +123,7 @@ def run_keys_add(args: argparse.Namespace) -> int:
         error(str(err))
         return 2
     mark_done(f"key {args.name!r} added to {args.file}, but it was never shown and cannot be used: remove it "
-              f"(eventlog keys remove {shlex.quote(args.file)} {shlex.quote(args.name)}) and add it again")
+              f"({command('eventlog keys remove', [args.file, args.name])}) and add it again")
     print(key)
     error(f"added key {args.name!r} ({', '.join(sorted(set(args.scope)))}) to {args.file}; "
           "it is shown only this once")

@@ -34,6 +34,7 @@ from eventlog.replay import BadLine, Replay
 from eventlog.runners import sessions as runner
 from eventlog.runners.common import BadLines, NamedBadLine, bad_lines, bad_lines_said, folder, naming
 from projections.sessions import DECISIONS
+from projections.triage import opt
 
 DECIDE = """\
 Append a recovery_decision to LOG, accepted or not (a refused decision is part of
@@ -132,7 +133,7 @@ def run_decide(args: argparse.Namespace) -> int:
     receipt = done.receipt
     result = "accepted" if done.accepted else f"refused: {receipt['result']}"
     mark_done(f"{args.log}: the decision is written at line {receipt['line']} ({result}); deciding again with "
-              f"--idempotency-key {args.idempotency_key} prints its receipt")
+              f"{opt('--idempotency-key', args.idempotency_key)} prints its receipt")
     for line in done.warnings(args.log):  # before the receipt: a person reads it before acting on the receipt
         error(line)
     if args.json:
@@ -234,7 +235,7 @@ def _print_person(sid: str, d: dict[str, Any]) -> None:
     if d["would_accept"]:
         say("  would accept now:")
         for e in d["would_accept"]:
-            turn = f" --target-turn {e['target_turn_id']}" if "target_turn_id" in e else ""
+            turn = f" {opt('--target-turn', e['target_turn_id'])}" if "target_turn_id" in e else ""
             extra = " --evidence-ref E" if e["decision"] == "confirm_completed" else ""
             say(f"    --decision {e['decision']} --expected-revision {e['expected_revision']}{turn}{extra}")
     else:

@@ -7,7 +7,6 @@ import fcntl
 import json
 import os
 import re
-import shlex
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime, tzinfo
@@ -21,7 +20,7 @@ from eventlog.reader import Reader
 from eventlog.replay import Replay
 from eventlog.runners.process import Interrupted, waiting
 from projections.runner import Runner
-from projections.triage import LogFacts, line_cmd
+from projections.triage import LogFacts, command, line_cmd
 
 #: How many bad lines a runner names (it counts them all).
 BAD_LINES_SHOWN = 3
@@ -188,7 +187,7 @@ def refuses_appends(log: str, replay: Replay) -> str | None:
     """Why every append to ``log`` is refused, for a person (a file that is no event log, or a torn tail no
     append cuts: ``status`` names both); None when it may take one."""
     why = no_event_log(log, replay) or (replay.stuck_tail.why if replay.stuck_tail is not None else None)
-    return None if why is None else f"{log} {why}: every append is refused (see eventlog status {shlex.quote(log)})"
+    return None if why is None else f"{log} {why}: every append is refused (see {command('eventlog status', [log])})"
 
 
 def check_bounds(kill_grace_s: float, **timeouts: float) -> None:
