@@ -412,6 +412,11 @@ def explain_cmd(log: str, ident: str) -> str:
     return command("eventlog explain", [log, ident])
 
 
+def sessions_cmd(log: str, sid: str) -> str:
+    """``eventlog sessions LOG SESSION``: the session's state, its retry, the decisions it would accept."""
+    return command("eventlog sessions", [log, sid])
+
+
 def handoff_cmd(log: str, action: str, hid: str, reason: str) -> str:
     """``eventlog handoff ACTION LOG ID --reason R``: a person's checked move of one handoff."""
     return command(f"eventlog handoff {action}", [log, hid], [opt("--reason", reason)])
@@ -647,8 +652,9 @@ class _Judge:
             due = _time(s.retry_at)
             if due is not None and self.known and due <= self.at:
                 return [self.item("retry_due", sid, f"{s.attention} ({s.reason}), failure {s.failures}: its retry "
-                                  f"was due at {s.retry_at} and no worker became ready since",
-                                  explain_cmd(self.log, sid), s.retry_at)]
+                                  f"was due at {s.retry_at} and no worker became ready since: look at it, then at "
+                                  "the worker's log, before any decision (close cannot be undone)",
+                                  sessions_cmd(self.log, sid), s.retry_at)]
         lost = self.unrecorded().get(sid)
         if lost:
             c = lost[0]

@@ -4,7 +4,8 @@ The appender takes any id, ``-dash`` and ``-h1`` included, and a log may be name
 ``eventlog decide -x.jsonl -dash --decision ...`` the command is a usage error (argparse reads ``-dash`` as
 an option); the views print ``OPTIONS -- LOG ID`` then. Each command is taken from ``status --json`` or
 ``explain --json`` and run with ``sh -c`` in the log's directory, as a person pastes it; each must do what it
-says.
+says. A retry overdue (docs/OPERATIONS.md section 6) is looked at first: its first next step is ``eventlog
+sessions LOG SESSION``, never ``close`` (seed 004: close cannot be undone).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.conftest import write_log
+from tests.serving import start_server
 
 LOG = "-x.jsonl"
 T = "2026-08-03T12:00:00+09:00"
@@ -129,6 +131,35 @@ def test_every_next_command_of_dashed_ids_and_a_dashed_log_runs_pasted(tmp_path:
                 ("outcome_unknown", "-unk")} & set(after)
     for item in items.values():                       # every other one too: "--" comes before LOG and the ids
         assert f" -- {LOG}" in item["next"] or item["next"] == "eventlog failback --help", item["next"]
+
+
+def test_an_overdue_retry_is_looked_at_first_and_close_is_never_the_only_next_step(tmp_path: Path) -> None:
+    the_log(tmp_path, bad=False)
+    item = status_items(tmp_path)["retry_due", "-due"]
+    assert item["next"] == f"eventlog sessions -- {LOG} -due"          # OPERATIONS section 6: look first
+    assert "worker's log" in item["reason"] and "close cannot be undone" in item["reason"]
+    look = pasted(item["next"], tmp_path)
+    assert look.returncode == 0, look.stderr          # exit 0: no session shown waits for a decision
+    assert "-due: backoff (RESTORE_FAILED)" in look.stdout and "(due now)" in look.stdout, look.stdout
+    verdict = explained(tmp_path, "-due")
+    first, *rest = verdict["next"]
+    assert first == item["next"]
+    assert [c for c in rest if "--decision close" in c], verdict["next"]  # close stays, after the look
+    assert not state_of(tmp_path)["sessions"]["items"]["-due"]["admission_state"] == "closed"
+
+
+def test_serve_s_console_shows_the_same_look_first(tmp_path: Path) -> None:
+    log = the_log(tmp_path, bad=False)
+    server = start_server(log, tmp_path)
+    try:
+        c = server.client("viewer")
+        status = c.get("/v1/status").json()
+        [item] = [i for g in status["groups"] for i in g["items"] if i["reason_code"] == "retry_due"]
+        assert (item["id"], item["next"]) == ("-due", f"eventlog sessions -- {log} -due")
+        session = c.get("/v1/sessions/-due").json()
+        assert [n["next"] for n in session["needs"]] == [item["next"]]
+    finally:
+        server.stop()
 
 
 def test_the_log_s_own_commands_work_on_a_log_named_with_a_dash(tmp_path: Path) -> None:
