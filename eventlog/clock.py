@@ -1,18 +1,28 @@
 """The one clock of the shell, and when a command judges.
 
 Every live command and runner reads the time through :func:`now` (an aware
-time in the local offset), so tests pin it with freezegun in-process, or with
+time in the machine's zone), so tests pin it with freezegun in-process, or with
 ``--at`` in a subprocess. Projections never read it: they are given a time.
 
 When to judge is an :class:`At`: now (the default of live commands), a fixed
 time (``--at TIME``), or the log's last line (``--at log``, what a replay does).
+
+The time an :class:`At` gives carries the zone its day and hours are judged in
+(catch-up's "today" and "the slot has passed"): a named zone (``--assume-tz``'s,
+or the machine's for live commands) when its offset at that instant is the
+time's own, else the time's fixed offset (:func:`in_zone`). So one instant
+gives one answer however it is written (now, ``--at`` with an offset, or
+without one and ``--assume-tz``), also on the day a clock changes.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
-from dataclasses import dataclass
-from datetime import datetime, tzinfo
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime, tzinfo
+from functools import lru_cache
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from eventlog.events import FIRST_YEAR, LAST_YEAR
 
@@ -24,8 +34,62 @@ LOG = "log"
 
 
 def now() -> datetime:
-    """The wall clock, aware, in the local offset."""
-    return datetime.now().astimezone()
+    """The wall clock, aware, in the machine's zone (:func:`local_zone`; its offset alone when it has none)."""
+    return in_zone(datetime.now().astimezone(), local_zone())
+
+
+def local_zone() -> tzinfo | None:
+    """The machine's named zone: ``TZ`` (a zone name or a TZif file's path), else /etc/localtime.
+
+    None when neither names one (a POSIX rule such as ``TZ=JST-9``, no /etc/localtime): times
+    then keep their fixed offset.
+    """
+    return _local_zone(os.environ.get("TZ"))
+
+
+@lru_cache(maxsize=8)
+def _local_zone(tz: str | None) -> tzinfo | None:
+    name = "/etc/localtime" if tz is None else tz.removeprefix(":")
+    if not name:
+        return UTC  # TZ="" is UTC to the C library
+    try:
+        if not name.startswith("/"):
+            return _own_copy(name)
+        with open(name, "rb") as f:
+            return ZoneInfo.from_file(f)
+    except (ZoneInfoNotFoundError, ValueError, OSError):
+        return None
+
+
+@lru_cache(maxsize=64)
+def _own_copy(key: str) -> ZoneInfo:
+    """A zone of our own, not the ``ZoneInfo(key)`` the reader gives times read with ``--assume-tz``.
+
+    Python compares and subtracts two times of the *same* tzinfo object by their wall clocks
+    (an hour off across a clock change); a T in another object is compared by its instant.
+    """
+    return ZoneInfo.no_cache(key)
+
+
+def _own(zone: tzinfo | None) -> tzinfo | None:
+    return _own_copy(zone.key) if isinstance(zone, ZoneInfo) and zone.key is not None else zone
+
+
+def in_zone(at: datetime, *zones: tzinfo | None) -> datetime:
+    """The instant ``at`` in the zone its day and hours are judged in.
+
+    The first of ``zones`` (None skipped) whose offset at that instant is ``at``'s own; else
+    ``at``'s own zone (a named one stays named: a time read with ``--assume-tz``). A UTC time
+    on a machine in Europe/Berlin stays in UTC; 10:00+01:00 there is 10:00 in Europe/Berlin.
+    """
+    offset = at.utcoffset()
+    for zone in zones:
+        if zone is not None:
+            there = at.astimezone(_own(zone))
+            if there.utcoffset() == offset:
+                return there
+    own = _own(at.tzinfo)
+    return at if own is at.tzinfo else at.astimezone(own)
 
 
 def fixed(at: datetime) -> Clock:
@@ -35,28 +99,39 @@ def fixed(at: datetime) -> Clock:
 
 @dataclass(frozen=True)
 class At:
-    """When to judge: a fixed ``time`` (``text``: as written), the log's last line (``log``), or now (neither)."""
+    """When to judge: a fixed ``time`` (``text``: as written), the log's last line (``log``), or now (neither).
+
+    The times it gives are in the zone they are judged in (:meth:`zoned`): ``zone``
+    (``--assume-tz``'s), then the machine's when ``local`` (live commands; a replay
+    sets it False: it judges the same on every machine), else their own offset.
+    """
 
     time: datetime | None = None
     text: str | None = None
     log: bool = False
+    zone: tzinfo | None = None
+    local: bool = True
+
+    def zoned(self, at: datetime) -> datetime:
+        """``at`` in the zone it is judged in (:func:`in_zone`)."""
+        return in_zone(at, self.zone, local_zone() if self.local else None)
 
     def resolve(self, last_at: datetime | None, last_ts: str | None) -> tuple[datetime | None, str | None]:
         """The time and its text, given the log's last line (None, None: a log with no event, at its last line)."""
         if self.log:
-            return last_at, last_ts
+            return None if last_at is None else self.zoned(last_at), last_ts
         if self.time is not None:
-            return self.time, self.text or self.time.isoformat()
-        t = now()
+            return self.zoned(self.time), self.text or self.time.isoformat()
+        t = self.zoned(now())
         return t, t.isoformat()
 
     def clock(self, last_at: datetime | None) -> Clock:
         """The clock a runner acts by: fixed at the time or the last line (now when the log has none), else now."""
-        if self.log:
-            return fixed(last_at) if last_at is not None else now
-        if self.time is not None:
-            return fixed(self.time)
-        return now
+        if self.log and last_at is not None:
+            return fixed(self.zoned(last_at))
+        if not self.log and self.time is not None:
+            return fixed(self.zoned(self.time))
+        return lambda: self.zoned(now())
 
 
 #: Judge as of now.
@@ -65,15 +140,16 @@ NOW = At()
 LAST_LINE = At(log=True)
 
 
-def parse_at(text: str | None, assume_tz: tzinfo | None = None, default: At = NOW) -> At:
+def parse_at(text: str | None, assume_tz: tzinfo | None = None, default: At = NOW, *, local: bool = True) -> At:
     """``--at``: an ISO 8601 time (naive: in ``assume_tz``), ``log``, or None for ``default``.
 
-    Raises ValueError with a message for a person.
+    Its times are judged in ``assume_tz``, then (``local``) the machine's zone, when they
+    fit (:class:`At`). Raises ValueError with a message for a person.
     """
     if text is None:
-        return default
+        return replace(default, zone=assume_tz, local=local)
     if text.strip().lower() == LOG:
-        return LAST_LINE
+        return replace(LAST_LINE, zone=assume_tz, local=local)
     try:
         value = datetime.fromisoformat(text)
     except ValueError:
@@ -85,7 +161,7 @@ def parse_at(text: str | None, assume_tz: tzinfo | None = None, default: At = NO
             raise ValueError(f"--at {text!r} has no UTC offset (add one, or give --assume-tz)")
         value = value.replace(tzinfo=assume_tz)
         text = value.isoformat()
-    return At(value, text)
+    return At(value, text, zone=assume_tz, local=local)
 
 
-__all__ = ["LAST_LINE", "LOG", "NOW", "At", "Clock", "fixed", "now", "parse_at"]
+__all__ = ["LAST_LINE", "LOG", "NOW", "At", "Clock", "fixed", "in_zone", "local_zone", "now", "parse_at"]

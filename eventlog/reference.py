@@ -115,7 +115,8 @@ looks at what moved: the job's finish, the repository's HEAD, the progress file'
 marker. When the circuit closes, launchd does nothing until each job's next slot: a 9:00
 job skipped at 9:00 waits until 9:00 the next day, a whole day lost.
 
-- **A candidate** as of T (in T's zone) passes all three of the seed's conditions:
+- **A candidate** as of T (in T's zone: days and hours by that zone's rules at each instant,
+  a clock change included; see below) passes all three of the seed's conditions:
   1. **guarded**: the guard runs it. *Seed:* never kick an unrelated job.
   2. **its latest marker is a skip of today**, and no `catchup_kicked` since. *Seed:* an
      old skip re-run every day is a zombie; a skip followed by a run already succeeded.
@@ -124,6 +125,12 @@ job skipped at 9:00 waits until 9:00 the next day, a whole day lost.
      `Hour` makes the job no candidate; one passed slot is enough, every entry is looked at
      (`Weekday` 0 and 7 are Sunday). *Seed:* judging by the first entry only was a bug that
      depended on the order of the slots.
+- **T's zone** is a named zone when one fits T: `--assume-tz`'s, else, for live commands, the
+  machine's (`TZ`), when its offset at T is T's own; else T's fixed offset (a UTC `--at` judges
+  the UTC day). So one instant gives one answer however T is written: a skip at 00:30 CEST is
+  today's at 10:00 CET, the morning the clock went back. A replay (`tools/replay`) judges the
+  same on every machine: only `--assume-tz` names its zone. A slot in the hour that comes twice
+  has passed from its first showing on; one in the skipped hour once the clock has jumped past it.
 - **No candidates, no probe**; a dry run never probes. *Seed:* probing on a day with
   nothing to re-run would call the model 48 times a day and eat the very quota the guard
   protects.

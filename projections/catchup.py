@@ -5,6 +5,11 @@ seed's three filters), :func:`calendar_slot_passed` (a copy of the seed's
 function over a ``job_registered``), :func:`runs_today` (launchd's calendar
 semantics, not shown in the seed) and :func:`circuit_open`.
 
+T's zone is the input of every rule: ``as_of`` carries it (its ``tzinfo``: a named zone
+such as Europe/Berlin, or a fixed offset), and "today" and "the slot has passed" are days
+and hours of that zone. The shell chooses it (``eventlog.clock.At``); nothing here reads
+the machine's.
+
 The fold keeps, per label, the latest ``job_registered`` (it replaces earlier
 ones), the latest marker (``job_skipped`` or ``job_ran``, by log order) and
 whether a ``catchup_kicked`` came after that marker; and the latest
@@ -13,7 +18,7 @@ whether a ``catchup_kicked`` came after that marker; and the latest
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, date, datetime
 from typing import Any, NamedTuple
 
 import msgspec
@@ -96,7 +101,7 @@ def calendar_slot_passed(job: JobRegistered, now: datetime) -> bool:
     makes the job not a candidate; an hour or minute that is no time of day
     (``int``/``replace`` fails) makes it not a candidate when the entry fires
     today; every entry is looked at, their order does not matter; a slot
-    exactly at ``now`` has passed.
+    exactly at ``now`` has passed (:func:`slot_passed`, in ``now``'s zone).
     """
     if job.interval_s is not None:
         return False
@@ -116,23 +121,45 @@ def calendar_slot_passed(job: JobRegistered, now: datetime) -> bool:
                 minute=int(entry.minute if entry.minute is not None else 0),
                 second=0,
                 microsecond=0,
+                fold=0,
             )
         except (TypeError, ValueError, OverflowError):  # no time of day (an Hour of 3000000000 too)
             return False
-        if scheduled > now:
+        if not slot_passed(scheduled, now):
             continue
         saw_today_slot = True
     return saw_today_slot
+
+
+def slot_passed(scheduled: datetime, now: datetime) -> bool:
+    """Whether the zone's clock has shown ``scheduled`` (today's slot, ``fold=0``) by ``now``.
+
+    In a fixed offset: ``scheduled <= now``. On the day a named zone's clock changes:
+    a slot in the hour that comes twice (01:30 in New York when 02:00 goes back to 01:00)
+    has passed from its first showing on, the second hour does not take it back; a
+    slot in the hour that is skipped (02:30 when 02:00 jumps to 03:00) has passed once
+    the clock has jumped past it (from 03:00).
+    """
+    return now.replace(tzinfo=None) >= scheduled.replace(tzinfo=None) or (
+        scheduled.astimezone(UTC) <= now.astimezone(UTC))
 
 
 def skipped_today(marker: Marker | None, now: datetime) -> bool:
     """The latest marker is a ``job_skipped`` dated ``now``'s day (in ``now``'s zone)."""
     if marker is None or not marker.skipped:
         return False
+    return marker_day(marker, now) == now.date()
+
+
+def marker_day(marker: Marker, now: datetime) -> date | None:
+    """The day of the marker's time in ``now``'s zone (the zone's rules at that instant, not ``now``'s offset).
+
+    None for a day Python cannot hold there (never today).
+    """
     try:
-        return marker.at.astimezone(now.tzinfo).date() == now.date()
-    except (OverflowError, ValueError):  # a day Python cannot hold in now's zone is not today
-        return False
+        return marker.at.astimezone(now.tzinfo).date()
+    except (OverflowError, ValueError):
+        return None
 
 
 def is_candidate(job: JobRegistered, marker: Marker | None, now: datetime) -> bool:
@@ -164,7 +191,9 @@ def why_not(job: JobRegistered | None, marker: Marker | None, now: datetime) -> 
     elif not marker.skipped:
         out.append(f"its latest marker is a run ({marker.ts}), not a skip")
     elif not skipped_today(marker, now):
-        out.append(f"its latest skip ({marker.ts}) is not from today ({now.date().isoformat()})")
+        day = marker_day(marker, now)
+        out.append(f"its latest skip ({marker.ts}) is from {'a day out of range' if day is None else day}, "
+                   f"not from today ({now.date().isoformat()}{_zone_words(now)})")
     elif marker.kicked:
         out.append(f"catch-up already re-ran it at {marker.kicked_ts} after that skip")
     if job is not None and not calendar_slot_passed(job, now):
@@ -192,9 +221,15 @@ def _no_slot(job: JobRegistered, now: datetime) -> str:
     return f"today's slot(s) ({', '.join(sorted(slots))}) have not come yet"
 
 
+def _zone_words(now: datetime) -> str:
+    """`` in Europe/Berlin`` when ``now`` is in a named zone (a day's bounds are that zone's), else nothing."""
+    key = getattr(now.tzinfo, "key", None)
+    return f" in {key}" if isinstance(key, str) else ""
+
+
 def circuit_open(open_until: datetime | None, closed_since: bool, now: datetime) -> bool:
-    """Open: ``now`` is before the latest ``open_until`` and no ``circuit_closed`` came after it."""
-    return open_until is not None and not closed_since and now < open_until
+    """Open: ``now`` is before the latest ``open_until`` (as instants) and no ``circuit_closed`` came after it."""
+    return open_until is not None and not closed_since and now.astimezone(UTC) < open_until.astimezone(UTC)
 
 
 # --- the fold --------------------------------------------------------------------------

@@ -15,12 +15,14 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def run_cli(*args: str, stdin: bytes | str | None = None, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    """Run ``python -m eventlog ARGS`` and capture its output as text."""
+def run_cli(*args: str, stdin: bytes | str | None = None, timeout: float = 60,
+            env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """Run ``python -m eventlog ARGS`` and capture its output as text (``env``: variables set on top of ours)."""
     data = stdin.decode() if isinstance(stdin, bytes) else stdin
     return subprocess.run(
         [sys.executable, "-m", "eventlog", *args],
         input=data, capture_output=True, text=True, timeout=timeout, cwd=ROOT, check=False,
+        env=None if env is None else {**os.environ, **env},
     )
 
 

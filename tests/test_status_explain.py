@@ -366,7 +366,8 @@ def test_explain_catch_up_labels_say_why() -> None:
     assert says("catchup_markers.jsonl", "com.lily.guarded-now")[0] == "candidate"
     code, text = says("catchup_markers.jsonl", "com.lily.unguarded-now")
     assert code == "not_candidate" and text.startswith("not a candidate, because it is not guarded")
-    assert "is not from today" in says("catchup_markers.jsonl", "com.lily.yesterday-late")[1]
+    assert says("catchup_markers.jsonl", "com.lily.yesterday-late")[1].endswith(
+        "its latest skip (2026-08-20T23:30:00+09:00) is from 2026-08-20, not from today (2026-08-21)")
     assert "latest marker is a run" in says("catchup_markers.jsonl", "com.lily.mixed")[1]
     assert says("catchup_markers.jsonl", "com.lily.kicked") == (
         "kicked", "kicked at 2026-08-21T10:00:00+09:00: catch-up re-ran it after today's skip")

@@ -27,6 +27,8 @@ DESCRIPTION = """\
 Re-run today's quota-skipped jobs, one at a time:
 
 - the candidates are those of the catch-up projection as of now (or --at);
+  "today" and a slot's hour are the machine's zone's (TZ), or --assume-tz's,
+  by its rules at each instant (a day the clock changes included);
 - no candidates, --dry-run, or the circuit open: no probe, nothing kicked;
   --dry-run reads the log only (no lock file: it works in a read-only directory);
 - the probe (CMD, no shell) is judged as the failback probe is: only its

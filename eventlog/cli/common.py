@@ -72,20 +72,23 @@ def add_judging(parser: argparse.ArgumentParser, default: str = "now") -> None:
     """``--at`` and ``--assume-tz``."""
     parser.add_argument("--at", metavar="TIME",
                         help=f"judge as of TIME (ISO 8601), or 'log' for the log's last line (default: {default})")
-    add_assume_tz(parser)
+    add_assume_tz(parser, "; days and hours (catch-up's today) are ZONE's when TIME's offset is ZONE's then")
 
 
-def add_assume_tz(parser: argparse.ArgumentParser) -> None:
-    """``--assume-tz``: the zone of times written without an offset."""
+def add_assume_tz(parser: argparse.ArgumentParser, more: str = "") -> None:
+    """``--assume-tz``: the zone of times written without an offset (``more``: what else it does)."""
     parser.add_argument("--assume-tz", metavar="ZONE",
-                        help="read times written without an offset (in LOG and --at) in ZONE, e.g. Asia/Tokyo")
+                        help="read times written without an offset (in LOG and --at) in ZONE, e.g. Asia/Tokyo" + more)
 
 
-def judging(args: Any, default: At = NOW) -> tuple[tzinfo | None, At]:
-    """The zone of ``--assume-tz`` and the time of ``--at``; UsageError when bad."""
+def judging(args: Any, default: At = NOW, *, local: bool = True) -> tuple[tzinfo | None, At]:
+    """The zone of ``--assume-tz`` and the time of ``--at``; UsageError when bad.
+
+    ``local``: judge days and hours in the machine's zone too (live commands; not a replay).
+    """
     tz = zone(args.assume_tz)
     try:
-        return tz, parse_at(args.at, tz, default)
+        return tz, parse_at(args.at, tz, default, local=local)
     except ValueError as err:
         raise UsageError(str(err)) from None
 
