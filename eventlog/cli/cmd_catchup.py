@@ -30,7 +30,8 @@ Re-run today's quota-skipped jobs, one at a time:
   "today" and a slot's hour are the machine's zone's (TZ), or --assume-tz's,
   by its rules at each instant (a day the clock changes included);
 - no candidates, --dry-run, or the circuit open: no probe, nothing kicked;
-  --dry-run reads the log only (no lock file: it works in a read-only directory);
+  --dry-run reads the log only (no lock file: it works in a read-only directory)
+  and says when the circuit is open (until when: a run now re-runs nothing);
 - the probe (CMD, no shell) is judged as the failback probe is: only its
   expected answer (--expect, PING_OK) with exit 0 is ok; "usage limit reached"
   with exit 0 is quota_limited. Not ok, a timeout, or a probe that cannot

@@ -6,6 +6,8 @@
 - no candidates: no probe, nothing kicked;
 - a dry run: the candidates, no probe, nothing kicked, and nothing written:
   the log is only read (no lock file, so it works in a read-only directory);
+  its note says when the circuit is open (until when: a run now would re-run
+  nothing);
 - circuit open: no probe, nothing kicked;
 - the probe (no shell) is judged by ``eventlog.probe.classify``, as the
   failback probe is: anything but ``ok`` (the expected answer, ``PING_OK``,
@@ -163,9 +165,12 @@ def run_catchup(opts: Options) -> Report:
                 report.problems.append(f"cannot read {opts.log}: {err.strerror or err}")
                 report.note = "the log could not be read: nothing judged"
                 return report
-        _judge(opts, report, replay.last_at, replay.last_ts, folder(replay).catchup, replay)
+        state = folder(replay).catchup
+        _judge(opts, report, replay.last_at, replay.last_ts, state, replay)
         if report.candidates:
             report.note = "dry run, no probe: candidates " + " ".join(report.candidates)
+            if report.circuit == "open":
+                report.note += f"; {_held(state)}: a run now would re-run nothing (no probe, nothing kicked)"
         return report
     with runner_lock(opts.log, "catchup", wait=False) as mine:
         if not mine:
@@ -208,7 +213,14 @@ def _judge(opts: Options, report: Report, last_at: datetime | None, last_ts: str
         report.note = "the log takes no append: nothing kicked"
     elif not report.candidates:
         report.note = "no candidates: no probe, nothing kicked"
+        if report.circuit == "open":
+            report.note += f"; {_held(state)}"
     return when, refused is not None
+
+
+def _held(state: Catchup) -> str:
+    """The open circuit, in words: until when nothing is re-run."""
+    return f"circuit open until {state.state.open_until or '?'}"
 
 
 def _catchup(opts: Options, log: Log, report: Report) -> None:
@@ -224,7 +236,7 @@ def _catchup(opts: Options, log: Log, report: Report) -> None:
     if not report.candidates or takes_no_append:
         return
     if report.circuit == "open":
-        report.note = f"circuit open until {state.state.open_until or '?'}: no probe, nothing kicked"
+        report.note = f"{_held(state)}: no probe, nothing kicked"
         return
     assert opts.probe_cmd is not None
     failure = _probe(opts, report, clock())
