@@ -242,11 +242,7 @@ class EventLog:
         for i, (obj, ev, at) in enumerate(checked, 1):
             ev.seq = first_seq + i - 1
             ev.batch_end = marker
-            out = {"type": obj["type"], "ts": obj["ts"], "seq": ev.seq}
-            if marker is not None:
-                out["batch_end"] = marker
-            out.update(obj)
-            line = _encoder.encode(out)
+            line = _written(obj, ev.seq, marker)
             why = _reads_back(reader, line, replay.line + i, ev)
             if why is not None:
                 problems.append(f"line {i}: {why}")
@@ -380,6 +376,40 @@ def checked_events(
         else:
             checked.append((obj, *result))
     return checked, problems
+
+
+def refusal(obj: dict[str, Any]) -> str | None:
+    """Why :meth:`EventLog.append` would refuse ``obj`` whatever the log holds (None: it would take it).
+
+    The append's checks of one event short of the log's transitions: the
+    event's own validity, its line's length with ``seq`` and ``batch_end`` at
+    their widest (so an event that passes is never too long once numbered), a
+    text no UTF-8 can hold (a lone surrogate), and reading it back as the same
+    event. For importers, which name such an event by its source line and
+    append the rest rather than refuse all of them.
+    """
+    checked, problems = checked_events([obj])
+    if problems:
+        return problems[0][1]
+    written, ev, _at = checked[0]
+    try:
+        widest = _written(written, INT64_MAX, INT64_MAX)
+    except UnicodeEncodeError as err:
+        return f"not_utf8: {err.object[err.start:err.end]!a} is a lone surrogate, which no UTF-8 text can hold"
+    if len(widest) > MAX_LINE_BYTES:
+        return f"too_long: {len(widest)} bytes as it would be written, more than a line may hold ({MAX_LINE_BYTES})"
+    ev.seq = 1
+    why = _reads_back(Reader(), _written(written, 1, None), 1, ev)
+    return None if why is None else why.removesuffix("; nothing was written")
+
+
+def _written(obj: dict[str, Any], seq: int, batch_end: int | None) -> bytes:
+    """The line the appender writes for ``obj`` (without its newline): ``type``, ``ts``, ``seq`` first."""
+    out = {"type": obj["type"], "ts": obj["ts"], "seq": seq}
+    if batch_end is not None:
+        out["batch_end"] = batch_end
+    out.update(obj)
+    return _encoder.encode(out)
 
 
 _NTH = re.compile(r"line (\d+)(?=:)")
@@ -543,4 +573,4 @@ def _remove_if_empty(path: str, fd: int) -> None:
 
 
 __all__ = ["MAX_LINE_BYTES", "AppendError", "AppendResult", "BadInput", "Conflict", "EventLog", "LogFileError",
-           "NotALog", "not_a_log_file"]
+           "NotALog", "not_a_log_file", "refusal"]
