@@ -40,15 +40,14 @@ left alone and counted as superseded: the log knows more than the file.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, tzinfo
-from typing import Any
+from typing import Any, NamedTuple
 
 from eventlog.events import Event, LimitRecorded
-from eventlog.importers import instant, time_text
+from eventlog.importers import appendable, instant, json_value, not_utf8, time_text, utf8
 from projections.handoffs import NEEDS_HUMAN, PENDING, SKIPPED, Handoffs
 
 #: The reason a legacy ``.resumed`` marker is handed to a person with.
@@ -74,24 +73,43 @@ def mtime(path: str, tz: tzinfo | None) -> str:
 # --- the ledger -------------------------------------------------------------------------------
 
 
-def ledger_objects(text: str) -> list[Any]:
-    """The entries of a ledger file: one JSON value (an object or a list), or JSON Lines; ValueError when neither."""
+class Unread(NamedTuple):
+    """A line of a JSON Lines ledger that could not be read, and why (:func:`limit_event` names it)."""
+
+    reason: str
+
+
+def ledger_entries(data: bytes, source: str) -> list[tuple[str, Any]]:
+    """The entries of the ledger file ``source`` (its bytes ``data``), each with where it is, in file order.
+
+    One JSON value (an object or a list: ``SOURCE: entry N``), or JSON Lines
+    (``SOURCE:LINE``), where a line that cannot be read is an :class:`Unread`
+    saying why (:func:`~eventlog.importers.json_value`), in its place.
+    ValueError when the file is neither: no line of it is JSON.
+    """
     try:
-        value = json.loads(text)
-    except json.JSONDecodeError:
-        out = []
-        for number, line in enumerate(text.splitlines(), 1):
-            if line.strip():
-                try:
-                    out.append(json.loads(line))
-                except json.JSONDecodeError as err:
-                    raise ValueError(f"line {number}: not JSON ({err.msg}), and the file is no JSON value") from None
-        return out
-    return value if isinstance(value, list) else [value]
+        value = json_value(data)
+    except ValueError as err:
+        whole = str(err)
+    else:
+        values = value if isinstance(value, list) else [value]
+        return [(f"{source}: entry {number}", entry) for number, entry in enumerate(values, 1)]
+    entries: list[tuple[str, Any]] = []
+    for number, line in enumerate(data.splitlines(), 1):
+        if line.strip():
+            try:
+                entries.append((f"{source}:{number}", json_value(line)))
+            except ValueError as err:
+                entries.append((f"{source}:{number}", Unread(str(err))))
+    if entries and all(isinstance(entry, Unread) for _, entry in entries):
+        raise ValueError(f"neither one JSON value nor JSON Lines: {whole}")
+    return entries
 
 
 def limit_event(entry: Any, tz: tzinfo | None) -> dict[str, Any]:
     """The ``limit_recorded`` of one ledger entry; ValueError saying what is wrong with it."""
+    if isinstance(entry, Unread):
+        raise ValueError(entry.reason)
     if not isinstance(entry, dict):
         raise ValueError("not a JSON object")
     account = entry.get("account")
@@ -177,6 +195,8 @@ class Legacy:
     """One handoff as the old watcher's files hold it."""
 
     handoff_id: str
+    #: Its files' path but the extension (``DIR/ID``), naming them in problems.
+    files: str = ""
     #: The events its ``ID.json`` gives (``handoff_created`` first), or none when there is no file.
     record: list[dict[str, Any]] = field(default_factory=list)
     #: ``ts`` of the ``.resumed`` marker.
@@ -219,7 +239,11 @@ def record_events(hid: str, obj: dict[str, Any], created_default: str, account: 
 
 def read_handoff_dir(directory: str, account: str | None = None, tz: tzinfo | None = None
                      ) -> tuple[list[Legacy], list[str]]:
-    """The legacy handoffs of ``directory`` (sorted by id), and the files that could not be read."""
+    """The legacy handoffs of ``directory`` (sorted by id), and the files that could not be read.
+
+    A file whose name or text is not UTF-8, whose JSON is nested too deep to read,
+    or whose events the appender would refuse (a field of 2 MiB) is one of them.
+    """
     found: dict[str, Legacy] = {}
     problems: list[str] = []
     for name in sorted(os.listdir(directory)):
@@ -227,22 +251,29 @@ def read_handoff_dir(directory: str, account: str | None = None, tz: tzinfo | No
         if ext not in ("json", "resumed", "skip") or not stem:
             continue
         path = os.path.join(directory, name)
+        legacy = found.get(stem) or Legacy(stem, os.path.join(directory, stem))
         try:
+            bad = not_utf8(name)  # os.listdir reads such a name with lone surrogates
+            if bad is not None:
+                raise ValueError(f"{bad} of its name")
             if ext == "json":
-                with open(path, encoding="utf-8") as f:
-                    obj = json.load(f)
+                with open(path, "rb") as f:
+                    obj = json_value(f.read())
                 if not isinstance(obj, dict):
                     raise ValueError("not a JSON object")
-                hid = str(_get(obj, "handoffId", "handoff_id") or stem)
-                found.setdefault(stem, Legacy(hid)).handoff_id = hid
-                found[stem].record = record_events(hid, obj, mtime(path, tz), account, tz)
+                legacy.handoff_id = str(_get(obj, "handoffId", "handoff_id") or stem)
+                found[stem] = legacy
+                record = record_events(legacy.handoff_id, obj, mtime(path, tz), account, tz)
+                if appendable(path, problems, *record):
+                    legacy.record = record
             elif ext == "resumed":
-                found.setdefault(stem, Legacy(stem)).resumed = mtime(path, tz)
+                legacy.resumed = mtime(path, tz)
             else:
-                with open(path, encoding="utf-8", errors="replace") as f:
-                    first = next((line.strip() for line in f if line.strip()), "")
-                found.setdefault(stem, Legacy(stem)).skip = (mtime(path, tz), first or "legacy .skip marker")
-        except (OSError, ValueError) as err:  # json.JSONDecodeError is a ValueError
+                with open(path, "rb") as f:
+                    first = next((utf8(line).strip() for line in f if line.strip()), "")
+                legacy.skip = (mtime(path, tz), first or "legacy .skip marker")
+            found[stem] = legacy
+        except (OSError, ValueError) as err:
             problems.append(f"{path}: {getattr(err, 'strerror', None) or err}")
     return [found[k] for k in sorted(found)], problems
 
@@ -257,6 +288,14 @@ class HandoffPlan:
     already: int = 0
     superseded: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+
+    def add(self, where: str, marker: dict[str, Any]) -> bool:
+        """Add the event of the marker file ``where``, unless the appender would refuse it (then named in problems)."""
+        if not appendable(where, self.problems, marker):
+            return False
+        self.new.append(marker)
+        self.markers += 1
+        return True
 
 
 def handoff_events(legacy: Iterable[Legacy], log: Handoffs) -> HandoffPlan:
@@ -276,24 +315,25 @@ def handoff_events(legacy: Iterable[Legacy], log: Handoffs) -> HandoffPlan:
                 plan.new += started
             else:
                 plan.already += 1
-        if state is None:
-            plan.problems.append(f"{hid}: a marker but no {hid}.json and no such handoff in the log")
+        if state is None:  # no ID.json read (one that could not be read is named already) and none in the log
+            if item.resumed is not None or item.skip is not None:
+                plan.problems.append(f"{hid}: a marker but no {hid}.json and no such handoff in the log")
             continue
         if item.resumed is not None:
             if state == PENDING:
-                plan.new.append({"type": "needs_human", "ts": item.resumed, "handoff_id": hid, "reason": LEGACY_RESUMED,
-                                 "detail": f"the old watcher left {hid}.resumed before it started the cloud "
-                                 "session: nothing verified that the work came back"})
-                plan.markers += 1
-                state = NEEDS_HUMAN
+                if plan.add(f"{item.files}.resumed", {
+                        "type": "needs_human", "ts": item.resumed, "handoff_id": hid, "reason": LEGACY_RESUMED,
+                        "detail": f"the old watcher left {hid}.resumed before it started the cloud session: nothing "
+                        "verified that the work came back"}):
+                    state = NEEDS_HUMAN
             elif state in (NEEDS_HUMAN, SKIPPED):
                 plan.already += 1
             else:
                 plan.superseded.append(f"{hid}.resumed: {hid} is {state} in the log")
         if item.skip is not None:
             if state in (PENDING, NEEDS_HUMAN):
-                plan.new.append({"type": "skip", "ts": item.skip[0], "handoff_id": hid, "reason": item.skip[1]})
-                plan.markers += 1
+                plan.add(f"{item.files}.skip", {"type": "skip", "ts": item.skip[0], "handoff_id": hid,
+                                                "reason": item.skip[1]})
             elif state == SKIPPED:
                 plan.already += 1
             else:
@@ -301,5 +341,5 @@ def handoff_events(legacy: Iterable[Legacy], log: Handoffs) -> HandoffPlan:
     return plan
 
 
-__all__ = ["LEGACY_RESUMED", "HandoffPlan", "Legacy", "LimitPlan", "LimitsKnown", "handoff_events", "ledger_objects",
-           "limit_event", "limits_known", "new_limits", "read_handoff_dir", "record_events"]
+__all__ = ["LEGACY_RESUMED", "HandoffPlan", "Legacy", "LimitPlan", "LimitsKnown", "Unread", "handoff_events",
+           "ledger_entries", "limit_event", "limits_known", "new_limits", "read_handoff_dir", "record_events"]

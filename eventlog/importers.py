@@ -11,6 +11,13 @@
 - :func:`read_time` reads the times users' files hold (an epoch or ISO 8601)
   for every importer and observer; :func:`read_circuit` the guard's circuit
   state file (``import circuit``).
+- :func:`appendable`, :func:`open_text`, :func:`not_utf8` and
+  :func:`json_value` are what every importer shares to name an input that
+  cannot become an event (``FILE:LINE: reason``, in the log reader's words)
+  and import the rest: a byte that is not UTF-8 is named, never replaced by
+  U+FFFD (a replaced byte in a label makes another job), JSON nested too deep
+  to read is named, and so is an event the appender would refuse (a reason of
+  2 MiB).
 - :func:`known` folds what a log already holds, and :func:`new_registrations`
   and :func:`new_markers` keep only what it does not, so importing the same
   input twice adds nothing:
@@ -30,6 +37,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import plistlib
@@ -37,8 +45,9 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta, tzinfo
-from typing import Any
+from typing import Any, TextIO
 
+from eventlog.appender import refusal
 from eventlog.events import (
     FIRST_YEAR,
     INT64_MAX,
@@ -117,6 +126,66 @@ def time_text(value: str | float, tz: tzinfo | None) -> str:
     return at.isoformat()
 
 
+# --- what every importer shares: naming an input that cannot become an event -------------
+
+
+#: Why a JSON value is not read: nested deeper than the parser's recursion allows.
+NESTED_TOO_DEEP = "not_json: nested too deep to read"
+
+_UNDECODED = re.compile("[\udc80-\udcff]")
+
+
+def appendable(where: str, problems: list[str], *events: dict[str, Any]) -> bool:
+    """Whether the appender would take each of ``events`` whatever the log holds (:func:`eventlog.appender.refusal`).
+
+    Each refusal is named in ``problems`` as ``WHERE: reason``; the caller leaves
+    out the events (and what came with them) and goes on, so one bad input never
+    stops an import.
+    """
+    said = [f"{where}: {why}" for why in map(refusal, events) if why is not None]
+    problems.extend(said)
+    return not said
+
+
+def open_text(path: str) -> TextIO:
+    """A user's text file, its bytes that are not UTF-8 read as lone surrogates, for :func:`not_utf8` to name.
+
+    Never replaced by U+FFFD: a replaced byte in a label or an id makes another one.
+    """
+    return open(path, encoding="utf-8", errors="surrogateescape")
+
+
+def not_utf8(line: str, start: int = 0, end: int | None = None) -> str | None:
+    """``not_utf8: invalid UTF-8 at byte K`` as the log reader says it, when ``line[start:end]`` (read by
+    :func:`open_text`) holds a byte that is not UTF-8 (K counts from the start of ``line``); else None."""
+    m = _UNDECODED.search(line, start, len(line) if end is None else end)
+    if m is None:
+        return None
+    return f"not_utf8: invalid UTF-8 at byte {len(line[:m.start()].encode('utf-8', 'surrogateescape'))}"
+
+
+def utf8(data: bytes) -> str:
+    """``data`` as text; ValueError ``not_utf8: invalid UTF-8 at byte K`` (the log reader's words) when not UTF-8."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise ValueError(f"not_utf8: invalid UTF-8 at byte {err.start}") from None
+
+
+def json_value(data: bytes) -> Any:
+    """The JSON value of a user's file or line; ValueError saying why there is none, as the log reader does.
+
+    ``not_utf8: ...``, ``not_json: ...``, or :data:`NESTED_TOO_DEEP`.
+    """
+    text = utf8(data)
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise ValueError(NESTED_TOO_DEEP) from None
+    except ValueError as err:  # json.JSONDecodeError, or an integer of more than 4300 digits
+        raise ValueError(f"not_json: {err}") from None
+
+
 # --- launchd ---------------------------------------------------------------------------
 
 
@@ -180,7 +249,8 @@ def registration(plist: dict[str, Any], label: str, pattern: str = GUARD_PATTERN
 def read_launchd(directory: str, pattern: str = GUARD_PATTERN) -> tuple[list[dict[str, Any]], list[str]]:
     """``job_registered`` events of every ``*.plist`` in ``directory`` (sorted by file name), and problems.
 
-    A plist that cannot be read, or has no string ``Label``, is a problem and is left out.
+    A plist that cannot be read, has no string ``Label``, or whose event the appender would refuse (a
+    label of 2 MiB) is a problem and is left out.
     """
     events: list[dict[str, Any]] = []
     problems: list[str] = []
@@ -201,7 +271,9 @@ def read_launchd(directory: str, pattern: str = GUARD_PATTERN) -> tuple[list[dic
         if not isinstance(label, str) or not label:
             problems.append(f"{path}: no Label")
             continue
-        events.append(registration(plist, label, pattern))
+        ev = registration(plist, label, pattern)
+        if appendable(path, problems, ev):
+            events.append(ev)
     return events, problems
 
 
@@ -224,43 +296,53 @@ def _time(epoch: str, tz: tzinfo | None) -> datetime:
     return value if tz is not None else value.astimezone()
 
 
-def read_markers(lines: Iterable[str], tz: tzinfo | None = None) -> tuple[list[dict[str, Any]], list[str]]:
-    """``job_skipped``/``job_ran`` events of every marker in ``lines``, in the order met, and problems.
+def read_markers(lines: Iterable[str], source: str, tz: tzinfo | None = None
+                 ) -> tuple[list[dict[str, Any]], list[str]]:
+    """``job_skipped``/``job_ran`` events of every marker in ``lines`` (of the file ``source``), in the order met,
+    and problems, each naming ``SOURCE:LINE``.
 
     ``ts`` is the marker's epoch in ``tz`` (None: the local zone). A marker whose
-    epoch is no representable time, or a marker's name followed by text not in its
-    format, is a problem (``line N: ...``) and is left out.
+    epoch is no representable time, that holds a byte that is not UTF-8 (lines
+    read by :func:`open_text`), or whose event the appender would refuse (a
+    reason of 2 MiB), and a marker's name followed by text not in its format, is
+    a problem and is left out.
     """
     events: list[dict[str, Any]] = []
     problems: list[str] = []
     for number, line in enumerate(lines, 1):
+        where = f"{source}:{number}"
         found: list[tuple[int, dict[str, Any]]] = []
         for m in (*SKIPPED.finditer(line), *RAN.finditer(line)):
+            bad = not_utf8(line, m.start(), m.end())
+            if bad is not None:
+                problems.append(f"{where}: {bad}")
+                continue
             try:
                 at = _time(m["ts"], tz)
             except (OverflowError, ValueError, OSError):
                 at = None
             if at is None or not FIRST_YEAR <= at.year <= LAST_YEAR:
-                problems.append(f"line {number}: ts={m['ts']} is out of range (years {FIRST_YEAR} to {LAST_YEAR})")
+                problems.append(f"{where}: ts={m['ts']} is out of range (years {FIRST_YEAR} to {LAST_YEAR})")
                 continue
             ts = at.isoformat()
             if m.re is SKIPPED:
                 remaining = _number(m["remaining"])
                 if not _in_range(remaining):
-                    problems.append(f"line {number}: remaining={m['remaining']}s is out of range")
+                    problems.append(f"{where}: remaining={m['remaining']}s is out of range")
                     continue
                 ev: dict[str, Any] = {"type": "job_skipped", "ts": ts, "label": m["label"], "reason": m["reason"],
                                       "remaining_s": remaining}
             else:
                 exit_code = int(m["exit"])
                 if not _in_range(exit_code):
-                    problems.append(f"line {number}: exit={m['exit']} is out of range")
+                    problems.append(f"{where}: exit={m['exit']} is out of range")
                     continue
                 ev = {"type": "job_ran", "ts": ts, "label": m["label"], "exit": exit_code}
-            found.append((m.start(), ev))
+            if appendable(where, problems, ev):
+                found.append((m.start(), ev))
         for name, pattern in (("CLAUDE_QUOTA_JOB_SKIPPED", SKIPPED), ("CLAUDE_QUOTA_JOB_RAN", RAN)):
             if line.count(name + " ") > sum(1 for _ in pattern.finditer(line)):
-                problems.append(f"line {number}: a {name} marker not in the guard's format ({_FORMATS[name]}): "
+                problems.append(f"{where}: a {name} marker not in the guard's format ({_FORMATS[name]}): "
                                 f"{line.strip()[:200]!r}")
         found.sort(key=lambda pair: pair[0])  # two markers on one line keep their order on the line
         events.extend(ev for _, ev in found)

@@ -38,7 +38,7 @@ from eventlog.events import (
     RepoCommit,
     StatusUpdated,
 )
-from eventlog.importers import instant, read_time
+from eventlog.importers import instant, not_utf8, read_time
 
 #: The worker log's "job finished" line read by default.
 FINISHED = r"JOB_FINISHED(?:\s+job=(?P<job_id>\S+))?\s+ts=(?P<ts>\S+)"
@@ -55,19 +55,26 @@ class Finished:
     line: int
 
 
-def finished_lines(lines: Iterable[str], pattern: re.Pattern[str], tz: tzinfo | None = None
+def finished_lines(lines: Iterable[str], source: str, pattern: re.Pattern[str], tz: tzinfo | None = None
                    ) -> tuple[list[Finished], list[str]]:
-    """Every line ``pattern`` finds (its ``ts`` and ``job_id`` groups), and the lines whose time is unreadable."""
+    """Every line ``pattern`` finds (its ``ts`` and ``job_id`` groups) in the file ``source``, and the lines whose
+    time is unreadable, or whose ``ts`` or ``job_id`` holds a byte that is not UTF-8 (lines read by
+    :func:`eventlog.importers.open_text`), each named ``SOURCE:LINE: reason``."""
     found: list[Finished] = []
     problems: list[str] = []
     for number, line in enumerate(lines, 1):
         m = pattern.search(line)
         if m is None:
             continue
+        groups = [name for name in ("ts", "job_id") if m.groupdict().get(name) is not None]
+        bad = next(filter(None, (not_utf8(line, *m.span(name)) for name in groups)), None)
+        if bad is not None:
+            problems.append(f"{source}:{number}: {bad}")
+            continue
         try:
             at = read_time(m.group("ts"), tz)
         except ValueError as err:
-            problems.append(f"line {number}: {err}")
+            problems.append(f"{source}:{number}: {err}")
             continue
         job_id = m.groupdict().get("job_id")
         found.append(Finished(at, job_id or None, number))

@@ -29,6 +29,12 @@ The shape read, liberally (docs/DECISIONS.md, "Importing worker logs"):
   from words in ``error``/``reason``/``kind`` (``dns``, ``timeout``/``timed out``,
   ``connect``/``connection``/``refused``/``reset``); a cut body or any other
   cause the spec does not list is skipped and named.
+- A line of the four messages that holds a byte that is not UTF-8 is skipped
+  and named (``not_utf8``, as the log reader says it): a byte replaced by
+  U+FFFD in an id makes another session. A line nested too deep to read at all
+  is named too (its message cannot be told). Every event is checked as the
+  appender checks it (:func:`eventlog.appender.refusal`: a line too long to
+  write is named, not a reason to refuse the whole import).
 
 :func:`read` gives the candidate events and what it skipped; it neither reads
 nor writes the log.
@@ -44,7 +50,8 @@ from typing import Any, Final
 
 import msgspec
 
-from eventlog.reader import validate_object
+from eventlog.appender import refusal
+from eventlog.importers import NESTED_TOO_DEEP
 
 STAGE: Final = "worker.turn.interrupt.stage"
 RESULT: Final = "control.result"
@@ -77,17 +84,17 @@ class Read:
     not_json: list[str] = field(default_factory=list)
 
 
-def read(lines: Iterable[str], source: str, assume_tz: tzinfo | None = None, into: Read | None = None) -> Read:
-    """Turn the lines of one worker log (``source`` names it in messages) into events."""
+def read(lines: Iterable[bytes], source: str, assume_tz: tzinfo | None = None, into: Read | None = None) -> Read:
+    """Turn the lines of one worker log (read as bytes; ``source`` names it in messages) into events."""
     out = into if into is not None else Read()
     for number, line in enumerate(lines, 1):
         where = f"{source}:{number}"
         if not line.strip():
             continue
-        try:
-            obj = _json.decode(line)
-        except msgspec.DecodeError:
-            obj = None
+        obj, bad = _decoded(line)
+        if bad == NESTED_TOO_DEEP:
+            out.skipped.append(f"{where}: {bad}")
+            continue
         if not isinstance(obj, dict):
             out.not_json.append(where)
             continue
@@ -95,7 +102,7 @@ def read(lines: Iterable[str], source: str, assume_tz: tzinfo | None = None, int
         if message is None:
             out.other += 1
             continue
-        made = event_of(message, _fields(obj), assume_tz)
+        made = bad if bad is not None else event_of(message, _fields(obj), assume_tz)
         if isinstance(made, str):
             out.skipped.append(f"{where}: {message}: {made}")
         else:
@@ -103,8 +110,30 @@ def read(lines: Iterable[str], source: str, assume_tz: tzinfo | None = None, int
     return out
 
 
+def _decoded(line: bytes) -> tuple[Any, str | None]:
+    """The line's JSON value (None: it has none), and what is wrong with the line besides.
+
+    A line that is not UTF-8 is read with U+FFFD for its bad bytes, only to tell
+    its message: ``not_utf8`` says why it is no event. A line nested too deep to
+    read has no value, and :data:`~eventlog.importers.NESTED_TOO_DEEP`.
+    """
+    bad = None
+    try:
+        line.decode("utf-8")
+    except UnicodeDecodeError as err:
+        bad = f"not_utf8: invalid UTF-8 at byte {err.start}"
+        line = line.decode("utf-8", "replace").encode()
+    try:
+        return _json.decode(line), bad
+    except RecursionError:
+        return None, NESTED_TOO_DEEP
+    except msgspec.DecodeError:
+        return None, bad
+
+
 def event_of(message: str, f: dict[str, Any], assume_tz: tzinfo | None) -> dict[str, Any] | str:
-    """The event of one message's fields, checked as ``eventlog append`` checks it; or why it cannot be one."""
+    """The event of one message's fields, checked as the appender checks it
+    (:func:`eventlog.appender.refusal`); or why it cannot be one."""
     ts = _time(f, assume_tz)
     if ts.startswith("!"):
         return ts[1:]
@@ -124,10 +153,9 @@ def event_of(message: str, f: dict[str, Any], assume_tz: tzinfo | None) -> dict[
         if cause is None:
             return "no cause the spec lists (connect, dns, timeout, http_408, http_429, http_5xx)"
         ev.update(type="storage_unavailable", generation=f.get("generation"), cause=cause)
-    checked = validate_object({k: v for k, v in ev.items() if v is not None})
-    if isinstance(checked, str):
-        return checked
-    return {k: v for k, v in ev.items() if v is not None}
+    made = {k: v for k, v in ev.items() if v is not None}
+    why = refusal(made)
+    return made if why is None else why
 
 
 def cause_of(f: dict[str, Any]) -> str | None:

@@ -150,7 +150,7 @@ def test_read_markers() -> None:
         f"CLAUDE_QUOTA_JOB_RAN job=com.lily.y exit=-1 ts={skip}\n",
         "CLAUDE_QUOTA_JOB_RAN job=com.lily.y exit=0 ts=99999999999999999\n",
     ]
-    events, problems = importers.read_markers(lines, ZoneInfo("Asia/Tokyo"))
+    events, problems = importers.read_markers(lines, "guard.err", ZoneInfo("Asia/Tokyo"))
     assert events == [
         {"type": "job_skipped", "ts": "2026-08-21T09:00:05+09:00", "label": "com.lily.test", "reason": "quota",
          "remaining_s": 1800},
@@ -159,8 +159,8 @@ def test_read_markers() -> None:
          "reason": "rate limited", "remaining_s": 12.5},
         {"type": "job_ran", "ts": "2026-08-21T09:00:05+09:00", "label": "com.lily.y", "exit": -1},
     ]
-    assert problems == ["line 6: ts=99999999999999999 is out of range (years 1900 to 9000)"]
-    utc, _ = importers.read_markers(lines[:1], UTC)
+    assert problems == ["guard.err:6: ts=99999999999999999 is out of range (years 1900 to 9000)"]
+    utc, _ = importers.read_markers(lines[:1], "guard.err", UTC)
     assert utc[0]["ts"] == "2026-08-21T00:00:05+00:00"
 
 
@@ -175,7 +175,7 @@ def test_a_marker_that_cannot_be_read_is_a_problem_not_a_silent_drop(tmp_path: P
     log = tmp_path / "log.jsonl"
     out = run_cli("import", "quota-log", str(log), str(err), "--assume-tz", "Asia/Tokyo")
     assert out.returncode == 1
-    assert f"{err}: line 1: " in out.stderr and "CLAUDE_QUOTA_JOB_SKIPPED" in out.stderr, out.stderr
+    assert f"{err}:1: " in out.stderr and "CLAUDE_QUOTA_JOB_SKIPPED" in out.stderr, out.stderr
     assert [e["label"] for e in read(log)] == ["b"]  # the rest is imported
 
 

@@ -173,7 +173,7 @@ def test_a_time_without_an_offset_needs_the_zone(tmp_path: Path) -> None:
     finish(lane, "JOB_FINISHED job=fix-42 ts=2026-08-05T12:54:00")
     out = run_cli("observe", "lane", str(lane.log), "sashiko-repair", "--worker-log", str(lane.worker_log))
     assert out.returncode == 1
-    assert out.stderr == (f"eventlog: {lane.worker_log}: line 2: time '2026-08-05T12:54:00' has no UTC offset "
+    assert out.stderr == (f"eventlog: {lane.worker_log}:2: time '2026-08-05T12:54:00' has no UTC offset "
                           "(give --assume-tz)\n")
     assert not lane.log.exists()  # nothing to write
 

@@ -152,5 +152,5 @@ def test_causes_in_the_spec_s_words() -> None:
 
 
 def test_read_counts_every_line() -> None:
-    found = read(WORKER_LOG.splitlines(), "w.log")
+    found = read(WORKER_LOG.encode().splitlines(), "w.log")
     assert len(found.events) + len(found.skipped) + found.other + len(found.not_json) == 14

@@ -17,7 +17,6 @@ nothing could be written.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -144,13 +143,13 @@ def import_quota_log(opts: QuotaLogImport) -> QuotaLogReport:
     problems: list[str] = []
     for path in opts.files:
         try:
-            with open(path, encoding="utf-8", errors="replace") as f:
-                found, unread = importers.read_markers(f, opts.assume_tz)
+            with importers.open_text(path) as f:
+                found, unread = importers.read_markers(f, path, opts.assume_tz)
         except OSError as err:
             problems.append(f"cannot read {path}: {err.strerror or err}")
             continue
         events.extend(found)
-        problems.extend(f"{path}: {p}" for p in unread)
+        problems.extend(unread)
     bad: list[dict[str, Any]] = []
     with runner_lock(opts.log, "import", wait=True):
         plan = importers.new_markers(events, importers.known(log_events(opts.log, bad=bad)))
@@ -178,7 +177,9 @@ class WorkerLogReport(msgspec.Struct, kw_only=True):
 
     ``imported``: events appended; ``already``: events the log (or an earlier line
     of this import) already holds; ``skipped``: lines of the four messages that
-    could not become an event, or that the timeline's rules refuse, each named;
+    could not become an event (one that is not UTF-8, one the appender would
+    refuse), or that the timeline's rules refuse, and lines nested too deep to
+    read at all, each named;
     ``other``: JSON lines of other messages; ``not_json``: lines that are no JSON
     object (counted, the first three named in ``not_json_first``); ``problems``:
     inputs that could not be read, and the log's bad lines (counted in ``bad_lines``).
@@ -211,7 +212,7 @@ def import_worker_log(opts: WorkerLogImport) -> WorkerLogReport:
     problems: list[str] = []
     for path in opts.files:
         try:
-            with open(path, encoding="utf-8", errors="replace") as f:
+            with open(path, "rb") as f:
                 worker_log.read(f, path, opts.assume_tz, into=found)
         except OSError as err:
             problems.append(f"cannot read {path}: {err.strerror or err}")
@@ -327,16 +328,19 @@ def import_ledger(opts: LedgerImport) -> ImportReport:
     events: list[dict[str, Any]] = []
     for path in opts.files:
         try:
-            with open(path, encoding="utf-8") as f:
-                entries = handoff_importers.ledger_objects(f.read())
+            with open(path, "rb") as f:
+                entries = handoff_importers.ledger_entries(f.read(), path)
         except (OSError, ValueError) as err:
             report.problems.append(f"cannot read {path}: {getattr(err, 'strerror', None) or err}")
             continue
-        for number, entry in enumerate(entries, 1):
+        for where, entry in entries:
             try:
-                events.append(handoff_importers.limit_event(entry, opts.assume_tz))
+                ev = handoff_importers.limit_event(entry, opts.assume_tz)
             except ValueError as err:
-                report.problems.append(f"{path}: entry {number}: {err}")
+                report.problems.append(f"{where}: {err}")
+                continue
+            if importers.appendable(where, report.problems, ev):
+                events.append(ev)
     bad: list[dict[str, Any]] = []
     with runner_lock(opts.log, "import", wait=True):
         plan = handoff_importers.new_limits(events, handoff_importers.limits_known(log_events(opts.log, bad=bad)))
@@ -396,8 +400,8 @@ def import_circuit(opts: CircuitImport) -> ImportReport:
     """``circuit_opened`` or ``circuit_closed`` when the state file says other than the log's latest circuit event."""
     report = ImportReport()
     try:
-        with open(opts.file, encoding="utf-8") as f:
-            obj = json.load(f)
+        with open(opts.file, "rb") as f:
+            obj = importers.json_value(f.read())
         circuit = importers.read_circuit(obj, handoff_importers.mtime(opts.file, opts.assume_tz), opts.assume_tz)
     except (OSError, ValueError) as err:
         report.problems.append(f"cannot read {opts.file}: {getattr(err, 'strerror', None) or err}")
@@ -411,8 +415,11 @@ def import_circuit(opts: CircuitImport) -> ImportReport:
             elif isinstance(ev, CircuitClosed):
                 latest = ("closed", None)
         new = importers.circuit_events(circuit, latest)
+        report.already = 0 if new else 1
+        if not importers.appendable(opts.file, report.problems, *new):
+            new = []
         _append(opts.log, new)
-    report.imported, report.already, report.events = len(new), 0 if new else 1, new
+    report.imported, report.events = len(new), new
     name_bad_lines(report, opts.log, bad)
     return report
 

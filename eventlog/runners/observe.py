@@ -20,6 +20,9 @@ New events are appended in time order, in one checked append, under
 ``LOG.observe.lock``; nothing changed, nothing written: safe every 10 minutes
 from cron. A source that cannot be read is a problem (``status`` 1) and the
 others are still observed; so are bad lines of the log (named, ``status`` 1).
+A worker log line that cannot become an event (its time unreadable, a byte
+that is not UTF-8 in its time or job id, an event the appender would refuse)
+is named ``FILE:LINE: reason`` on every pass, and the others are observed.
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ from typing import Any
 import msgspec
 
 from eventlog.clock import NOW, At
-from eventlog.importers import instant
+from eventlog.importers import appendable, instant, not_utf8, open_text
 from eventlog.logs import open_log
 from eventlog.observe import FINISHED, LaneKnown, compile_finished, finished_lines, lane_known, progress_state
 from eventlog.runners.common import BadLines, RunnerError, log_events, name_bad_lines, runner_lock
@@ -64,6 +67,9 @@ class LaneObservation:
         """RunnerError when it cannot run; the worker log's pattern."""
         if not self.product:
             raise RunnerError("PRODUCT is empty")
+        bad = not_utf8(self.product)  # a command line's bytes that are not UTF-8: no event can hold them
+        if bad is not None:
+            raise RunnerError(f"PRODUCT {self.product!a}: {bad}")
         if not any((self.worker_log, self.repo, self.progress, self.stop_file)):
             raise RunnerError("nothing to observe: give --worker-log, --repo, --progress or --stop-file")
         if os.path.isdir(self.log):
@@ -139,21 +145,24 @@ def _finished(opts: LaneObservation, pattern: re.Pattern[str], known: LaneKnown,
               report: ObserveReport) -> list[tuple[datetime, dict[str, Any]]]:
     assert opts.worker_log is not None
     try:
-        with open(opts.worker_log, encoding="utf-8", errors="replace") as f:
-            found, bad = finished_lines(f, pattern, opts.assume_tz)
+        with open_text(opts.worker_log) as f:
+            found, bad = finished_lines(f, opts.worker_log, pattern, opts.assume_tz)
     except OSError as err:
         report.problems.append(f"cannot read the worker log {opts.worker_log}: {err.strerror or err}")
         return []
-    report.problems += [f"{opts.worker_log}: {p}" for p in bad]
+    report.problems += bad
     out = []
     seen = set(known.finished)
     for item in sorted(found, key=lambda f: instant(f.at)):
+        fields = {"job_id": item.job_id} if item.job_id else {}
+        event = _event("job_finished", opts.product, item.at, **fields)
+        if not appendable(f"{opts.worker_log}:{item.line}", report.problems, event[1]):
+            continue  # named on every pass while the worker log holds it, as a line whose time is unreadable
         key = (instant(item.at), item.job_id)
         if key in seen or (known.latest_finished is not None and key[0] < known.latest_finished):
             continue  # already there, or older than the latest: appended now it would become the latest
         seen.add(key)
-        fields = {"job_id": item.job_id} if item.job_id else {}
-        out.append(_event("job_finished", opts.product, item.at, **fields))
+        out.append(event)
     return out
 
 
