@@ -74,7 +74,9 @@ def register(sub: Any) -> None:
                         exits=EXITS,
                         description="job_skipped/job_ran from the CLAUDE_QUOTA_JOB_SKIPPED and\n"
                         "CLAUDE_QUOTA_JOB_RAN lines of FILEs, in time order; a marker already in LOG\n"
-                        "(the same instant), or older than its job's latest marker in LOG, is not appended.")
+                        "(the same instant), or older than its job's latest marker in LOG, is not appended.\n"
+                        "A marker that cannot become an event (a time out of range, a byte that is not\n"
+                        "UTF-8, a line too long to write) is named FILE:LINE on stderr; the rest is imported.")
     add_log(ql, "the log to append to (created if absent)")
     ql.add_argument("files", nargs="+", metavar="FILE")
     ql.add_argument("--assume-tz", metavar="ZONE", help="zone of the written ts (default: the local zone)")
@@ -115,8 +117,10 @@ a list of them, or one a line, each
   {"account", "limitedAt", "resetAt" (or null), "source", "confidence"}
 (snake_case keys too). Each becomes a limit_recorded at its limitedAt, in time
 order. An entry the log holds already is not appended again, nor one older than
-its account's latest limit in the log; an entry that cannot be read is named on
-stderr (exit 1) and the rest imported."""
+its account's latest limit in the log; an entry that cannot be read or become an
+event (a line that is not JSON, not UTF-8 or nested too deep to read; one too
+long to write) is named on stderr (FILE:LINE, or FILE: entry N) and the rest
+imported."""
 
 HANDOFF_FILES = """\
 The old watcher's files in DIR, per handoff ID (seed 000):
@@ -152,9 +156,11 @@ outcome, reason_code or code or reason, budget_ms, operation, effect_ms or
 duration_ms, generation, cause or an HTTP status or error words). The time is
 ts, time, timestamp or @timestamp: ISO 8601, or epoch seconds (milliseconds
 above 1e11). Lines of other messages and lines that are not JSON are counted;
-a line of these four that cannot become an event, or that the timeline refuses
-(a second result of a control ...), is named on stderr. What LOG already holds
-is not appended again, so importing the same files twice adds nothing."""
+a line of these four that cannot become an event (a byte that is not UTF-8 and
+a line too long to write included), or that the timeline refuses (a second
+result of a control ...), and a line nested too deep to read, are named
+FILE:LINE on stderr. What LOG already holds is not appended again, so importing
+the same files twice adds nothing."""
 
 
 def run_import_launchd(args: argparse.Namespace) -> int:
