@@ -18,6 +18,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote_to_bytes
 
 import msgspec
 from starlette.applications import Starlette
@@ -26,7 +27,7 @@ from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import FileResponse, Response, StreamingResponse
-from starlette.routing import Mount, Route
+from starlette.routing import Match, Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -465,6 +466,41 @@ async def console(request: Request) -> Response:
 
 # --- the application --------------------------------------------------------------
 
+#: Ids that cannot be a path segment as they are: clients drop the segments ``.`` and ``..`` (a browser even
+#: written ``%2E``) and an empty one names no route, so they are written ``.;``, ``..;`` and ``;`` (a raw ``;``
+#: is never in a percent-encoded id: encoders write it ``%3B``). ``console.js: idSegment`` writes them so.
+SPECIAL_SEGMENTS = {";": "", ".;": ".", "..;": ".."}
+
+
+def segment_id(segment: str) -> str:
+    """The id a path segment names: :data:`SPECIAL_SEGMENTS`, else the segment percent-decoded (UTF-8).
+
+    ``segment`` is as sent (each byte one character): a ``%2F`` in it is a ``/`` of the id.
+    """
+    special = SPECIAL_SEGMENTS.get(segment)
+    if special is not None:
+        return special
+    return unquote_to_bytes(segment.encode("latin-1")).decode("utf-8", "replace")
+
+
+class IdRoute(Route):
+    """A route whose ``{...}`` segments are ids, matched on the path as sent and decoded by :func:`segment_id`.
+
+    Starlette matches the decoded path, where a ``%2F`` of an id has become a ``/`` that splits it
+    (``/v1/sessions/s%2Fx`` was "no such route"); here it names the session ``s/x``.
+    """
+
+    def matches(self, scope: Scope) -> tuple[Match, Scope]:
+        raw = scope.get("raw_path")
+        if scope["type"] != "http" or raw is None:
+            return super().matches(scope)
+        match, child = super().matches({**scope, "path": raw.decode("latin-1")})
+        if match is not Match.NONE:
+            child["path_params"] = {name: segment_id(value) if name in self.param_convertors else value
+                                    for name, value in child["path_params"].items()}
+        return match, child
+
+
 _PAGE_HEADERS = [
     (b"content-security-policy", b"default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
                                  b"img-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"),
@@ -523,14 +559,14 @@ def make_app(served_log: Served, keys_path: str, *, tick_s: float = TICK_S) -> S
         Route("/healthz", healthz),
         Route("/v1/status", status),
         Route("/v1/dump", dump),
-        Route("/v1/sessions/{session_id}", session),
-        Route("/v1/sessions/{session_id}/turns/{turn_id}", turn),
-        Route("/v1/sessions/{session_id}/recovery-decisions", recovery_decision, methods=["POST"]),
+        IdRoute("/v1/sessions/{session_id}", session),
+        IdRoute("/v1/sessions/{session_id}/turns/{turn_id}", turn),
+        IdRoute("/v1/sessions/{session_id}/recovery-decisions", recovery_decision, methods=["POST"]),
         Route("/v1/events", append_events, methods=["POST"]),
         Route("/v1/events", events, methods=["GET"]),
         Route("/metrics", metrics),
         Route("/", console),
-        Route("/sessions/{session_id}", console),
+        IdRoute("/sessions/{session_id}", console),
         Mount("/console", StaticFiles(directory=CONSOLE), name="console"),
     ]
 

@@ -6,6 +6,15 @@
 
 const KEY = "eventlog.key";
 const $ = (id) => document.getElementById(id);
+// An id in a URL is percent-encoded, but "", "." and ".." are written ";", ".;" and "..;": a browser folds the
+// segments "." and ".." away (even written %2E) and an empty one names no page. The server reads them back
+// (eventlog/serve/app.py: SPECIAL_SEGMENTS).
+const SPECIAL_IDS = new Map([["", ";"], [".", ".;"], ["..", "..;"]]);
+const idSegment = (id) => SPECIAL_IDS.get(id) ?? encodeURIComponent(id);
+function segmentId(segment) {
+  for (const [id, written] of SPECIAL_IDS) if (written === segment) return id;
+  try { return decodeURIComponent(segment); } catch { return segment; }
+}
 // One page for both views: /sessions/ID shows a session, anything else what needs a person.
 const PAGE = location.pathname.startsWith("/sessions/") ? "session" : "status";
 const MAIN = PAGE + "-page";
@@ -178,7 +187,7 @@ function renderStatus(payload) {
       if (item.domain === "sessions") {
         line.textContent = "";
         const a = el("a", item.id, "id");
-        a.href = "/sessions/" + encodeURIComponent(item.id);
+        a.href = "/sessions/" + idSegment(item.id);
         line.append(a, document.createTextNode(itemLine(item).slice(item.id.length)));
       }
       row.append(line, el("code", item.next, "next"));
@@ -197,7 +206,7 @@ function renderStatus(payload) {
   $("waiting").replaceChildren(...waiting.slice(0, SHOWN).map((s) => {
     const li = el("li");
     const a = el("a", s.session_id, "id");
-    a.href = "/sessions/" + encodeURIComponent(s.session_id);
+    a.href = "/sessions/" + idSegment(s.session_id);
     li.append(a, el("span", " " + s.admission_state + (s.attention ? " · " + s.attention : ""), "muted"));
     if (s.reason) li.append(el("span", " — " + s.reason, "muted"));
     return li;
@@ -217,13 +226,13 @@ function renderStatus(payload) {
 // --- the session page --------------------------------------------------------------
 
 const sessionId = PAGE === "session"
-  ? decodeURIComponent(location.pathname.replace(/^\/sessions\//, "")) : null;
+  ? segmentId(location.pathname.replace(/^\/sessions\//, "")) : null;
 let formHeld = false;
 let sessionRevision = null;
 const turnsSeen = new Map();
 
 function turnUrl(turn) {
-  return "/v1/sessions/" + encodeURIComponent(sessionId) + "/turns/" + encodeURIComponent(turn);
+  return "/v1/sessions/" + idSegment(sessionId) + "/turns/" + idSegment(turn);
 }
 
 async function turnDetail(turn, li) {
@@ -363,7 +372,7 @@ async function sendDecision(event) {
   $("send").disabled = true;
   let status = 0, answer = {};
   try {
-    const r = await fetch("/v1/sessions/" + encodeURIComponent(sessionId) + "/recovery-decisions", {
+    const r = await fetch("/v1/sessions/" + idSegment(sessionId) + "/recovery-decisions", {
       method: "POST", cache: "no-store",
       headers: authHeaders({ "Content-Type": "application/json", "Idempotency-Key": idem }),
       body: JSON.stringify(body),
@@ -396,7 +405,7 @@ async function sendDecision(event) {
 function start() {
   if (!key()) return askKey("");
   if (PAGE === "session") {
-    live("/v1/sessions/" + encodeURIComponent(sessionId), (name, data) => {
+    live("/v1/sessions/" + idSegment(sessionId), (name, data) => {
       if (name === "session") renderSession(data);
     }, (message) => {
       $("keybox").hidden = true;
