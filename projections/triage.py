@@ -370,8 +370,29 @@ def natural_key(text: str) -> tuple[Any, ...]:
 
 
 def q(text: str) -> str:
-    """One shell word (quoted when needed), for a command to copy."""
-    return shlex.quote(text)
+    """One shell word for a command to copy: pasted in sh or bash it is ``text``, and it shows no control character.
+
+    Quoted when needed (``shlex.quote``). A text with a character a terminal acts on or nobody sees (not
+    ``str.isprintable``: C0 and C1 controls, line and paragraph separators, bidi and other format characters)
+    is written ``"$(printf '...')"``, those characters, ``\\ ' % !`` and a leading ``-`` as octal escapes of
+    their bytes (``!`` is bash's history in double quotes). Trailing newlines, which ``$(...)`` drops, follow
+    as ``${IFS#??}`` each: the newline of the shell's IFS (space, tab, newline).
+    """
+    if text.isprintable():
+        return shlex.quote(text)
+    body = text.rstrip("\n")
+    escaped = "".join(_printf_char(c, first=not i) for i, c in enumerate(body))
+    substituted = f"$(printf '{escaped}')" if body else ""
+    return f'"{substituted}{"${IFS#??}" * (len(text) - len(body))}"'
+
+
+def _printf_char(char: str, first: bool) -> str:
+    """``char`` in a ``printf`` format: as it is when printable and plain, else ``\\ooo`` per byte (UTF-8; the
+    bytes a surrogate escape stands for)."""
+    if char.isprintable() and char not in "\\'%!" and not (first and char == "-"):
+        return char
+    data = char.encode("utf-8", "surrogateescape" if "\udc80" <= char <= "\udcff" else "surrogatepass")
+    return "".join(f"\\{b:03o}" for b in data)
 
 
 def command(program: str, args: Sequence[str], options: Sequence[str] = ()) -> str:

@@ -12,9 +12,14 @@ pastes them.
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
+
+import pytest
 
 from tests.conftest import write_log
 from tests.serving import start_server
@@ -79,3 +84,44 @@ def test_the_api_opens_and_decides_every_id_the_log_takes(tmp_path: Path) -> Non
             assert page.status_code == 200 and "console.js" in page.text, (sid, page.status_code)
     finally:
         server.stop()
+
+
+# --- commands to copy ------------------------------------------------------------------
+
+#: Ids with characters a terminal would act on or nobody sees: an escape sequence and a newline, a bidi
+#: override and a trailing newline, a leading "-" with a tab, C1 and "!", "%", "'" and "\".
+CONTROL = ["h\x1b[31mred\nline", "s\u202e1\n", "-t\tab", "c1\x85!%'\\"]
+
+
+def pasted(command: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """Run COMMAND with ``sh -c`` in ``cwd`` as a person pastes it (``eventlog`` on PATH)."""
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
+    return subprocess.run(["sh", "-c", command], cwd=cwd, env=env, capture_output=True, text=True, timeout=60,
+                          check=False)
+
+
+@pytest.mark.parametrize("sid", CONTROL)
+def test_a_copy_command_for_an_id_with_control_characters_works_pasted_and_shows_none(tmp_path: Path,
+                                                                                      sid: str) -> None:
+    events = [*stopped(sid),
+              {"type": "handoff_created", "ts": at("09:00:00"), "handoff_id": sid, "account": "acct"},
+              {"type": "needs_human", "ts": at("09:10:00"), "handoff_id": sid, "reason": "resume_unconfirmed"}]
+    write_log(tmp_path / "work.jsonl", events)
+    shown = pasted(f"eventlog status --at {at('12:00:00')} work.jsonl", tmp_path)
+    assert shown.returncode == 1, shown.stderr
+    commands = [line.strip() for line in shown.stdout.splitlines() if line.startswith("      eventlog ")]
+    [explain] = [c for c in commands if c.startswith("eventlog explain")]
+    [decide] = [c for c in commands if c.startswith("eventlog decide")]
+    listed = pasted(f"eventlog status --json --at {at('12:00:00')} work.jsonl", tmp_path)
+    items = {i["reason_code"]: i for g in json.loads(listed.stdout)["groups"] for i in g["items"]}
+    # what the screen shows is what --json gives (nothing to escape), and it holds no control character
+    assert (items["needs_human"]["next"], items["restore_failed"]["next"]) == (explain, decide)
+    assert (explain + decide).isprintable()
+
+    looked = pasted(explain, tmp_path)
+    assert looked.returncode == 0, looked.stderr
+    assert json.loads(pasted(explain.replace("explain", "explain --json", 1), tmp_path).stdout)["id"] == sid
+
+    done = pasted(decide.replace("'<why>'", "checked"), tmp_path)
+    assert done.returncode == 0 and done.stdout.startswith("accepted: "), done.stdout + done.stderr
+    assert [d["session_id"] for d in decided(tmp_path / "work.jsonl")] == [sid]
