@@ -4,6 +4,8 @@ A key file is one JSON object ``{"keys": [{"name", "scopes", "sha256"}]}`` of
 mode 0600. :func:`add_key` makes a new random key, stores only its SHA-256
 (a key is 256 random bits, so a fast hash is enough: there is nothing to guess
 from it), its name and its scopes, and returns the key itself once.
+:func:`load` checks every entry of a file by the rule ``add`` follows
+(:func:`entry_problems`): one bad entry of a hand-edited file makes it unusable.
 :func:`list_keys` gives the names and scopes (never the hashes);
 :func:`remove_key` takes one out. Both writers replace the file atomically
 (readers, a running server included, see the old file or the new one), each
@@ -34,6 +36,8 @@ SCOPES = ("read", "events:append", "sessions:recover")
 PREFIX = "rlk_"
 #: A name is the ``actor`` of the decisions sent with the key: printable, no spaces.
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@-]{0,63}")
+#: What :func:`digest` gives.
+_SHA256 = re.compile(r"[0-9a-f]{64}")
 
 
 class KeyError_(ValueError):  # noqa: N801 - KeyError is a builtin with another meaning
@@ -83,21 +87,52 @@ class Keys:
 
 
 def load(path: str) -> Keys:
-    """The keys of a key file; KeyError_ naming the file and the reason when it cannot be used."""
+    """The keys of a key file; KeyError_ naming the file and the reason when it cannot be used.
+
+    Every entry is checked by the rule ``keys add`` follows (:func:`entry_problems`): one bad entry (a
+    hand-edited file) makes the whole file unusable, as a file that is no JSON does, each one named.
+    """
+    keys = _read(path)
+    problems = [f"entry {n} (name {k.name!r}): {why}" for n, k in enumerate(keys, 1)
+                for why in entry_problems(k, keys[:n - 1])]
+    if problems:
+        raise KeyError_(f"key file {path}: {'; '.join(problems)} (fix the file, or take the entry out with "
+                        "eventlog keys remove FILE NAME)")
+    return Keys(keys)
+
+
+def entry_problems(key: Key, before: Sequence[Key] = ()) -> list[str]:
+    """What is wrong with ``key`` as an entry of a key file after the entries ``before``: the one rule of
+    ``keys add`` and of :func:`load`. A name is 1 to 64 of ``A-Z a-z 0-9 . _ @ -``, the first a letter or
+    digit (it is the actor of decisions), and unique; scopes are one or more of :data:`SCOPES`; ``sha256`` is
+    64 lowercase hex digits (what :func:`digest` gives), and unique."""
+    problems = []
+    if not _NAME.fullmatch(key.name):
+        problems.append("a name is 1 to 64 of A-Z a-z 0-9 . _ @ -, the first a letter or digit (it is the actor "
+                        "of decisions)")
+    elif any(k.name == key.name for k in before):
+        problems.append(f"the file already has a key named {key.name!r}")
+    bad = [s for s in key.scopes if s not in SCOPES]
+    if bad or not key.scopes:
+        problems.append(f"scope(s) {', '.join(bad) or '(none)'}: give one or more of {', '.join(SCOPES)}")
+    if not _SHA256.fullmatch(key.sha256):
+        problems.append("sha256 is not 64 lowercase hex digits (the SHA-256 of the key)")
+    elif any(k.sha256 == key.sha256 for k in before):
+        problems.append("the file already has this key (the same sha256)")
+    return problems
+
+
+def _read(path: str) -> list[Key]:
+    """The entries of a key file, not checked; KeyError_ when it cannot be read or is no key file."""
     try:
         with open(path, "rb") as f:
             data = f.read()
     except OSError as err:
         raise KeyError_(f"cannot read key file {path}: {err.strerror or err}") from err
     try:
-        content = msgspec.json.decode(data, type=KeyFile)
+        return msgspec.json.decode(data, type=KeyFile).keys
     except (msgspec.DecodeError, msgspec.ValidationError) as err:
         raise KeyError_(f"key file {path} is not a key file: {err}") from err
-    for key in content.keys:
-        bad = [s for s in key.scopes if s not in SCOPES]
-        if bad:
-            raise KeyError_(f"key file {path}: key {key.name!r} has unknown scope(s) {', '.join(bad)}")
-    return Keys(content.keys)
 
 
 def add_key(path: str, name: str, scopes: Sequence[str]) -> str:
@@ -106,17 +141,14 @@ def add_key(path: str, name: str, scopes: Sequence[str]) -> str:
     The key is returned once and never stored. KeyError_ for a bad name, an
     unknown scope, a name already in the file, or a file that cannot be used.
     """
-    if not _NAME.fullmatch(name):
-        raise KeyError_(f"key name {name!r}: use 1 to 64 of A-Z a-z 0-9 . _ @ - (it is the actor of decisions)")
-    bad = [s for s in scopes if s not in SCOPES]
-    if bad or not scopes:
-        raise KeyError_(f"scope(s) {', '.join(bad) or '(none)'}: give one or more of {', '.join(SCOPES)}")
+    key = PREFIX + secrets.token_urlsafe(32)
+    entry = Key(name=name, scopes=list(scopes), sha256=digest(key))
     with _editing(path):
         existing = load(path).keys if os.path.exists(path) else []
-        if any(k.name == name for k in existing):
-            raise KeyError_(f"key file {path} already has a key named {name!r}")
-        key = PREFIX + secrets.token_urlsafe(32)
-        entry = Key(name=name, scopes=sorted(set(scopes), key=SCOPES.index), sha256=digest(key))
+        problems = entry_problems(entry, existing)
+        if problems:
+            raise KeyError_(f"key {name!r} for {path}: {'; '.join(problems)}")
+        entry.scopes = sorted(set(scopes), key=SCOPES.index)
         _save(path, [*existing, entry])
     return key
 
@@ -133,7 +165,7 @@ def remove_key(path: str, name: str) -> Listed:
     KeyError_ when the file has no key of that name or cannot be used.
     """
     with _editing(path):
-        existing = load(path).keys
+        existing = _read(path)  # an entry load() refuses can be taken out by its name
         kept = [k for k in existing if k.name != name]
         if len(kept) == len(existing):
             raise KeyError_(f"key file {path} has no key named {name!r}")
@@ -170,5 +202,5 @@ def _save(path: str, keys: list[Key]) -> None:
         raise KeyError_(f"cannot write key file {path}: {err.strerror or err}") from err
 
 
-__all__ = ["PREFIX", "SCOPES", "Key", "KeyError_", "KeyFile", "Keys", "Listed", "add_key", "digest", "list_keys",
-           "load", "remove_key"]
+__all__ = ["PREFIX", "SCOPES", "Key", "KeyError_", "KeyFile", "Keys", "Listed", "add_key", "digest",
+           "entry_problems", "list_keys", "load", "remove_key"]
