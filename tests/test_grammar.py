@@ -236,6 +236,7 @@ def test_escape() -> None:
     assert escape("a\nb\r\tc") == "a\\nb\\r\\tc"
     assert escape("\x1b[2J\x00\x7f\x9b") == "\\x1b[2J\\x00\\x7f\\x9b"
     assert escape("a\u2028b\u202ec") == "a\\u2028b\\u202ec"
+    assert escape("\u200fa\u061c\u200e\u2069") == "\\u200fa\\u061c\\u200e\\u2069"  # every bidi control
     assert escape("進捗 ok \\n") == "進捗 ok \\n"
 
 

@@ -21,6 +21,7 @@ import orjson
 from eventlog.appender import AppendError
 from eventlog.clock import NOW, At, parse_at
 from eventlog.logs import is_url, open_log
+from eventlog.printable import escape
 from eventlog.replay import Progress, Replay
 from projections.runner import Runner
 
@@ -185,23 +186,6 @@ def add_thresholds(parser: argparse.ArgumentParser, *, runner: bool = False) -> 
 
 
 # --- output ----------------------------------------------------------------------------------
-
-_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
-_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
-
-
-def escape(text: str) -> str:
-    """``text`` with control characters (C0, DEL, C1, line separators, bidi overrides) written as escapes.
-
-    Every human-readable line goes through it: an id or a text from the log can
-    never start a line of its own or drive the terminal.
-    """
-    return _CONTROL.sub(lambda m: _NAMED.get(m[0]) or _code(m[0]), text)
-
-
-def _code(char: str) -> str:
-    n = ord(char)
-    return f"\\x{n:02x}" if n < 0x100 else f"\\u{n:04x}"
 
 
 def say(line: str = "") -> None:
