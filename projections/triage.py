@@ -428,6 +428,11 @@ def cut_tail_cmd(log: str, s: StuckTail) -> str:
             f"{q(kept_tail(log, s.start))} && {command(f'truncate -s {s.start}', [log])}")
 
 
+def status_cmd(log: str, every: bool = False) -> str:
+    """``eventlog status LOG`` (``--all``: every item of every group)."""
+    return f"eventlog status {q(log)}" + (" --all" if every else "")
+
+
 def explain_cmd(log: str, ident: str) -> str:
     """``eventlog explain LOG ID``."""
     return command("eventlog explain", [log, ident])
@@ -1168,5 +1173,6 @@ def _session_verdict(judge: _Judge, sid: str) -> Verdict:
 
 __all__ = [
     "DOMAINS", "KIND_OF_FIELD", "REASONS", "SHOWN", "BadLineFact", "Domain", "Group", "Item", "Kind", "LogFacts",
-    "Reason", "Totals", "Triage", "Verdict", "duration_words", "explain", "natural_key", "not_applied", "triage",
+    "Reason", "Totals", "Triage", "Verdict", "duration_words", "explain", "natural_key", "not_applied", "status_cmd",
+    "triage",
 ]

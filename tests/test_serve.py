@@ -564,9 +564,12 @@ def test_events_stream_new_lines(server: Server) -> None:
 def test_status_stream_for_the_console(server: Server) -> None:
     c = server.client("viewer")
     with c.stream("GET", "/v1/status", headers={"Accept": "text/event-stream"}, timeout=20) as r:
-        first = read_events(r, 1)[0]
+        tick, first = read_events(r, 2)
+        assert tick["event"] == "tick" and json.loads(tick["data"]) == {"tick_s": 5.0}  # how often a view comes
         payload = json.loads(first["data"])
-        assert first["event"] == "status"
+        assert first["event"] == "status" and payload["problem"] is None
+        assert payload["commands"] == {"status": f"eventlog status {server.log}",
+                                       "all": f"eventlog status {server.log} --all"}
         assert [w["session_id"] for w in payload["waiting"]] == ["s-early-gone"]
         again = c.get("/v1/status").json()  # judged a moment later: the same items (their for_s may have grown)
 
@@ -594,6 +597,12 @@ def test_a_server_that_loses_its_log_answers_503(tmp_path: Path) -> None:
         assert health.status_code == 503 and health.json()["code"] == "LOG_UNAVAILABLE"
         assert "does not exist" in health.json()["message"]
         assert c.get("/v1/status").status_code == 503
+        with c.stream("GET", "/v1/status", headers={"Accept": "text/event-stream"}, timeout=20) as stream:
+            _tick, said = read_events(stream, 2)  # the console's view says it, as status does: never a 503 page
+        view = json.loads(said["data"])
+        assert view["problem"]["message"] == health.json()["message"] and view["problem"]["since"]
+        assert view["status"]["log_missing"] and view["status"]["needs_person"] == 1 and view["waiting"] is None
+        assert [g["reason_code"] for g in view["status"]["groups"]] == ["missing"]
         r = decide(c, "s-early-gone", "k", decision="close", expected_revision=3, reason="r")
         assert r.status_code == 503 and not log.exists()
     finally:

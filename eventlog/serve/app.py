@@ -34,6 +34,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from eventlog import keys as keyfile
 from eventlog.appender import AppendError, BadInput, Conflict, read_input
 from eventlog.clock import At, parse_at
+from eventlog.printable import script as escape_script
 from eventlog.reader import duplicate_key
 from eventlog.runners import sessions as decisions
 from eventlog.runners.common import RunnerError
@@ -197,6 +198,21 @@ def judging(request: Request) -> At | Response:
         return problem(400, "BAD_REQUEST", str(err).replace("--at", "at"))
 
 
+#: The values ``?all=`` takes (``status --all``), and what each means.
+_ALL = {"1": True, "true": True, "yes": True, "0": False, "false": False, "no": False}
+
+
+def every_item(request: Request) -> bool | Response:
+    """``?all=1`` (every item of every group, as ``status --all``; ``?all=0`` or none: the first few), or a 400."""
+    given = request.query_params.get("all")
+    if given is None:
+        return False
+    wanted = _ALL.get(given.strip().lower())
+    if wanted is None:
+        return problem(400, "BAD_REQUEST", f"all={given!r}: give all=1 (every item) or all=0 (the first few)")
+    return wanted
+
+
 async def read_body(request: Request) -> bytes | Response:
     """The body, or 413 when it is over :data:`MAX_BODY` (told by its length, or counted while it comes)."""
     length = request.headers.get("content-length")
@@ -226,6 +242,18 @@ def sse(event: str, data: bytes, ident: int | None = None) -> bytes:
     """One Server-Sent Event (``data`` holds no line break)."""
     head = f"event: {event}\n" + (f"id: {ident}\n" if ident is not None else "")
     return head.encode() + b"data: " + data + b"\n\n"
+
+
+def tick_event(request: Request) -> bytes:
+    """A view stream's first event, ``tick`` ``{"tick_s"}``: a view comes at least this often, so a client that
+    gets none for a few ticks knows what it shows is not current."""
+    return sse("tick", _encoder.encode({"tick_s": request.app.state.tick_s}))
+
+
+def unavailable_event(s: Served, err: Unavailable) -> bytes:
+    """``unavailable`` ``{"message", "since"}``: why the log cannot be judged now, and since when."""
+    why, since = s.trouble() or (str(err), None)
+    return sse("unavailable", _encoder.encode({"message": why, "since": since}))
 
 
 def event_stream(request: Request, body: AsyncIterator[bytes]) -> StreamingResponse:
@@ -260,7 +288,8 @@ async def healthz(request: Request) -> Response:
 
 @guarded("read")
 async def status(request: Request) -> Response:
-    """The ``status --json`` view (with ``Accept: text/event-stream``: a stream of it, for the console).
+    """The ``status --json`` view (``?all=1``: every item); with ``Accept: text/event-stream`` a stream of
+    the console's view of it (``Served.console``), which says when the log cannot be judged instead of a 503.
 
     Its ``as_of`` is when it was judged: at most a second before when the log has
     not moved, else the newest judgement while the next is made (``Served.judged``).
@@ -268,20 +297,19 @@ async def status(request: Request) -> Response:
     at = judging(request)
     if isinstance(at, Response):
         return at
+    every = every_item(request)
+    if isinstance(every, Response):
+        return every
     s = served(request)
     if not wants_stream(request):
-        return JSON(await run_in_threadpool(s.status, at))
-    s.check()
+        return JSON(await run_in_threadpool(s.status, at, every=every))
 
     async def stream() -> AsyncIterator[bytes]:
+        yield tick_event(request)
         while True:
             version = s.version
-            try:
-                shown = await run_in_threadpool(s.console, at)
-            except Unavailable as err:
-                yield sse("unavailable", _encoder.encode({"message": str(err)}))
-            else:
-                yield sse("status", _encoder.encode(shown))
+            shown = await run_in_threadpool(s.console, at, every)
+            yield sse("status", _encoder.encode(shown))
             if not await changes(request, version, request.app.state.tick_s):
                 return
 
@@ -300,7 +328,12 @@ async def dump(request: Request) -> Response:
 
 @guarded("read")
 async def session(request: Request) -> Response:
-    """One session with the decisions it would accept now (a stream of it with ``Accept: text/event-stream``)."""
+    """One session with the decisions it would accept now (a stream of it with ``Accept: text/event-stream``).
+
+    The stream says ``gone`` ``{"message"}`` when the session is no longer in the log (replaced or
+    truncated: the 404's message) and ``unavailable`` when the log cannot be judged, and goes on: the
+    session may come back.
+    """
     at = judging(request)
     if isinstance(at, Response):
         return at
@@ -313,18 +346,24 @@ async def session(request: Request) -> Response:
         return JSON(found)
 
     async def stream() -> AsyncIterator[bytes]:
-        current: dict[str, Any] | None = found
+        yield tick_event(request)
+        said = sse("session", _encoder.encode(found))
         while True:
             version = s.version
-            if current is not None:
-                yield sse("session", _encoder.encode(current))
+            yield said
             if not await changes(request, version, request.app.state.tick_s):
                 return
             try:
                 current = await run_in_threadpool(s.session, sid, at)
             except Unavailable as err:
-                current = None
-                yield sse("unavailable", _encoder.encode({"message": str(err)}))
+                said = unavailable_event(s, err)
+                continue
+            if current is None:
+                if not said.startswith(b"event: gone\n"):  # why it is unknown reads the log: once, not each tick
+                    gone = await run_in_threadpool(s.unknown_session, sid)
+                    said = sse("gone", _encoder.encode({"message": gone}))
+            else:
+                said = sse("session", _encoder.encode(current))
 
     return event_stream(request, stream())
 
@@ -464,6 +503,12 @@ async def console(request: Request) -> Response:
     return FileResponse(CONSOLE / "index.html", headers={"cache-control": "no-store"})
 
 
+async def console_escaping(request: Request) -> Response:
+    """``/console/escape.js``: the CLI's escaping rule for the console (``eventlog.printable.script``)."""
+    return Response(escape_script(), media_type="text/javascript; charset=utf-8",
+                    headers={"cache-control": "no-store"})
+
+
 # --- the application --------------------------------------------------------------
 
 #: Ids that cannot be a path segment as they are: clients drop the segments ``.`` and ``..`` (a browser even
@@ -567,6 +612,7 @@ def make_app(served_log: Served, keys_path: str, *, tick_s: float = TICK_S) -> S
         Route("/metrics", metrics),
         Route("/", console),
         IdRoute("/sessions/{session_id}", console),
+        Route("/console/escape.js", console_escaping),
         Mount("/console", StaticFiles(directory=CONSOLE), name="console"),
     ]
 

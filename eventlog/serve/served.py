@@ -33,6 +33,7 @@ from typing import Any
 
 import msgspec
 
+from eventlog import clock
 from eventlog import follow as file_follow
 from eventlog.appender import AppendError, AppendResult
 from eventlog.clock import NOW, At
@@ -46,8 +47,9 @@ from eventlog.replay import Progress, Replay, uncommitted_reason
 from eventlog.runners import sessions as decisions
 from eventlog.runners.common import BadLines, NamedBadLine, folder, naming
 from eventlog.views import status as triage_of
+from eventlog.views import status_of_missing
 from projections.runner import Runner
-from projections.triage import SHOWN, Triage
+from projections.triage import SHOWN, Triage, status_cmd
 from projections.turns import Turns
 
 log = logging.getLogger("eventlog.serve")
@@ -97,9 +99,11 @@ class Judged:
     triage: Triage
     _derived: dict[str, Any] = field(default_factory=dict)
 
-    def status(self) -> dict[str, Any]:
-        """``status --json``: the triage with the first few items of each group."""
-        view: dict[str, Any] = self.derived("status", lambda _dump: msgspec.to_builtins(self.triage.shown(SHOWN)))
+    def status(self, every: bool = False) -> dict[str, Any]:
+        """``status --json``: the triage with the first few items of each group (``every``: ``--all``)."""
+        limit = None if every else SHOWN
+        view: dict[str, Any] = self.derived(f"status-{limit}",
+                                            lambda _dump: msgspec.to_builtins(self.triage.shown(limit)))
         return view
 
     def derived(self, name: str, make: Callable[[dict[str, Any]], Any]) -> Any:
@@ -130,6 +134,9 @@ class Served:
         self.version = 0
         self.ready = False
         self.lost: str | None = None
+        #: Why the log cannot be answered from, and since when (:meth:`trouble`).
+        self._trouble: tuple[str, str] | None = None
+        self._trouble_lock = threading.Lock()
         self.stop_event = threading.Event()
         self._listeners: list[Callable[[], None]] = []
         self._judge_lock = threading.Lock()
@@ -207,6 +214,7 @@ class Served:
         with self._changed:
             self.version += 1
             self._changed.notify_all()
+        self.trouble()  # a problem's "since" is when it began, not when someone first asked
         for listener in list(self._listeners):
             listener()
 
@@ -224,6 +232,19 @@ class Served:
             return (f"{self.name}: the server is unreachable; the state stays as of seq "
                     f"{self.replay.reader.last_seq} until it is back")
         return None
+
+    def trouble(self) -> tuple[str, str] | None:
+        """:meth:`problem` and since when (ISO 8601, this server's clock): when it was first seen; None: no problem.
+
+        Noted on every change of the log (a file that goes away is one) and on every ask.
+        """
+        why = self.problem()
+        with self._trouble_lock:
+            if why is None:
+                self._trouble = None
+            elif self._trouble is None or self._trouble[0] != why:
+                self._trouble = (why, clock.now().isoformat())
+            return self._trouble
 
     def check(self) -> None:
         """Unavailable when the server cannot answer from its log now."""
@@ -327,14 +348,31 @@ class Served:
 
         threading.Thread(target=run, name="eventlog-serve-judge", daemon=True).start()
 
-    def status(self, at: At = NOW, *, wait: bool = False) -> dict[str, Any]:
-        """The ``status --json`` view (``wait``: see :meth:`judged`)."""
-        return self.judged(at, wait=wait).status()
+    def status(self, at: At = NOW, *, wait: bool = False, every: bool = False) -> dict[str, Any]:
+        """The ``status --json`` view (``wait``: see :meth:`judged`; ``every``: ``--all``)."""
+        return self.judged(at, wait=wait).status(every)
 
-    def console(self, at: At = NOW) -> dict[str, Any]:
-        """What the console's status page shows: the status view and the sessions waiting for a decision."""
-        j = self.judged(at, wait=True)
-        return {"status": j.status(), "waiting": j.derived("waiting", _waiting)}
+    def console(self, at: At = NOW, every: bool = False) -> dict[str, Any]:
+        """What the console's status page shows, never an old all-clear.
+
+        ``status``: the status view (``every``: every item); ``waiting``: the sessions that wait for a
+        decision; ``commands``: ``eventlog status LOG`` and its ``--all``, to paste; ``problem``: null, or
+        why the log cannot be judged now and since when (:meth:`trouble`). Then ``waiting`` is null and
+        ``status`` is what ``eventlog status`` says of it: a log that is not there is one item, the log is
+        missing; of any other problem nothing can be said (null).
+        """
+        commands = {"status": status_cmd(self.name), "all": status_cmd(self.name, every=True)}
+        try:
+            j = self.judged(at, wait=True)
+        except Unavailable as err:
+            why, since = self.trouble() or (str(err), clock.now().isoformat())
+            missing = None
+            if getattr(self.follower, "missing", False):
+                missing = msgspec.to_builtins(status_of_missing(self.name, at).shown(None if every else SHOWN))
+            return {"status": missing, "waiting": None, "commands": commands,
+                    "problem": {"message": why, "since": since}}
+        return {"status": j.status(every), "waiting": j.derived("waiting", _waiting), "commands": commands,
+                "problem": None}
 
     def metrics(self, at: At = NOW) -> str:
         """The Prometheus exposition of ``follow --prom`` (its histograms read the folded state: under the lock)."""
