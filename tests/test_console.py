@@ -11,16 +11,20 @@ there (docs/console-status.png, docs/console-session.png).
 from __future__ import annotations
 
 import os
+import re
+import shlex
 import shutil
+import signal
 import time
 from collections.abc import Iterator
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from eventlog.appender import EventLog
-from tests.conftest import ROOT
+from tests.conftest import ROOT, run_cli
 from tests.serving import Server, start_server
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
@@ -332,5 +336,199 @@ def test_the_session_page_warns_which_bad_lines_name_the_session_and_decides_as_
         assert "judged without the bad line(s) that name this session: line 2" in \
             browser.find_element(By.ID, "result-message").text
         assert '"decision":"close"' in log.read_text().splitlines()[-1]
+    finally:
+        server.stop()
+
+
+# --- never an old all-clear; every item named; a session gone; texts escaped ----------------------------------
+
+#: The server's --tick in these tests: a page must say it is not current after a few ticks of silence.
+TICK_S = 1.0
+
+
+def shown(driver: Any, css: str) -> bool:
+    """Whether the element ``css`` is on screen (False when there is none, or the live page replaced it just then)."""
+    from selenium.common.exceptions import StaleElementReferenceException
+    from selenium.webdriver.common.by import By
+
+    try:
+        return any(e.is_displayed() for e in driver.find_elements(By.CSS_SELECTOR, css))
+    except StaleElementReferenceException:
+        return False
+
+
+def text(driver: Any, css: str) -> str:
+    """The text of the elements ``css`` selects, joined."""
+    return " ".join(texts(driver, css))
+
+
+def all_clear(driver: Any) -> bool:
+    """Whether the page says, in words a person reads, that nothing needs a person."""
+    return shown(driver, "#calm") or text(driver, "#count") == "0"
+
+
+SINCE = re.compile(r"since (\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?[+-]\d\d:\d\d)")
+
+
+def test_a_lost_log_or_a_silent_server_is_never_shown_as_an_all_clear(browser: Any, tmp_path: Path) -> None:
+    """A calm log: "Nothing needs a person". Moved away: the page lists the missing log as status does (its
+    item and command) and says since when it is not current; back: calm again. A server that stops answering
+    (SIGSTOP: no tick for a few ticks) or dies: the old view is greyed, no all-clear, "not current" with why."""
+    from selenium.webdriver.common.by import By
+
+    log = tmp_path / "calm.jsonl"
+    shutil.copy(ROOT / "fixtures" / "sessions_close.jsonl", log)
+    assert run_cli("status", str(log)).returncode == 0  # calm now
+    server = start_server(log, tmp_path, None, "--tick", f"{TICK_S:g}s")
+    try:
+        open_with_key(browser, server.url + "/", server.keys["ops"])
+        wait(browser, 10, lambda d: shown(d, "#calm"), "the calm log shows calm")
+        assert text(browser, "#calm") == "Nothing needs a person." and not shown(browser, "#stale")
+
+        before = datetime.now().astimezone()
+        log.rename(tmp_path / "calm.moved")
+        said = run_cli("status", str(log))
+        assert said.returncode == 1 and "The log is missing: 1" in said.stdout
+        wait(browser, 10, lambda d: "The log is missing: 1" in texts(d, "#needs .group h3"),
+             "the missing log is listed as status lists it")
+        assert not all_clear(browser) and text(browser, "#count") == "1"
+        [command] = texts(browser, "#needs .item .next")
+        assert command in said.stdout and command == f"ls -la {tmp_path}"  # status's own command
+        assert shown(browser, "#stale")
+        banner = text(browser, "#stale")
+        assert "Not current" in banner and "does not exist" in banner, banner
+        since = datetime.fromisoformat(SINCE.search(banner)[1])  # type: ignore[index]
+        assert before - timedelta(seconds=1) <= since <= datetime.now().astimezone(), banner
+
+        (tmp_path / "calm.moved").rename(log)
+        wait(browser, 10, lambda d: shown(d, "#calm") and not shown(d, "#stale"), "calm again once it is back")
+
+        server.proc.send_signal(signal.SIGSTOP)  # alive, connected, silent
+        try:
+            wait(browser, 4 * TICK_S + 5, lambda d: shown(d, "#stale"), "a silent server makes the page not current")
+            assert not all_clear(browser) and text(browser, "#count") == "?"
+            banner = text(browser, "#stale")
+            assert "Not current" in banner and "nothing new from the server" in banner, banner
+            assert f"since {text(browser, '#asof')}" in banner  # the last judgement it had
+            assert browser.find_element(By.ID, "status-page").get_attribute("data-old") == "yes"  # greyed
+        finally:
+            server.proc.send_signal(signal.SIGCONT)
+        wait(browser, 10, lambda d: shown(d, "#calm") and not shown(d, "#stale"), "current again once it answers")
+
+        server.stop()
+        wait(browser, 10, lambda d: "unreachable" in text(d, "#stale"), "a dead server makes the page not current")
+        assert not all_clear(browser) and text(browser, "#count") == "?"
+        assert f"eventlog status {log}" in text(browser, "#stale")  # what a person runs instead
+    finally:
+        server.stop()
+
+
+def test_every_item_is_named_and_the_hint_command_works_when_pasted(browser: Any, tmp_path: Path) -> None:
+    """Five bad lines: the console shows 3 and "and 2 more" with a command that runs (LOG quoted: its name has a
+    space) and a link that shows every item; /v1/status?all=1 gives every item, as status --all does."""
+    log = tmp_path / "my log.jsonl"
+    shutil.copy(ROOT / "fixtures" / "sessions_close.jsonl", log)
+    with log.open("a") as f:
+        f.writelines(f"not json {n}\n" for n in range(5))
+    server = start_server(log, tmp_path, None, "--tick", f"{TICK_S:g}s")
+    try:
+        c = server.client("viewer")
+        [group] = [g for g in c.get("/v1/status").json()["groups"] if g["reason_code"] == "bad_line"]
+        assert group["count"] == 5 and len(group["items"]) == 3
+        [group] = [g for g in c.get("/v1/status", params={"all": "1"}).json()["groups"]
+                   if g["reason_code"] == "bad_line"]
+        assert len(group["items"]) == 5
+        wrong = c.get("/v1/status", params={"all": "maybe"})
+        assert wrong.status_code == 400 and "all" in wrong.json()["message"]
+
+        open_with_key(browser, server.url + "/", server.keys["ops"])
+        wait(browser, 10, lambda d: "Bad lines (skipped, counted): 5" in texts(d, "#needs .group h3"),
+             "the group shows")
+        assert len(texts(browser, "#needs .item")) == 3
+        more = text(browser, "#needs .more")
+        assert "and 2 more" in more, more
+        [command] = texts(browser, "#needs .more code")
+        words = shlex.split(command)
+        assert words[:3] == ["eventlog", "status", str(log)] and "--all" in words
+        pasted = run_cli(*words[1:])
+        assert pasted.returncode == 1, pasted.stderr  # something needs a person (not 2: bad usage)
+        assert all(f"sed -n '{n}p' '{log}'" in pasted.stdout for n in range(12, 17))  # every one
+
+        wait(browser, 10, lambda d: click_link(d, "show every item"), "the link to every item")
+        wait(browser, 10, lambda d: len(texts(d, "#needs .item")) == 5, "every item shows")
+        assert "all=1" in browser.current_url and not shown(browser, "#needs .more")
+        assert not shown(browser, "#keybox")  # the key is still the tab's
+        assert [line.split(":")[0] for line in texts(browser, "#needs .item .line")] == \
+            [f"line {n}" for n in range(12, 17)]
+    finally:
+        server.stop()
+
+
+def test_a_session_page_says_when_its_session_is_no_longer_in_the_log(browser: Any, tmp_path: Path) -> None:
+    """The log replaced by one without the session: the API answers 404, and the page says the session is no
+    longer in the log and hides the decisions; the log back: the session and its decisions show again."""
+    from selenium.webdriver.common.by import By
+
+    log = tmp_path / "ledger.jsonl"
+    EventLog(log).append(NEW_SESSION)
+    kept = tmp_path / "kept.jsonl"
+    shutil.copy(log, kept)
+    server = start_server(log, tmp_path, None, "--tick", f"{TICK_S:g}s")
+    try:
+        open_with_key(browser, server.url + "/sessions/s-new", server.keys["ops"])
+        wait(browser, 10, lambda d: texts(d, "#accept button") == ["close", "abandon z1"], "the decisions show")
+        assert shown(browser, "#send")
+
+        other = tmp_path / "other.jsonl"
+        shutil.copy(ROOT / "fixtures" / "sessions_close.jsonl", other)
+        os.replace(other, log)
+        wait(browser, 10, lambda d: shown(d, "#missing"), "the page says the session is gone")
+        assert server.client("viewer").get("/v1/sessions/s-new").status_code == 404
+        said = text(browser, "#missing")
+        assert "no longer in the log" in said and "no session 's-new'" in said, said
+        assert not shown(browser, "#accept button") and not shown(browser, "#send")
+        assert "waits for a decision" not in text(browser, "#state")
+        assert browser.find_element(By.ID, "conn").text == "live"  # still followed: it may come back
+
+        shutil.copy(kept, other)
+        os.replace(other, log)
+        wait(browser, 10, lambda d: texts(d, "#accept button") == ["close", "abandon z1"], "it shows again")
+        assert not shown(browser, "#missing") and shown(browser, "#send")
+    finally:
+        server.stop()
+
+
+def test_texts_from_the_log_are_escaped_as_the_cli_escapes_them(browser: Any, tmp_path: Path) -> None:
+    """A reason with a bidi override ("r\\u202eevil" would read "rlive") shows escaped, as status prints it; a
+    session id with one links to its page and is escaped there; a 400-character id wraps on its page."""
+    from selenium.webdriver.common.by import By
+
+    log = tmp_path / "ledger.jsonl"
+    long_id = "s-" + "x" * 398
+    EventLog(log).append([
+        {"type": "handoff_created", "handoff_id": "h1", "account": "cloud-account-a"},
+        {"type": "needs_human", "handoff_id": "h1", "reason": "r\u202eevil\u2066\x1b[2J\u200f"},
+        *[{**e, "session_id": sid} for sid in ("s\u202ex", long_id) for e in NEW_SESSION]])
+    cli_line = next(line for line in run_cli("status", str(log)).stdout.splitlines() if "evil" in line)
+    reason = cli_line.split(": ", 1)[1]
+    assert reason == "handed to a person: r\\u202eevil\\u2066\\x1b[2J\\u200f (account cloud-account-a)"
+    server = start_server(log, tmp_path, None, "--tick", f"{TICK_S:g}s")
+    try:
+        open_with_key(browser, server.url + "/", server.keys["ops"])
+        wait(browser, 10, lambda d: any(t.startswith("h1 ") for t in texts(d, "#needs .item .line")), "h1 shows")
+        [line] = [t for t in texts(browser, "#needs .item .line") if t.startswith("h1 ")]
+        assert line.endswith(": " + reason), line
+        page = browser.find_element(By.TAG_NAME, "body").text
+        assert not re.search("[\u202a-\u202e\u2066-\u2069\u200e\u200f\x1b]", page)
+        assert "s\\u202ex" in texts(browser, "#waiting a")
+
+        wait(browser, 10, lambda d: click_link(d, "s\\u202ex"), "a click on the escaped id")
+        wait(browser, 10, lambda d: d.find_element(By.ID, "sid").text == "s\\u202ex", "its page, the id escaped")
+        wait(browser, 10, lambda d: "abandon z1" in texts(d, "#accept button"), "its decisions show")
+
+        browser.get(server.url + "/sessions/" + long_id)
+        wait(browser, 10, lambda d: d.find_element(By.ID, "sid").text == long_id, "the long id's page shows")
+        width = browser.execute_script("return [document.documentElement.scrollWidth, window.innerWidth]")
+        assert width[0] <= width[1], width  # wrapped, not 7000 px wide
     finally:
         server.stop()

@@ -1,7 +1,9 @@
 // The console of `eventlog serve`: no framework, no build step.
 // The key typed by the person is kept in this tab's sessionStorage only and sent as a Bearer header.
 // Live views are Server-Sent Events read with fetch (EventSource cannot send a header).
-// Every text from the log goes into the page with textContent, never as HTML.
+// Every text from the log goes into the page with textContent, never as HTML, and escaped by the CLI's own
+// rule (printable: ESCAPED and ESCAPES come from /console/escape.js, which the server writes from
+// eventlog/printable.py), so a bidi override or a control character shows as \u202e, \x1b, as `status` prints it.
 "use strict";
 
 const KEY = "eventlog.key";
@@ -22,26 +24,31 @@ document.body.dataset.page = PAGE;
 
 function key() { return sessionStorage.getItem(KEY); }
 
+// A text as a person may read it: what the CLI escapes is escaped.
+function printable(text) { return String(text).replace(ESCAPED, (c) => ESCAPES[c]); }
+
 function el(tag, text, cls) {
   const node = document.createElement(tag);
-  if (text !== undefined && text !== null) node.textContent = String(text);
+  if (text !== undefined && text !== null) node.textContent = printable(text);
   if (cls) node.className = cls;
   return node;
 }
 
+function setText(id, text) { $(id).textContent = printable(text); }
+
 function setConn(state, text) {
-  const c = $("conn");
-  c.dataset.state = state;
-  c.textContent = text;
+  $("conn").dataset.state = state;
+  setText("conn", text);
 }
 
 function askKey(message) {
   $(MAIN).hidden = true;
   $("keybox").hidden = false;
   $("forget").hidden = true;
+  $("stale").hidden = true;
   const e = $("keyerror");
   e.hidden = !message;
-  e.textContent = message || "";
+  setText("keyerror", message || "");
   $("key").focus();
 }
 
@@ -77,8 +84,61 @@ async function readEvents(response, onEvent) {
   }
 }
 
+// --- is what the page shows current? --------------------------------------------------
+// A view comes at least every tick (a stream's first event, "tick", says how often). When none came for
+// STALE_TICKS ticks, the server cannot be reached, or the log cannot be judged, the page says it is not
+// current, why and since when, greys what it still shows (never an all-clear) and names the command that
+// asks the log itself; the next view makes it current again.
+
+const STALE_TICKS = 3;
+let tickS = 5;
+let lastViewAt = 0;
+let lastAsOf = null;
+let staleKind = null;
+let commands = null;
+
+function fresh(asOf) {
+  lastViewAt = performance.now();
+  if (asOf) lastAsOf = asOf;
+}
+
+function current() {
+  if (staleKind === null) return;
+  staleKind = null;
+  document.body.dataset.current = "yes";
+  $(MAIN).dataset.old = "no";
+  $("stale").hidden = true;
+  $("asof-note").textContent = "";
+}
+
+// Not current: `why`, since `since` (a time; none: unknown). `old`: what the page shows is the last view (greyed).
+function notCurrent(kind, why, since, old) {
+  staleKind = kind;
+  document.body.dataset.current = "no";
+  $(MAIN).dataset.old = old ? "yes" : "no";
+  const box = $("stale");
+  const said = [el("strong", "Not current"), el("span", (since ? " since " + since : "") + ": " + why + ".")];
+  if (old && lastAsOf) said.push(el("span", " What is shown was judged as of " + lastAsOf + " and may be wrong."));
+  if (commands) said.push(el("span", " Ask the log itself: "), el("code", commands.status));
+  box.replaceChildren(...said);
+  box.hidden = false;
+  $("asof-note").textContent = " (not current)";
+  if (old && PAGE === "status") oldStatus();
+}
+
+setInterval(() => {
+  if (!lastViewAt || (staleKind !== null && staleKind !== "quiet")) return;
+  const quiet = (performance.now() - lastViewAt) / 1000;
+  if (quiet > STALE_TICKS * tickS) {
+    setConn("down", "not current");
+    notCurrent("quiet", "nothing new from the server for " + durationWords(quiet) + " (a view comes at least every "
+      + durationWords(tickS) + ")", lastAsOf, true);
+  }
+}, 1000);
+
 // Follow a live view: reconnects after a drop, asks for the key again on 401/403.
-function live(url, onEvent, onMissing) {
+// `on` maps an event's name to what shows it; "tick" and "unavailable" are handled here.
+function live(url, on, onMissing) {
   let stopped = false;
   async function connect() {
     setConn("connecting", "connecting…");
@@ -86,7 +146,7 @@ function live(url, onEvent, onMissing) {
     try {
       response = await fetch(url, { headers: authHeaders({ Accept: "text/event-stream" }), cache: "no-store" });
     } catch (err) {
-      return retry("server unreachable");
+      return retry("the server is unreachable");
     }
     if (response.status === 401 || response.status === 403) {
       const body = await response.json().catch(() => ({}));
@@ -110,9 +170,16 @@ function live(url, onEvent, onMissing) {
     setConn("live", "live");
     try {
       await readEvents(response, (name, data) => {
-        if (name === "unavailable") { setConn("down", JSON.parse(data).message); return; }
+        const value = JSON.parse(data);
+        if (name === "tick") { tickS = value.tick_s; return; }
+        if (name === "unavailable") {
+          setConn("down", "not current");
+          fresh();
+          notCurrent("unavailable", value.message, value.since, true);
+          return;
+        }
         setConn("live", "live");
-        onEvent(name, JSON.parse(data));
+        if (on[name]) on[name](value);
       });
     } catch (err) { /* dropped: reconnect below */ }
     retry("connection dropped");
@@ -120,6 +187,7 @@ function live(url, onEvent, onMissing) {
   function retry(why) {
     if (stopped) return;
     setConn("down", why + "; retrying…");
+    notCurrent("down", why + "; retrying", lastAsOf, true);
     setTimeout(connect, 2000);
   }
   connect();
@@ -127,13 +195,15 @@ function live(url, onEvent, onMissing) {
 
 function showAsOf(text) {
   const t = $("asof");
-  t.textContent = text || "–";
+  setText("asof", text || "–");
   if (text) t.dateTime = text;
 }
 
 // --- the status page ---------------------------------------------------------------
 
 const SHOWN = 300;
+// "/?all=1": every item of every group (and every waiting session), as `status --all`.
+const EVERY = PAGE === "status" && new URLSearchParams(location.search).get("all") === "1";
 
 // Re-render only what changed: a tick that changes nothing but the time leaves the page (focus, selection) alone.
 const lastShown = {};
@@ -166,11 +236,48 @@ function itemLine(item, head = item.id) {
   return head + since + ": " + item.reason;
 }
 
+// A link to every item, and the command that prints them.
+function showEvery(count) {
+  const a = el("a", "show every item");
+  a.href = "/?all=1";
+  const p = el("p", "… and " + count + " more: ", "more");
+  p.append(a);
+  if (commands) p.append(" or ", el("code", commands.all));
+  return p;
+}
+
+// The last view stays, greyed, and says nothing it cannot know now: no count, no all-clear.
+function oldStatus() {
+  lastShown.status = null;  // the next view is drawn whole
+  $("count").textContent = "?";
+  $("count-word").textContent = "things need a person now: not known (not current)";
+  document.body.dataset.attention = "unknown";
+  $("calm").hidden = true;
+  if ($("waiting").children.length === 0) noneWaiting("Not known (not current).");
+}
+
+// What the list of waiting sessions says when it lists none: "None." (calm) only when that is known.
+function noneWaiting(text) {
+  const p = $("nowaiting");
+  p.textContent = text;
+  p.className = text === "None." ? "calm" : "muted";
+  p.hidden = false;
+}
+
 function renderStatus(payload) {
+  commands = payload.commands;
   const status = payload.status;
+  fresh(status && status.as_of);
+  if (payload.problem) {
+    setConn("down", "not current");
+    notCurrent("problem", payload.problem.message, payload.problem.since, !status);
+  } else {
+    current();
+  }
+  if (!status) return;  // nothing can be said of the log: the last view stays, greyed
   showAsOf(status.as_of);
   if (!changed("status", payload)) return;
-  $("log").textContent = status.log;
+  setText("log", status.log);
   const count = status.needs_person;
   $("count").textContent = count;
   $("count-word").textContent = count === 1 ? "thing needs a person now" : "things need a person now";
@@ -188,22 +295,26 @@ function renderStatus(payload) {
         line.textContent = "";
         const a = el("a", item.id, "id");
         a.href = "/sessions/" + idSegment(item.id);
-        line.append(a, document.createTextNode(itemLine(item).slice(item.id.length)));
+        line.append(a, printable(itemLine(item, "")));
       }
       row.append(line, el("code", item.next, "next"));
       return row;
     }));
     li.append(items);
-    if (g.count > g.items.length) {
-      li.append(el("p", "… and " + (g.count - g.items.length) + " more (eventlog status --all)", "more"));
-    }
+    if (g.count > g.items.length) li.append(showEvery(g.count - g.items.length));
     return li;
   }));
-  $("more").hidden = true;
 
-  const waiting = payload.waiting;
+  // Not known while the log cannot be judged (null), never "None."
+  const waiting = payload.waiting || [];
+  noneWaiting(payload.waiting ? "None." : "Not known: the log cannot be judged now.");
   $("nowaiting").hidden = waiting.length > 0;
-  $("waiting").replaceChildren(...waiting.slice(0, SHOWN).map((s) => {
+  const listed = EVERY ? waiting : waiting.slice(0, SHOWN);
+  $("waiting-more").replaceChildren(...(listed.length < waiting.length ? [showEvery(waiting.length - listed.length)]
+    : []));
+  const cut = status.groups.some((g) => g.count > g.items.length) || listed.length < waiting.length;
+  $("toggle").hidden = !EVERY && !cut;
+  $("waiting").replaceChildren(...listed.map((s) => {
     const li = el("li");
     const a = el("a", s.session_id, "id");
     a.href = "/sessions/" + idSegment(s.session_id);
@@ -248,15 +359,35 @@ async function turnDetail(turn, li) {
   li.append(el("span", " — " + bits.join(", "), "muted"));
 }
 
+// The session is not in the log (`seen`: no longer; else not yet): say so, and offer no decision.
+function sessionGone(message, seen) {
+  lastShown.session = null;  // drawn whole when it comes back
+  setText("sid", sessionId);
+  setText("state", seen ? "no longer in the log" : "not in the log");
+  $("state").dataset.needs = "no";
+  const m = $("missing");
+  m.hidden = false;
+  setText("missing", (seen ? "This session is no longer in the log (replaced or truncated?): " : "") + message);
+  $("decisions").hidden = true;
+  $("decide-section").hidden = true;
+  $("session-page").dataset.old = "yes";
+}
+
 function renderSession(s) {
+  fresh(s.as_of);
+  current();
   showAsOf(s.as_of);
+  $("missing").hidden = true;
+  $("decisions").hidden = false;
+  $("decide-section").hidden = false;
+  $("session-page").dataset.old = "no";
   if (!changed("session", s)) return;
-  $("log").textContent = s.log;
-  $("sid").textContent = s.session_id;
-  document.title = "recovery-ledger · " + s.session_id;
+  setText("log", s.log);
+  setText("sid", s.session_id);
+  document.title = printable("recovery-ledger · " + s.session_id);
   const state = $("state");
-  state.textContent = s.admission_state + (s.attention ? " · " + s.attention : "")
-    + (s.needs_decision ? " — waits for a decision" : "");
+  setText("state", s.admission_state + (s.attention ? " · " + s.attention : "")
+    + (s.needs_decision ? " — waits for a decision" : ""));
   state.dataset.needs = s.needs_decision ? "yes" : "no";
   const facts = [
     ["admission state", s.admission_state], ["attention", s.attention || "none"],
@@ -284,7 +415,7 @@ function renderSession(s) {
   if (named.length > 0) {
     const p = el("p", named.length + " bad line(s) of the log name this session, left out of this state: it may "
       + "not be what happened; look at them before you decide. ", "named");
-    named.forEach((b, i) => p.append((i ? "; " : "") + "line " + b.line + ": " + b.reason + " (see it: ",
+    named.forEach((b, i) => p.append(printable((i ? "; " : "") + "line " + b.line + ": " + b.reason + " (see it: "),
       el("code", b.next), ")"));
     said.push(p);
   }
@@ -351,6 +482,11 @@ function pick(d, revision) {
   $("reason").focus();
 }
 
+// A receipt as indented JSON, each of its lines escaped (JSON leaves a bidi override as it is).
+function receiptText(receipt) {
+  return JSON.stringify(receipt, null, 2).split("\n").map(printable).join("\n");
+}
+
 // What a receipt says of the bad lines that name its session ("" when none do).
 function judgedWithout(receipt) {
   const named = receipt.named_by_bad_lines || [];
@@ -389,14 +525,14 @@ async function sendDecision(event) {
   if (status === 200) {
     box.dataset.code = "accepted";
     $("result-code").textContent = "Accepted";
-    $("result-message").textContent = answer.decision + " at line " + answer.line
-      + (answer.replayed ? " (a repeated key: the first receipt)" : "") + judgedWithout(answer);
-    $("result-receipt").textContent = JSON.stringify(answer, null, 2);
+    setText("result-message", answer.decision + " at line " + answer.line
+      + (answer.replayed ? " (a repeated key: the first receipt)" : "") + judgedWithout(answer));
+    $("result-receipt").textContent = receiptText(answer);
   } else {
     box.dataset.code = answer.code || String(status);
-    $("result-code").textContent = (status === 409 ? "Refused: " : "Error " + status + ": ") + (answer.code || "");
-    $("result-message").textContent = (answer.message || "") + judgedWithout(answer.receipt || {});
-    $("result-receipt").textContent = answer.receipt ? JSON.stringify(answer.receipt, null, 2) : "";
+    setText("result-code", (status === 409 ? "Refused: " : "Error " + status + ": ") + (answer.code || ""));
+    setText("result-message", (answer.message || "") + judgedWithout(answer.receipt || {}));
+    $("result-receipt").textContent = answer.receipt ? receiptText(answer.receipt) : "";
   }
 }
 
@@ -405,18 +541,16 @@ async function sendDecision(event) {
 function start() {
   if (!key()) return askKey("");
   if (PAGE === "session") {
-    live("/v1/sessions/" + idSegment(sessionId), (name, data) => {
-      if (name === "session") renderSession(data);
+    live("/v1/sessions/" + idSegment(sessionId), {
+      session: renderSession,
+      gone: (data) => { fresh(); current(); sessionGone(data.message, true); },
     }, (message) => {
       $("keybox").hidden = true;
       $(MAIN).hidden = false;
-      $("sid").textContent = sessionId;
-      const m = $("missing");
-      m.hidden = false;
-      m.textContent = message;
+      sessionGone(message, false);
     });
   } else {
-    live("/v1/status", (name, data) => { if (name === "status") renderStatus(data); });
+    live("/v1/status" + (EVERY ? "?all=1" : ""), { status: renderStatus });
   }
 }
 
@@ -430,6 +564,11 @@ $("forget").addEventListener("click", () => {
   sessionStorage.removeItem(KEY);
   location.reload();
 });
+if (PAGE === "status") {
+  const a = el("a", EVERY ? "show the first few of each group" : "show every item");
+  a.href = EVERY ? "/" : "/?all=1";
+  $("toggle").append(a);
+}
 if (PAGE === "session") {
   $("decide").addEventListener("submit", sendDecision);
   for (const id of ["decision", "revision", "turn", "evidence", "reason"]) {
