@@ -3,7 +3,9 @@
 :class:`Follower` holds the replayed state of one log and catches up with the
 file on demand (:meth:`Follower.catch_up`): only new complete lines are read;
 a partial last line is waited for; a truncated or replaced file is replayed
-from the start, and the reason is returned for the caller to report.
+from the start, and the reason is returned for the caller to report. A path
+that holds nothing, or no file (a directory, a FIFO, a device: never opened as
+a log, so never blocked on), is waited for.
 :func:`follow` drives it with watchfiles: on every change, and at least every
 ``tick_s`` when nothing changes (silence writes no line, yet a watcher gets
 late and a claim stale), it calls back; ``eventlog follow``'s callback judges
@@ -27,6 +29,7 @@ import xxhash
 from eventlog import snapshot
 from eventlog.clock import At
 from eventlog.fold import Folder
+from eventlog.logs import NotALogFile, open_regular
 from eventlog.replay import Replay
 
 #: watchfiles' defaults wait ~95 ms; these see an appended line in a few ms.
@@ -38,6 +41,8 @@ TICK_S = 5.0
 WAKE_S = 0.2
 #: How often every byte already folded is read again (:meth:`Follower.verify`).
 VERIFY_EVERY_S = 5.0
+#: What follows why no log file is at the path (a directory, a FIFO, a device), on stderr and in a 503.
+WAITING_FOR_A_FILE = "waiting for a log file there"
 
 
 class Follower:
@@ -56,8 +61,11 @@ class Follower:
         self.snapshot_path = snapshot_path
         self.replay = Replay(new_folder(), assume_tz)
         self.identity: tuple[int, int] | None = None
-        #: The file is not there (not yet, or not any more): it is waited for.
+        #: The file is not there (not yet, or not any more), or what is there is no file (``not_file``): it is
+        #: waited for.
         self.missing = False
+        #: Why what is at the path is no log file (a directory, a FIFO, a device), while it is there.
+        self.not_file: str | None = None
         self._edge: tuple[str, str] | None = None
         #: xxh3-128 of every byte folded so far (``replay.offset``), kept up as lines come (:meth:`verify`).
         self._digest = xxhash.xxh3_128()
@@ -69,35 +77,33 @@ class Follower:
         note = None
         if self.snapshot_path:
             try:
-                with open(self.path, "rb") as f:
+                with open_regular(self.path) as f:
                     loaded, why = snapshot.load(self.snapshot_path, f, self.replay)
-            except FileNotFoundError:
+                    if loaded is not None:  # checked against the snapshot already: the running hash starts here
+                        st = os.fstat(f.fileno())
+                        self.replay, self.identity = loaded, (st.st_dev, st.st_ino)
+                        self._digest = snapshot.prefix_hash(f.fileno(), loaded.offset)
+            except (FileNotFoundError, NotALogFile):  # catch_up says which
                 loaded, why = None, "no log yet"
-            if loaded is not None:
-                self.replay = loaded
-                self.identity = _identity(self.path)
-                with open(self.path, "rb") as f:  # checked against the snapshot already: the running hash starts here
-                    self._digest = snapshot.prefix_hash(f.fileno(), loaded.offset)
-            elif why not in ("no snapshot", "no log yet"):
+            if loaded is None and why not in ("no snapshot", "no log yet"):
                 note = f"{why}; replaying from the start"
         more = self.catch_up()
         return note or more
 
     def catch_up(self) -> str | None:
-        """Fold the file's new complete lines; replay from the start if it was truncated or replaced."""
+        """Fold the file's new complete lines; replay from the start if it was truncated or replaced.
+
+        Nothing at the path, or no file that can hold a log (a directory, a FIFO, a
+        device: never read, so never blocked on), is waited for (``missing``).
+        """
         try:
-            f = open(self.path, "rb")
+            f = open_regular(self.path)
         except FileNotFoundError:
-            if self.replay.offset or self.identity is not None:
-                self._reset()
-                self.missing = True
-                return f"{self.path} is gone; waiting for it to come back"
-            if not self.missing:
-                self.missing = True
-                return f"{self.path} does not exist yet; waiting for it"
-            return None
+            return self._absent(None)
+        except NotALogFile as err:
+            return self._absent(str(err))
         came = self.missing
-        self.missing = False
+        self.missing, self.not_file = False, None
         with f:
             st = os.fstat(f.fileno())
             note = None
@@ -122,6 +128,31 @@ class Follower:
             self._stamp = _stamp(st)
             return note or (f"{self.path} is there now; following it" if came else None)
 
+    def _absent(self, instead: str | None) -> str | None:
+        """No log at the path: nothing (``instead`` None) or what is there instead; the note when that is news.
+
+        What was folded is dropped: a log that comes back is read from its start.
+        """
+        had = bool(self.replay.offset) or self.identity is not None
+        news = had or not self.missing or instead != self.not_file
+        something = had or self.not_file is not None
+        if had:
+            self._reset()
+        self.missing, self.not_file = True, instead
+        if not news:
+            return None
+        if instead is not None:
+            return f"{instead}; {WAITING_FOR_A_FILE}"
+        if something:
+            return f"{self.path} is gone; waiting for it to come back"
+        return f"{self.path} does not exist yet; waiting for it"
+
+    def why_missing(self) -> str:
+        """Why the log is not followed now, for a person (while ``missing``)."""
+        if self.not_file is not None:
+            return f"{self.not_file}; {WAITING_FOR_A_FILE}"
+        return f"{self.path} does not exist (yet, or any more); waiting for it"
+
     def verify(self) -> str | None:
         """Re-read every byte folded so far; replay from the start when any changed (a same-length edit).
 
@@ -129,13 +160,15 @@ class Follower:
         :data:`VERIFY_EVERY_S` (an edit that grew the file too is noticed then);
         an edit that leaves the size as it was is noticed on the change itself.
         """
-        try:
-            f = open(self.path, "rb")
-        except FileNotFoundError:
+        if self.missing:
             return None
+        try:
+            f = open_regular(self.path)
+        except (FileNotFoundError, NotALogFile):
+            return None  # catch_up's business, as a shorter file is
         with f:
-            if (os.fstat(f.fileno()).st_size < self.replay.offset or self._intact(f)) or self.missing:
-                return None  # a shorter file is caught_up's business
+            if os.fstat(f.fileno()).st_size < self.replay.offset or self._intact(f):
+                return None
         self._reset()
         return f"{self.path} was edited before the lines already read; replaying it from the start"
 
@@ -150,7 +183,11 @@ class Follower:
         """
         if not self.snapshot_path or self.missing:
             return None
-        with open(self.path, "rb") as f:
+        try:
+            f = open_regular(self.path)
+        except (FileNotFoundError, NotALogFile):
+            return None  # gone since it was read: catch_up says so
+        with f:
             try:
                 snapshot.save(self.snapshot_path, f, self.replay, snapshot.folder_version(self.replay))
             except snapshot.NotSaved as err:
@@ -198,11 +235,6 @@ def judged(follower: Followed, at: At) -> dict[str, Any]:
     if getattr(follower, "missing", False):  # a stream is never missing: it is lost (an error)
         dump["log_missing"] = True
     return dump
-
-
-def _identity(path: str) -> tuple[int, int]:
-    st = os.stat(path)
-    return st.st_dev, st.st_ino
 
 
 def write_text(path: str, text: str) -> None:

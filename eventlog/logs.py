@@ -23,7 +23,7 @@ import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from datetime import tzinfo
 from types import TracebackType
-from typing import Any, Protocol, Self
+from typing import Any, BinaryIO, Protocol, Self
 
 from eventlog.appender import AppendResult, EventLog, not_a_log_file
 from eventlog.events import Event
@@ -144,10 +144,7 @@ class FileLog(ClosedOnExit, EventLog):
     def lines(self) -> Iterator[tuple[int, bytes]]:
         """Every complete line with its number (a torn tail is left out)."""
         with open(self.path, "rb") as f:
-            for n, (raw, _end, complete) in enumerate(iter_lines(f), 1):
-                if not complete:
-                    return
-                yield n, raw
+            yield from complete_lines(f)
 
     def exists(self) -> bool:
         """Whether the file is there (a directory is not a log)."""
@@ -157,9 +154,41 @@ class FileLog(ClosedOnExit, EventLog):
         """Nothing to release."""
 
 
+def complete_lines(f: BinaryIO) -> Iterator[tuple[int, bytes]]:
+    """Every complete line of an open file with its number (a torn tail is left out)."""
+    for n, (raw, _end, complete) in enumerate(iter_lines(f), 1):
+        if not complete:
+            return
+        yield n, raw
+
+
 def is_url(target: str) -> bool:
     """Whether a LOG argument names a JetStream stream rather than a file."""
     return target.startswith(NATS_SCHEME)
+
+
+class NotALogFile(OSError):
+    """What is at a log's path is no file that can hold a log (a directory, a FIFO, a device): the message says
+    which, in the appender's words (:func:`eventlog.appender.not_a_log_file`)."""
+
+
+def open_regular(path: str) -> BinaryIO:
+    """``path`` opened for reading, which must be a regular file: never blocks (a FIFO does in ``open()``).
+
+    Opened without blocking, then judged by the open file itself (no race between a look and the
+    open); raises :class:`NotALogFile` for a directory, a FIFO or a device, FileNotFoundError when
+    there is nothing, OSError otherwise.
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    try:
+        why = not_a_log_file(path, os.fstat(fd).st_mode)
+        if why is not None:
+            raise NotALogFile(why)
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
 
 
 def unusable(target: str) -> str | None:
@@ -171,17 +200,12 @@ def unusable(target: str) -> str | None:
     if is_url(target):
         return None
     try:
-        st = os.stat(target)
+        open_regular(target).close()
     except FileNotFoundError:
         where = os.path.dirname(target) or "."
         return None if os.path.isdir(where) else f"{target}: its directory {where} does not exist"
-    except OSError as err:
-        return f"cannot read {target}: {err.strerror or err}"
-    why = not_a_log_file(target, st.st_mode)
-    if why is not None:
-        return why
-    try:
-        open(target, "rb").close()  # a regular file: opening it does not block
+    except NotALogFile as err:
+        return str(err)
     except OSError as err:
         return f"cannot read {target}: {err.strerror or err}"
     return None
@@ -241,5 +265,5 @@ def lock_path(target: str, name: str) -> str:
     return os.path.join(directory, f"{digest}.{name}.lock")
 
 
-__all__ = ["NATS_SCHEME", "FileLog", "Log", "LogUnavailable", "is_url", "lock_path", "no_event_log", "open_log",
-           "unusable"]
+__all__ = ["NATS_SCHEME", "FileLog", "Log", "LogUnavailable", "NotALogFile", "complete_lines", "is_url", "lock_path",
+           "no_event_log", "open_log", "open_regular", "unusable"]

@@ -32,10 +32,11 @@ as late, a claim as stale, a lane as stalled within one tick. The Prometheus
 file carries the time it was judged at, the last event's time, each watcher's
 last run and period, and the tick (docs/METRICS.md has the alerts). A partial
 last line is waited for; a truncated or replaced log is replayed from the start
-(said on stderr). A LOG that does not exist yet is waited for (said on stderr); meanwhile
-the dump holds "log_missing": true beside the counts of an empty log (read them as
-"no verdict", never as an all-clear), and the Prometheus file recovery_log_missing 1.
-SIGINT and SIGTERM end it cleanly."""
+(said on stderr). A LOG that does not exist (yet, or any more), or whose path
+holds a directory, a FIFO or a device while it runs, is waited for (said on
+stderr); meanwhile the dump holds "log_missing": true beside the counts of an
+empty log (read them as "no verdict", never as an all-clear), and the Prometheus
+file recovery_log_missing 1. SIGINT and SIGTERM end it cleanly."""
 
 FOLLOW_EXITS = """\
 0  stopped by SIGINT or SIGTERM

@@ -40,7 +40,7 @@ from eventlog.clock import NOW, At
 from eventlog.events import Event
 from eventlog.fold import FoldResult
 from eventlog.follow import Follower, judged
-from eventlog.logs import ClosedOnExit, Log, is_url, open_log
+from eventlog.logs import ClosedOnExit, Log, complete_lines, is_url, open_log, open_regular
 from eventlog.prom import of_replay
 from eventlog.reader import Reader, iter_blocks
 from eventlog.replay import Progress, Replay, uncommitted_reason
@@ -224,8 +224,9 @@ class Served:
             return self.lost
         if not self.ready:
             return f"{self.name}: still reading the log"
-        if getattr(self.follower, "missing", False):
-            return f"{self.name} does not exist (yet, or any more); waiting for it"
+        if getattr(self.follower, "missing", False):  # nothing, or no file, at its path
+            why: str = self.follower.why_missing()
+            return why
         if self.stream and getattr(self._follow_log, "closed", False):
             return f"{self.name}: the connection to the server is lost"
         if self.stream and not getattr(self._follow_log, "connected", True):  # reconnecting: the state may be behind
@@ -585,7 +586,7 @@ class LogReplaced(Exception):
 
 def _file_lines(path: str, cursor: Cursor) -> list[tuple[str, int, bytes]]:
     out: list[tuple[str, int, bytes]] = []
-    with open(path, "rb") as f:
+    with open_regular(path) as f:  # a FIFO put at the path: an OSError that ends the stream, not a wait for ever
         st = os.fstat(f.fileno())
         ident = (st.st_dev, st.st_ino)
         if (cursor.identity is not None and ident != cursor.identity) or st.st_size < cursor.offset:
@@ -600,6 +601,11 @@ def _file_lines(path: str, cursor: Cursor) -> list[tuple[str, int, bytes]]:
             if len(out) >= TAIL_BATCH:
                 break
     return out
+
+
+def _regular_lines(path: str) -> Iterator[tuple[int, bytes]]:
+    with open_regular(path) as f:
+        yield from complete_lines(f)
 
 
 class ServedLog(ClosedOnExit):
@@ -649,8 +655,10 @@ class ServedLog(ClosedOnExit):
         return self.served.writer.replay(assume_tz=assume_tz, strict=strict, runner=runner, progress=progress)
 
     def lines(self) -> Iterator[tuple[int, bytes]]:
-        """Every line (the log's own)."""
-        return self.served.writer.lines()
+        """Every line (the log's own); a file only while it is one (a FIFO at its path is refused, never read)."""
+        if self.served.stream:
+            return self.served.writer.lines()
+        return _regular_lines(self.name)
 
     def exists(self) -> bool:
         """Whether the log is there."""
