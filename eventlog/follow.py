@@ -3,7 +3,8 @@
 :class:`Follower` holds the replayed state of one log and catches up with the
 file on demand (:meth:`Follower.catch_up`): only new complete lines are read;
 a partial last line is waited for; a truncated or replaced file is replayed
-from the start, and the reason is returned for the caller to report. A path
+from the start, and the reason is returned for the caller to report (committed
+lines it no longer holds are kept count of: :attr:`Follower.vanished`). A path
 that holds nothing, or no file (a directory, a FIFO, a device: never opened as
 a log, so never blocked on), is waited for.
 :func:`follow` drives it with watchfiles: on every change, and at least every
@@ -23,14 +24,16 @@ from datetime import datetime, tzinfo
 from pathlib import Path
 from typing import Any, Protocol
 
+import msgspec
 import watchfiles
 import xxhash
 
-from eventlog import snapshot
+from eventlog import clock, snapshot
 from eventlog.clock import At
 from eventlog.fold import Folder
 from eventlog.logs import NotALogFile, open_regular
 from eventlog.replay import Replay
+from projections.triage import LinesVanished
 
 #: watchfiles' defaults wait ~95 ms; these see an appended line in a few ms.
 DEBOUNCE_MS = 10
@@ -66,6 +69,11 @@ class Follower:
         self.missing = False
         #: Why what is at the path is no log file (a directory, a FIFO, a device), while it is there.
         self.not_file: str | None = None
+        #: Committed lines that vanished while the log was followed (a truncation, a shorter file put in its
+        #: place); kept until the process ends.
+        self.vanished: LinesVanished | None = None
+        #: The lines folded before a replay from the start, until that replay has caught up.
+        self._lines_before: int | None = None
         self._edge: tuple[str, str] | None = None
         #: xxh3-128 of every byte folded so far (``replay.offset``), kept up as lines come (:meth:`verify`).
         self._digest = xxhash.xxh3_128()
@@ -95,6 +103,7 @@ class Follower:
 
         Nothing at the path, or no file that can hold a log (a directory, a FIFO, a
         device: never read, so never blocked on), is waited for (``missing``).
+        Committed lines that vanished are kept in ``vanished``.
         """
         try:
             f = open_regular(self.path)
@@ -118,12 +127,13 @@ class Follower:
                     and not self._intact(f):
                 note = f"{self.path} was edited before the lines already read; replaying it from the start"
             if note:
-                self._reset()
+                self._replay_again()
             self.identity = ident
             start = self.replay.offset
             self.replay.feed(f)
             if self.replay.offset > start:
                 self._digest.update(os.pread(f.fileno(), self.replay.offset - start, start))
+            self._count_vanished()
             self._edge = self._edges(f)
             self._stamp = _stamp(st)
             return note or (f"{self.path} is there now; following it" if came else None)
@@ -131,13 +141,15 @@ class Follower:
     def _absent(self, instead: str | None) -> str | None:
         """No log at the path: nothing (``instead`` None) or what is there instead; the note when that is news.
 
-        What was folded is dropped: a log that comes back is read from its start.
+        What was folded is dropped: a log that comes back is read from its start, and is no
+        vanishing (it was waited for, and said).
         """
         had = bool(self.replay.offset) or self.identity is not None
         news = had or not self.missing or instead != self.not_file
         something = had or self.not_file is not None
         if had:
             self._reset()
+        self._lines_before = None
         self.missing, self.not_file = True, instead
         if not news:
             return None
@@ -152,6 +164,24 @@ class Follower:
         if self.not_file is not None:
             return f"{self.not_file}; {WAITING_FOR_A_FILE}"
         return f"{self.path} does not exist (yet, or any more); waiting for it"
+
+    def _replay_again(self) -> None:
+        """The file changed under the lines folded: replay it from the start, remembering how many there were."""
+        if self._lines_before is None:
+            self._lines_before = self.replay.line
+        self._reset()
+
+    def _count_vanished(self) -> None:
+        """After a replay from the start: committed lines the file no longer holds go into ``vanished``."""
+        before, self._lines_before = self._lines_before, None
+        after = self.replay.line
+        if before is None or after >= before:
+            return
+        at = clock.now().isoformat(timespec="seconds")
+        lines, times, first = before - after, 1, at
+        if self.vanished is not None:
+            lines, times, first = lines + self.vanished.lines, times + self.vanished.times, self.vanished.first_at
+        self.vanished = LinesVanished(lines=lines, times=times, first_at=first, last_at=at, before=before, after=after)
 
     def verify(self) -> str | None:
         """Re-read every byte folded so far; replay from the start when any changed (a same-length edit).
@@ -169,7 +199,7 @@ class Follower:
         with f:
             if os.fstat(f.fileno()).st_size < self.replay.offset or self._intact(f):
                 return None
-        self._reset()
+        self._replay_again()
         return f"{self.path} was edited before the lines already read; replaying it from the start"
 
     def _intact(self, f: Any) -> bool:
@@ -228,12 +258,16 @@ class Followed(Protocol):
 
 
 def judged(follower: Followed, at: At) -> dict[str, Any]:
-    """The follower's dump judged as of ``at`` (now by default); ``log_missing`` when the log is not there."""
+    """The follower's dump judged as of ``at`` (now by default); ``log_missing`` when the log is not there,
+    ``lines_vanished`` when committed lines vanished while it was followed (:class:`LinesVanished`)."""
     replay = follower.replay
     when, text = at.resolve(replay.last_at, replay.last_ts)
     dump = follower.dump(when, text)
     if getattr(follower, "missing", False):  # a stream is never missing: it is lost (an error)
         dump["log_missing"] = True
+    vanished = getattr(follower, "vanished", None)
+    if vanished is not None:
+        dump["lines_vanished"] = msgspec.to_builtins(vanished)
     return dump
 
 

@@ -106,6 +106,10 @@ def exposition(
     out.gauge("recovery_log_missing", "1 while the followed log does not exist (no verdict is given then).",
               [(one, int(bool(dump.get("log_missing"))))])
     out.counter("recovery_events_total", "Lines applied or rejected.", [(one, dump["events"])])
+    vanished = dump.get("lines_vanished") or {}
+    out.counter("recovery_vanished_lines_total", "Committed lines that vanished from the followed log since follow "
+                "(or serve) started: truncated, or a file with fewer lines in its place (status: lines_vanished).",
+                [(one, vanished.get("lines", 0))])
     out.counter("recovery_bad_lines_total", "Lines that are bad input (listed in the dump's bad_lines).",
                 [(one, len(dump["bad_lines"]))])
     out.counter("recovery_rejected_events_total", "Events rejected as transitions that do not fit.",

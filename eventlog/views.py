@@ -30,6 +30,7 @@ from projections.runner import Runner
 from projections.triage import (
     KIND_OF_FIELD,
     BadLineFact,
+    LinesVanished,
     LogFacts,
     StuckTail,
     Triage,
@@ -43,12 +44,13 @@ from projections.triage import explain as verdicts_of
 ID_FIELDS: tuple[str, ...] = (*KEY_FIELDS, "watcher")
 
 
-def facts(replay: Replay, log: str) -> LogFacts:
+def facts(replay: Replay, log: str, vanished: LinesVanished | None = None) -> LogFacts:
     """What the triage needs of the log itself: its name, events, bad lines, a torn tail (and whether it is stuck),
-    and whether it is no event log at all (every append is refused either way)."""
+    whether it is no event log at all (every append is refused either way), and the committed lines that vanished
+    while a live process followed it (``vanished``: only it knows)."""
     stuck = None if replay.stuck_tail is None else StuckTail(*replay.stuck_tail)
     return LogFacts(name=log, events=replay.events, torn_tail=replay.torn_tail, stuck_tail=stuck,
-                    not_a_log=no_event_log(log, replay),
+                    not_a_log=no_event_log(log, replay), vanished=vanished,
                     bad_lines=[BadLineFact(b["line"], b["reason"]) for b in replay.bad_lines])
 
 
@@ -58,10 +60,10 @@ def _runner(replay: Replay) -> Runner:
     return runner
 
 
-def status(replay: Replay, log: str, at: At) -> Triage:
-    """The triage of a replayed log as of ``at`` (now, a time, or its last line)."""
+def status(replay: Replay, log: str, at: At, vanished: LinesVanished | None = None) -> Triage:
+    """The triage of a replayed log as of ``at`` (now, a time, or its last line); ``vanished``: see :func:`facts`."""
     as_of, text = at.resolve(replay.last_at, replay.last_ts)
-    return triage(_runner(replay), as_of, text, facts(replay, log))
+    return triage(_runner(replay), as_of, text, facts(replay, log, vanished))
 
 
 def status_of_missing(log: str, at: At) -> Triage:

@@ -29,7 +29,8 @@ What needs a person (each reason code is in :data:`REASONS`):
   ``outcome_unknown``, ``context_gap``); in backoff with its retry due and no
   worker ready since (``retry_due``).
 - **log**: the log missing; a file that is no event log (``not_a_log``: every append is refused);
-  an unfinished last line no append will cut (``torn_tail_stuck``: every append is refused); bad
+  an unfinished last line no append will cut (``torn_tail_stuck``: every append is refused);
+  committed lines that vanished while a server followed the log (``lines_vanished``); bad
   lines; rejected events; an unfinished last line (the next append cuts it).
 
 "Since" is the time it has been so: the handoff's last applied event, the
@@ -38,7 +39,8 @@ job or the last progress of a lane, the skip of a candidate, the circuit's
 opening, the event that put a session in its state, a retry's due time.
 Every "since" is a time the log wrote, printed as written (with the offset it
 was written with, spec section 2); T itself is printed as given. Bad and
-rejected lines have no "since".
+rejected lines have no "since"; lines that vanished have the time a server
+first noticed it (no line can say it).
 """
 
 from __future__ import annotations
@@ -104,6 +106,7 @@ REASONS: tuple[Reason, ...] = (
     Reason("log", "missing", "The log is missing", False),
     Reason("log", "not_a_log", "A file that is no event log: every append is refused", True),
     Reason("log", "torn_tail_stuck", "An unfinished last line no append will cut: every append is refused", True),
+    Reason("log", "lines_vanished", "Committed lines vanished from the log while it was followed", True),
     Reason("handoffs", "needs_human", "Handoffs handed to a person", True),
     Reason("handoffs", "stale_unknown_effect", "Resume requested, then silence: effect unknown", True),
     Reason("handoffs", "stale_retryable", "Claims gone quiet before any resume request", False),
@@ -156,6 +159,23 @@ class StuckTail(msgspec.Struct, frozen=True):
     size: int
 
 
+class LinesVanished(msgspec.Struct, kw_only=True, frozen=True):
+    """Committed lines that vanished from a followed log: it was truncated, or a file with fewer lines took its place
+    (``serve`` and ``follow`` count them from their start; the state is replayed from what is left).
+
+    ``lines``: how many in all; ``times``: how often; ``first_at``, ``last_at``: when it was first and last
+    noticed (the wall clock, in the local offset); ``before``, ``after``: the lines the log held the last time,
+    before and after.
+    """
+
+    lines: int
+    times: int
+    first_at: str
+    last_at: str
+    before: int
+    after: int
+
+
 class LogFacts(msgspec.Struct, kw_only=True, frozen=True):
     """What the log says besides the folded state (the shell reads it from its replay).
 
@@ -165,7 +185,8 @@ class LogFacts(msgspec.Struct, kw_only=True, frozen=True):
     ``eventlog.tail``), so every append is refused until a person cuts it;
     ``not_a_log``: why the file is no event log (words that follow its name; the
     appender's own rule, ``Replay.not_a_log``), so every append is refused;
-    ``missing``: no log at that path (nothing was folded).
+    ``missing``: no log at that path (nothing was folded); ``vanished``: committed lines that
+    vanished while a live process followed the log (only such a process knows).
     """
 
     name: str
@@ -175,6 +196,7 @@ class LogFacts(msgspec.Struct, kw_only=True, frozen=True):
     stuck_tail: StuckTail | None = None
     not_a_log: str | None = None
     missing: bool = False
+    vanished: LinesVanished | None = None
 
     @property
     def is_stream(self) -> bool:
@@ -431,6 +453,11 @@ def cut_tail_cmd(log: str, s: StuckTail) -> str:
 def status_cmd(log: str, every: bool = False) -> str:
     """``eventlog status LOG`` (``--all``: every item of every group)."""
     return f"eventlog status {q(log)}" + (" --all" if every else "")
+
+
+def dir_cmd(log: str) -> str:
+    """``ls -la DIR``: what the directory of LOG holds now (a log missing, moved, or cut short)."""
+    return command("ls -la", [log.rsplit("/", 1)[0] if "/" in log else "."])
 
 
 def explain_cmd(log: str, ident: str) -> str:
@@ -708,11 +735,12 @@ class _Judge:
         """
         facts, out = self.facts, []
         if facts.missing:
-            where = facts.name.rsplit("/", 1)[0] if "/" in facts.name else "."
             out.append(self.item("missing", facts.name, "no log at this path: nothing can be judged (moved, "
-                                 "renamed, or not written yet?)", command("ls -la", [where])))
+                                 "renamed, or not written yet?)", dir_cmd(facts.name)))
         if facts.not_a_log is not None:
             out.append(self.not_a_log(facts.not_a_log))
+        if facts.vanished is not None:
+            out.append(self.vanished(facts.vanished))
         for bad in facts.bad_lines:
             out.append(self.item("bad_line", f"line {bad.line}", bad.reason, line_cmd(facts, bad.line)))
         for rej in self.runner.rejected:
@@ -737,6 +765,18 @@ class _Judge:
                          f"{q(kept_tail(log, s.start))}, then cuts the log back to its committed {s.start} bytes "
                          f"(only while it is still {s.size})",
                          cut_tail_cmd(log, s))
+
+    def vanished(self, v: LinesVanished) -> Item:
+        """Committed lines that vanished while the log was followed: how many, when, and what is judged now.
+
+        Its "since" is when it was first noticed (the wall clock), not a time the log wrote.
+        """
+        log = self.facts.name
+        more = f"; {v.times} times since {v.first_at}" if v.times > 1 else ""
+        return self.item("lines_vanished", log, f"{v.lines} committed lines vanished from the log while it was "
+                         f"followed: at {v.last_at} it held {v.after} lines, {v.before} before{more}. Every verdict "
+                         "now comes from the lines left; was it truncated or replaced by mistake? Restore it from a "
+                         "backup. This stays until the server restarts", dir_cmd(log), v.first_at)
 
     def not_a_log(self, why: str) -> Item:
         """A file that is no event log: what it is, what a person may do, and the command to look at it.
@@ -1172,7 +1212,8 @@ def _session_verdict(judge: _Judge, sid: str) -> Verdict:
 
 
 __all__ = [
-    "DOMAINS", "KIND_OF_FIELD", "REASONS", "SHOWN", "BadLineFact", "Domain", "Group", "Item", "Kind", "LogFacts",
-    "Reason", "Totals", "Triage", "Verdict", "duration_words", "explain", "natural_key", "not_applied", "status_cmd",
+    "DOMAINS", "KIND_OF_FIELD", "REASONS", "SHOWN", "BadLineFact", "Domain", "Group", "Item", "Kind", "LinesVanished",
+    "LogFacts", "Reason", "Totals", "Triage", "Verdict", "duration_words", "explain", "natural_key", "not_applied",
+    "status_cmd",
     "triage",
 ]

@@ -3,7 +3,8 @@
 README: a LOG that goes away later is waited for (503 meanwhile, ``log_missing`` in follow's dump), and
 SIGINT/SIGTERM end both cleanly. A FIFO, a directory or a device put at the path while they run is no log
 either: it is said (why), waited for the same way, and the log is followed again once a file is back, never
-read (a FIFO blocked every request and SIGTERM) and never a server that answers 503 for ever.
+read (a FIFO blocked every request and SIGTERM) and never a server that answers 503 for ever. Committed lines
+that vanish (a truncated log) are said in the live views until the process restarts (docs/DECISIONS.md).
 Real processes: serve on 127.0.0.1 with an HTTP client, follow as a subprocess.
 """
 
@@ -23,8 +24,9 @@ import httpx
 import pytest
 
 from tests.conftest import ROOT, write_log
-from tests.serving import Server, start_server
+from tests.serving import Server, start_server, wait_healthy
 from tests.test_follow import _metric, _wait_for
+from tests.test_prom import promtool
 
 LINES = [{"type": "handoff_created", "ts": f"2026-08-03T09:{i:02d}:00+09:00", "handoff_id": f"h{i}",
           "account": "cloud-account-a"} for i in range(40)]
@@ -156,3 +158,104 @@ def test_follow_says_the_log_is_missing_and_stops_on_sigterm(tmp_path: Path, kin
     notes = err.splitlines()
     assert notes.count(f"eventlog: {said(log, kind)}; waiting for a log file there") == 2, err
     assert f"eventlog: {log} is there now; following it" in notes, err
+
+
+# --- committed lines that vanish -----------------------------------------------------------
+
+
+def truncate_lines(log: Path, keep: int) -> None:
+    """Cut the log to its first ``keep`` lines in place (same file, as ``truncate -s``)."""
+    kept = b"".join(log.read_bytes().splitlines(keepends=True)[:keep])
+    os.truncate(log, len(kept))
+
+
+def check_metrics(text: str, tmp_path: Path) -> None:
+    """promtool accepts the exposition."""
+    path = tmp_path / "check.prom"
+    path.write_text(text)
+    with path.open("rb") as f:
+        checked = subprocess.run([promtool(), "check", "metrics"], stdin=f, capture_output=True, text=True,
+                                 timeout=60)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+def test_serve_says_committed_lines_vanished_until_it_restarts(tmp_path: Path) -> None:
+    log = write_log(tmp_path / "work.jsonl", LINES)
+    server = start_server(log, tmp_path)
+    try:
+        c = server.client("viewer")
+        metrics = c.get("/metrics").text
+        assert 'recovery_vanished_lines_total{log="' + str(log) + '"} 0' in metrics
+        truncate_lines(log, 12)
+        assert _wait_for(lambda: c.get("/healthz").json()["events"] == 12)
+        assert _wait_for(lambda: c.get("/v1/status").json()["totals"]["log"]["events"] == 12)  # a judgement is reused
+        status = c.get("/v1/status").json()
+        [group] = [g for g in status["groups"] if g["reason_code"] == "lines_vanished"]
+        assert group["needs_decision"] is True and group["domain"] == "log" and group["count"] == 1
+        [item] = group["items"]
+        assert "28 committed lines vanished" in item["reason"] and "40" in item["reason"], item
+        assert "12" in item["reason"] and "until the server restarts" in item["reason"], item
+        assert item["since"] is not None and item["for_s"] is not None and item["for_s"] >= 0
+        assert status["needs_person"] >= 1
+        vanished = c.get("/v1/dump").json()["lines_vanished"]
+        assert vanished == {"lines": 28, "times": 1, "first_at": item["since"], "last_at": item["since"],
+                            "before": 40, "after": 12}
+        metrics = c.get("/metrics").text
+        assert 'recovery_vanished_lines_total{log="' + str(log) + '"} 28' in metrics
+        check_metrics(metrics, tmp_path)
+        # more lines after it do not clear it: it stays until the server restarts
+        with log.open("a") as f:
+            f.write(json.dumps(LINES[0] | {"handoff_id": "h-new"}) + "\n")
+        assert _wait_for(lambda: c.get("/healthz").json()["events"] == 13)
+        assert any(g["reason_code"] == "lines_vanished" for g in c.get("/v1/status").json()["groups"])
+    finally:
+        assert server.stop() == 0
+    assert f"{log} was truncated; replaying it from the start" in server.stderr.read_text()
+    again = start_server(log, tmp_path, server.keys)
+    try:
+        status = again.client("viewer").get("/v1/status").json()
+        assert not [g for g in status["groups"] if g["reason_code"] == "lines_vanished"]
+        assert "lines_vanished" not in again.client("viewer").get("/v1/dump").json()
+    finally:
+        assert again.stop() == 0
+
+
+def test_follow_counts_committed_lines_that_vanished(tmp_path: Path) -> None:
+    log = write_log(tmp_path / "work.jsonl", LINES)
+    proc, dump, prom = follow(log, tmp_path)
+    try:
+        assert _wait_for(lambda: _metric(prom, "recovery_events_total") == len(LINES))
+        assert _metric(prom, "recovery_vanished_lines_total") == 0
+        assert "lines_vanished" not in dump_of(dump)
+        truncate_lines(log, 12)
+        assert _wait_for(lambda: _metric(prom, "recovery_vanished_lines_total") == 28)
+        written = dump_of(dump)
+        assert written["events"] == 12
+        assert written["lines_vanished"]["lines"] == 28 and written["lines_vanished"]["before"] == 40
+        check_metrics(prom.read_text(), tmp_path)
+        other = tmp_path / "other.jsonl"  # replaced by a file with fewer lines still: counted again
+        write_log(other, LINES[:2])
+        os.replace(other, log)
+        assert _wait_for(lambda: _metric(prom, "recovery_vanished_lines_total") == 38)
+        assert dump_of(dump)["lines_vanished"]["times"] == 2
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
+    assert f"eventlog: {log} was truncated; replaying it from the start" in err.splitlines()
+
+
+def test_a_log_that_grows_back_after_it_was_gone_is_no_vanishing(tmp_path: Path) -> None:
+    """A log moved away and put back (the follower saw no file between) is waited for, not lines that vanished."""
+    log = write_log(tmp_path / "work.jsonl", LINES)
+    saved = tmp_path / "saved.jsonl"
+    server = start_server(log, tmp_path)
+    try:
+        c = server.client("viewer")
+        log.rename(saved)
+        assert health_until(server, lambda r: r.status_code == 503).status_code == 503
+        write_log(log, LINES[:3])
+        wait_healthy(server)
+        assert not [g for g in c.get("/v1/status").json()["groups"] if g["reason_code"] == "lines_vanished"]
+    finally:
+        assert server.stop() == 0

@@ -262,9 +262,11 @@ def test_operations_doc_says_what_to_type_next_for_every_alert() -> None:
 #: of interrupts; or, for an interrupt of a turn the log never started, a fact no dump holds (its promtool unit
 #: test is in ops/prometheus/tests/sessions.yml, its series in tests/test_next_runs.py); nor does one hold a torn
 #: tail no append cuts, or a file that is no event log (ops/prometheus/tests/ledger.yml; their series in
-#: tests/test_stuck_tail.py and tests/test_not_a_log.py).
+#: tests/test_stuck_tail.py and tests/test_not_a_log.py); nor lines that vanished while follow read the log (its
+#: series in tests/test_log_path_swaps.py).
 NOT_FROM_A_FIXTURE = {"RecoveryFollowDead", "RecoveryMetricsAbsent", "RecoveryLogMissing", "RecoveryInterruptSlow",
-                      "RecoverySessionInterruptUnrecorded", "RecoveryTornTailStuck", "RecoveryNotALog"}
+                      "RecoverySessionInterruptUnrecorded", "RecoveryTornTailStuck", "RecoveryNotALog",
+                      "RecoveryLinesVanished"}
 
 
 def expected_alerts(dump: dict[str, Any]) -> set[tuple[str, frozenset[tuple[str, str]]]]:

@@ -39,7 +39,9 @@ Serve plain HTTP on 127.0.0.1 and put a TLS reverse proxy in front (README).
 --port 0 takes a free port; the address is said on stderr. A LOG that does not
 exist yet is waited for (503 until it is there), as is one that goes away later
 or whose path holds a directory, a FIFO or a device meanwhile (503 naming it).
-SIGINT and SIGTERM stop it after the requests in flight are answered."""
+Committed lines that vanish while it runs (a truncated log) are said in
+/v1/status, /v1/dump and /metrics until it restarts. SIGINT and SIGTERM stop it
+after the requests in flight are answered."""
 
 SERVE_EXITS = """\
 0  stopped by SIGINT or SIGTERM

@@ -36,7 +36,9 @@ last line is waited for; a truncated or replaced log is replayed from the start
 holds a directory, a FIFO or a device while it runs, is waited for (said on
 stderr); meanwhile the dump holds "log_missing": true beside the counts of an
 empty log (read them as "no verdict", never as an all-clear), and the Prometheus
-file recovery_log_missing 1. SIGINT and SIGTERM end it cleanly."""
+file recovery_log_missing 1. Committed lines that vanish while it runs (a
+truncated log) stay counted until it restarts: the dump's "lines_vanished" and
+recovery_vanished_lines_total. SIGINT and SIGTERM end it cleanly."""
 
 FOLLOW_EXITS = """\
 0  stopped by SIGINT or SIGTERM

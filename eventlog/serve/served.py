@@ -318,7 +318,7 @@ class Served:
             when, text = at.resolve(replay.last_at, replay.last_ts)
             pinned = At(when, text, log=when is None)  # one T for the dump and the triage, read once
             dump = judged(self.follower, pinned)
-            triage = triage_of(replay, self.name, pinned)
+            triage = triage_of(replay, self.name, pinned, getattr(self.follower, "vanished", None))
         return Judged(version, time.monotonic(), dump, triage)
 
     def _judge_now(self, wait: bool) -> Judged:
