@@ -103,7 +103,8 @@ def exposition(
     out = _Text(str(dump.get("log", "")))
     one: Labels = {}
 
-    out.gauge("recovery_log_missing", "1 while the followed log does not exist (no verdict is given then).",
+    out.gauge("recovery_log_missing", "1 while the followed log does not exist, or its path holds no file (a "
+              "directory, a FIFO, a device): no verdict is given then.",
               [(one, int(bool(dump.get("log_missing"))))])
     out.counter("recovery_events_total", "Lines applied or rejected.", [(one, dump["events"])])
     vanished = dump.get("lines_vanished") or {}
