@@ -45,6 +45,8 @@ class Marker(msgspec.Struct, gc=False):
     kicked: bool = False
     #: The ``ts`` of the ``catchup_kicked`` since this marker, as written (None: not kicked).
     kicked_ts: str | None = None
+    #: The marker's line (a view names it).
+    line: int = 0
 
     @property
     def at(self) -> datetime:
@@ -288,11 +290,11 @@ class Catchup:
         return None
 
     def _job_skipped(self, ev: JobSkipped, line: int, at: datetime) -> FoldResult:
-        self.state.markers[ev.label] = Marker(skipped=True, ts=ev.ts)
+        self.state.markers[ev.label] = Marker(skipped=True, ts=ev.ts, line=line)
         return None
 
     def _job_ran(self, ev: JobRan, line: int, at: datetime) -> FoldResult:
-        self.state.markers[ev.label] = Marker(skipped=False, ts=ev.ts)
+        self.state.markers[ev.label] = Marker(skipped=False, ts=ev.ts, line=line)
         return None
 
     def _catchup_kicked(self, ev: CatchupKicked, line: int, at: datetime) -> FoldResult:

@@ -194,8 +194,10 @@ class Handoff(msgspec.Struct, gc=False, array_like=True):
     #: The time of its last applied event (for stale): kept as read, since converting costs more than the
     #: fold. Only compared (a snapshot gives it back in UTC) ...
     last_at: datetime
-    #: ... and its ``ts`` as written: printed (a triage item's "since").
+    #: ... and its ``ts`` as written: printed (a triage item's "since") ...
     last_ts: str
+    #: ... and its line (a view names it).
+    last_line: int
     state: HandoffState = PENDING
     attempt: int = 0
     watcher: str | None = None
@@ -225,6 +227,8 @@ class Account(msgspec.Struct, gc=False):
     run: int = 0
     #: ``ts`` of the run's latest probe, as the reader left it: the backoff's end is computed from it and printed.
     run_ts: str | None = None
+    #: ... and its line (a view names it).
+    run_line: int = 0
     #: The outcome (it names the backoff) and ``ts`` (as written) of the account's latest probe (None: never probed).
     last_outcome: str | None = None
     last_probe_ts: str | None = None
@@ -519,15 +523,15 @@ class Handoffs:
         h.revision += 1
         return h
 
-    def _move(self, h: Handoff, state: HandoffState, at: datetime, ts: str) -> None:
-        """Set a handoff's state (keeping the live and per-account pending counts) as of the event at ``at``
-        (written ``ts``); no answer is awaited after it."""
+    def _move(self, h: Handoff, state: HandoffState, line: int, at: datetime, ts: str) -> None:
+        """Set a handoff's state (keeping the live and per-account pending counts) as of the event of ``line`` at
+        ``at`` (written ``ts``); no answer is awaited after it."""
         if (h.state in LIVE) != (state in LIVE):
             self.state.live += 1 if state in LIVE else -1
         if (h.state == PENDING) != (state == PENDING):
             self._account(h.account).pending += 1 if state == PENDING else -1
         h.state = state
-        h.last_at, h.last_ts = at, ts
+        h.last_at, h.last_ts, h.last_line = at, ts, line
         h.awaiting_answer = False
 
     def _created(self, ev: HandoffCreated, line: int, at: datetime) -> FoldResult:
@@ -535,7 +539,7 @@ class Handoffs:
             return Rejected(f"handoff {ev.handoff_id} already created (line {self.state.items[ev.handoff_id].line})")
         deadline = None if ev.deadline is None else micros(parse_time(ev.deadline))
         self.state.items[ev.handoff_id] = Handoff(
-            ev.account, at, ev.ts, line, deadline, ev.importance, ev.repo, ev.branch, ev.head, at, ev.ts
+            ev.account, at, ev.ts, line, deadline, ev.importance, ev.repo, ev.branch, ev.head, at, ev.ts, line
         )
         self._account(ev.account).pending += 1
         return None
@@ -545,21 +549,21 @@ class Handoffs:
         if isinstance(h, Rejected):
             return h
         h.local_started = True
-        h.last_at, h.last_ts = at, ev.ts
+        h.last_at, h.last_ts, h.last_line = at, ev.ts, line
         return None
 
     def _local_start_failed(self, ev: LocalStartFailed, line: int, at: datetime) -> FoldResult:
         h = self._fits("local_start_failed", ev.handoff_id)
         if isinstance(h, Rejected):
             return h
-        h.last_at, h.last_ts = at, ev.ts
+        h.last_at, h.last_ts, h.last_line = at, ev.ts, line
         return None
 
     def _claimed(self, ev: Claimed, line: int, at: datetime) -> FoldResult:
         h = self._fits("claimed", ev.handoff_id)
         if isinstance(h, Rejected):
             return h
-        self._move(h, CLAIMED, at, ev.ts)
+        self._move(h, CLAIMED, line, at, ev.ts)
         h.attempt = ev.attempt
         h.watcher = ev.watcher
         self.state.claims_by[ev.watcher] = self.state.claims_by.get(ev.watcher, 0) + 1
@@ -572,7 +576,7 @@ class Handoffs:
         h = self._fits("released", ev.handoff_id)
         if isinstance(h, Rejected):
             return h
-        self._move(h, PENDING, at, ev.ts)
+        self._move(h, PENDING, line, at, ev.ts)
         h.watcher = None
         h.reason = None
         return None
@@ -581,7 +585,7 @@ class Handoffs:
         h = self._fits("resume_requested", ev.handoff_id, ev.attempt)
         if isinstance(h, Rejected):
             return h
-        self._move(h, REQUESTED, at, ev.ts)
+        self._move(h, REQUESTED, line, at, ev.ts)
         if h.first_requested_at is None:
             h.first_requested_at = at
             if h.first_claimed_at is not None:
@@ -593,10 +597,10 @@ class Handoffs:
         if isinstance(h, Rejected):
             return h
         if ev.effect == "none":
-            self._move(h, PENDING, at, ev.ts)
+            self._move(h, PENDING, line, at, ev.ts)
             h.watcher = None
         else:
-            self._move(h, NEEDS_HUMAN, at, ev.ts)
+            self._move(h, NEEDS_HUMAN, line, at, ev.ts)
             h.reason = REASON_UNKNOWN_EFFECT
         return None
 
@@ -604,7 +608,7 @@ class Handoffs:
         h = self._fits("verified", ev.handoff_id, ev.attempt)
         if isinstance(h, Rejected):
             return h
-        self._move(h, RETURNED, at, ev.ts)
+        self._move(h, RETURNED, line, at, ev.ts)
         latency = self.state.latency
         latency.created_to_returned.append(elapsed_s(at, h.created_at))
         if h.first_requested_at is not None:
@@ -615,7 +619,7 @@ class Handoffs:
         h = self._fits("conflict", ev.handoff_id, ev.attempt)
         if isinstance(h, Rejected):
             return h
-        self._move(h, NEEDS_HUMAN, at, ev.ts)
+        self._move(h, NEEDS_HUMAN, line, at, ev.ts)
         h.reason = REASON_CONFLICT
         return None
 
@@ -624,7 +628,7 @@ class Handoffs:
         if isinstance(h, Rejected):
             return h
         awaiting = h.state == REQUESTED and ev.reason == REASON_UNCONFIRMED
-        self._move(h, NEEDS_HUMAN, at, ev.ts)
+        self._move(h, NEEDS_HUMAN, line, at, ev.ts)
         h.reason = ev.reason
         h.awaiting_answer = awaiting
         return None
@@ -633,7 +637,7 @@ class Handoffs:
         h = self._fits("skip", ev.handoff_id)
         if isinstance(h, Rejected):
             return h
-        self._move(h, SKIPPED, at, ev.ts)
+        self._move(h, SKIPPED, line, at, ev.ts)
         h.reason = ev.reason
         return None
 
@@ -655,7 +659,7 @@ class Handoffs:
             acc.run += 1
         else:
             acc.run_kind, acc.run = kind, 1 if kind else 0
-        acc.run_ts = ev.ts
+        acc.run_ts, acc.run_line = ev.ts, line
         acc.last_outcome = ev.outcome
         acc.last_probe_ts = ev.ts
         if ev.outcome == "ok":

@@ -70,6 +70,8 @@ class Lane(msgspec.Struct, gc=False):
     finished_ts: str | None = None
     finished_line: int = 0
     commit_at: datetime | None = None
+    commit_ts: str | None = None
+    commit_line: int = 0
     stopped: bool = False
 
 
@@ -284,7 +286,8 @@ class Lanes:
         return None
 
     def _repo_commit(self, ev: RepoCommit, line: int, at: datetime) -> FoldResult:
-        self._lane(ev.product).commit_at = at
+        lane = self._lane(ev.product)
+        lane.commit_at, lane.commit_ts, lane.commit_line = at, ev.ts, line
         return None
 
     def _lane_stopped(self, ev: LaneStopped, line: int, at: datetime) -> FoldResult:

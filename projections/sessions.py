@@ -163,6 +163,8 @@ class Session(msgspec.Struct, array_like=True, gc=False):
     keys: dict[str, FirstUse] = msgspec.field(default_factory=dict)
     #: The ``ts`` (as written) of the event that last set ``admission_state`` or ``attention``: "so since".
     since: str | None = None
+    #: ... and its line (a view names it).
+    since_line: int = 0
 
     def item(self) -> dict[str, Any]:
         """The dump's item for this session."""
@@ -323,23 +325,23 @@ class Sessions:
         s.retry_at = None
         s.attention = None
         s.admit_as(ADMITTED)
-        s.since = ev.ts
+        s.since, s.since_line = ev.ts, line
         return None
 
     def _restore_failed(self, ev: CheckpointRestoreFailed, line: int, at: datetime) -> FoldResult:
         """A counted failure: attention RESTORE_FAILED."""
-        self._failed(self._seen(ev.session_id, ev.generation), RESTORE_FAILED, ev.reason, at, ev.ts)
+        self._failed(self._seen(ev.session_id, ev.generation), RESTORE_FAILED, ev.reason, line, at, ev.ts)
         return None
 
     def _startup_failed(self, ev: StartupFailed, line: int, at: datetime) -> FoldResult:
         """A counted failure: attention STARTUP_FAILED."""
-        self._failed(self._seen(ev.session_id, ev.generation), STARTUP_FAILED, ev.reason, at, ev.ts)
+        self._failed(self._seen(ev.session_id, ev.generation), STARTUP_FAILED, ev.reason, line, at, ev.ts)
         return None
 
     @staticmethod
-    def _failed(s: Session, attention: Attention, reason: str, at: datetime, ts: str) -> None:
+    def _failed(s: Session, attention: Attention, reason: str, line: int, at: datetime, ts: str) -> None:
         """failures + 1; 1st: backoff 30 s, 2nd: 60 s, 3rd or incompatible: recovery_required (and it stays so)."""
-        s.since = ts
+        s.since, s.since_line = ts, line
         s.failures += 1
         s.attention = attention
         s.reason = reason
@@ -373,7 +375,7 @@ class Sessions:
         s.place(ev.turn_id)
         if ev.outcome == OUTCOME_UNKNOWN:
             s.unknown[ev.turn_id] = line
-            s.since = ev.ts
+            s.since, s.since_line = ev.ts, line
             s.admit_as(RECOVERY_REQUIRED_STATE)
             s.attention = RECOVERY_REQUIRED
             s.retry_at = None
@@ -411,7 +413,7 @@ class Sessions:
                                               ev.evidence_ref or None, j.result)
         if not j.accepted:
             return NOT_APPLIED
-        s.since = ev.ts
+        s.since, s.since_line = ev.ts, line
         if ev.decision in ("retry_restore", "start_fresh"):
             s.admit_as(ADMITTED)
             s.failures = 0
