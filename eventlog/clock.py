@@ -116,6 +116,11 @@ class At:
         """``at`` in the zone it is judged in (:func:`in_zone`)."""
         return in_zone(at, self.zone, local_zone() if self.local else None)
 
+    @property
+    def live(self) -> bool:
+        """Whether it judges as of the wall clock now (neither a fixed time nor the last line)."""
+        return self.time is None and not self.log
+
     def resolve(self, last_at: datetime | None, last_ts: str | None) -> tuple[datetime | None, str | None]:
         """The time and its text, given the log's last line (None, None: a log with no event, at its last line)."""
         if self.log:

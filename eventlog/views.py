@@ -60,10 +60,15 @@ def _runner(replay: Replay) -> Runner:
     return runner
 
 
-def status(replay: Replay, log: str, at: At, vanished: LinesVanished | None = None) -> Triage:
-    """The triage of a replayed log as of ``at`` (now, a time, or its last line); ``vanished``: see :func:`facts`."""
+def status(replay: Replay, log: str, at: At, vanished: LinesVanished | None = None,
+           live: bool | None = None) -> Triage:
+    """The triage of a replayed log as of ``at`` (now, a time, or its last line); ``vanished``: see :func:`facts`.
+
+    ``live``: ``at`` is the wall clock now (default: ``at.live``; a caller that pinned now to a time says so),
+    so the times a verdict is judged from that lie ahead of it are items (``dated_ahead``).
+    """
     as_of, text = at.resolve(replay.last_at, replay.last_ts)
-    return triage(_runner(replay), as_of, text, facts(replay, log, vanished))
+    return triage(_runner(replay), as_of, text, facts(replay, log, vanished), at.live if live is None else live)
 
 
 def status_of_missing(log: str, at: At) -> Triage:
@@ -136,7 +141,7 @@ def explain(replay: Replay, log: str, ident: str, at: At, assume_tz: Any = None)
     found = lines_of(log, ident, assume_tz, {b["line"]: b["reason"] for b in replay.bad_lines}, named)
     runner = _runner(replay)
     as_of, text = at.resolve(replay.last_at, replay.last_ts)
-    judged = verdicts_of(runner, ident, as_of, text, facts(replay, log))
+    judged = verdicts_of(runner, ident, as_of, text, facts(replay, log), at.live)
     bad = BadLines.of(replay.bad_lines)
     if not found and not judged:
         if not named:

@@ -30,8 +30,10 @@ What needs a person (each reason code is in :data:`REASONS`):
   worker ready since (``retry_due``).
 - **log**: the log missing; a file that is no event log (``not_a_log``: every append is refused);
   an unfinished last line no append will cut (``torn_tail_stuck``: every append is refused);
-  committed lines that vanished while a server followed the log (``lines_vanished``); bad
-  lines; rejected events; an unfinished last line (the next append cuts it).
+  committed lines that vanished while a server followed the log (``lines_vanished``); a
+  line dated ahead of now that a verdict is judged from (``dated_ahead``, judged only as of now:
+  :mod:`projections.ahead`); bad lines; rejected events; an unfinished last line (the next append
+  cuts it).
 
 "Since" is the time it has been so: the handoff's last applied event, the
 latest probe of a backing-off account, the watcher's last run, the finished
@@ -55,6 +57,7 @@ from typing import Any, Literal, NamedTuple
 import msgspec
 
 from eventlog.events import FIRST_YEAR, LAST_YEAR, parse_time
+from projections.ahead import Ahead, Check, dated_ahead
 from projections.base import elapsed_s, micros, num, summary
 from projections.catchup import skipped_today, why_not
 from projections.controls import Control, timeline
@@ -88,6 +91,9 @@ from projections.sessions import (
 Domain = Literal["handoffs", "watchers", "lanes", "catchup", "sessions", "log"]
 DOMAINS: tuple[Domain, ...] = ("handoffs", "watchers", "lanes", "catchup", "sessions", "log")
 
+#: The kinds of id :func:`explain` knows, in the order its verdicts come.
+Kind = Literal["handoff", "account", "watcher", "lane", "catchup", "session"]
+
 #: How many items of each group a screen shows unless every item is asked for.
 SHOWN = 3
 
@@ -107,6 +113,7 @@ REASONS: tuple[Reason, ...] = (
     Reason("log", "not_a_log", "A file that is no event log: every append is refused", True),
     Reason("log", "torn_tail_stuck", "An unfinished last line no append will cut: every append is refused", True),
     Reason("log", "lines_vanished", "Committed lines vanished from the log while it was followed", True),
+    Reason("log", "dated_ahead", "Lines dated ahead of now: the checks judged from them cannot fire", False),
     Reason("handoffs", "needs_human", "Handoffs handed to a person", True),
     Reason("handoffs", "stale_unknown_effect", "Resume requested, then silence: effect unknown", True),
     Reason("handoffs", "stale_retryable", "Claims gone quiet before any resume request", False),
@@ -297,7 +304,8 @@ class SessionTotals(msgspec.Struct, kw_only=True):
 
 class LogTotals(msgspec.Struct, kw_only=True):
     """The log itself: events read, bad lines, rejected events, an unfinished last line (and whether no append
-    will cut it), whether the file is no event log (no append is taken on it at all)."""
+    will cut it), whether the file is no event log (no append is taken on it at all), and how many times a
+    verdict is judged from lie ahead of now (None: not judged, as with ``--at``)."""
 
     events: int
     bad_lines: int
@@ -305,6 +313,7 @@ class LogTotals(msgspec.Struct, kw_only=True):
     torn_tail: bool
     torn_tail_stuck: bool
     not_a_log: bool
+    dated_ahead: int | None = None
 
 
 class Totals(msgspec.Struct, kw_only=True, omit_defaults=True):
@@ -531,20 +540,66 @@ def line_cmd(facts: LogFacts, line: int) -> str:
     return command(f"sed -n '{line}p'", [facts.name])
 
 
+#: The kind of id each check of :mod:`projections.ahead` is about (what ``explain`` calls it).
+AHEAD_KIND: dict[Check, Kind] = {
+    "watcher_late": "watcher", "claim_stale": "handoff", "pending_age": "handoff", "probe_backoff": "account",
+    "job_unpicked": "lane", "status_quiet": "lane", "job_picked": "lane", "retry_due": "session",
+    "catchup_skip": "catchup",
+}
+
+#: Each check of :mod:`projections.ahead`: what the line is, what its time silences, and what ends it.
+_AHEAD_WORDS: dict[Check, tuple[str, str, str]] = {
+    "watcher_late": ("the last run (watcher_run) of watcher {id}",
+                     "it cannot be judged late before {until}, so if it stopped, nothing says so",
+                     "its next run with a true time ends this"),
+    "claim_stale": ("the last event of the live claim of handoff {id}", "the claim cannot go stale before {until}",
+                    "its next event with a true time ends this"),
+    "pending_age": ("the creation of pending handoff {id}",
+                    "its age counts from then (below 0 until it comes), so it never looks old while it waits",
+                    "this lasts while it is pending"),
+    "probe_backoff": ("the latest probe of account {id}", "its backoff counts from then: no probe before {until}",
+                      "its next probe with a true time ends this"),
+    "job_unpicked": ("the last finished job of lane {id}", "it cannot be judged unpicked before {until}",
+                     "its next job_finished with a true time ends this"),
+    "status_quiet": ("the last status of lane {id}", "it cannot be judged quiet before {until}",
+                     "its next status_updated with a true time ends this"),
+    "job_picked": ("the last commit of lane {id}",
+                   "it counts as picking up the job finished before it, so that job is never judged unpicked",
+                   "its next repo_commit with a true time ends this"),
+    "retry_due": ("the failure that put session {id} in backoff",
+                  "its retry is not due, and no new work is admitted, before {until}",
+                  "its next failure or ready worker with a true time ends this"),
+    "catchup_skip": ("the latest skip of job {id}", "it is no skip of today, so it is no catch-up candidate today",
+                     "its next marker with a true time ends this"),
+}
+
+
+def ahead_words(a: Ahead, line: bool = True) -> str:
+    """What the line is (``line``: and its number), its time, how far ahead of now, and what it silences."""
+    what, silenced, _ends = _AHEAD_WORDS[a.check]
+    where = f" (line {a.line})" if a.line and line else ""
+    return (f"{what.format(id=a.id)}{where} is dated {a.ts}, {duration_words(a.ahead_s)} ahead of now: "
+            + silenced.format(until=a.until or "the end of what can be written (never)"))
+
+
 # --- judging ------------------------------------------------------------------------------------
 
 
 class _Judge:
     """The state, T and the log's facts: everything an item is judged from."""
 
-    def __init__(self, runner: Runner, as_of: datetime | None, as_of_text: str | None, facts: LogFacts) -> None:
+    def __init__(self, runner: Runner, as_of: datetime | None, as_of_text: str | None, facts: LogFacts,
+                 live: bool = False) -> None:
         self.runner = runner
         self.known = as_of is not None
         self.at = as_of if as_of is not None else datetime(1970, 1, 1, tzinfo=UTC)
         self.text = as_of_text
         self.facts = facts
         self.log = facts.name
+        #: T is the wall clock now: only then is a time ahead of T a writer's clock ahead.
+        self.live = live and self.known
         self._unrecorded: dict[str, list[Control]] | None = None
+        self._ahead: list[Ahead] | None = None
 
     def item(self, code: str, ident: str, reason: str, next_cmd: str, since: str | None = None,
              until: str | None = None) -> Item:
@@ -725,6 +780,29 @@ class _Judge:
             self._unrecorded = self.runner.sessions.unrecorded()
         return self._unrecorded
 
+    # -- times ahead of now ------------------------------------------------------------------------
+
+    def ahead(self) -> list[Ahead]:
+        """:func:`projections.ahead.dated_ahead` as of T, worked out once per judgement (none unless live)."""
+        if self._ahead is None:
+            self._ahead = dated_ahead(self.runner, self.at) if self.live else []
+        return self._ahead
+
+    def ahead_of(self, kind: Kind, ident: str) -> list[Ahead]:
+        """The times ahead of now the verdicts of one id of ``kind`` are judged from."""
+        return [a for a in self.ahead() if AHEAD_KIND[a.check] == kind and a.id == ident]
+
+    def dated_ahead(self) -> list[Item]:
+        """An item for each time ahead of now a verdict is judged from."""
+        return [self.ahead_item(a) for a in self.ahead()]
+
+    def ahead_item(self, a: Ahead) -> Item:
+        """Which line, of what, how far ahead, the check it silences, what ends it, and how to see the id's lines."""
+        where = f"line {a.line}" if a.line else f"{AHEAD_KIND[a.check]} {a.id}"
+        return self.item("dated_ahead", where, f"{ahead_words(a, line=False)}. The clock of the writer of that "
+                         f"line is ahead (or the time is a typo): fix it; {_AHEAD_WORDS[a.check][2]}",
+                         explain_cmd(self.log, a.id), a.ts, a.until)
+
     # -- the log ----------------------------------------------------------------------------------
 
     def the_log(self) -> list[Item]:
@@ -856,16 +934,19 @@ def next_decision(log: str, sessions: Sessions, sid: str) -> str:
 # --- the triage -------------------------------------------------------------------------------------
 
 
-def triage(runner: Runner, as_of: datetime | None, as_of_text: str | None, facts: LogFacts) -> Triage:
+def triage(runner: Runner, as_of: datetime | None, as_of_text: str | None, facts: LogFacts,
+           live: bool = False) -> Triage:
     """Everything that needs a person as of ``as_of`` (``as_of_text``: T as written), grouped, with the totals.
 
     ``as_of`` None: a log with no event judged at its last line (nothing is
-    folded then). Every group holds all its items, ids in natural order; use
+    folded then). ``live``: T is the wall clock now, so the times a verdict is
+    judged from that lie ahead of it are items too (``dated_ahead``). Every
+    group holds all its items, ids in natural order; use
     :meth:`Triage.shown` for the first few of each and :meth:`Triage.only` to
     filter.
     """
-    judge = _Judge(runner, as_of, as_of_text, facts)
-    items: list[Item] = judge.the_log()
+    judge = _Judge(runner, as_of, as_of_text, facts, live)
+    items: list[Item] = judge.the_log() + judge.dated_ahead()
     h = runner.handoffs
     for hid in h.items:
         items += judge.handoff(hid)
@@ -899,7 +980,8 @@ def totals(runner: Runner, judge: _Judge, groups: list[Group]) -> Totals:
     out = Totals(log=LogTotals(events=judge.facts.events, bad_lines=len(judge.facts.bad_lines),
                                rejected=len(runner.rejected), torn_tail=judge.facts.torn_tail,
                                torn_tail_stuck=judge.facts.stuck_tail is not None,
-                               not_a_log=judge.facts.not_a_log is not None))
+                               not_a_log=judge.facts.not_a_log is not None,
+                               dated_ahead=len(judge.ahead()) if judge.live else None))
     h = runner.handoffs
     if h.items or h.accounts:
         by_state: dict[str, int] = {}
@@ -956,8 +1038,6 @@ def totals(runner: Runner, judge: _Judge, groups: list[Group]) -> Totals:
 
 # --- explain: a verdict for any id ------------------------------------------------------------------
 
-#: The kinds of id :func:`explain` knows, in the order its verdicts come.
-Kind = Literal["handoff", "account", "watcher", "lane", "catchup", "session"]
 
 
 class Verdict(msgspec.Struct, kw_only=True):
@@ -984,9 +1064,10 @@ class Verdict(msgspec.Struct, kw_only=True):
 
 
 def explain(runner: Runner, ident: str, as_of: datetime | None, as_of_text: str | None,
-            facts: LogFacts) -> list[Verdict]:
-    """The verdict of ``ident`` as of T in every domain that knows it (empty: no domain knows it)."""
-    judge = _Judge(runner, as_of, as_of_text, facts)
+            facts: LogFacts, live: bool = False) -> list[Verdict]:
+    """The verdict of ``ident`` as of T in every domain that knows it (empty: no domain knows it); ``live``: as
+    :func:`triage`'s."""
+    judge = _Judge(runner, as_of, as_of_text, facts, live)
     out: list[Verdict] = []
     h = runner.handoffs
     if ident in h.items:
@@ -1022,6 +1103,9 @@ def _verdict(judge: _Judge, kind: Kind, ident: str, code: str, says: str, items:
              since: str | None = None, until: str | None = None, next_cmds: list[str] | None = None,
              facts: dict[str, Any] | None = None) -> Verdict:
     since_text, for_s = judge.since(since)
+    ahead = judge.ahead_of(kind, ident)
+    items = items + [judge.ahead_item(a) for a in ahead]
+    says += "".join(f"; but {ahead_words(a)}" for a in ahead)
     cmds = list(next_cmds or [])
     for it in items:
         if it.next not in cmds and not it.next.startswith("eventlog explain "):

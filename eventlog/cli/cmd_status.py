@@ -21,6 +21,7 @@ from eventlog.clock import At
 from eventlog.logs import is_url
 from eventlog.runners.common import bad_lines, named_problem
 from eventlog.views import Explained, explain, status, status_of_missing
+from projections.ahead import TOLERANCE_S
 from projections.triage import DOMAINS, SHOWN, Group, Item, Triage, Verdict, duration_words
 
 #: The lines a default screen aims to stay within (a 1M-event log with every kind of trouble included).
@@ -35,12 +36,14 @@ handoffs (handed to a person, stale claims, accounts backing off), watchers
 circuit), sessions (waiting for a decision, a retry due), and the log itself
 (missing, bad lines, rejected events, an unfinished last line; one no append
 will cut, and a file that is no event log at all, so every append is refused,
-wait for a person's decision). Ids are in natural order (h-2 before h-10). A
-screen shows the first few of each group (at most 3, fewer when there are many
-groups, so it fits about 50 lines); --all shows every item. --json prints one
-object: per item {domain, id, reason_code, reason, since, for_s, until, next,
-needs_decision}, the groups with their counts, and the totals (times ISO 8601,
-durations in seconds, counts as numbers)."""
+wait for a person's decision; as of now, a line dated more than {ahead} ahead
+whose time a check waits on, such as a watcher's last run: until the clock
+passes it, that check cannot fire). Ids are in natural order (h-2 before h-10).
+A screen shows the first few of each group (at most 3, fewer when there are
+many groups, so it fits about 50 lines); --all shows every item. --json prints
+one object: per item {domain, id, reason_code, reason, since, for_s, until,
+next, needs_decision}, the groups with their counts, and the totals (times ISO
+8601, durations in seconds, counts as numbers).""".replace("{ahead}", duration_words(TOLERANCE_S))
 
 STATUS_EXITS = """\
 0  nothing needs a person
@@ -214,8 +217,9 @@ def totals_lines(t: Triage) -> list[str]:
     if lg.torn_tail:
         torn = ", an unfinished last line no append will cut" if lg.torn_tail_stuck else ", an unfinished last line"
     refused = "; no event log: every append is refused" if lg.not_a_log else ""
+    ahead = f"; {_plural(lg.dated_ahead, 'line')} dated ahead of now" if lg.dated_ahead else ""
     out.append(f"Log: {_plural(lg.events, 'event')}, {_plural(lg.bad_lines, 'bad line')}, "
-               f"{lg.rejected:,} rejected{torn}{refused}")
+               f"{lg.rejected:,} rejected{torn}{refused}{ahead}")
     return out
 
 

@@ -1,0 +1,159 @@
+"""Times a live verdict is judged from that lie ahead of now: a writer's clock ahead silences a check (pure).
+
+Spec section 2 lets ``ts`` run backwards between writers, so a line dated ahead
+(a clock a day fast, a typo of 2062 for 2026) is accepted and applied. But every
+verdict that waits for time to pass since such a line says "not yet" until the
+real clock passes it: a watcher whose last heartbeat is dated ahead is never
+late, so if it dies right after, nothing says so. :func:`dated_ahead` lists
+every such time of the folded state, judged at view time from the few times
+the views already use (nothing is folded for it):
+
+- ``watcher_late``: a watcher's last ``watcher_run`` (it cannot be late before
+  that time plus twice its period);
+- ``claim_stale``: the last event of a live claim (it cannot go stale before
+  that time plus the stale age);
+- ``pending_age``: the creation of a pending handoff (its age, the oldest
+  pending age, counts from it);
+- ``probe_backoff``: the latest probe of an account backing off (the next probe
+  waits for the backoff counted from it);
+- ``job_unpicked``, ``status_quiet``: a lane's last finished job and last status
+  (a stall counts from them);
+- ``job_picked``: a lane's last commit, when it is what makes its last finished
+  job count as picked up (a commit dated after the job);
+- ``retry_due``: the failure that put a session in backoff (its ``retry_at``
+  counts from it, and new work is refused until then);
+- ``catchup_skip``: a guarded job's latest skip, not kicked since (a skip dated
+  another day is no skip of today, so it is no candidate).
+
+Times a line writes as a field (a ``reset_at``, an ``open_until``, a
+``deadline``) are meant to lie ahead and are not judged here. Stopped and idle
+lanes, and handoffs that are neither pending nor claimed, wait for no time.
+
+Pure: the caller gives now (only a live view judges this: with ``--at``, T is
+no clock, and a line later than T is no writer's clock ahead).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Literal
+
+import msgspec
+
+from eventlog.events import parse_time
+from projections.base import elapsed_s, later
+from projections.handoffs import LIVE, PENDING
+from projections.runner import Runner
+from projections.sessions import BACKOFF
+
+#: How far ahead of now a time may lie before it counts: clocks of different hosts drift by seconds, and a
+#: writer a little ahead silences nothing for long. Five minutes is far below every period judged (a stall
+#: after 90 min, a stale claim after 30 min, a watcher late after twice its period).
+TOLERANCE_S = 300.0
+
+#: The check a time ahead silences (the ``check`` label of ``recovery_dated_ahead``).
+Check = Literal["watcher_late", "claim_stale", "pending_age", "probe_backoff", "job_unpicked", "status_quiet",
+                "job_picked", "retry_due", "catchup_skip"]
+CHECKS: tuple[Check, ...] = Check.__args__  # type: ignore[attr-defined]
+
+
+class Ahead(msgspec.Struct, frozen=True, kw_only=True):
+    """A time a live verdict is judged from that lies ahead of now.
+
+    ``check``: what it silences; ``id``: the watcher, handoff, account, lane
+    (product), session or job label; ``line``: the line that wrote it (0: not
+    known); ``ts``: the time as written; ``ahead_s``: how far ahead of now;
+    ``until``: the earliest the check can speak again, as a time (None: no such
+    time, or past what can be written).
+    """
+
+    check: Check
+    id: str
+    line: int
+    ts: str
+    ahead_s: float
+    until: str | None = None
+
+
+def dated_ahead(runner: Runner, now: datetime, tolerance_s: float = TOLERANCE_S) -> list[Ahead]:
+    """Every time of the folded state a verdict as of ``now`` is judged from that lies more than ``tolerance_s``
+    ahead of ``now``, in line order. O(entities): a comparison for each pending or claimed handoff, less for the
+    rest."""
+    edge = later(now.astimezone(UTC), timedelta(seconds=tolerance_s))
+    if edge is None:  # now at the end of time: nothing lies ahead
+        return []
+    found = _Found(now, edge)
+    handoffs = runner.handoffs
+    for name, beat in handoffs.state.watchers.items():
+        found.check("watcher_late", name, beat.line, beat.at, beat.ts, 2 * beat.period_s)
+    stale_s = handoffs.stale_after_s
+    for hid, h in handoffs.items.items():
+        state = h.state
+        if state == PENDING:
+            found.check("pending_age", hid, h.line, h.created_at, h.created_ts)
+        elif state in LIVE:
+            found.check("claim_stale", hid, h.last_line, h.last_at, h.last_ts, stale_s)
+    for account, acc in handoffs.accounts.items():
+        if acc.pending and acc.run and acc.run_ts is not None and parse_time(acc.run_ts) > edge:
+            plan = handoffs.plan(account, now)
+            if plan["reason"].startswith("backoff_"):
+                found.add("probe_backoff", account, acc.run_line, parse_time(acc.run_ts), acc.run_ts,
+                          plan["next_probe_at"])
+    lanes = runner.lanes
+    for product, lane in lanes.lanes.items():
+        if lane.stopped or lane.idle:
+            continue
+        finished = lane.finished_at
+        if finished is not None and lane.finished_ts is not None:
+            found.check("job_unpicked", product, lane.finished_line, finished, lane.finished_ts,
+                        lanes.unpicked_minutes * 60)
+            commit = lane.commit_at
+            if commit is not None and lane.commit_ts is not None and commit > finished:
+                found.check("job_picked", product, lane.commit_line, commit, lane.commit_ts)
+        if lane.updated_at is not None and lane.updated_ts is not None:
+            found.check("status_quiet", product, lane.updated_line, lane.updated_at, lane.updated_ts,
+                        lanes.quiet_hours * 3600)
+    for sid, s in runner.sessions.sessions.items():
+        if s.admission_state == BACKOFF and s.since is not None:
+            found.check("retry_due", sid, s.since_line, parse_time(s.since), s.since, until=s.retry_at)
+    catchup = runner.catchup
+    for label, marker in catchup.markers.items():
+        job = catchup.jobs.get(label)
+        if marker.skipped and not marker.kicked and job is not None and job.guarded:
+            found.check("catchup_skip", label, marker.line, marker.at, marker.ts)
+    return sorted(found.out, key=lambda a: (a.line, a.check, a.id))
+
+
+class _Found:
+    """The times found ahead so far, judged against ``now`` and its edge (now plus the tolerance, in UTC: a
+    comparison with it is one of instants whatever the time's zone)."""
+
+    def __init__(self, now: datetime, edge: datetime) -> None:
+        self.now, self.edge = now, edge
+        self.out: list[Ahead] = []
+
+    def check(self, check: Check, ident: str, line: int, at: datetime, ts: str, wait_s: float | None = None,
+              until: str | None = None) -> None:
+        """Add ``at`` when it lies past the edge; ``wait_s``: the check speaks that long after it (sets ``until``)."""
+        if at > self.edge:
+            if wait_s is not None:
+                end = _after(at, wait_s)
+                until = None if end is None else end.isoformat()
+            self.add(check, ident, line, at, ts, until)
+
+    def add(self, check: Check, ident: str, line: int, at: datetime, ts: str, until: str | None) -> None:
+        """Add a time known to lie past the edge."""
+        self.out.append(Ahead(check=check, id=ident, line=line, ts=ts, ahead_s=elapsed_s(at, self.now),
+                              until=until))
+
+
+def _after(at: datetime, wait_s: float) -> datetime | None:
+    """``at`` plus ``wait_s`` seconds (None: past what can be written, a threshold of 1e308 s say)."""
+    try:
+        wait = timedelta(seconds=wait_s)
+    except OverflowError:
+        return None
+    return later(at, wait)
+
+
+__all__ = ["CHECKS", "TOLERANCE_S", "Ahead", "Check", "dated_ahead"]
