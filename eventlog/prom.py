@@ -9,9 +9,9 @@ the ``log`` label. docs/METRICS.md is the reference, with an alert for each.
 
 :func:`exposition` renders one dump; what a dump does not hold (the latency
 samples, the last event's time, ``follow``'s tick, a torn tail no append cuts,
-a file that is no event log) is passed beside it, and :func:`of_replay` takes
-those from a replay. The interrupt timeline's two families are built in
-``eventlog.prom_controls``.
+a file that is no event log, the times a verdict is judged from that lie ahead
+of now) is passed beside it, and :func:`of_replay` takes those from a replay.
+The interrupt timeline's two families are built in ``eventlog.prom_controls``.
 """
 
 from __future__ import annotations
@@ -26,8 +26,10 @@ from eventlog.events import PROBE_OUTCOMES
 from eventlog.logs import no_event_log
 from eventlog.prom_controls import control_families
 from eventlog.replay import Replay
+from projections.ahead import CHECKS, Ahead, dated_ahead
 from projections.handoffs import PLAN_REASONS, REASON_CONFLICT, REASON_UNCONFIRMED, REASON_UNKNOWN_EFFECT, STATES
 from projections.lanes import KINDS
+from projections.runner import Runner
 from projections.sessions import Admission, Attention
 
 #: Upper bounds of the handoff latency buckets, in seconds: 1 s to a week.
@@ -90,6 +92,7 @@ def exposition(
     unrecorded: int | None = None,
     torn_tail_stuck: bool | None = None,
     not_a_log: bool | None = None,
+    ahead: Sequence[Ahead] | None = None,
 ) -> str:
     """The text exposition of one dump.
 
@@ -98,7 +101,8 @@ def exposition(
     time; ``tick_s``: ``follow``'s tick (exported so an alert needs no constant); ``unrecorded``: sessions
     with an interrupt of unknown outcome for a turn the log never started (``Sessions.unrecorded``);
     ``torn_tail_stuck``: the torn tail is one no append cuts (``Replay.stuck_tail``); ``not_a_log``: the file is
-    no event log, so no append is taken on it (``eventlog.logs.no_event_log``).
+    no event log, so no append is taken on it (``eventlog.logs.no_event_log``); ``ahead``: the times a verdict is
+    judged from that lie ahead of now (``projections.ahead.dated_ahead``; left out when None: not judged live).
     """
     out = _Text(str(dump.get("log", "")))
     one: Labels = {}
@@ -123,6 +127,11 @@ def exposition(
     if not_a_log is not None:
         out.gauge("recovery_not_a_log", "1 when the file is no event log (none of its lines is a JSON object): every "
                   "append is refused (status: not_a_log).", [(one, int(not_a_log))])
+    if ahead is not None:
+        checks = Counter(a.check for a in ahead)
+        out.gauge("recovery_dated_ahead", "Times a verdict is judged from that lie ahead of now by more than the "
+                  "tolerance (a writer's clock ahead), by the check they keep from firing (status: dated_ahead).",
+                  [({"check": check}, checks[check]) for check in CHECKS])
     out.gauge("recovery_judged_timestamp_seconds", "The time every verdict here was judged at (the dump's as_of).",
               _when(one, dump.get("as_of")))
     out.gauge("recovery_last_event_timestamp_seconds", "The time of the last applied or rejected line.",
@@ -164,15 +173,21 @@ def exposition(
     return "\n".join(out.lines) + "\n"
 
 
-def of_replay(replay: Replay, dump: dict[str, Any], tick_s: float | None = None) -> str:
-    """The exposition of ``dump``, a dump of ``replay``, with the latency samples and last time it holds."""
+def of_replay(replay: Replay, dump: dict[str, Any], tick_s: float | None = None, live: bool = False) -> str:
+    """The exposition of ``dump``, a dump of ``replay``, with the latency samples and last time it holds.
+
+    ``live``: the dump is judged as of the wall clock now, so the times ahead of it are counted.
+    """
+    ahead = None
+    if live and isinstance(replay.folder, Runner) and dump.get("as_of") is not None:
+        ahead = dated_ahead(replay.folder, datetime.fromisoformat(dump["as_of"]))
     handoffs = getattr(replay.folder, "handoffs", None)
     durations = handoffs.durations() if handoffs is not None else None
     sessions = getattr(replay.folder, "sessions", None)
     unrecorded = len(sessions.unrecorded()) if sessions is not None else None
     return exposition(dump, durations=durations, last_event_at=replay.last_at, tick_s=tick_s, unrecorded=unrecorded,
                       torn_tail_stuck=replay.stuck_tail is not None,
-                      not_a_log=no_event_log(str(dump.get("log", "")), replay) is not None)
+                      not_a_log=no_event_log(str(dump.get("log", "")), replay) is not None, ahead=ahead)
 
 
 def _handoffs(out: _Text, h: dict[str, Any], durations: Mapping[str, Sequence[float]] | None) -> None:

@@ -48,6 +48,30 @@ def follow_prom(tmp_path: Path, tick: str = "1s") -> str:
     return text
 
 
+def held_series(text: str, t0: float, names: set[str], span: int, step: int) -> list[dict[str, str]]:
+    """The samples of an exposition named in ``names`` as promtool ``input_series``, held as they are for ``span``
+    steps of ``step`` seconds from 0, which stands for ``t0`` (the time judged at).
+
+    Gauges stay; counters (and histograms) rise from 0 to their value at the second sample, as lines written
+    after follow started; every ``*_timestamp_seconds`` moves with the clock (relative to ``t0``), so each age
+    stays what it was when judged.
+    """
+    fed = []
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            if s.name not in names:
+                continue
+            if s.name.endswith("_timestamp_seconds"):
+                values = f"{s.value - t0:g}+{step}x{span}"
+            elif family.type in ("counter", "histogram"):
+                values = f"0 {s.value:g}x{span}"
+            else:
+                values = f"{s.value:g}x{span}"
+            fed.append({"series": s.name + "{" + ",".join(f'{k}="{v}"' for k, v in s.labels.items()) + "}",
+                        "values": values})
+    return fed
+
+
 def exposed(text: str) -> dict[str, dict[str, set[str]]]:
     """Every sample name of an exposition, with the values each of its labels takes."""
     out: dict[str, dict[str, set[str]]] = defaultdict(lambda: defaultdict(set))

@@ -14,13 +14,13 @@ from typing import Any
 
 import pytest
 import yaml
-from prometheus_client.parser import text_string_to_metric_families
 
 from eventlog.cli import build_parser
 from eventlog.prom import NEEDS_HUMAN_REASONS
 from eventlog.runners.sessions import needs_decision
+from projections.ahead import CHECKS
 from tests.conftest import ROOT
-from tests.opskit import RULE_TESTS, RULES, exposed, follow_prom, selectors, unknown_in
+from tests.opskit import RULE_TESTS, RULES, exposed, follow_prom, held_series, selectors, unknown_in
 from tests.test_prom import promtool, replayed
 
 L = "/var/lib/recovery-ledger/ledger.jsonl"
@@ -178,6 +178,7 @@ VERDICTS: dict[str, tuple[str, dict[str, str | None]]] = {
     "recovery_handoff_needs_human": ("reason", dict.fromkeys(
         ("conflict", "resume_failed_unknown_effect", "resume_unconfirmed", "other"), "RecoveryHandoffNeedsHuman")),
     "recovery_lane_stalled": ("kind", dict.fromkeys(("job-unpicked", "status-quiet"), "RecoveryLaneStalled")),
+    "recovery_dated_ahead": ("check", dict.fromkeys(CHECKS, "RecoveryDatedAhead")),
     "recovery_controls_total": ("verdict", {
         "clean": None, "late_sdk": None,
         **dict.fromkeys(("engine_timeout", "capture_timeout", "capture_failed", "checkpoint_unavailable",
@@ -263,10 +264,11 @@ def test_operations_doc_says_what_to_type_next_for_every_alert() -> None:
 #: test is in ops/prometheus/tests/sessions.yml, its series in tests/test_next_runs.py); nor does one hold a torn
 #: tail no append cuts, or a file that is no event log (ops/prometheus/tests/ledger.yml; their series in
 #: tests/test_stuck_tail.py and tests/test_not_a_log.py); nor lines that vanished while follow read the log (its
-#: series in tests/test_log_path_swaps.py).
+#: series in tests/test_log_path_swaps.py); and a dump judged at its last line has no line dated ahead of now (only a
+#: live judgement counts them: ledger.yml, and tests/test_dated_ahead.py).
 NOT_FROM_A_FIXTURE = {"RecoveryFollowDead", "RecoveryMetricsAbsent", "RecoveryLogMissing", "RecoveryInterruptSlow",
                       "RecoverySessionInterruptUnrecorded", "RecoveryTornTailStuck", "RecoveryNotALog",
-                      "RecoveryLinesVanished"}
+                      "RecoveryLinesVanished", "RecoveryDatedAhead"}
 
 
 def expected_alerts(dump: dict[str, Any]) -> set[tuple[str, frozenset[tuple[str, str]]]]:
@@ -318,28 +320,14 @@ def expected_alerts(dump: dict[str, Any]) -> set[tuple[str, frozenset[tuple[str,
 
 
 def _fixture_case(log: Path, shipped: list[dict[str, Any]]) -> tuple[dict[str, Any], set[str]]:
-    """One promtool test: the fixture's exposition judged at its last line, held as it is for 12 h 40 min.
-
-    Gauges stay; counters (and histograms) rise from 0 to their value at the second sample, as lines written
-    after follow started; every time moves with the clock, so each age stays what it was when judged (follow
-    alive, each watcher exactly as late as the dump says). Each alert is checked two minutes after its ``for``."""
+    """One promtool test: the fixture's exposition judged at its last line, held as it is for 12 h 40 min
+    (:func:`tests.opskit.held_series`: follow alive, each watcher exactly as late as the dump says). Each alert is
+    checked two minutes after its ``for``."""
     dump, text = replayed(log)
     used = {name for rule in shipped for name, _m in selectors(rule["expr"])}
     t0 = datetime.fromisoformat(dump["as_of"]).timestamp() if dump["as_of"] else 0.0  # log_empty: no time
     span, step = 380, 120
-    fed = []
-    for family in text_string_to_metric_families(text):
-        for s in family.samples:
-            if s.name not in used:
-                continue
-            if s.name.endswith("_timestamp_seconds"):
-                values = f"{s.value - t0:g}+{step}x{span}"
-            elif family.type in ("counter", "histogram"):
-                values = f"0 {s.value:g}x{span}"
-            else:
-                values = f"{s.value:g}x{span}"
-            fed.append({"series": s.name + "{" + ",".join(f'{k}="{v}"' for k, v in s.labels.items()) + "}",
-                        "values": values})
+    fed = held_series(text, t0, used, span, step)
     expected = expected_alerts(dump)
     checks = []
     for rule in shipped:

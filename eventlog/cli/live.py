@@ -85,7 +85,7 @@ def follow_writer(dump_path: str, prom_path: str | None, at: At, tick_s: float |
         dump = judged(follower, at)
         _write_output(dump_path, dumps(dump) + "\n")
         if prom_path:
-            _write_output(prom_path, of_replay(follower.replay, dump, tick_s))
+            _write_output(prom_path, of_replay(follower.replay, dump, tick_s, live=at.live))
 
     return write
 

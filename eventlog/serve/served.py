@@ -318,7 +318,7 @@ class Served:
             when, text = at.resolve(replay.last_at, replay.last_ts)
             pinned = At(when, text, log=when is None)  # one T for the dump and the triage, read once
             dump = judged(self.follower, pinned)
-            triage = triage_of(replay, self.name, pinned, getattr(self.follower, "vanished", None))
+            triage = triage_of(replay, self.name, pinned, getattr(self.follower, "vanished", None), live=at.live)
         return Judged(version, time.monotonic(), dump, triage)
 
     def _judge_now(self, wait: bool) -> Judged:
@@ -379,7 +379,7 @@ class Served:
         """The Prometheus exposition of ``follow --prom`` (its histograms read the folded state: under the lock)."""
         j = self.judged(at)
         with self.lock:
-            text: str = j.derived("metrics", lambda d: of_replay(self.replay, d, self.stale_s))
+            text: str = j.derived("metrics", lambda d: of_replay(self.replay, d, self.stale_s, live=at.live))
         return text
 
     def session(self, session_id: str, at: At = NOW) -> dict[str, Any] | None:
