@@ -23,15 +23,20 @@ from eventlog.cli.common import (
 )
 from eventlog.runners import lanes
 from eventlog.runners.process import split_command
+from projections.ahead import TOLERANCE_S
+from projections.triage import duration_words
 
 STALLS = """\
 Judge every lane as of now (or --at) and print the impl-lane-watch/v1 record as
 one line of JSON, exactly as seed 001 prints it (checked_at: the time judged at).
-It writes nothing; the bad lines of LOG it skipped are named on stderr."""
+It writes nothing; the bad lines of LOG it skipped are named on stderr, and so,
+as of now, is a lane's time (a finished job, a status, a commit) dated more than
+{ahead} ahead: a writer's clock ahead, which keeps the lane from being judged
+stalled until the clock passes it.""".replace("{ahead}", duration_words(TOLERANCE_S))
 
 STALLS_EXITS = """\
 0  no lane is stalled
-1  a lane is stalled, or LOG has bad lines
+1  a lane is stalled, LOG has bad lines, or (as of now) a lane's time is dated ahead
 2  bad usage or a log that cannot be read"""
 
 LANES = """\

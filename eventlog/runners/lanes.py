@@ -1,7 +1,10 @@
 """Lane stalls (seed 001): the stall judge, and the runner that sends one resume per new stall.
 
 :func:`judge_stalls` replays a log and judges every lane as of a time (now by
-default), writing nothing: the ``impl-lane-watch/v1`` record.
+default), writing nothing: the ``impl-lane-watch/v1`` record. As of now, a lane's
+time dated more than :data:`projections.ahead.TOLERANCE_S` ahead (a finished job,
+a status, a commit: a writer's clock ahead) is a problem too: its lane cannot be
+judged stalled until the clock passes it.
 
 :func:`run_lanes` appends a ``lane_check`` (ts: its clock), then for each lane
 that check finds stalled and that no ``resume_enqueued`` covers yet (same
@@ -29,7 +32,7 @@ lanes are never stalled, so never resumed.
   and the dump judge lanes as this run did until a later check states others.
 
 Both reports have ``problems`` (one line each) and ``status``: 0 nothing needs
-a person, 1 a lane is stalled (the judge), or a command failed, the log could
+a person, 1 a lane is stalled or a lane's time is dated ahead of now (the judge), or a command failed, the log could
 not be read or written, or it has bad lines (the runner: bad lines new since
 the log's last ``lane_check``; older ones are in its ``notes``, stderr only).
 """
@@ -55,8 +58,10 @@ from eventlog.runners.common import (
     runner_lock,
 )
 from eventlog.runners.process import Interrupted, run
+from projections.ahead import dated_ahead
 from projections.lanes import CheckRecord
 from projections.runner import in_units, thresholds
+from projections.triage import AHEAD_KIND, ahead_words, explain_cmd
 
 #: Seed 001: a finished job not picked up after this is stalled (90 minutes).
 UNPICKED_S = 90 * 60.0
@@ -89,7 +94,7 @@ class StallOptions:
 
 
 class StallReport(msgspec.Struct, kw_only=True):
-    """The record of every lane, and the log's bad lines."""
+    """The record of every lane, the log's bad lines, and ``problems``: them and the lane times dated ahead of now."""
 
     record: CheckRecord
     bad_lines: BadLines
@@ -102,7 +107,7 @@ class StallReport(msgspec.Struct, kw_only=True):
 
     @property
     def status(self) -> int:
-        """1 when a lane is stalled or the log has bad lines, else 0."""
+        """1 when a lane is stalled, the log has bad lines or a lane's time is dated ahead of now, else 0."""
         return 1 if self.stalled or self.problems else 0
 
 
@@ -122,7 +127,9 @@ def judge_stalls(opts: StallOptions) -> StallReport:
     record = runner.lanes.judge(at, text or at.isoformat())
     found = bad_lines(replay)
     problem = found.problem(opts.log)
-    return StallReport(record=record, bad_lines=found, problems=[problem] if problem else [])
+    ahead = [f"{opts.log}: {ahead_words(a)}; fix the clock of its writer (see {explain_cmd(opts.log, a.id)})"
+             for a in (dated_ahead(runner, at) if opts.at.live else []) if AHEAD_KIND[a.check] == "lane"]
+    return StallReport(record=record, bad_lines=found, problems=([problem] if problem else []) + ahead)
 
 
 # --- the runner ---------------------------------------------------------------------------
