@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import argparse
 import sys
+from datetime import timedelta
 from typing import Any
 
-from eventlog.appender import AppendError, read_input
+from eventlog.appender import AppendError, Input, read_input
 from eventlog.cli.common import (
     UsageError,
     add_assume_tz,
@@ -20,8 +21,12 @@ from eventlog.cli.common import (
     mark_done,
     zone,
 )
-from eventlog.events import schema
+from eventlog.clock import now
+from eventlog.events import parse_time, schema
 from eventlog.logs import LogUnavailable, open_log
+from projections.ahead import TOLERANCE_S
+from projections.base import elapsed_s
+from projections.triage import duration_words, q
 
 APPEND = """\
 Read events from stdin, one JSON object per line, validate every one, then write
@@ -31,7 +36,12 @@ now. A transition a replay would reject is refused unless --no-check. Prints
 {"log", "written", "first_seq", "last_seq", "torn_tail_cut"} as one JSON line.
 
 With --assume-tz, times written without an offset in the input are read in
-ZONE and written with its offset; the log's own lines are read in ZONE too."""
+ZONE and written with its offset; the log's own lines are read in ZONE too.
+
+A ts more than {ahead} ahead of now is written as given (a writer's clock may
+run ahead of another's), and said on stderr: a check that waits on it (a
+watcher late, a claim stale, a lane stalled) cannot fire until the clock passes
+it.""".replace("{ahead}", duration_words(TOLERANCE_S))
 
 APPEND_EXITS = """\
 0  written
@@ -89,10 +99,29 @@ def run(args: argparse.Namespace) -> int:
         for message in err.said(args.log, given.named(err.messages)):
             error(message)
         return err.exit_code
-    for note in result.notes:
+    for note in [*result.notes, *dated_ahead(given, result.first_seq, args.log)]:
         error(f"{args.log}: {note}")
     seqs = f"seq {result.first_seq}" + (f" to {result.last_seq}" if result.last_seq != result.first_seq else "")
     mark_done(f"{args.log}: {result.written} event(s) written ({seqs}): do not append them again")
     print(dumps({"log": args.log, "written": result.written, "first_seq": result.first_seq,
                  "last_seq": result.last_seq, "torn_tail_cut": result.torn_tail_cut}))
     return 0
+
+
+def dated_ahead(given: Input, first_seq: int, log: str) -> list[str]:
+    """A warning for each event written to ``log`` whose ``ts`` lies more than the tolerance ahead of now (its input
+    line, its ``seq``, how far ahead)."""
+    at = now()
+    edge = at + timedelta(seconds=TOLERANCE_S)
+    out = []
+    for i, (line, event) in enumerate(zip(given.lines, given.events, strict=True)):
+        ts = event.get("ts")
+        if not isinstance(ts, str):
+            continue  # none given: the appender set it to now
+        when = parse_time(ts)
+        if when > edge:
+            out.append(f"{given.source} line {line} (seq {first_seq + i}) is dated {ts}, "
+                       f"{duration_words(elapsed_s(when, at))} ahead of now: written as given, but a check "
+                       "that waits on it (a watcher late, a claim stale, a lane stalled) cannot fire until the clock "
+                       f"passes it; is the writer's clock right? (eventlog status {q(log)} names what it silences)")
+    return out
