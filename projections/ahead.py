@@ -94,11 +94,10 @@ def dated_ahead(runner: Runner, now: datetime, tolerance_s: float = TOLERANCE_S)
         elif state in LIVE:
             found.check("claim_stale", hid, h.last_line, h.last_at, h.last_ts, stale_s)
     for account, acc in handoffs.accounts.items():
-        if acc.pending and acc.run and acc.run_ts is not None and parse_time(acc.run_ts) > edge:
-            plan = handoffs.plan(account, now)
-            if plan["reason"].startswith("backoff_"):
-                found.add("probe_backoff", account, acc.run_line, parse_time(acc.run_ts), acc.run_ts,
-                          plan["next_probe_at"])
+        if acc.pending and acc.run and acc.run_ts is not None:
+            probed = parse_time(acc.run_ts)
+            if probed > edge and (plan := handoffs.plan(account, now))["reason"].startswith("backoff_"):
+                found.add("probe_backoff", account, acc.run_line, probed, acc.run_ts, plan["next_probe_at"])
     lanes = runner.lanes
     for product, lane in lanes.lanes.items():
         if lane.stopped or lane.idle:
@@ -108,7 +107,7 @@ def dated_ahead(runner: Runner, now: datetime, tolerance_s: float = TOLERANCE_S)
             found.check("job_unpicked", product, lane.finished_line, finished, lane.finished_ts,
                         lanes.unpicked_minutes * 60)
             commit = lane.commit_at
-            if commit is not None and lane.commit_ts is not None and commit > finished:
+            if commit is not None and lane.commit_ts is not None and elapsed_s(commit, finished) > 0:  # as evaluate
                 found.check("job_picked", product, lane.commit_line, commit, lane.commit_ts)
         if lane.updated_at is not None and lane.updated_ts is not None:
             found.check("status_quiet", product, lane.updated_line, lane.updated_at, lane.updated_ts,
