@@ -154,7 +154,7 @@ def test_each_time_based_verdict_flips_within_a_tick_with_no_new_line(
         first = read(dump)
         assert first is not None and case.verdict(first) == case.off
         name_, labels = case.metric
-        assert metric(prom, name_, **labels) == 0
+        assert _wait_for(lambda: metric(prom, name_, **labels) == 0)  # written just after the dump: wait for it
         after = fake.advance(case.step_s).isoformat()
         assert _wait_for(lambda: (read(dump) or {}).get("as_of") == after)
         flipped = read(dump)
