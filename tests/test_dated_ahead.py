@@ -30,14 +30,14 @@ from tests.test_next_runs import typed
 from tests.test_prom import promtool
 from tests.test_serve import read_events
 
-NOW = datetime.now(UTC).replace(microsecond=0)
 #: The reviewer's typo: 2062 for 2026.
 TYPO = "2062-12-01T08:00:00+00:00"
 
 
 def at(hours: float) -> str:
-    """A time ``hours`` from now (ahead when positive), as a writer writes it."""
-    return (NOW + timedelta(hours=hours)).isoformat()
+    """A time ``hours`` from now (ahead when positive), as a writer writes it. The stories below are written when
+    the tests are collected: an hour or a day ahead stays ahead however long the suite runs."""
+    return (datetime.now(UTC).replace(microsecond=0) + timedelta(hours=hours)).isoformat()
 
 
 def heartbeat(ts: str, watcher: str = "w1") -> dict[str, Any]:
