@@ -186,8 +186,8 @@ def test_serve_shows_it_on_status_the_console_and_metrics(tmp_path: Path) -> Non
         assert item["next"] == f"eventlog explain {log} w1"
         assert status["needs_person"] >= 1 and status["totals"]["log"]["dated_ahead"] == 1
         with c.stream("GET", "/v1/status", headers={"Accept": "text/event-stream"}, timeout=20) as r:
-            first = read_events(r, 1)[0]  # what the console shows
-        assert first["event"] == "status"
+            tick, first = read_events(r, 2)  # a tick, then what the console shows
+        assert tick["event"] == "tick" and first["event"] == "status"
         assert [it["id"] for it in ahead_items(json.loads(first["data"])["status"])] == ["line 3"]
         metrics = c.get("/metrics").text
         assert f'recovery_dated_ahead{{log="{log}",check="watcher_late"}} 1' in metrics
