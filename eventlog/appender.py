@@ -272,15 +272,11 @@ class EventLog:
             raise NotALog([f"{self.path} {why}; left as it is, nothing was written"])
         if replay.uncommitted is None and tail.has_line_end:
             raise LogFileError([f"{self.path} changed while it was read; nothing was written (try again)"])
-        parts = []
-        if replay.uncommitted is not None:
-            u = replay.uncommitted
-            parts.append(f"an unfinished batch of {u.lines} line(s), seq {u.first_seq} to {u.first_seq + u.lines - 1} "
-                         f"of a batch that was to end at seq {u.end}")
+        parts = [] if replay.uncommitted is None else [replay.uncommitted.words()]
         if tail.torn:
             parts.append(f"a torn line of {len(tail.torn)} bytes")
-        return (f"cut a torn tail of {size - start} bytes at offset {start} ({' and '.join(parts)}), left by a "
-                "writer that stopped mid-write")
+        return (f"cut a torn tail of {size - start} bytes at offset {start}, left by a writer that stopped "
+                f"mid-write: {' and '.join(parts)}")
 
     def _load(self, fd: int) -> tuple[Replay, list[str], int | None]:
         """The sidecar's state if it still matches the file, caught up to its end.

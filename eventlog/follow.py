@@ -336,9 +336,9 @@ def follow(
 
 def seen(follower: Follower) -> tuple[Any, ...]:
     """What a reader of the follower's outputs can see change: the state, how far it read, the torn tail
-    (and whether it is stuck), whether the log is there."""
+    (the unfinished batch in it, and whether it is stuck), whether the log is there."""
     r = follower.replay
-    return r, r.offset, r.line, r.torn_tail, r.stuck_tail, follower.missing
+    return r, r.offset, r.line, r.torn_tail, r.uncommitted, r.stuck_tail, follower.missing
 
 
 def wake_ms(tick_s: float) -> int:

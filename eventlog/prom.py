@@ -8,7 +8,7 @@ changes (a closed set is always listed in full, 0 or 1). Every family carries
 the ``log`` label. docs/METRICS.md is the reference, with an alert for each.
 
 :func:`exposition` renders one dump; what a dump does not hold (the latency
-samples, the last event's time, ``follow``'s tick, a torn tail no append cuts,
+samples, the last event's time, ``follow``'s tick, a torn tail no append cuts, an unfinished batch,
 a file that is no event log, the times a verdict is judged from that lie ahead
 of now) is passed beside it, and :func:`of_replay` takes those from a replay.
 The interrupt timeline's two families are built in ``eventlog.prom_controls``.
@@ -91,6 +91,7 @@ def exposition(
     tick_s: float | None = None,
     unrecorded: int | None = None,
     torn_tail_stuck: bool | None = None,
+    unfinished_batch: int | None = None,
     not_a_log: bool | None = None,
     ahead: Sequence[Ahead] | None = None,
 ) -> str:
@@ -100,9 +101,11 @@ def exposition(
     left out when None); ``last_event_at``: the last applied or rejected line's
     time; ``tick_s``: ``follow``'s tick (exported so an alert needs no constant); ``unrecorded``: sessions
     with an interrupt of unknown outcome for a turn the log never started (``Sessions.unrecorded``);
-    ``torn_tail_stuck``: the torn tail is one no append cuts (``Replay.stuck_tail``); ``not_a_log``: the file is
-    no event log, so no append is taken on it (``eventlog.logs.no_event_log``); ``ahead``: the times a verdict is
-    judged from that lie ahead of now (``projections.ahead.dated_ahead``; left out when None: not judged live).
+    ``torn_tail_stuck``: the torn tail is one no append cuts (``Replay.stuck_tail``); ``unfinished_batch``: the
+    complete lines of an unfinished batch at the end (``Replay.uncommitted``; held, neither events nor bad
+    lines); ``not_a_log``: the file is no event log, so no append is taken on it
+    (``eventlog.logs.no_event_log``); ``ahead``: the times a verdict is judged from that lie ahead of now
+    (``projections.ahead.dated_ahead``; left out when None: not judged live).
     """
     out = _Text(str(dump.get("log", "")))
     one: Labels = {}
@@ -119,8 +122,13 @@ def exposition(
                 [(one, len(dump["bad_lines"]))])
     out.counter("recovery_rejected_events_total", "Events rejected as transitions that do not fit.",
                 [(one, len(dump["rejected"]))])
-    out.gauge("recovery_torn_tail", "1 when the log ends in an uncommitted partial line.",
+    out.gauge("recovery_torn_tail", "1 when the log ends in what is not committed: a partial last line, or the "
+              "complete lines of an unfinished batch (recovery_unfinished_batch_lines).",
               [(one, int(dump["torn_tail"]))])
+    if unfinished_batch is not None:
+        out.gauge("recovery_unfinished_batch_lines", "Complete lines of an unfinished batch at the end of the log: "
+                  "held, never applied, neither events nor bad lines; the next append cuts them "
+                  "(status: unfinished_batch).", [(one, unfinished_batch)])
     if torn_tail_stuck is not None:
         out.gauge("recovery_torn_tail_stuck", "1 when the log ends in bytes no append cuts: every append is "
                   "refused until a person cuts them (status: torn_tail_stuck).", [(one, int(torn_tail_stuck))])
@@ -187,6 +195,7 @@ def of_replay(replay: Replay, dump: dict[str, Any], tick_s: float | None = None,
     unrecorded = len(sessions.unrecorded()) if sessions is not None else None
     return exposition(dump, durations=durations, last_event_at=replay.last_at, tick_s=tick_s, unrecorded=unrecorded,
                       torn_tail_stuck=replay.stuck_tail is not None,
+                      unfinished_batch=0 if replay.uncommitted is None else replay.uncommitted.lines,
                       not_a_log=no_event_log(str(dump.get("log", "")), replay) is not None, ahead=ahead)
 
 

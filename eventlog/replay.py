@@ -13,7 +13,7 @@ from collections.abc import Callable
 from datetime import datetime, timedelta, timezone, tzinfo
 from itertools import accumulate, compress, count, islice, repeat
 from operator import attrgetter, call, is_not, itemgetter, lt, ne, not_
-from typing import IO, Annotated, Any, Generic, NamedTuple, TypedDict, TypeVar
+from typing import IO, Annotated, Any, Generic, TypedDict, TypeVar
 
 import msgspec
 
@@ -42,7 +42,7 @@ from eventlog.reader import (
     no_key_twice,
     written_defaults,
 )
-from eventlog.tail import Stuck, read_tail
+from eventlog.tail import Stuck, Uncommitted, read_tail
 
 #: How much of the file a replay reads, decodes and folds at a time: small enough that a block's decoded
 #: events are still in the processor's cache when they are folded (128 KiB folds a 1M-event log in 30% less
@@ -65,14 +65,6 @@ class BadLine(Exception):
         super().__init__(f"line {line}: {reason}")
         self.line = line
         self.reason = reason
-
-
-class Uncommitted(NamedTuple):
-    """The unfinished batch at the end of a log: how many lines of it are there, its first ``seq``, its last."""
-
-    lines: int
-    first_seq: int
-    end: int
 
 
 class PendingBatch:
@@ -352,7 +344,8 @@ class Replay:
         self.torn_tail = False
         self.last_ts: str | None = None
         self.last_at: datetime | None = None
-        #: The unfinished batch the last read stopped before (part of ``torn_tail``), if any.
+        #: The unfinished batch the last read stopped before (part of ``torn_tail``; its complete lines are
+        #: neither events nor bad lines: the views name them), if any.
         self.uncommitted: Uncommitted | None = None
         #: A torn tail no append cuts (every append is refused until a person cuts it): :mod:`eventlog.tail`.
         self.stuck_tail: Stuck | None = None
@@ -519,8 +512,8 @@ class Replay:
         if batch is None:
             return
         self._batch = None
+        self.uncommitted = Uncommitted(len(batch.held), batch.first_seq, batch.end, batch.line + 1, self.torn_tail)
         self.torn_tail = True
-        self.uncommitted = Uncommitted(len(batch.held), batch.first_seq, batch.end)
         self.offset = batch.offset
         self.line = batch.line
         self.reader.last_seq = batch.last_seq

@@ -8,7 +8,10 @@ line end): no append cuts it, every append is refused, and only a person can
 clear it. :meth:`Tail.refusal` is that rule, written once: the appender refuses
 by it (``eventlog.appender.EventLog._cuttable``), and a replay keeps its verdict
 (:attr:`eventlog.replay.Replay.stuck_tail`) for every view that speaks of the
-torn tail (``status``, ``serve``, the Prometheus file).
+torn tail (``status``, ``serve``, the Prometheus file). An unfinished batch is
+:class:`Uncommitted`, whose words (:meth:`Uncommitted.words`) the appender's
+note and every view share: its complete lines are held, never applied, and
+counted nowhere else (neither events nor bad lines), so the views name them.
 """
 
 from __future__ import annotations
@@ -20,6 +23,28 @@ from eventlog.reader import MAX_LINE_BYTES
 
 #: How much of the end a verdict reads: a line's worth and one byte more (a longer torn line is no line).
 WINDOW = MAX_LINE_BYTES + 1
+
+
+class Uncommitted(NamedTuple):
+    """The unfinished batch at the end of a log: how many complete lines of it are there, its first ``seq``,
+    the ``seq`` its last line was to have, the number of its first line, and whether a torn line follows it."""
+
+    lines: int
+    first_seq: int
+    end: int
+    line: int
+    torn_after: bool = False
+
+    @property
+    def last_seq(self) -> int:
+        """The ``seq`` of its last complete line."""
+        return self.first_seq + self.lines - 1
+
+    def words(self) -> str:
+        """What it is: ``an unfinished batch of N complete line(s) (seq A..B, since line L) of a batch that was to
+        end at seq E``."""
+        return (f"an unfinished batch of {self.lines} complete line(s) (seq {self.first_seq}..{self.last_seq}, "
+                f"since line {self.line}) of a batch that was to end at seq {self.end}")
 
 
 class Stuck(NamedTuple):
@@ -81,4 +106,4 @@ def read_tail(f: IO[bytes], start: int, size: int | None = None) -> Tail:
     return Tail(start, size, f.read(window))
 
 
-__all__ = ["WINDOW", "Stuck", "Tail", "read_tail"]
+__all__ = ["WINDOW", "Stuck", "Tail", "Uncommitted", "read_tail"]

@@ -34,6 +34,7 @@ from projections.triage import (
     LogFacts,
     StuckTail,
     Triage,
+    UnfinishedBatch,
     Verdict,
     not_applied,
     triage,
@@ -45,12 +46,14 @@ ID_FIELDS: tuple[str, ...] = (*KEY_FIELDS, "watcher")
 
 
 def facts(replay: Replay, log: str, vanished: LinesVanished | None = None) -> LogFacts:
-    """What the triage needs of the log itself: its name, events, bad lines, a torn tail (and whether it is stuck),
-    whether it is no event log at all (every append is refused either way), and the committed lines that vanished
-    while a live process followed it (``vanished``: only it knows)."""
+    """What the triage needs of the log itself: its name, events, bad lines, a torn tail (an unfinished batch, a
+    torn last line, and whether it is stuck), whether it is no event log at all (every append is refused either
+    way), and the committed lines that vanished while a live process followed it (``vanished``: only it knows)."""
     stuck = None if replay.stuck_tail is None else StuckTail(*replay.stuck_tail)
-    return LogFacts(name=log, events=replay.events, torn_tail=replay.torn_tail, stuck_tail=stuck,
-                    not_a_log=no_event_log(log, replay), vanished=vanished,
+    u = replay.uncommitted
+    unfinished = None if u is None else UnfinishedBatch(u.words(), u.line, u.lines, u.torn_after)
+    return LogFacts(name=log, events=replay.events, torn_tail=replay.torn_tail, unfinished=unfinished,
+                    stuck_tail=stuck, not_a_log=no_event_log(log, replay), vanished=vanished,
                     bad_lines=[BadLineFact(b["line"], b["reason"]) for b in replay.bad_lines])
 
 

@@ -32,8 +32,9 @@ What needs a person (each reason code is in :data:`REASONS`):
   an unfinished last line no append will cut (``torn_tail_stuck``: every append is refused);
   committed lines that vanished while a server followed the log (``lines_vanished``); a
   line dated ahead of now that a verdict is judged from (``dated_ahead``, judged only as of now:
-  :mod:`projections.ahead`); bad lines; rejected events; an unfinished last line (the next append
-  cuts it).
+  :mod:`projections.ahead`); bad lines; rejected events; the complete lines of an unfinished batch
+  (``unfinished_batch``: held, never applied, neither events nor bad lines; the next append cuts
+  them); an unfinished last line (the next append cuts it).
 
 "Since" is the time it has been so: the handoff's last applied event, the
 latest probe of a backing-off account, the watcher's last run, the finished
@@ -137,6 +138,7 @@ REASONS: tuple[Reason, ...] = (
            "Interrupts that ended with the turn's outcome unknown, a turn the log never recorded", False),
     Reason("log", "bad_line", "Bad lines (skipped, counted)", False),
     Reason("log", "rejected", "Rejected events (not applied)", False),
+    Reason("log", "unfinished_batch", "An unfinished batch: complete lines held, not committed", False),
     Reason("log", "torn_tail", "An unfinished last line", False),
 )
 _BY_CODE = {r.code: r for r in REASONS}
@@ -183,11 +185,24 @@ class LinesVanished(msgspec.Struct, kw_only=True, frozen=True):
     after: int
 
 
+class UnfinishedBatch(msgspec.Struct, frozen=True):
+    """The unfinished batch at the end of the log (``eventlog.tail.Uncommitted``): its complete lines are held,
+    never applied, and neither events nor bad lines. ``words``: what it is (the appender's own words), ``line``
+    its first line, ``lines`` how many, ``torn_after``: a torn last line follows it."""
+
+    words: str
+    line: int
+    lines: int
+    torn_after: bool = False
+
+
 class LogFacts(msgspec.Struct, kw_only=True, frozen=True):
     """What the log says besides the folded state (the shell reads it from its replay).
 
     ``name``: the LOG as given (it goes into every command); ``events``: lines
-    applied or rejected; ``torn_tail``: it ends in what is not committed;
+    applied or rejected; ``torn_tail``: it ends in what is not committed (the
+    dump's: a torn last line, an unfinished batch, or both); ``unfinished``: the
+    unfinished batch there is (``torn_tail`` without it: a torn last line only);
     ``stuck_tail``: that tail is one no append cuts (the appender's own rule,
     ``eventlog.tail``), so every append is refused until a person cuts it;
     ``not_a_log``: why the file is no event log (words that follow its name; the
@@ -200,10 +215,16 @@ class LogFacts(msgspec.Struct, kw_only=True, frozen=True):
     events: int = 0
     bad_lines: list[BadLineFact] = []
     torn_tail: bool = False
+    unfinished: UnfinishedBatch | None = None
     stuck_tail: StuckTail | None = None
     not_a_log: str | None = None
     missing: bool = False
     vanished: LinesVanished | None = None
+
+    @property
+    def torn_line(self) -> bool:
+        """Whether the log ends in a torn last line (bytes past its last line end)."""
+        return self.torn_tail and (self.unfinished is None or self.unfinished.torn_after)
 
     @property
     def is_stream(self) -> bool:
@@ -303,14 +324,18 @@ class SessionTotals(msgspec.Struct, kw_only=True):
 
 
 class LogTotals(msgspec.Struct, kw_only=True):
-    """The log itself: events read, bad lines, rejected events, an unfinished last line (and whether no append
-    will cut it), whether the file is no event log (no append is taken on it at all), and how many times a
-    verdict is judged from lie ahead of now (None: not judged, as with ``--at``)."""
+    """The log itself: events read, bad lines, rejected events, whether it ends in what is not committed (the
+    dump's ``torn_tail``): the complete lines of an unfinished batch (``unfinished_batch``, 0 when none), a torn
+    last line (``torn_line``), and whether no append will cut that end; whether the file is no event log (no
+    append is taken on it at all); and how many times a verdict is judged from lie ahead of now (None: not
+    judged, as with ``--at``)."""
 
     events: int
     bad_lines: int
     rejected: int
     torn_tail: bool
+    unfinished_batch: int
+    torn_line: bool
     torn_tail_stuck: bool
     not_a_log: bool
     dated_ahead: int | None = None
@@ -806,7 +831,7 @@ class _Judge:
     # -- the log ----------------------------------------------------------------------------------
 
     def the_log(self) -> list[Item]:
-        """The log itself: missing, no event log, bad lines, rejected events, an unfinished last line.
+        """The log itself: missing, no event log, bad lines, rejected events, an unfinished batch, a torn last line.
 
         A file that is no event log has no torn-tail item: no append is taken on it at all, and
         cutting its tail would not make it a log.
@@ -828,20 +853,32 @@ class _Judge:
             return out  # no append is taken at all: what one would cut is moot
         if facts.stuck_tail is not None:
             out.append(self.stuck_tail(facts.stuck_tail))
-        elif facts.torn_tail:
+            return out
+        if facts.unfinished is not None:
+            out.append(self.unfinished(facts.unfinished))
+        if facts.torn_line:
             out.append(self.item("torn_tail", "last line", "the last line has no newline: not committed (a writer "
                                  "died mid-line or is writing now); the next append cuts it",
                                  command("tail -c 300", [facts.name])))
         return out
 
+    def unfinished(self, u: UnfinishedBatch) -> Item:
+        """An unfinished batch the next append cuts: what it is, and the command that shows its first lines."""
+        last = u.line + u.lines - 1
+        ident = f"line {u.line}" if u.lines == 1 else f"lines {u.line}..{last}"
+        return self.item("unfinished_batch", ident, f"{u.words} is not committed (a writer died mid-batch or is "
+                         "writing it now): none of it is applied; the next append cuts it",
+                         f"tail -n +{u.line} {q(self.facts.name)} | head")
+
     def stuck_tail(self, s: StuckTail) -> Item:
         """A tail no append cuts: what it is, how to look at it, and the command that keeps it aside and cuts it."""
-        log = self.facts.name
+        log, u = self.facts.name, self.facts.unfinished
+        with_batch = "" if u is None else f"; with them go {u.words}, held and never applied"
         return self.item("torn_tail_stuck", "last line", f"the log {s.why}; no append cuts that, so every append "
                          "(runners' heartbeats and decisions too) is refused until a person does. See it: "
                          f"{command(f'tail -c +{s.start + 1}', [log])} | od -c | head. The command keeps it in "
                          f"{q(kept_tail(log, s.start))}, then cuts the log back to its committed {s.start} bytes "
-                         f"(only while it is still {s.size})",
+                         f"(only while it is still {s.size})" + with_batch,
                          cut_tail_cmd(log, s))
 
     def vanished(self, v: LinesVanished) -> Item:
@@ -979,7 +1016,8 @@ def totals(runner: Runner, judge: _Judge, groups: list[Group]) -> Totals:
     count = {g.reason_code: g.count for g in groups}
     out = Totals(log=LogTotals(events=judge.facts.events, bad_lines=len(judge.facts.bad_lines),
                                rejected=len(runner.rejected), torn_tail=judge.facts.torn_tail,
-                               torn_tail_stuck=judge.facts.stuck_tail is not None,
+                               unfinished_batch=0 if judge.facts.unfinished is None else judge.facts.unfinished.lines,
+                               torn_line=judge.facts.torn_line, torn_tail_stuck=judge.facts.stuck_tail is not None,
                                not_a_log=judge.facts.not_a_log is not None,
                                dated_ahead=len(judge.ahead()) if judge.live else None))
     h = runner.handoffs
@@ -1297,7 +1335,6 @@ def _session_verdict(judge: _Judge, sid: str) -> Verdict:
 
 __all__ = [
     "DOMAINS", "KIND_OF_FIELD", "REASONS", "SHOWN", "BadLineFact", "Domain", "Group", "Item", "Kind", "LinesVanished",
-    "LogFacts", "Reason", "Totals", "Triage", "Verdict", "duration_words", "explain", "natural_key", "not_applied",
-    "status_cmd",
-    "triage",
+    "LogFacts", "Reason", "Totals", "Triage", "UnfinishedBatch", "Verdict", "duration_words", "explain",
+    "natural_key", "not_applied", "status_cmd", "triage",
 ]

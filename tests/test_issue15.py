@@ -313,7 +313,7 @@ def test_a_batch_cut_at_any_line_is_not_applied_and_the_next_append_cuts_exactly
             assert out.returncode == 0, out.stderr
             assert json.loads(out.stdout)["first_seq"] == 2
             if keep > 1:
-                assert f"an unfinished batch of {keep - 1} line(s), seq 2 to {keep}" in out.stderr
+                assert f"an unfinished batch of {keep - 1} complete line(s) (seq 2..{keep}, since line 2)" in out.stderr
             dump = json.loads(replayed(log))
             assert sorted(dump["handoffs"]["items"]) == ["h1", "h2"] and not dump["torn_tail"]
     interrupted = tmp_path / "interrupted.jsonl"  # a writer that does not take the lock wrote after it

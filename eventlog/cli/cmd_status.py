@@ -34,16 +34,17 @@ then the totals of each domain the log holds. Every domain is looked at:
 handoffs (handed to a person, stale claims, accounts backing off), watchers
 (late, or ended in error), lanes (stalled now), catch-up (candidates, an open
 circuit), sessions (waiting for a decision, a retry due), and the log itself
-(missing, bad lines, rejected events, an unfinished last line; one no append
-will cut, and a file that is no event log at all, so every append is refused,
-wait for a person's decision; as of now, a line dated more than {ahead} ahead
-whose time a check waits on, such as a watcher's last run: until the clock
-passes it, that check cannot fire). Ids are in natural order (h-2 before h-10).
-A screen shows the first few of each group (at most 3, fewer when there are
-many groups, so it fits about 50 lines); --all shows every item. --json prints
-one object: per item {domain, id, reason_code, reason, since, for_s, until,
-next, needs_decision}, the groups with their counts, and the totals (times ISO
-8601, durations in seconds, counts as numbers).""".replace("{ahead}", duration_words(TOLERANCE_S))
+(missing, bad lines, rejected events, the complete lines of an unfinished batch
+a writer left, an unfinished last line; a tail no append will cut, and a file
+that is no event log at all, so every append is refused, wait for a person's
+decision; as of now, a line dated more than {ahead} ahead whose time a check
+waits on, such as a watcher's last run: until the clock passes it, that check
+cannot fire). Ids are in natural order (h-2 before h-10). A screen shows the
+first few of each group (at most 3, fewer when there are many groups, so it
+fits about 50 lines); --all shows every item. --json prints one object: per
+item {domain, id, reason_code, reason, since, for_s, until, next,
+needs_decision}, the groups with their counts, and the totals (times ISO 8601,
+durations in seconds, counts as numbers).""".replace("{ahead}", duration_words(TOLERANCE_S))
 
 STATUS_EXITS = """\
 0  nothing needs a person
@@ -213,9 +214,13 @@ def totals_lines(t: Triage) -> list[str]:
                    f"{s.recovery_required:,}, stopped {s.stopped:,}, closed {s.closed:,}; waiting for a decision "
                    f"{s.waiting_decision:,}, retry due {s.retry_due:,}; {_plural(s.decisions, 'decision')} logged")
     lg = tot.log
+    tails = [f"an unfinished batch of {_plural(lg.unfinished_batch, 'complete line')}"] if lg.unfinished_batch else []
+    if lg.torn_line:
+        tails.append("an unfinished last line")
     torn = ""
-    if lg.torn_tail:
-        torn = ", an unfinished last line no append will cut" if lg.torn_tail_stuck else ", an unfinished last line"
+    if tails:
+        stuck = " no append will cut" if lg.torn_tail_stuck else ""
+        torn = f", {' and '.join(tails)}{stuck}"
     refused = "; no event log: every append is refused" if lg.not_a_log else ""
     ahead = f"; {_plural(lg.dated_ahead, 'line')} dated ahead of now" if lg.dated_ahead else ""
     out.append(f"Log: {_plural(lg.events, 'event')}, {_plural(lg.bad_lines, 'bad line')}, "
