@@ -262,13 +262,13 @@ def test_operations_doc_says_what_to_type_next_for_every_alert() -> None:
 #: Not judged from one fixture: they need follow or its file gone (the unit tests above), or a rate over an hour
 #: of interrupts; or, for an interrupt of a turn the log never started, a fact no dump holds (its promtool unit
 #: test is in ops/prometheus/tests/sessions.yml, its series in tests/test_next_runs.py); nor does one hold a torn
-#: tail no append cuts, or a file that is no event log (ops/prometheus/tests/ledger.yml; their series in
-#: tests/test_stuck_tail.py and tests/test_not_a_log.py); nor lines that vanished while follow read the log (its
-#: series in tests/test_log_path_swaps.py); and a dump judged at its last line has no line dated ahead of now (only a
-#: live judgement counts them: ledger.yml, and tests/test_dated_ahead.py).
+#: tail no append cuts, an unfinished batch, or a file that is no event log (ops/prometheus/tests/ledger.yml; their
+#: series in tests/test_stuck_tail.py, tests/test_unfinished_batch.py and tests/test_not_a_log.py); nor lines that
+#: vanished while follow read the log (its series in tests/test_log_path_swaps.py); and a dump judged at its last
+#: line has no line dated ahead of now (only a live judgement counts them: ledger.yml, and tests/test_dated_ahead.py).
 NOT_FROM_A_FIXTURE = {"RecoveryFollowDead", "RecoveryMetricsAbsent", "RecoveryLogMissing", "RecoveryInterruptSlow",
-                      "RecoverySessionInterruptUnrecorded", "RecoveryTornTailStuck", "RecoveryNotALog",
-                      "RecoveryLinesVanished", "RecoveryDatedAhead"}
+                      "RecoverySessionInterruptUnrecorded", "RecoveryTornTailStuck", "RecoveryUnfinishedBatch",
+                      "RecoveryNotALog", "RecoveryLinesVanished", "RecoveryDatedAhead"}
 
 
 def expected_alerts(dump: dict[str, Any]) -> set[tuple[str, frozenset[tuple[str, str]]]]:
