@@ -310,9 +310,14 @@ class EventLog:
         return min(SIDECAR_LAG, max(16 << 10, size // 4))
 
     def _save(self, fd: int, replay: Replay) -> bool:
-        """Save the sidecar; it is only a cache, so a failure to save (or a state msgpack cannot hold) is no error."""
+        """Save the sidecar; it is only a cache, so a failure to save (or a state msgpack cannot hold) is no error.
+
+        Under the lock: first the temporary files of a save killed mid-write are removed
+        (:func:`eventlog.snapshot.remove_leftovers`; every save of the sidecar holds this lock).
+        """
         from eventlog import snapshot
 
+        snapshot.remove_leftovers(self.sidecar)
         with os.fdopen(os.dup(fd), "rb") as f:
             try:
                 snapshot.save(self.sidecar, f, replay, snapshot.folder_version(replay))

@@ -27,9 +27,11 @@ import functools
 import gc
 import hashlib
 import os
+import re
 import secrets
 import stat
 import sys
+import time
 import zlib
 from pathlib import Path
 from typing import IO
@@ -47,6 +49,9 @@ FORMAT = 3
 _EDGE = 4096
 #: Names tried for a temporary file before giving up (each is random, so a clash means someone plants them).
 _TEMP_TRIES = 100
+#: How long a temporary file of :func:`write_atomic` must have been left untouched before
+#: :func:`remove_leftovers` takes it for the leftover of a writer killed mid-write.
+LEFTOVER_S = 60.0
 
 
 class NotSaved(Exception):
@@ -240,6 +245,36 @@ def _create_temp(directory: str, base: str, mode: int) -> tuple[int, str]:
 
 def _random_suffix() -> str:
     return secrets.token_hex(8)
+
+
+def remove_leftovers(path: str, older_than_s: float = LEFTOVER_S) -> list[str]:
+    """Remove the temporary files :func:`write_atomic` left beside ``path`` when killed mid-write; their names.
+
+    Removed are only names it makes for ``path`` (``.BASE.<16 hex>.tmp``), regular files
+    (a symlink or anything else is left), not written for ``older_than_s`` seconds. Call it
+    only under a lock every writer of ``path`` holds while it writes (the appender's, for
+    the sidecar): then no temporary file is anyone's work in progress, and the age guards
+    one written by a writer that does not take it. A failure to list or remove is no error.
+    """
+    directory, base = os.path.split(os.path.abspath(path))
+    name = re.compile(rf"\.{re.escape(base)}\.[0-9a-f]{{16}}\.tmp")
+    before = time.time() - older_than_s
+    removed = []
+    try:
+        with os.scandir(directory) as entries:
+            for entry in entries:
+                if not name.fullmatch(entry.name):
+                    continue
+                try:
+                    st = entry.stat(follow_symlinks=False)
+                    if stat.S_ISREG(st.st_mode) and st.st_mtime < before:
+                        os.unlink(entry.path)
+                        removed.append(entry.path)
+                except OSError:
+                    continue
+    except OSError:
+        pass
+    return removed
 
 
 def _fsync_dir(directory: str) -> None:

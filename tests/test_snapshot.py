@@ -15,6 +15,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 import zlib
 from pathlib import Path
 from typing import Any
@@ -401,6 +402,39 @@ def _planted(path: Path) -> Path:
 
 def _no_temp_left(directory: Path) -> None:
     assert not [p for p in directory.iterdir() if p.name.endswith(".tmp") and not p.is_symlink()]
+
+
+#: Runs the CLI killed (SIGKILL) in the middle of writing its first temporary file: what ``kill -9`` during the
+#: sidecar's save leaves.
+_KILLED_MID_SAVE = [sys.executable, "-c", (
+    "import os, signal, sys\n"
+    "os.fsync = lambda fd: os.kill(os.getpid(), signal.SIGKILL)\n"
+    "from eventlog.cli import run\n"
+    "sys.argv[0] = 'eventlog'\n"
+    "run()\n"
+)]
+
+
+def test_the_temp_file_of_a_sidecar_save_killed_mid_write_is_removed_by_a_later_save(tmp_path: Path) -> None:
+    """docs/RELIABILITY.md: a later save, under the log's lock, removes what a killed save left once it is a minute
+    old (a younger one may be a save at work by a writer that holds another lock); nothing of another file."""
+    log = tmp_path / "h.jsonl"
+    killed = append(log, created("h1"), cli=_KILLED_MID_SAVE)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    [left] = tmp_path.glob(".h.jsonl.sidecar.*.tmp")
+    assert left.stat().st_size > 0
+    assert append(log, created("h2")).returncode == 0  # saves the sidecar (there is none): the leftover is too young
+    assert left.exists()
+    an_hour_ago = time.time() - 3600
+    others = [tmp_path / ".h.jsonl.0123456789abcdef.tmp", tmp_path / ".h.jsonl.sidecar.not-ours.tmp",
+              tmp_path / ".g.jsonl.sidecar.0123456789abcdef.tmp"]
+    for path in [left, *others]:
+        path.touch()
+        os.utime(path, (an_hour_ago, an_hour_ago))
+    assert append(log, created("h3", note="x" * 20_000)).returncode == 0  # the log grew: the sidecar is saved
+    assert not left.exists()
+    assert all(path.exists() for path in others)
+    assert sorted(json.loads(run_cli("replay", str(log)).stdout)["handoffs"]["items"]) == ["h1", "h2", "h3"]
 
 
 @pytest.mark.parametrize("cli", [None, _PREDICTABLE], ids=["old names", "a known name"])
