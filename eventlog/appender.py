@@ -80,7 +80,8 @@ class Conflict(AppendError):
 
 
 class LogFileError(AppendError):
-    """The log file itself cannot take an append (a directory, one that cannot be opened, one replaced meanwhile).
+    """The log file itself cannot take an append (a directory, one that cannot be opened, one replaced meanwhile,
+    one a write to failed: a full disk, a file size limit).
 
     Its messages name the file: a caller that names the log says them as they are (:meth:`AppendError.said`).
     """
@@ -207,7 +208,7 @@ class EventLog:
         if cut:
             os.ftruncate(fd, replay.offset)
             notes.append(cut_note)
-        _write_all(fd, data, replay.offset)
+        _write_all(fd, data, replay.offset, self.path)
         if fsync:
             os.fsync(fd)
         replay.offset += len(data)
@@ -457,8 +458,8 @@ def read_input(stream: IO[bytes], source: str, assume_tz: tzinfo | None = None) 
     return Input(source, events, lines, [f"{source} line {n}: {why}" for n, why in bad])
 
 
-def _write_all(fd: int, data: bytes, at: int) -> None:
-    """Write ``data`` at offset ``at``; on failure cut the file back and raise."""
+def _write_all(fd: int, data: bytes, at: int, path: str) -> None:
+    """Write ``data`` at offset ``at`` of the log ``path``; on failure cut the file back and raise LogFileError."""
     view = memoryview(data)
     done = 0
     try:
@@ -470,7 +471,7 @@ def _write_all(fd: int, data: bytes, at: int) -> None:
         except OSError:
             pass
         reason = "disk full" if err.errno == errno.ENOSPC else (err.strerror or str(err))
-        raise AppendError([f"could not write the log: {reason}; nothing was written"]) from err
+        raise LogFileError([f"could not write {path}: {reason}; nothing was written"]) from err
 
 
 def _reads_back(reader: Reader, line: bytes, number: int, ev: Event) -> str | None:

@@ -15,6 +15,7 @@ from eventlog.cli.common import (
     UsageError,
     add_assume_tz,
     add_log,
+    append_failed,
     command_parser,
     dumps,
     error,
@@ -94,11 +95,7 @@ def run(args: argparse.Namespace) -> int:
         error(str(err))
         return 2
     except AppendError as err:
-        for note in err.notes:
-            error(f"{args.log}: {note}")
-        for message in err.said(args.log, given.named(err.messages)):
-            error(message)
-        return err.exit_code
+        return append_failed(err, args.log, given.named(err.messages))
     for note in [*result.notes, *dated_ahead(given, result.first_seq, args.log)]:
         error(f"{args.log}: {note}")
     seqs = f"seq {result.first_seq}" + (f" to {result.last_seq}" if result.last_seq != result.first_seq else "")

@@ -10,6 +10,7 @@ from eventlog.cli.common import (
     UsageError,
     add_judging,
     add_log,
+    append_failed,
     command_parser,
     duration,
     error,
@@ -109,7 +110,8 @@ def run_action(args: argparse.Namespace) -> int:
         error(str(err))
         return 2
     except AppendError as err:
-        error(f"cannot append the {args.action} of {args.handoff_id}: " + "; ".join(err.messages))
+        append_failed(err, args.log, [f"cannot append the {args.action} of {args.handoff_id}: " +
+                                      "; ".join(err.messages)])
         return 1
     for line in done.text():
         mark_done(f"{args.log}: {line}")

@@ -129,7 +129,7 @@ def run_decide(args: argparse.Namespace) -> int:
             error(str(err))
             return 2
         except AppendError as err:
-            return append_failed(err)
+            return append_failed(err, args.log)
     receipt = done.receipt
     result = "accepted" if done.accepted else f"refused: {receipt['result']}"
     mark_done(f"{args.log}: the decision is written at line {receipt['line']} ({result}); deciding again with "

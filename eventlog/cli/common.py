@@ -302,7 +302,7 @@ def run_appending(args: Any, do: Callable[[], Any], lines: Callable[[Any], tuple
         error(str(err))
         return 2
     except AppendError as err:
-        return append_failed(err)
+        return append_failed(err, args.log)
     except OSError as err:
         error(f"cannot read {args.log}: {err.strerror or err}")
         return 2
@@ -310,9 +310,13 @@ def run_appending(args: Any, do: Callable[[], Any], lines: Callable[[Any], tuple
     return report(done, args.json, text, notes)
 
 
-def append_failed(err: AppendError) -> int:
-    """Report a refused or failed append, one line per note and per problem; its exit status."""
-    for message in [*err.notes, *err.messages]:
+def append_failed(err: AppendError, log: str, messages: list[str] | None = None) -> int:
+    """Report a refused or failed append to ``log``, one line per note and per problem, each naming the log once
+    (:meth:`~eventlog.appender.AppendError.said`); its exit status. ``messages``: the problems in the caller's
+    words (default: the error's)."""
+    for note in err.notes:
+        error(f"{log}: {note}")
+    for message in err.said(log, messages):
         error(message)
     return err.exit_code
 

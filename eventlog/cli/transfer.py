@@ -23,7 +23,7 @@ import sys
 from typing import Any
 
 from eventlog.appender import AppendError
-from eventlog.cli.common import command_parser, dumps, error, mark_done
+from eventlog.cli.common import append_failed, command_parser, dumps, error, mark_done
 from eventlog.logs import LogUnavailable, is_url, open_log
 
 IMPORT_EXITS = """\
@@ -86,9 +86,7 @@ def run_import_log(args: argparse.Namespace) -> int:
         error(str(err))
         return 2
     except AppendError as err:
-        for message in err.said(args.log):
-            error(message)
-        return err.exit_code
+        return append_failed(err, args.log)
     except OSError as err:
         error(f"cannot import {args.file}: {err.strerror or err}")
         return 2
