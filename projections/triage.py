@@ -868,7 +868,7 @@ class _Judge:
         ident = f"line {u.line}" if u.lines == 1 else f"lines {u.line}..{last}"
         return self.item("unfinished_batch", ident, f"{u.words} is not committed (a writer died mid-batch or is "
                          "writing it now): none of it is applied; the next append cuts it",
-                         f"tail -n +{u.line} {q(self.facts.name)} | head")
+                         f"{command(f'tail -n +{u.line}', [self.facts.name])} | head")
 
     def stuck_tail(self, s: StuckTail) -> Item:
         """A tail no append cuts: what it is, how to look at it, and the command that keeps it aside and cuts it."""
