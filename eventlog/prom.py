@@ -8,10 +8,11 @@ changes (a closed set is always listed in full, 0 or 1). Every family carries
 the ``log`` label. docs/METRICS.md is the reference, with an alert for each.
 
 :func:`exposition` renders one dump; what a dump does not hold (the latency
-samples, the last event's time, ``follow``'s tick, a torn tail no append cuts, an unfinished batch,
-a file that is no event log, the times a verdict is judged from that lie ahead
-of now) is passed beside it, and :func:`of_replay` takes those from a replay.
-The interrupt timeline's two families are built in ``eventlog.prom_controls``.
+samples, the last event's time, ``follow``'s tick, a torn tail no append cuts,
+an unfinished batch, a file that is no event log, the times a verdict is judged
+from that lie ahead of now) is passed beside it, and :func:`of_replay` takes
+those from a replay. The interrupt timeline's two families are built in
+``eventlog.prom_controls``.
 """
 
 from __future__ import annotations
@@ -103,9 +104,9 @@ def exposition(
     with an interrupt of unknown outcome for a turn the log never started (``Sessions.unrecorded``);
     ``torn_tail_stuck``: the torn tail is one no append cuts (``Replay.stuck_tail``); ``unfinished_batch``: the
     complete lines of an unfinished batch at the end (``Replay.uncommitted``; held, neither events nor bad
-    lines); ``not_a_log``: the file is no event log, so no append is taken on it
-    (``eventlog.logs.no_event_log``); ``ahead``: the times a verdict is judged from that lie ahead of now
-    (``projections.ahead.dated_ahead``; left out when None: not judged live).
+    lines); ``not_a_log``: the file is no event log, so no append is taken on it (``eventlog.logs.no_event_log``);
+    ``ahead``: the times a verdict is judged from that lie ahead of now (``projections.ahead.dated_ahead``; left
+    out when None: not judged live).
     """
     out = _Text(str(dump.get("log", "")))
     one: Labels = {}
