@@ -11,7 +11,17 @@ appender runs it on the very bytes it is about to write, and the replay's
 fast path (:meth:`eventlog.replay.Replay.feed`) only takes a shortcut for
 lines that rule would accept the same way. The ranges of spec section 1 are
 part of it: times in the years 1900 to 9000, integers in a signed 64 bit,
-no repeated key.
+no repeated key, arrays and objects nested at most :data:`MAX_DEPTH` deep.
+
+**Nesting.** Every JSON decoder stops somewhere of its own (msgspec's and
+:mod:`json`'s limit is Python's recursion limit less the caller's own stack,
+so it was a little different in each command). The rule is one constant, far
+below all of them, checked by :func:`too_deep` on the bytes and by
+:func:`value_too_deep` on an object to append: past it a line is bad for every
+reader and the appender alike, and every line within it decodes everywhere.
+It costs the ordinary line nothing: the event types nest 3 deep at most (a
+calendar), so only an unknown field can nest deeper, and a line with one holds
+more ``"`` than its event accounts for and is looked at again anyway (below).
 
 **Repeated keys** (``{"ts": ..., "ts": ...}``) are checked in two steps,
 since msgspec keeps the last value without a word: :func:`quotes_expected`
@@ -54,12 +64,24 @@ from eventlog.events import (
 #: Longest line read as an event; longer lines are bad input (``too_long``).
 MAX_LINE_BYTES = 1 << 20
 
+#: How deep the arrays and objects of a line may nest, the line's own object being level 1; deeper is bad
+#: input (``bad_value: nested deeper than 64 levels``) for every reader and the appender alike. Far below
+#: where any decoder stops (Python's recursion limit, 1000, less the caller's stack), far above any event:
+#: the event types nest 3 deep (a calendar), and so does every fixture (docs/DECISIONS.md, "Nesting").
+MAX_DEPTH = 64
+
+NESTED_TOO_DEEP = f"bad_value: nested deeper than {MAX_DEPTH} levels"
+
 _decoder = msgspec.json.Decoder(AnyEvent)
 _untyped = msgspec.json.Decoder()
 _encode = msgspec.json.encode
 _MISSING = re.compile(r"Object missing required field `([^`]+)`(?: - at `\$\.?(.*)`)?")
 _EXPECTED = re.compile(r"Expected `([^`]+)`, got `([^`]+)` - at `\$\.?(.*)`")
 _AT = re.compile(r"^(.*) - at `\$\.?(.*)`$")
+#: A JSON string (one never closed runs to the end: a decoder stops there too), a run of ``[``/``{`` or a
+#: run of ``]``/``}`` (what :func:`deeper_at` steps through). Possessive: never tried again from inside a
+#: string, so any bytes take one pass (``"\\"\\"...`` never closed made it quadratic).
+_NESTING = re.compile(rb'"(?:[^"\\]++|\\.?)*+"?|[\[{]++|[\]}]++', re.DOTALL)
 
 
 def iter_lines(f: IO[bytes], offset: int = 0) -> Iterator[tuple[bytes, int, bool]]:
@@ -186,9 +208,9 @@ class Reader:
         except Exception:  # noqa: BLE001 - every failure is classified below
             return _why_bad(raw)
         if not quotes_match(ev, raw, raw.count(b'"')):
-            repeated = duplicate_key(raw)
-            if repeated is not None:
-                return repeated
+            irregular = looked_at_again(raw)
+            if irregular is not None:
+                return irregular
         if ev.v != 1 or type_name(ev) in CURRENT_VERSION:
             slow = _decode_versioned(raw)
             if isinstance(slow, str):
@@ -260,13 +282,16 @@ def _convert(obj: dict[str, Any]) -> Event | str:
 
 
 def describe_bad_json(raw: bytes) -> str:
-    """Why bytes are not JSON (``not_utf8`` or ``not_json``)."""
+    """Why bytes are not JSON (``not_utf8`` or ``not_json``; nested too deep, :func:`too_deep`)."""
     try:
         raw.decode("utf-8")
     except UnicodeDecodeError as err:
         return f"not_utf8: invalid UTF-8 at byte {err.start}"
     if not raw.strip():
         return "not_json: empty line"
+    deep = too_deep(raw)
+    if deep is not None:
+        return deep
     try:
         _untyped.decode(raw)
     except Exception as err:  # noqa: BLE001
@@ -278,6 +303,9 @@ def describe_bad_json(raw: bytes) -> str:
 
 def _why_bad(raw: bytes) -> str:
     """Name precisely why a line did not decode as an event."""
+    deep = too_deep(raw)  # first: whether a decoder gets through such a line depends on the caller's stack
+    if deep is not None:
+        return deep
     try:
         obj = _untyped.decode(raw)
     except Exception:  # noqa: BLE001
@@ -291,6 +319,97 @@ def _why_bad(raw: bytes) -> str:
     if isinstance(result, str):
         return result
     return "not_json: line could not be decoded"
+
+
+# --- nesting ---------------------------------------------------------------------------------
+
+
+def deeper_at(raw: bytes, limit: int = MAX_DEPTH) -> int | None:
+    """The offset of the first ``[`` or ``{`` of ``raw`` nested deeper than ``limit``, strings skipped; None: none is.
+
+    Exact for JSON; other bytes are read as a decoder reads them until it
+    stops (a string never closed runs to the end). Bytes holding at most
+    ``limit`` brackets cannot nest deeper: for them (almost every line) it
+    costs two counts; the others take one pass.
+    """
+    if raw.count(b"[") + raw.count(b"{") <= limit:
+        return None
+    depth = 0
+    for m in _NESTING.finditer(raw):
+        run = m[0]
+        if run[0] == 0x22:  # a string: its brackets are text
+            continue
+        if run[0] in b"[{":
+            depth += len(run)
+            if depth > limit:
+                return m.end() - (depth - limit)
+        else:
+            depth -= len(run)
+    return None
+
+
+def too_deep(raw: bytes) -> str | None:
+    """Why a line nested deeper than :data:`MAX_DEPTH` is bad input, or None when it is not.
+
+    ``bad_value: nested deeper than 64 levels (at byte N)`` for an object. A line
+    that is not UTF-8 is still ``not_utf8``, and an array ``not_object``, as any
+    such line; one that starts with neither bracket is left to the decoder,
+    which stops at its first character.
+    """
+    at = deeper_at(raw)
+    if at is None:
+        return None
+    start = raw.lstrip(b" \t\r\n")[:1]
+    if start not in (b"{", b"["):
+        return None
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        return f"not_utf8: invalid UTF-8 at byte {err.start}"
+    if start == b"[":
+        return f"not_object: line is an array (nested deeper than {MAX_DEPTH} levels), not an object"
+    return f"{NESTED_TOO_DEEP} (at byte {at})"
+
+
+def value_too_deep(value: Any) -> str | None:
+    """:data:`NESTED_TOO_DEEP` when the dicts and lists of ``value`` (an object to append) nest deeper than
+    :data:`MAX_DEPTH`, else None; one level at a time, never recursing."""
+    level = [value] if isinstance(value, (dict, list, tuple)) else []
+    for _ in range(MAX_DEPTH):
+        level = [item for v in level for item in (v.values() if isinstance(v, dict) else v)
+                 if isinstance(item, (dict, list, tuple))]
+        if not level:
+            return None
+    return NESTED_TOO_DEEP
+
+
+def json_value(text: str) -> Any:
+    """``json.loads(text)`` for an importer's input, nested by the log's rule: deeper than :data:`MAX_DEPTH` is
+    a ``json.JSONDecodeError`` saying so where it happens, never a RecursionError (whatever the caller's stack)."""
+    data = text.encode("utf-8", "surrogatepass")
+    at = deeper_at(data)
+    if at is not None:
+        where = len(data[:at].decode("utf-8", "surrogatepass"))
+        raise json.JSONDecodeError(f"nested deeper than {MAX_DEPTH} levels", text, where)
+    return json.loads(text)
+
+
+def looked_at_again(raw: bytes) -> str | None:
+    """Why a line that decoded as an event but holds more ``"`` than it accounts for is bad (None: it is not).
+
+    It holds an unknown field (the only part of a line that can nest deeper
+    than the event types do), an escaped quote, a field written with its
+    default, or a key twice: it is bad when nested too deep (:func:`too_deep`)
+    or holding a key twice (:func:`duplicate_key`).
+    """
+    return too_deep(raw) or duplicate_key(raw)
+
+
+def as_written(raw: bytes) -> bytes:
+    """A line a reader accepted, as the JSON text to show or send: byte for byte, every value as written (never
+    parsed and written again), but a CR (JSON allows one between tokens; a reader of lines takes it for a line
+    end) as a space."""
+    return raw.replace(b"\r", b" ") if b"\r" in raw else raw
 
 
 # --- repeated keys -------------------------------------------------------------------------
@@ -566,7 +685,7 @@ def non_finite(value: Any, where: str = "") -> str | None:
 
 def validate_object(obj: dict[str, Any], assume_tz: tzinfo | None = None) -> tuple[Event, datetime] | str:
     """Check one object as an event to append (all but ``seq``): the event and its time, or why not."""
-    bad = non_finite(obj)
+    bad = value_too_deep(obj) or non_finite(obj)
     if bad is not None:
         return bad
     ev = check_object(obj)
@@ -647,6 +766,10 @@ def read_objects(stream: IO[bytes]) -> tuple[list[tuple[int, dict[str, Any]]], l
             problems.append((n, f"too_long: longer than {MAX_LINE_BYTES} bytes"))
             continue
         if not line.strip():
+            continue
+        deep = too_deep(line)  # before the decoder, which may or may not get through it
+        if deep is not None:
+            problems.append((n, deep))
             continue
         try:
             obj = msgspec.json.decode(line)

@@ -36,9 +36,10 @@ from eventlog.reader import (
     QUOTE_COUNTERS,
     Reader,
     _decoder,
-    duplicate_key,
+    deeper_at,
     fast_decoder,
     iter_blocks,
+    looked_at_again,
     no_key_twice,
     written_defaults,
 )
@@ -162,14 +163,16 @@ def _first_not_ordinary(more: list[tuple[int, Event, bytes]]) -> int | None:
 
     More ``"`` come from a key twice (bad), a batch marker (held until the batch ends), or
     something else the reader accepts (an unknown field, a calendar entry written with nulls,
-    a ``"`` inside a string). The lines are proved to hold no key twice all at once
-    (:func:`eventlog.reader.no_key_twice`, in C); failing that, each is parsed again
-    (:func:`eventlog.reader.duplicate_key`): slow, and only for such lines.
+    a ``"`` inside a string); an unknown field may nest too deep (bad). The lines are proved to
+    nest within :data:`eventlog.reader.MAX_DEPTH` (for most, two counts) and to hold no key twice
+    all at once (:func:`eventlog.reader.no_key_twice`, in C); failing that, each is looked at
+    again as the reader does (:func:`eventlog.reader.looked_at_again`): slow, and only for such lines.
     """
-    if all(ev.batch_end is None for _i, ev, _raw in more) and no_key_twice([raw for _i, _ev, raw in more]):
+    if all(ev.batch_end is None and deeper_at(raw) is None for _i, ev, raw in more) \
+            and no_key_twice([raw for _i, _ev, raw in more]):
         return None
     for i, ev, raw in sorted(more, key=_index_of):
-        if ev.batch_end is not None or duplicate_key(raw) is not None:
+        if ev.batch_end is not None or looked_at_again(raw) is not None:
             return i
     return None
 

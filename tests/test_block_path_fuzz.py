@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import eventlog.replay as replay_module
-from eventlog.reader import Reader, duplicate_key, no_key_twice
+from eventlog.reader import MAX_DEPTH, Reader, duplicate_key, no_key_twice
 from eventlog.reader import _decoder as _typed
 from eventlog.replay import Replay, fast_block, ordinary_prefix
 from projections.runner import Runner
@@ -84,7 +84,12 @@ def mutate(line: bytes, how: int, arg: int) -> bytes:
         extras = [b'"x":"a\\"b"', b'"x":{"v":1}', b'"x":[{"v":1,"v":2}]', b'"x":"\\u0022"', b'"x\\"v":0',
                   b'"x":"\\"v\\":"', b'"x":1', b'"note":"by hand"', b'"x":{"a":1,"a":2}', b'"":0',
                   b'"x\\"v":0,"x":"\\""', b'"x":"\\\\"', b'"x":[' * 40 + b']' * 40, b'"x":' + b"9" * 5000,
-                  b'"x":"\xff"', b'"x":"\\ud800"', b'"x":1e400', b'"x":{"seq":1,"ts":2}', b'"batch_end":null']
+                  b'"x":"\xff"', b'"x":"\\ud800"', b'"x":1e400', b'"x":{"seq":1,"ts":2}', b'"batch_end":null',
+                  # as deep as MAX_DEPTH allows and one past it (bad_value), brackets inside a string (no nesting)
+                  b'"x":' + b"[" * (MAX_DEPTH - 1) + b"]" * (MAX_DEPTH - 1),
+                  b'"x":' + b"[" * MAX_DEPTH + b"]" * MAX_DEPTH,
+                  b'"x":' + b'[{"a":' * 31 + b"[]" + b"}]" * 31, b'"x":' + b'[{"a":' * 32 + b"0" + b"}]" * 32,
+                  b'"x":"' + b"[{" * 100 + b'\\""']
         return _append(line, extras[arg % len(extras)])
     if how == 5:  # batch markers
         marks = [b'"batch_end":%d' % (arg % 40 + 1), b'"batch_end":null', b'"batch_end":0',
@@ -389,7 +394,7 @@ def test_unknown_fields_on_every_line_keep_a_block_on_the_block_path(monkeypatch
         1)]
     extra = [_append(raw, b'"host":"runner-1","pid":4242,"meta":{"note":"a \\"quoted\\" word"}') for raw in plain]
     with monkeypatch.context() as m:
-        m.setattr(replay_module, "duplicate_key", lambda raw: pytest.fail(f"parsed again in Python: {raw!r}"))
+        m.setattr(replay_module, "looked_at_again", lambda raw: pytest.fail(f"parsed again in Python: {raw!r}"))
         block = fast_block(extra, 0, 1)
     assert block is not None
     check_block(extra, 0, 1)
