@@ -241,7 +241,7 @@ def read_handoff_dir(directory: str, account: str | None = None, tz: tzinfo | No
                      ) -> tuple[list[Legacy], list[str]]:
     """The legacy handoffs of ``directory`` (sorted by id), and the files that could not be read.
 
-    A file whose name or text is not UTF-8, whose JSON is nested too deep to read,
+    A file whose name or text is not UTF-8, whose JSON is nested deeper than the log allows (64 levels),
     or whose events the appender would refuse (a field of 2 MiB) is one of them.
     """
     found: dict[str, Legacy] = {}

@@ -59,6 +59,7 @@ from eventlog.events import (
     JobRegistered,
     JobSkipped,
 )
+from eventlog.reader import NESTED_TOO_DEEP, deeper_at
 
 #: The name the seed's ``is_guarded`` looks for in ``ProgramArguments``.
 GUARD_PATTERN = "claude-quota-guard"
@@ -129,9 +130,6 @@ def time_text(value: str | float, tz: tzinfo | None) -> str:
 # --- what every importer shares: naming an input that cannot become an event -------------
 
 
-#: Why a JSON value is not read: nested deeper than the parser's recursion allows.
-NESTED_TOO_DEEP = "not_json: nested too deep to read"
-
 _UNDECODED = re.compile("[\udc80-\udcff]")
 
 
@@ -175,13 +173,15 @@ def utf8(data: bytes) -> str:
 def json_value(data: bytes) -> Any:
     """The JSON value of a user's file or line; ValueError saying why there is none, as the log reader does.
 
-    ``not_utf8: ...``, ``not_json: ...``, or :data:`NESTED_TOO_DEEP`.
+    ``not_utf8: ...``, ``not_json: ...``, or the log's nesting rule
+    (:data:`~eventlog.reader.NESTED_TOO_DEEP`, never a RecursionError, whatever the caller's stack).
     """
     text = utf8(data)
+    at = deeper_at(data)
+    if at is not None:
+        raise ValueError(f"{NESTED_TOO_DEEP} (at byte {at})")
     try:
         return json.loads(text)
-    except RecursionError:
-        raise ValueError(NESTED_TOO_DEEP) from None
     except ValueError as err:  # json.JSONDecodeError, or an integer of more than 4300 digits
         raise ValueError(f"not_json: {err}") from None
 

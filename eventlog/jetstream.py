@@ -89,7 +89,7 @@ from eventlog.events import KEY_FIELDS, Event, stream_of, type_name
 from eventlog.fold import Folder, Rejected
 from eventlog.follow import TICK_S, note_once, wake_ms
 from eventlog.logs import ClosedOnExit, LogUnavailable
-from eventlog.reader import Reader, check_object, iter_lines
+from eventlog.reader import Reader, check_object, deeper_at, iter_lines
 from eventlog.replay import Progress, Replay
 from eventlog.snapshot import write_atomic
 
@@ -839,18 +839,25 @@ def _api_text(err: APIError) -> str:
 
 
 def export_line(seq: int, data: bytes) -> bytes:
-    """A message as a file line (without the newline): an event without ``seq`` gets the stream sequence."""
+    """A message as a file line (without the newline): an event without ``seq`` gets the stream sequence.
+
+    The message's bytes are kept (every value as written, never parsed and written again; a key given
+    twice stays twice, for the reader to name); ``seq`` goes after ``type`` and ``ts`` when the message
+    starts with them as the appender writes them (so the line is the file appender's), else last.
+    """
     raw = data.replace(b"\n", b" ") if b"\n" in data else data
+    if deeper_at(raw) is not None:  # a bad line in any case (the reader names it), never decoded here
+        return raw
     try:
         obj = _untyped.decode(raw)
     except msgspec.DecodeError:
         return raw
     if not isinstance(obj, dict) or "seq" in obj or isinstance(check_object(dict(obj)), str):
         return raw
-    out = {k: obj[k] for k in ("type", "ts") if k in obj}
-    out["seq"] = seq
-    out.update(obj)
-    return _encoder.encode(out)
+    head = _encoder.encode({k: obj[k] for k in ("type", "ts") if k in obj})[:-1] + b","
+    if raw.startswith(head):
+        return head + b'"seq":%d,' % seq + raw[len(head):]
+    return raw.rstrip(b" \t\r")[:-1] + b',"seq":%d}' % seq
 
 
 def export(log: JetStreamLog, out: IO[bytes]) -> int:

@@ -383,17 +383,6 @@ def value_too_deep(value: Any) -> str | None:
     return NESTED_TOO_DEEP
 
 
-def json_value(text: str) -> Any:
-    """``json.loads(text)`` for an importer's input, nested by the log's rule: deeper than :data:`MAX_DEPTH` is
-    a ``json.JSONDecodeError`` saying so where it happens, never a RecursionError (whatever the caller's stack)."""
-    data = text.encode("utf-8", "surrogatepass")
-    at = deeper_at(data)
-    if at is not None:
-        where = len(data[:at].decode("utf-8", "surrogatepass"))
-        raise json.JSONDecodeError(f"nested deeper than {MAX_DEPTH} levels", text, where)
-    return json.loads(text)
-
-
 def looked_at_again(raw: bytes) -> str | None:
     """Why a line that decoded as an event but holds more ``"`` than it accounts for is bad (None: it is not).
 

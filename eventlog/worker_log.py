@@ -31,7 +31,7 @@ The shape read, liberally (docs/DECISIONS.md, "Importing worker logs"):
   cause the spec does not list is skipped and named.
 - A line of the four messages that holds a byte that is not UTF-8 is skipped
   and named (``not_utf8``, as the log reader says it): a byte replaced by
-  U+FFFD in an id makes another session. A line nested too deep to read at all
+  U+FFFD in an id makes another session. A line nested deeper than the log allows (64 levels)
   is named too (its message cannot be told). Every event is checked as the
   appender checks it (:func:`eventlog.appender.refusal`: a line too long to
   write is named, not a reason to refuse the whole import).
@@ -51,7 +51,7 @@ from typing import Any, Final
 import msgspec
 
 from eventlog.appender import refusal
-from eventlog.importers import NESTED_TOO_DEEP
+from eventlog.reader import too_deep
 
 STAGE: Final = "worker.turn.interrupt.stage"
 RESULT: Final = "control.result"
@@ -91,10 +91,11 @@ def read(lines: Iterable[bytes], source: str, assume_tz: tzinfo | None = None, i
         where = f"{source}:{number}"
         if not line.strip():
             continue
-        obj, bad = _decoded(line)
-        if bad == NESTED_TOO_DEEP:
-            out.skipped.append(f"{where}: {bad}")
+        deep = too_deep(line)  # as a log line: a decoder may or may not get through it
+        if deep is not None:
+            out.skipped.append(f"{where}: {deep}")  # it may be one of the four messages: named, never guessed at
             continue
+        obj, bad = _decoded(line)
         if not isinstance(obj, dict):
             out.not_json.append(where)
             continue
@@ -114,8 +115,8 @@ def _decoded(line: bytes) -> tuple[Any, str | None]:
     """The line's JSON value (None: it has none), and what is wrong with the line besides.
 
     A line that is not UTF-8 is read with U+FFFD for its bad bytes, only to tell
-    its message: ``not_utf8`` says why it is no event. A line nested too deep to
-    read has no value, and :data:`~eventlog.importers.NESTED_TOO_DEEP`.
+    its message: ``not_utf8`` says why it is no event. The caller has refused a
+    line nested too deep (:func:`~eventlog.reader.too_deep`), so none is left.
     """
     bad = None
     try:
@@ -125,8 +126,6 @@ def _decoded(line: bytes) -> tuple[Any, str | None]:
         line = line.decode("utf-8", "replace").encode()
     try:
         return _json.decode(line), bad
-    except RecursionError:
-        return None, NESTED_TOO_DEEP
     except msgspec.DecodeError:
         return None, bad
 

@@ -2,7 +2,7 @@
 
 ``eventlog import --help``: exit 1 when "some input could not be read or turned into an event (the rest
 is imported, each named on stderr)"; exit 2 only for bad usage or a LOG that cannot be read. Three kinds
-of bad input, in every importer and in ``observe lane``: JSON nested too deep to read (no traceback),
+of bad input, in every importer and in ``observe lane``: JSON nested deeper than the log's rule (no traceback),
 an event the appender would refuse (a line over 1 MiB: not a reason to refuse the whole import), and
 bytes that are not UTF-8 (named ``not_utf8``, as the log reader names them, never turned into U+FFFD:
 a replaced byte in an id makes another job).
@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from eventlog.reader import NESTED_TOO_DEEP
 from tests.conftest import run_cli
 
 TS = "2026-08-03T01:20:00+09:00"
@@ -57,7 +58,8 @@ def test_worker_log_names_a_line_nested_too_deep_and_imports_the_rest(tmp_path: 
     out = run_cli("import", "worker-log", str(log), str(src))
     no_traceback(out)
     assert out.returncode == 1
-    assert said(out) == [f"eventlog: skipped {src}:2: not_json: nested too deep to read"]
+    [line] = said(out)
+    assert line.startswith(f"eventlog: skipped {src}:2: {NESTED_TOO_DEEP} (at byte ")
     assert [e["session_id"] for e in events(log)] == ["s1"]
 
 
@@ -91,7 +93,8 @@ def test_ledger_names_an_entry_nested_too_deep_and_imports_the_rest(tmp_path: Pa
     out = run_cli("import", "ledger", str(log), str(src))
     no_traceback(out)
     assert out.returncode == 1
-    assert said(out) == [f"eventlog: {src}:1: not_json: nested too deep to read"]
+    [line] = said(out)
+    assert line.startswith(f"eventlog: {src}:1: {NESTED_TOO_DEEP} (at byte ")
     assert [e["account"] for e in events(log)] == ["a"]
 
 
@@ -166,7 +169,7 @@ def test_handoff_files_name_each_file_that_cannot_become_events_and_import_the_r
     assert out.returncode == 1
     lines = said(out)
     assert len(lines) == 4
-    assert lines[0] == f"eventlog: {d / 'h2.json'}: not_json: nested too deep to read"
+    assert lines[0].startswith(f"eventlog: {d / 'h2.json'}: {NESTED_TOO_DEEP} (at byte ")
     assert lines[1].startswith(f"eventlog: {d / 'h3.json'}: too_long: ")
     assert lines[2] == f"eventlog: {d / 'h4.skip'}: not_utf8: invalid UTF-8 at byte 6"
     assert lines[3].startswith(f"eventlog: {d / 'h5.skip'}: too_long: ")
@@ -181,7 +184,8 @@ def test_circuit_names_a_file_too_deep_or_a_reason_too_long(tmp_path: Path) -> N
     out = run_cli("import", "circuit", str(log), str(state))
     no_traceback(out)
     assert out.returncode == 1
-    assert said(out) == [f"eventlog: cannot read {state}: not_json: nested too deep to read"]
+    [line] = said(out)
+    assert line.startswith(f"eventlog: cannot read {state}: {NESTED_TOO_DEEP} (at byte ")
     state.write_text(json.dumps({"open_until": TS, "opened_at": TS, "reason": HUGE}))
     out = run_cli("import", "circuit", str(log), str(state), "--json")
     assert out.returncode == 1

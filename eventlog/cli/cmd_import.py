@@ -118,7 +118,7 @@ a list of them, or one a line, each
 (snake_case keys too). Each becomes a limit_recorded at its limitedAt, in time
 order. An entry the log holds already is not appended again, nor one older than
 its account's latest limit in the log; an entry that cannot be read or become an
-event (a line that is not JSON, not UTF-8 or nested too deep to read; one too
+event (a line that is not JSON, not UTF-8 or nested deeper than 64 levels; one too
 long to write) is named on stderr (FILE:LINE, or FILE: entry N) and the rest
 imported."""
 
@@ -158,7 +158,7 @@ ts, time, timestamp or @timestamp: ISO 8601, or epoch seconds (milliseconds
 above 1e11). Lines of other messages and lines that are not JSON are counted;
 a line of these four that cannot become an event (a byte that is not UTF-8 and
 a line too long to write included), or that the timeline refuses (a second
-result of a control ...), and a line nested too deep to read, are named
+result of a control ...), and a line nested deeper than 64 levels, are named
 FILE:LINE on stderr. What LOG already holds is not appended again, so importing
 the same files twice adds nothing."""
 

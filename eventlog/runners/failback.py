@@ -102,6 +102,7 @@ from eventlog.appender import AppendError, Conflict
 from eventlog.clock import NOW, At, Clock
 from eventlog.logs import Log, LogUnavailable, is_url, open_log
 from eventlog.probe import EXPECTED, Verdict, classify
+from eventlog.reader import NESTED_TOO_DEEP, deeper_at
 from eventlog.runners.common import PassBadLines, RunnerError, check_bounds, folder, require_log
 from eventlog.runners.process import Interrupted, Ran, run
 from projections.base import elapsed_s
@@ -595,8 +596,13 @@ def read_handshake(stdout: str) -> Answer | str:
     """The answer in a resume command's stdout (its last line that is a JSON object), or why there is none."""
     candidates = [*reversed([line for line in stdout.splitlines() if line.strip()]), stdout]
     for raw in candidates:
+        text = raw.strip().encode()
+        if deeper_at(text) is not None:  # never decoded: whether a decoder gets through it depends on the stack
+            if text.startswith(b"{"):
+                return f"bad handshake: {NESTED_TOO_DEEP}"
+            continue
         try:
-            obj = msgspec.json.decode(raw.strip())
+            obj = msgspec.json.decode(text)
         except msgspec.DecodeError:
             continue
         if not isinstance(obj, dict):
