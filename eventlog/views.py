@@ -18,12 +18,11 @@ from collections.abc import Mapping
 from typing import Any
 
 import msgspec
-import orjson
 
 from eventlog.clock import At
 from eventlog.events import KEY_FIELDS, type_name
 from eventlog.logs import no_event_log, open_log
-from eventlog.reader import Reader
+from eventlog.reader import Reader, as_written
 from eventlog.replay import Replay
 from eventlog.runners.common import BadLines, NamedBadLine, id_pattern
 from projections.runner import Runner
@@ -81,12 +80,16 @@ def status_of_missing(log: str, at: At) -> Triage:
 
 
 class Line(msgspec.Struct, kw_only=True, omit_defaults=True):
-    """One line of the log that names the id: its number, type, ``ts``, the event as written, and its rejection."""
+    """One line of the log that names the id: its number, type, ``ts``, the event as written, and its rejection.
+
+    ``event`` is the line's own JSON text (:func:`eventlog.reader.as_written`), never parsed and written again:
+    a number past what a double holds (``1`` and 309 zeros, ``18446744073709551617``) is shown as written.
+    """
 
     line: int
     type: str
     ts: str
-    event: dict[str, Any]
+    event: msgspec.Raw
     rejected: str | None = None
 
 
@@ -108,14 +111,15 @@ class Explained(msgspec.Struct, kw_only=True):
 
 
 def lines_of(path: str, ident: str, assume_tz: Any = None, bad: Mapping[int, str] | None = None,
-             named: list[NamedBadLine] | None = None) -> list[Line]:
-    """Every line of ``path`` (a file or a stream) whose event names ``ident`` (:data:`ID_FIELDS`), in log order.
+             named: list[NamedBadLine] | None = None) -> list[tuple[Line, str]]:
+    """Every line of ``path`` (a file or a stream) whose event names ``ident``, in log order, with the field of
+    :data:`ID_FIELDS` that does.
 
     The lines in ``bad`` (number: reason; a replay's bad lines) are not read as
     events: those whose text names ``ident`` (:func:`eventlog.runners.common.id_pattern`)
     are added to ``named``, in the same single read.
     """
-    found: list[Line] = []
+    found: list[tuple[Line, str]] = []
     reader = Reader(assume_tz)
     bad = bad or {}
     pattern = id_pattern(ident) if bad and named is not None else None
@@ -129,8 +133,9 @@ def lines_of(path: str, ident: str, assume_tz: Any = None, bad: Mapping[int, str
             if isinstance(decoded, str):
                 continue
             ev = decoded[0]
-            if any(getattr(ev, key, None) == ident for key in ID_FIELDS):
-                found.append(Line(line=n, type=type_name(ev), ts=ev.ts, event=orjson.loads(raw)))
+            field = next((key for key in ID_FIELDS if getattr(ev, key, None) == ident), None)
+            if field is not None:
+                found.append((Line(line=n, type=type_name(ev), ts=ev.ts, event=msgspec.Raw(as_written(raw))), field))
     return found
 
 
@@ -141,7 +146,8 @@ def explain(replay: Replay, log: str, ident: str, at: At, assume_tz: Any = None)
     Reads the log again for the lines (raises OSError when it cannot).
     """
     named: list[NamedBadLine] = []
-    found = lines_of(log, ident, assume_tz, {b["line"]: b["reason"] for b in replay.bad_lines}, named)
+    named_by = lines_of(log, ident, assume_tz, {b["line"]: b["reason"] for b in replay.bad_lines}, named)
+    found = [line for line, _field in named_by]
     runner = _runner(replay)
     as_of, text = at.resolve(replay.last_at, replay.last_ts)
     judged = verdicts_of(runner, ident, as_of, text, facts(replay, log), at.live)
@@ -155,7 +161,7 @@ def explain(replay: Replay, log: str, ident: str, at: At, assume_tz: Any = None)
     for item in found:
         item.rejected = rejected.get(item.line)
     if not judged:  # lines name it, and none of them made it an entity (all rejected, say)
-        field = next(k for k in ID_FIELDS if found[0].event.get(k) == ident)
+        field = named_by[0][1]
         judged = [not_applied(KIND_OF_FIELD[field], ident, len(found), sum(x.rejected is not None for x in found))]
     return Explained(log=log, id=ident, as_of=text, lines=found, verdicts=judged, bad_lines=bad,
                      named_by_bad_lines=named)

@@ -258,7 +258,7 @@ def run_explain(args: argparse.Namespace) -> int:
     if judged is None:
         return 2
     if args.json:
-        print(dumps(msgspec.to_builtins(judged)))
+        print(dumps(msgspec.to_builtins(judged, builtin_types=(msgspec.Raw,))))  # each line's event as written
     else:
         for line in explained_lines(judged):
             say(line)
@@ -271,7 +271,7 @@ def run_explain(args: argparse.Namespace) -> int:
 
 def explained_lines(e: Explained) -> list[str]:
     """The lines (``LOG:LINE: event``, rejections and bad lines marked), then each verdict with its commands."""
-    rows = [(line.line, f"{e.log}:{line.line}: {dumps(line.event)}"
+    rows = [(line.line, f"{e.log}:{line.line}: {bytes(line.event).decode('utf-8', 'replace')}"
              + (f"   <- rejected: {line.rejected}" if line.rejected is not None else "")) for line in e.lines]
     rows += [(b.line, f"{e.log}:{b.line}: a bad line, left out of every verdict: {b.reason}   <- see it: {b.next}")
              for b in e.named_by_bad_lines]

@@ -204,11 +204,23 @@ def record_line(record: Mapping[str, Any]) -> str:
 
 
 def dumps(value: Any) -> str:
-    """One line of compact JSON, UTF-8 left as is (orjson: a 14 MB dump in 0.03 s, not 0.3 s)."""
+    """One line of compact JSON, UTF-8 left as is (orjson: a 14 MB dump in 0.03 s, not 0.3 s).
+
+    A ``msgspec.Raw`` in ``value`` (a log line as written: ``explain``'s events) is embedded as it is.
+    """
     try:
-        return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode()
+        return orjson.dumps(value, default=_embedded, option=orjson.OPT_NON_STR_KEYS).decode()
     except orjson.JSONEncodeError:  # an integer past 64 bits (valid input): the slower encoder takes any
-        return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+        try:
+            return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+        except TypeError:  # and a msgspec.Raw, which only msgspec embeds
+            return msgspec.json.encode(value).decode()
+
+
+def _embedded(value: Any) -> orjson.Fragment:
+    if isinstance(value, msgspec.Raw):
+        return orjson.Fragment(bytes(value))
+    raise TypeError(f"{type(value).__name__} is no JSON")
 
 
 def print_json(value: Any) -> None:

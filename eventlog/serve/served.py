@@ -42,7 +42,7 @@ from eventlog.fold import FoldResult
 from eventlog.follow import Follower, judged
 from eventlog.logs import ClosedOnExit, Log, complete_lines, is_url, open_log, open_regular
 from eventlog.prom import of_replay
-from eventlog.reader import Reader, iter_blocks
+from eventlog.reader import Reader, as_written, iter_blocks
 from eventlog.replay import Progress, Replay, uncommitted_reason
 from eventlog.runners import sessions as decisions
 from eventlog.runners.common import BadLines, NamedBadLine, folder, naming
@@ -575,9 +575,7 @@ class Cursor:
 
     @staticmethod
     def _line(seq: int, raw: bytes) -> tuple[str, int, bytes]:
-        if b"\r" in raw:  # JSON allows a CR between tokens; an event stream would read it as a line end
-            raw = raw.replace(b"\r", b" ")
-        return ("line", seq, raw)
+        return ("line", seq, as_written(raw))  # (a CR would end the event stream's line)
 
 
 class LogReplaced(Exception):
