@@ -19,6 +19,7 @@ import msgspec
 import msgspec.inspect as mi
 
 from eventlog.events import EVENT_TYPES, KEY_FIELDS, TIME_FIELDS, Event
+from eventlog.reader import MAX_DEPTH
 
 #: Where the page lives in the repository.
 PATH = "docs/EVENTS.md"
@@ -212,8 +213,10 @@ failback, 001 stall detection, 002 quota catch-up, 004 session recovery.
   is dropped without being counted.
 - Unknown extra fields are kept and ignored (a newer writer's fields do not break a reader).
 - **Ranges**: a time lies in the years 1900 to 9000; an integer fits in a signed 64 bit
-  (`seq` below 2^63); a key given twice is `bad_value`. A time computed from an accepted one
-  (a backoff, a retry) past what can be written counts as "never" (`null`).
+  (`seq` below 2^63); a key given twice is `bad_value`, and so is a line whose arrays and
+  objects nest deeper than {max_depth} levels (its own object is level 1): `bad_value: nested
+  deeper than {max_depth} levels`, for the appender and every reader alike. A time computed
+  from an accepted one (a backoff, a retry) past what can be written counts as "never" (`null`).
 - What `eventlog append` writes is what a replay applies: the appender reads every line back
   with the replay's own reader before writing it.
 
@@ -309,7 +312,8 @@ def events_markdown() -> str:
         missing = set(EVENT_TYPES) - set(listed)
         raise ValueError("every event type must be in exactly one domain of eventlog/reference.py: "
                          f"{missing or listed}")
-    parts = [HEAD.replace("{key_fields}", ", ".join(f"`{k}`" for k in KEY_FIELDS))]
+    parts = [HEAD.replace("{key_fields}", ", ".join(f"`{k}`" for k in KEY_FIELDS))
+             .replace("{max_depth}", str(MAX_DEPTH))]
     for n, (title, seed, types, rules) in enumerate(DOMAINS, 3):
         parts.append(f"## {n}. {title} ({seed})\n\n{_table(types)}\n\n{rules}\n")
     return "\n".join(parts)
