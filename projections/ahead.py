@@ -22,8 +22,9 @@ the views already use (nothing is folded for it):
   job count as picked up (a commit dated after the job);
 - ``retry_due``: the failure that put a session in backoff (its ``retry_at``
   counts from it, and new work is refused until then);
-- ``catchup_skip``: a guarded job's latest skip, not kicked since (a skip dated
-  another day is no skip of today, so it is no candidate).
+- ``catchup_skip``: a guarded job's latest skip, not kicked since, dated a later
+  day than now's (a skip dated another day is no skip of today, so it is no
+  candidate; one ahead but of today still is, and silences nothing).
 
 Times a line writes as a field (a ``reset_at``, an ``open_until``, a
 ``deadline``) are meant to lie ahead and are not judged here. Stopped and idle
@@ -42,6 +43,7 @@ import msgspec
 
 from eventlog.events import parse_time
 from projections.base import elapsed_s, later
+from projections.catchup import marker_day
 from projections.handoffs import LIVE, PENDING
 from projections.runner import Runner
 from projections.sessions import BACKOFF
@@ -118,7 +120,8 @@ def dated_ahead(runner: Runner, now: datetime, tolerance_s: float = TOLERANCE_S)
     catchup = runner.catchup
     for label, marker in catchup.markers.items():
         job = catchup.jobs.get(label)
-        if marker.skipped and not marker.kicked and job is not None and job.guarded:
+        if marker.skipped and not marker.kicked and job is not None and job.guarded \
+                and marker_day(marker, now) != now.date():  # ahead, but of today: still today's skip (a candidate)
             found.check("catchup_skip", label, marker.line, marker.at, marker.ts)
     return sorted(found.out, key=lambda a: (a.line, a.check, a.id))
 

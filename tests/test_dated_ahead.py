@@ -15,7 +15,7 @@ import shlex
 import signal
 import subprocess
 import sys
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -220,3 +220,21 @@ def test_append_takes_a_line_dated_ahead_and_says_so_on_stderr(tmp_path: Path) -
     [said] = [line for line in out.stderr.splitlines() if "ahead of now" in line]  # the one past the tolerance
     assert f"stdin line 1 (seq 2) is dated {TYPO}" in said and f"eventlog status {log}" in said
     assert TYPO in log.read_text()  # written as given
+
+
+def test_a_skip_ahead_but_of_today_is_still_todays_skip(tmp_path: Path) -> None:
+    """EVENTS.md section 5: a skip dated T's day makes a candidate; 10 min ahead on today's date it silences
+    nothing, so no dated_ahead (only a skip dated a later day is no skip of today). The machine's zone is set so
+    that now is about noon there, and the skip is written in that offset: today's date whatever the hour."""
+    hours = (12 - datetime.now(UTC).hour + 12) % 24 - 12  # an offset that makes it about noon
+    zone = timezone(timedelta(hours=hours))
+    skip = (datetime.now(zone).replace(microsecond=0) + timedelta(minutes=10)).isoformat()
+    log = write_log(tmp_path / "cu.jsonl", [
+        {"type": "job_registered", "ts": at(-1), "label": "j1", "guarded": True,
+         "calendar": [{"Hour": 0, "Minute": 0}], "interval_s": None},
+        {"type": "job_skipped", "ts": skip, "label": "j1", "reason": "quota", "remaining_s": 100}])
+    out = run_cli("status", str(log), "--json", "--all", env={"TZ": f"LOCAL{-hours:+d}"})
+    view = json.loads(out.stdout)
+    assert ahead_items(view) == [] and view["totals"]["log"]["dated_ahead"] == 0
+    [candidate] = [it for g in view["groups"] if g["reason_code"] == "candidate" for it in g["items"]]
+    assert candidate["id"] == "j1"
