@@ -51,18 +51,6 @@ def no_traceback(out: subprocess.CompletedProcess[str]) -> None:
 STORE = {"msg": "worker.checkpoint.store_unavailable", "ts": TS, "session_id": "s1", "generation": 1, "cause": "dns"}
 
 
-def test_worker_log_names_a_line_nested_too_deep_and_imports_the_rest(tmp_path: Path) -> None:
-    src = tmp_path / "w.log"
-    src.write_text(json.dumps(STORE) + "\n" + '{"msg":"x","a":' + deep(3000) + "}\n")
-    log = tmp_path / "W.jsonl"
-    out = run_cli("import", "worker-log", str(log), str(src))
-    no_traceback(out)
-    assert out.returncode == 1
-    [line] = said(out)
-    assert line.startswith(f"eventlog: skipped {src}:2: {NESTED_TOO_DEEP} (at byte ")
-    assert [e["session_id"] for e in events(log)] == ["s1"]
-
-
 def test_worker_log_names_an_id_that_is_not_utf8_and_a_line_too_long(tmp_path: Path) -> None:
     src = tmp_path / "w.log"
     bad = json.dumps({**STORE, "session_id": "sQQ"}).encode().replace(b"sQQ", b"s\xff")
@@ -86,16 +74,22 @@ ENTRY = {"account": "a", "limitedAt": TS, "resetAt": None, "source": "parsed-lim
          "confidence": "explicit"}
 
 
-def test_ledger_names_an_entry_nested_too_deep_and_imports_the_rest(tmp_path: Path) -> None:
-    src = tmp_path / "ledger.jsonl"
-    src.write_text('{"account": "b", "x": ' + deep(5000) + "}\n" + json.dumps(ENTRY) + "\n")
+@pytest.mark.parametrize(("importer", "text", "named", "field", "kept"), [
+    ("worker-log", json.dumps(STORE) + "\n" + '{"msg":"x","a":' + deep(3000) + "}\n", "skipped {src}:2",
+     "session_id", "s1"),
+    ("ledger", '{"account": "b", "x": ' + deep(5000) + "}\n" + json.dumps(ENTRY) + "\n", "{src}:1", "account", "a"),
+])
+def test_a_line_nested_too_deep_is_named_by_the_logs_rule_and_the_rest_imported(
+        tmp_path: Path, importer: str, text: str, named: str, field: str, kept: str) -> None:
+    src = tmp_path / "input"
+    src.write_text(text)
     log = tmp_path / "L.jsonl"
-    out = run_cli("import", "ledger", str(log), str(src))
+    out = run_cli("import", importer, str(log), str(src))
     no_traceback(out)
     assert out.returncode == 1
     [line] = said(out)
-    assert line.startswith(f"eventlog: {src}:1: {NESTED_TOO_DEEP} (at byte ")
-    assert [e["account"] for e in events(log)] == ["a"]
+    assert line.startswith(f"eventlog: {named.format(src=src)}: {NESTED_TOO_DEEP} (at byte ")
+    assert [e[field] for e in events(log)] == [kept]
 
 
 def test_ledger_lines_that_are_not_utf8_or_too_long_are_named_by_their_line(tmp_path: Path) -> None:
