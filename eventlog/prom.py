@@ -170,6 +170,11 @@ def exposition(
               [({"admission_state": a, "attention": t}, tally[(a, t)]) for a in ADMISSIONS for t in ATTENTIONS])
     out.gauge("recovery_sessions_retry_due", "Sessions in backoff whose retry_at has come.",
               [(one, len(s.get("retry_due", [])))])
+    out.gauge("recovery_sessions_unknown_turn_left", "Sessions that moved on (neither recovery_required nor "
+              "closed) still holding a turn of unknown outcome: never re-run on its own, it waits for abandon, "
+              "confirm_completed or close (status: outcome_unknown).",
+              [(one, sum(1 for item in s["items"].values() if item["unknown_turns"]
+                         and item["admission_state"] not in ("recovery_required", "closed")))])
     if unrecorded is not None:
         out.gauge("recovery_sessions_interrupt_unrecorded", "Sessions with an interrupt that ended with the turn's "
                   "outcome unknown, of a turn the log never started (status: interrupt_unrecorded).",

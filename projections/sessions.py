@@ -647,7 +647,9 @@ def describe(sessions: Sessions, session_id: str, as_of: datetime | None) -> dic
 
 
 def needs_decision(item: dict[str, Any]) -> bool:
-    """Whether a session (its dump item) waits for a person's decision: recovery required, or a context gap."""
+    """Whether a session (its dump item) waits for a person's decision: recovery required, a context gap, or a
+    turn still of unknown outcome (spec section 6: never re-run on its own; only abandon, confirm_completed or close
+    settles it, and a session admitted again by start_fresh after another turn's decision still holds it)."""
     return bool(item["admission_state"] == RECOVERY_REQUIRED_STATE or (
-        item["admission_state"] != CLOSED and item["attention"] == CONTEXT_GAP
+        item["admission_state"] != CLOSED and (item["attention"] == CONTEXT_GAP or item.get("unknown_turns"))
     ))

@@ -131,7 +131,7 @@ REASONS: tuple[Reason, ...] = (
     Reason("catchup", "candidate", "Jobs skipped today, waiting for a catch-up re-run", False),
     Reason("sessions", "restore_failed", "Sessions stopped: checkpoint restore failed", True),
     Reason("sessions", "startup_failed", "Sessions stopped: the worker never became ready", True),
-    Reason("sessions", "outcome_unknown", "Sessions stopped: a turn's outcome is unknown", True),
+    Reason("sessions", "outcome_unknown", "Sessions holding a turn of unknown outcome", True),
     Reason("sessions", "context_gap", "Sessions stopped with a context gap", True),
     Reason("sessions", "retry_due", "Sessions whose retry is due, and nothing moved", False),
     Reason("sessions", "interrupt_unrecorded",
@@ -936,13 +936,22 @@ def session_code(s: Session) -> str | None:
         return _ATTENTION_CODE.get(s.attention or "", "outcome_unknown")
     if s.admission_state != CLOSED and s.attention == CONTEXT_GAP:
         return "context_gap"
+    if s.admission_state != CLOSED and s.unknown:  # a turn left unknown while the session moved on
+        return "outcome_unknown"
     return None
 
 
 def session_words(s: Session) -> str:
     """Why a session waits for a decision, in words."""
+    left = ", ".join(sorted(s.unknown, key=natural_key))
     if s.admission_state == STOPPED or s.attention == CONTEXT_GAP:
-        return "stopped, and no checkpoint covers every turn it ran: start_fresh (without that context) or close"
+        also = (f"; turn(s) {left} still of unknown outcome (never re-run on their own): abandon or "
+                "confirm_completed each" if s.unknown else "")
+        return ("stopped, and no checkpoint covers every turn it ran: start_fresh (without that context) or close"
+                + also)
+    if s.admission_state != RECOVERY_REQUIRED_STATE:
+        return (f"{s.admission_state}, but turn(s) {left} ended with outcome unknown and no decision settled them; "
+                "never re-run on their own: check what each did outside, then abandon or confirm_completed it")
     if s.attention == RESTORE_FAILED:
         return (f"checkpoint restore failed ({s.reason}), failure {s.failures}: stopped until a decision "
                 "(retry_restore once the cause is fixed, start_fresh, or close)")

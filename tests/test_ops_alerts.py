@@ -302,9 +302,12 @@ def expected_alerts(dump: dict[str, Any]) -> set[tuple[str, frozenset[tuple[str,
     if dump["catchup"]["circuit"] == "open":
         out.add(one("RecoveryCatchupCircuitOpen"))
     for item in dump["sessions"]["items"].values():
-        if needs_decision(item):
+        pair = {"admission_state": item["admission_state"], "attention": item["attention"]}  # the series' labels
+        if needs_decision(pair):
             out.add(one("RecoverySessionNeedsDecision", admission_state=item["admission_state"],
                         attention=item["attention"] or ""))
+        if item["unknown_turns"] and item["admission_state"] not in ("recovery_required", "closed"):
+            out.add(one("RecoverySessionUnknownTurnLeft"))  # moved on with a turn of unknown outcome left in it
     if dump["sessions"]["retry_due"]:
         out.add(one("RecoverySessionRetryOverdue"))
     for control in dump["sessions"]["controls"].values():

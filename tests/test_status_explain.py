@@ -46,7 +46,8 @@ def needs_a_person(dump: dict[str, Any]) -> set[tuple[str, str]]:
         out.add(("catchup", "circuit"))
     s = dump["sessions"]
     out |= {("sessions", sid) for sid, item in s["items"].items() if item["admission_state"] == "recovery_required"
-            or (item["attention"] == "CONTEXT_GAP" and item["admission_state"] != "closed")}
+            or (item["attention"] == "CONTEXT_GAP" and item["admission_state"] != "closed")
+            or (item["unknown_turns"] and item["admission_state"] != "closed")}  # spec 6: never re-run on its own
     out |= {("sessions", sid) for sid in s["retry_due"]}
     out |= {("log", f"line {b['line']}") for b in dump["bad_lines"]}
     out |= {("log", f"line {r['line']}") for r in dump["rejected"]}
