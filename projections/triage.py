@@ -1335,7 +1335,7 @@ def _session_verdict(judge: _Judge, sid: str) -> Verdict:
     if d["fenced"]:
         says += f"; new work refused: {d['fenced']}"
     cmds = [decide_cmd(judge.log, sid, e["decision"], e["expected_revision"], e.get("target_turn_id"))
-            for e in d["would_accept"]]
+            for e in sorted(d["would_accept"], key=lambda e: e["decision"] == "close")]  # close (final) last
     d["interrupts"] = {cid: timeline(c) for cid, c in sorted(sessions.state.controls.items())
                        if c.session_id == sid}
     return _verdict(judge, "session", sid, s.admission_state, says, judge.session(sid), s.since,

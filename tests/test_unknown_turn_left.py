@@ -58,3 +58,25 @@ def test_a_turn_left_unknown_after_start_fresh_is_named_with_a_command_that_sett
     assert settled["unknown_turns"] == [] and settled["admission_state"] == "stopped"
     after = json.loads(run_cli("status", str(log), "--json", "--at", "log").stdout)
     assert [it["reason_code"] for g in after["groups"] for it in g["items"]] == ["context_gap"]
+
+
+def test_explain_lists_the_final_close_last(tmp_path: Path) -> None:
+    """Seed 004: close cannot be undone; the turn's own decisions come first."""
+    log = write_log(tmp_path / "s.jsonl", story())
+    out = run_cli("explain", str(log), SID, "--at", "log", "--json")
+    [verdict] = json.loads(out.stdout)["verdicts"]
+    nexts = verdict["next"]
+    decisions = [cmd.split("--decision ")[1].split()[0] for cmd in nexts]
+    assert decisions[-1] == "close" and decisions[:2] == ["abandon", "abandon"], decisions
+
+
+def test_a_pasted_placeholder_reason_is_refused_and_nothing_is_written(tmp_path: Path) -> None:
+    """The copied command's ``--reason '<why>'`` would be kept in the log for the audit: it must be filled in."""
+    log = write_log(tmp_path / "s.jsonl", story())
+    before = log.read_bytes()
+    for extra in (["--reason", "<why>"], ["--reason", "ok", "--decision", "confirm_completed", "--evidence-ref",
+                                             "<evidence>"]):
+        out = run_cli("decide", str(log), SID, "--decision", "abandon", "--expected-revision", "7",
+                      "--target-turn", "t1", "--idempotency-key", "k", *extra)
+        assert out.returncode == 2 and "placeholder" in out.stderr, out.stderr
+    assert log.read_bytes() == before

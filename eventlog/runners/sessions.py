@@ -30,6 +30,7 @@ to a person (:meth:`Decided.warnings`) (docs/DECISIONS.md).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -68,6 +69,10 @@ class UnknownId(RunnerError):
     """An id no line of the log names (a CLI's exit 2, an API's 404)."""
 
 
+#: A placeholder of a command to copy (``--reason '<why>'``, ``--evidence-ref '<evidence>'``), never a real value.
+PLACEHOLDER = re.compile(r"<[^<>]*>")
+
+
 class Decision(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     """One operator's recovery decision, as sent."""
 
@@ -89,6 +94,10 @@ class Decision(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
             raise RunnerError("--idempotency-key and --reason must not be empty")
         if self.actor is not None and not self.actor.strip():
             raise RunnerError("--actor must not be empty")
+        for name, value in (("--reason", self.reason), ("--evidence-ref", self.evidence_ref)):
+            if value is not None and PLACEHOLDER.fullmatch(value.strip()):
+                raise RunnerError(f"{name} {value!r} is the placeholder of a copied command: write the real one "
+                                  "(it is kept in the log, for the audit)")
 
 
 class Decided(msgspec.Struct, kw_only=True):
