@@ -485,8 +485,8 @@ def cut_tail_cmd(log: str, s: StuckTail) -> str:
 
 
 def status_cmd(log: str, every: bool = False) -> str:
-    """``eventlog status LOG`` (``--all``: every item of every group)."""
-    return f"eventlog status {q(log)}" + (" --all" if every else "")
+    """``eventlog status LOG`` (``--all``: every item of every group); ``-- LOG`` when LOG starts with ``-``."""
+    return command("eventlog status", [log], ["--all"] if every else [])
 
 
 def dir_cmd(log: str) -> str:

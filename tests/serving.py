@@ -72,15 +72,18 @@ class Server:
 
 
 def start_server(log: str | Path, tmp: Path, keys: dict[str, str] | None = None, *extra: str,
-                 ready: bool = True) -> Server:
-    """Start ``eventlog serve LOG --port 0`` and wait until /healthz answers 200 (when ``ready``)."""
+                 ready: bool = True, cwd: Path = ROOT) -> Server:
+    """Start ``eventlog serve LOG --port 0`` in ``cwd`` and wait until /healthz answers 200 (when ``ready``).
+
+    A LOG that starts with ``-`` is given after ``--``.
+    """
     key_file = tmp / "keys.json"
     if keys is None:
         keys = make_keys(key_file)
     stdout, stderr = tmp / "serve.out", tmp / "serve.err"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "eventlog", "serve", str(log), "--keys", str(key_file), "--port", "0", *extra],
-        stdout=stdout.open("wb"), stderr=stderr.open("wb"), stdin=subprocess.DEVNULL, cwd=ROOT,
+        [sys.executable, "-m", "eventlog", "serve", "--keys", str(key_file), "--port", "0", *extra, "--", str(log)],
+        stdout=stdout.open("wb"), stderr=stderr.open("wb"), stdin=subprocess.DEVNULL, cwd=cwd,
     )
     deadline = time.monotonic() + START_TIMEOUT_S
     url = None

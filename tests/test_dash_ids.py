@@ -19,6 +19,7 @@ from typing import Any
 
 from tests.conftest import write_log
 from tests.serving import start_server
+from tests.test_serve import read_events
 
 LOG = "-x.jsonl"
 T = "2026-08-03T12:00:00+09:00"
@@ -162,6 +163,25 @@ def test_serve_s_console_shows_the_same_look_first(tmp_path: Path) -> None:
         server.stop()
 
 
+def test_the_console_s_status_commands_run_pasted_when_serve_is_given_a_dashed_log(tmp_path: Path) -> None:
+    """``serve -- -x.jsonl`` run in the log's directory: the stream's commands (the stale banner's and the
+    "... and N more" hint's) put ``--`` before LOG, so pasted there they judge the log (exit 1), not exit 2."""
+    the_log(tmp_path)
+    server = start_server(LOG, tmp_path, cwd=tmp_path)
+    try:
+        c = server.client("viewer")
+        with c.stream("GET", "/v1/status", headers={"Accept": "text/event-stream"}, timeout=20) as r:
+            _tick, first = read_events(r, 2)
+        commands = json.loads(first["data"])["commands"]
+    finally:
+        server.stop()
+    assert commands == {"status": f"eventlog status -- {LOG}", "all": f"eventlog status --all -- {LOG}"}
+    for command in commands.values():
+        said = pasted(command, tmp_path)
+        assert said.returncode == 1, said.stderr  # 1: something needs a person (2: a usage error)
+        assert "-dash" in said.stdout, said.stdout
+
+
 def test_the_log_s_own_commands_work_on_a_log_named_with_a_dash(tmp_path: Path) -> None:
     good = json.dumps(EVENTS[0]) + "\n"
     (tmp_path / "-torn.jsonl").write_text(good + '{"type":"handoff_created","ts":"2026-08-03T09:')
@@ -185,3 +205,12 @@ def test_the_log_s_own_commands_work_on_a_log_named_with_a_dash(tmp_path: Path) 
     [missing] = [i for (code, _), i in status_items(tmp_path, "-dir/-gone.jsonl").items() if code == "missing"]
     listed = pasted(missing["next"], tmp_path)
     assert listed.returncode == 0, listed.stderr
+
+
+def test_append_s_warning_of_a_line_dated_ahead_names_a_status_command_that_runs_pasted(tmp_path: Path) -> None:
+    the_log(tmp_path, bad=False)
+    ahead = json.dumps({"type": "probe_result", "ts": "2099-01-01T00:00:00+00:00", "account": "-acct", "outcome": "ok"})
+    said = pasted(f"printf '%s\\n' '{ahead}' | eventlog append -- {LOG}", tmp_path)
+    assert said.returncode == 0, said.stderr
+    assert f"(eventlog status -- {LOG} names what it silences)" in said.stderr, said.stderr
+    assert pasted(f"eventlog status -- {LOG}", tmp_path).returncode == 1

@@ -27,7 +27,7 @@ from eventlog.events import parse_time, schema
 from eventlog.logs import LogUnavailable, open_log
 from projections.ahead import TOLERANCE_S
 from projections.base import elapsed_s
-from projections.triage import duration_words, q
+from projections.triage import duration_words, status_cmd
 
 APPEND = """\
 Read events from stdin, one JSON object per line, validate every one, then write
@@ -120,5 +120,5 @@ def dated_ahead(given: Input, first_seq: int, log: str) -> list[str]:
             out.append(f"{given.source} line {line} (seq {first_seq + i}) is dated {ts}, "
                        f"{duration_words(elapsed_s(when, at))} ahead of now: written as given, but a check "
                        "that waits on it (a watcher late, a claim stale, a lane stalled) cannot fire until the clock "
-                       f"passes it; is the writer's clock right? (eventlog status {q(log)} names what it silences)")
+                       f"passes it; is the writer's clock right? ({status_cmd(log)} names what it silences)")
     return out
