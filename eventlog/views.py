@@ -73,10 +73,13 @@ def status(replay: Replay, log: str, at: At, vanished: LinesVanished | None = No
     return triage(_runner(replay), as_of, text, facts(replay, log, vanished), at.live if live is None else live)
 
 
-def status_of_missing(log: str, at: At) -> Triage:
-    """The triage of a log that is not there: one item, the log is missing (never an all-clear)."""
+def status_of_missing(log: str, at: At, not_file: str | None = None) -> Triage:
+    """The triage of a log that is not there: one item, the log is missing (never an all-clear).
+
+    ``not_file``: what is at its path instead (``LOG is a directory, not a log file``), which the item says.
+    """
     as_of, text = at.resolve(None, None)
-    return triage(Runner(), as_of, text, LogFacts(name=log, missing=True))
+    return triage(Runner(), as_of, text, LogFacts(name=log, missing=True, not_file=not_file))
 
 
 class Line(msgspec.Struct, kw_only=True, omit_defaults=True):

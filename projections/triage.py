@@ -207,8 +207,10 @@ class LogFacts(msgspec.Struct, kw_only=True, frozen=True):
     ``eventlog.tail``), so every append is refused until a person cuts it;
     ``not_a_log``: why the file is no event log (words that follow its name; the
     appender's own rule, ``Replay.not_a_log``), so every append is refused;
-    ``missing``: no log at that path (nothing was folded); ``vanished``: committed lines that
-    vanished while a live process followed the log (only such a process knows).
+    ``missing``: no log at that path (nothing was folded); ``not_file``: with it, what is at the path
+    instead (a directory, a FIFO, a device: the appender's words, only a live process judges it);
+    ``vanished``: committed lines that vanished while a live process followed the log (only such a process
+    knows).
     """
 
     name: str
@@ -219,6 +221,7 @@ class LogFacts(msgspec.Struct, kw_only=True, frozen=True):
     stuck_tail: StuckTail | None = None
     not_a_log: str | None = None
     missing: bool = False
+    not_file: str | None = None
     vanished: LinesVanished | None = None
 
     @property
@@ -837,7 +840,10 @@ class _Judge:
         cutting its tail would not make it a log.
         """
         facts, out = self.facts, []
-        if facts.missing:
+        if facts.missing and facts.not_file is not None:
+            out.append(self.item("missing", facts.name, f"{facts.not_file}: nothing can be judged until a log "
+                                 "file is there again (moved aside, or put there by mistake?)", dir_cmd(facts.name)))
+        elif facts.missing:
             out.append(self.item("missing", facts.name, "no log at this path: nothing can be judged (moved, "
                                  "renamed, or not written yet?)", dir_cmd(facts.name)))
         if facts.not_a_log is not None:
@@ -1344,6 +1350,6 @@ def _session_verdict(judge: _Judge, sid: str) -> Verdict:
 
 __all__ = [
     "DOMAINS", "KIND_OF_FIELD", "REASONS", "SHOWN", "BadLineFact", "Domain", "Group", "Item", "Kind", "LinesVanished",
-    "LogFacts", "Reason", "Totals", "Triage", "UnfinishedBatch", "Verdict", "duration_words", "explain",
-    "natural_key", "not_applied", "status_cmd", "triage",
+    "LogFacts", "Reason", "Totals", "Triage", "UnfinishedBatch", "Verdict", "dir_cmd", "duration_words",
+    "explain", "natural_key", "not_applied", "status_cmd", "triage",
 ]

@@ -532,3 +532,47 @@ def test_texts_from_the_log_are_escaped_as_the_cli_escapes_them(browser: Any, tm
         assert width[0] <= width[1], width  # wrapped, not 7000 px wide
     finally:
         server.stop()
+
+
+def test_a_fifo_or_a_directory_at_the_log_s_path_is_named_and_the_page_never_gives_a_command_that_hangs(
+        browser: Any, tmp_path: Path) -> None:
+    """A FIFO put at LOG's path: `eventlog status LOG` would wait in open() for ever (it reads a pipe, on purpose),
+    so the status page's item and banner, and a session page's banner, give `ls -la DIR`, and the item says
+    what is there (not "not written yet?"). A directory there: the same, named a directory."""
+    from selenium.webdriver.common.by import By
+
+    log = tmp_path / "calm.jsonl"
+    shutil.copy(ROOT / "fixtures" / "sessions_close.jsonl", log)
+    kept = tmp_path / "kept.jsonl"
+    shutil.copy(log, kept)
+    look = f"ls -la {tmp_path}"
+    server = start_server(log, tmp_path, None, "--tick", f"{TICK_S:g}s")
+    try:
+        open_with_key(browser, server.url + "/", server.keys["ops"])
+        wait(browser, 10, lambda d: shown(d, "#calm"), "the calm log shows calm")
+        session = browser.current_window_handle
+        browser.switch_to.new_window("tab")
+        browser.get(server.url + "/sessions/s-close")  # the key is the first tab's: type it here too
+        type_key(browser, server.keys["ops"])
+        wait(browser, 10, lambda d: d.find_element(By.ID, "sid").text == "s-close", "the session page shows")
+
+        for kind, put in (("(a FIFO)", os.mkfifo), ("is a directory, not a log file", os.mkdir)):
+            log.unlink() if log.is_file() or log.is_fifo() else log.rmdir()
+            put(log)
+            browser.switch_to.window(session)
+            wait(browser, 10, lambda d, kind=kind: kind in text(d, "#needs .item .line"), f"the item names {kind}")
+            [line] = texts(browser, "#needs .item .line")
+            assert "not written yet" not in line and str(log) in line, line
+            assert texts(browser, "#needs .item .next") == [look]
+            assert shown(browser, "#stale") and kind in text(browser, "#stale")
+            assert texts(browser, "#stale code") == [look]  # never `eventlog status LOG`: on a FIFO it hangs
+            browser.switch_to.window(browser.window_handles[-1])
+            wait(browser, 10, lambda d, kind=kind: kind in text(d, "#stale"), "the session page is not current")
+            assert texts(browser, "#stale code") == [look]
+        log.rmdir()
+        shutil.copy(kept, log)
+        wait(browser, 10, lambda d: not shown(d, "#stale"), "the session page is current again")
+        browser.switch_to.window(session)
+        wait(browser, 10, lambda d: shown(d, "#calm") and not shown(d, "#stale"), "calm again once a log is back")
+    finally:
+        server.stop()

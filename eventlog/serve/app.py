@@ -251,9 +251,10 @@ def tick_event(request: Request) -> bytes:
 
 
 def unavailable_event(s: Served, err: Unavailable) -> bytes:
-    """``unavailable`` ``{"message", "since"}``: why the log cannot be judged now, and since when."""
+    """``unavailable`` ``{"message", "since", "commands"}``: why the log cannot be judged now, since when, and
+    what to paste instead (:meth:`Served.commands`)."""
     why, since = s.trouble() or (str(err), None)
-    return sse("unavailable", _encoder.encode({"message": why, "since": since}))
+    return sse("unavailable", _encoder.encode({"message": why, "since": since, "commands": s.commands()}))
 
 
 def event_stream(request: Request, body: AsyncIterator[bytes]) -> StreamingResponse:

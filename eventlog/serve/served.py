@@ -49,7 +49,7 @@ from eventlog.runners.common import BadLines, NamedBadLine, folder, naming
 from eventlog.views import status as triage_of
 from eventlog.views import status_of_missing
 from projections.runner import Runner
-from projections.triage import SHOWN, Triage, status_cmd
+from projections.triage import SHOWN, Triage, dir_cmd, status_cmd
 from projections.turns import Turns
 
 log = logging.getLogger("eventlog.serve")
@@ -357,23 +357,35 @@ class Served:
         """What the console's status page shows, never an old all-clear.
 
         ``status``: the status view (``every``: every item); ``waiting``: the sessions that wait for a
-        decision; ``commands``: ``eventlog status LOG`` and its ``--all``, to paste; ``problem``: null, or
+        decision; ``commands``: what to paste (:meth:`commands`); ``problem``: null, or
         why the log cannot be judged now and since when (:meth:`trouble`). Then ``waiting`` is null and
         ``status`` is what ``eventlog status`` says of it: a log that is not there is one item, the log is
         missing; of any other problem nothing can be said (null).
         """
-        commands = {"status": status_cmd(self.name), "all": status_cmd(self.name, every=True)}
+        commands = self.commands()
         try:
             j = self.judged(at, wait=True)
         except Unavailable as err:
             why, since = self.trouble() or (str(err), clock.now().isoformat())
             missing = None
             if getattr(self.follower, "missing", False):
-                missing = msgspec.to_builtins(status_of_missing(self.name, at).shown(None if every else SHOWN))
+                missing = msgspec.to_builtins(status_of_missing(self.name, at, self.follower.not_file)
+                                              .shown(None if every else SHOWN))
             return {"status": missing, "waiting": None, "commands": commands,
                     "problem": {"message": why, "since": since}}
         return {"status": j.status(every), "waiting": j.derived("waiting", _waiting), "commands": commands,
                 "problem": None}
+
+    def commands(self) -> dict[str, str]:
+        """What a person pastes to ask the log itself: ``status`` (``eventlog status LOG``) and ``all`` (its ``--all``).
+
+        While LOG's path holds no file a log can be (a FIFO, a directory, a device), both are ``ls -la DIR``:
+        ``status`` would wait on a FIFO for ever (it reads one as ``cat`` does, on purpose) or fail.
+        """
+        if getattr(self.follower, "not_file", None) is not None:
+            look = dir_cmd(self.name)
+            return {"status": look, "all": look}
+        return {"status": status_cmd(self.name), "all": status_cmd(self.name, every=True)}
 
     def metrics(self, at: At = NOW) -> str:
         """The Prometheus exposition of ``follow --prom`` (its histograms read the folded state: under the lock)."""

@@ -119,7 +119,7 @@ function notCurrent(kind, why, since, old) {
   const box = $("stale");
   const said = [el("strong", "Not current"), el("span", (since ? " since " + since : "") + ": " + why + ".")];
   if (old && lastAsOf) said.push(el("span", " What is shown was judged as of " + lastAsOf + " and may be wrong."));
-  if (commands) said.push(el("span", " Ask the log itself: "), el("code", commands.status));
+  if (commands) said.push(el("span", " See for yourself: "), el("code", commands.status));
   box.replaceChildren(...said);
   box.hidden = false;
   $("asof-note").textContent = " (not current)";
@@ -173,6 +173,7 @@ function live(url, on, onMissing) {
         const value = JSON.parse(data);
         if (name === "tick") { tickS = value.tick_s; return; }
         if (name === "unavailable") {
+          if (value.commands) commands = value.commands;
           setConn("down", "not current");
           fresh();
           notCurrent("unavailable", value.message, value.since, true);
