@@ -576,3 +576,43 @@ def test_a_fifo_or_a_directory_at_the_log_s_path_is_named_and_the_page_never_giv
         wait(browser, 10, lambda d: shown(d, "#calm") and not shown(d, "#stale"), "calm again once a log is back")
     finally:
         server.stop()
+
+
+def test_a_session_page_that_is_not_current_says_no_all_clear_and_drops_a_gone_session_s_commands(
+        browser: Any, tmp_path: Path) -> None:
+    """s-close needs nothing: "Nothing about this session needs a person now". A silent server (SIGSTOP) or a log
+    moved away: the banner, with `eventlog status LOG`, and no all-clear. A session that needs a person whose log
+    is truncated: its old item and decide command go (pasted, it fails "no session")."""
+    log = tmp_path / "calm.jsonl"
+    shutil.copy(ROOT / "fixtures" / "sessions_close.jsonl", log)
+    EventLog(log).append(NEW_SESSION)
+    server = start_server(log, tmp_path, None, "--tick", f"{TICK_S:g}s")
+    calm = "Nothing about this session needs a person now."
+    try:
+        open_with_key(browser, server.url + "/sessions/s-close", server.keys["ops"])
+        wait(browser, 10, lambda d: text(d, "#noneeds") == calm and shown(d, "#noneeds"), "the all-clear shows")
+
+        server.proc.send_signal(signal.SIGSTOP)
+        try:
+            wait(browser, 4 * TICK_S + 5, lambda d: shown(d, "#stale"), "a silent server makes the page not current")
+            assert not (shown(browser, "#noneeds") and text(browser, "#noneeds") == calm)
+            assert texts(browser, "#stale code") == [f"eventlog status {log}"]
+        finally:
+            server.proc.send_signal(signal.SIGCONT)
+        wait(browser, 10, lambda d: not shown(d, "#stale") and text(d, "#noneeds") == calm, "current again")
+
+        log.rename(tmp_path / "calm.moved")
+        wait(browser, 10, lambda d: shown(d, "#stale"), "a log moved away makes the page not current")
+        assert not (shown(browser, "#noneeds") and text(browser, "#noneeds") == calm)
+        assert texts(browser, "#stale code") == [f"eventlog status {log}"]
+        (tmp_path / "calm.moved").rename(log)
+        wait(browser, 10, lambda d: not shown(d, "#stale") and text(d, "#noneeds") == calm, "current again")
+
+        browser.get(server.url + "/sessions/s-new")
+        wait(browser, 10, lambda d: any("eventlog decide" in c for c in texts(d, "#sneeds .next")), "its item shows")
+        size = len((ROOT / "fixtures" / "sessions_close.jsonl").read_bytes())
+        os.truncate(log, size)  # s-new's lines are gone
+        wait(browser, 10, lambda d: shown(d, "#missing"), "the page says the session is gone")
+        assert texts(browser, "#sneeds .next") == [] and not shown(browser, "#noneeds")
+    finally:
+        server.stop()

@@ -565,7 +565,9 @@ def test_status_stream_for_the_console(server: Server) -> None:
     c = server.client("viewer")
     with c.stream("GET", "/v1/status", headers={"Accept": "text/event-stream"}, timeout=20) as r:
         tick, first = read_events(r, 2)
-        assert tick["event"] == "tick" and json.loads(tick["data"]) == {"tick_s": 5.0}  # how often a view comes
+        assert tick["event"] == "tick" and json.loads(tick["data"]) == {  # how often a view comes, what to paste
+            "tick_s": 5.0, "commands": {"status": f"eventlog status {server.log}",
+                                        "all": f"eventlog status {server.log} --all"}}
         payload = json.loads(first["data"])
         assert first["event"] == "status" and payload["problem"] is None
         assert payload["commands"] == {"status": f"eventlog status {server.log}",

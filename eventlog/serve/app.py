@@ -245,9 +245,10 @@ def sse(event: str, data: bytes, ident: int | None = None) -> bytes:
 
 
 def tick_event(request: Request) -> bytes:
-    """A view stream's first event, ``tick`` ``{"tick_s"}``: a view comes at least this often, so a client that
-    gets none for a few ticks knows what it shows is not current."""
-    return sse("tick", _encoder.encode({"tick_s": request.app.state.tick_s}))
+    """A view stream's first event, ``tick`` ``{"tick_s", "commands"}``: a view comes at least this often, so a
+    client that gets none for a few ticks knows what it shows is not current, and says what to paste instead
+    (:meth:`Served.commands`)."""
+    return sse("tick", _encoder.encode({"tick_s": request.app.state.tick_s, "commands": served(request).commands()}))
 
 
 def unavailable_event(s: Served, err: Unavailable) -> bytes:

@@ -124,6 +124,7 @@ function notCurrent(kind, why, since, old) {
   box.hidden = false;
   $("asof-note").textContent = " (not current)";
   if (old && PAGE === "status") oldStatus();
+  if (old && PAGE === "session") oldSession();
 }
 
 setInterval(() => {
@@ -171,7 +172,11 @@ function live(url, on, onMissing) {
     try {
       await readEvents(response, (name, data) => {
         const value = JSON.parse(data);
-        if (name === "tick") { tickS = value.tick_s; return; }
+        if (name === "tick") {
+          tickS = value.tick_s;
+          if (value.commands) commands = value.commands;
+          return;
+        }
         if (name === "unavailable") {
           if (value.commands) commands = value.commands;
           setConn("down", "not current");
@@ -360,9 +365,27 @@ async function turnDetail(turn, li) {
   li.append(el("span", " — " + bits.join(", "), "muted"));
 }
 
-// The session is not in the log (`seen`: no longer; else not yet): say so, and offer no decision.
+// What the session page says when this session needs nothing: "Nothing ..." (calm) only when that is known.
+const SESSION_CALM = "Nothing about this session needs a person now.";
+function noSessionNeeds(text) {
+  const p = $("noneeds");
+  p.textContent = text;
+  p.className = text === SESSION_CALM ? "calm" : "muted";
+  p.hidden = false;
+}
+
+// The last view stays, greyed, as the status page's does: no all-clear while it is not current.
+function oldSession() {
+  lastShown.session = null;  // the next view is drawn whole
+  if ($("sneeds").children.length === 0) noSessionNeeds("Not known (not current).");
+}
+
+// The session is not in the log (`seen`: no longer; else not yet): say so, and offer no decision (nor the
+// old items' commands: pasted, a decision fails "no session").
 function sessionGone(message, seen) {
   lastShown.session = null;  // drawn whole when it comes back
+  $("sneeds").replaceChildren();
+  $("noneeds").hidden = true;
   setText("sid", sessionId);
   setText("state", seen ? "no longer in the log" : "not in the log");
   $("state").dataset.needs = "no";
@@ -398,7 +421,8 @@ function renderSession(s) {
     ["resumable", s.admission_state === "stopped" ? (s.resumable ? "yes" : "no (context gap)") : "—"],
   ];
   const needs = s.needs || [];
-  $("noneeds").hidden = needs.length > 0;
+  if (needs.length > 0) $("noneeds").hidden = true;
+  else noSessionNeeds(SESSION_CALM);
   $("sneeds").replaceChildren(...needs.map((item) => {
     const row = el("li", null, "item");
     row.dataset.reason = item.reason_code;
