@@ -616,3 +616,22 @@ def test_a_session_page_that_is_not_current_says_no_all_clear_and_drops_a_gone_s
         assert texts(browser, "#sneeds .next") == [] and not shown(browser, "#noneeds")
     finally:
         server.stop()
+
+
+def test_a_session_page_opened_before_its_session_is_in_the_log_shows_it_when_it_comes(
+        browser: Any, tmp_path: Path) -> None:
+    """/sessions/s-late before any line names s-late: "not in the log"; its lines appended: the page shows the
+    session and its decisions, without a reload (it used to stop at the 404 and say "not in the log" for ever)."""
+    log = tmp_path / "ledger.jsonl"
+    shutil.copy(ROOT / "fixtures" / "sessions_close.jsonl", log)
+    server = start_server(log, tmp_path, None, "--tick", f"{TICK_S:g}s")
+    try:
+        browser.get(server.url + "/sessions/s-late")
+        type_key(browser, server.keys["ops"])
+        wait(browser, 10, lambda d: shown(d, "#missing") and text(d, "#state") == "not in the log", "not in the log")
+        EventLog(log).append([{**e, "session_id": "s-late"} for e in NEW_SESSION])
+        assert server.client("viewer").get("/v1/sessions/s-late").status_code == 200
+        wait(browser, 10, lambda d: texts(d, "#accept button") == ["close", "abandon z1"], "the session shows")
+        assert not shown(browser, "#missing") and "recovery_required" in text(browser, "#state")
+    finally:
+        server.stop()

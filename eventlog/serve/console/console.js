@@ -155,11 +155,14 @@ function live(url, on, onMissing) {
       stopped = true;
       return askKey((body.message || "refused") + " (" + response.status + ")");
     }
-    if (response.status === 404 && onMissing) {
+    if (response.status === 404 && onMissing) {  // not there yet: said, and asked again (it may come)
       const body = await response.json().catch(() => ({}));
-      stopped = true;
-      setConn("down", "not found");
-      return onMissing(body.message || "not found");
+      fresh();
+      current();
+      setConn("live", "not found; watching for it");
+      onMissing(body.message || "not found");
+      setTimeout(connect, 2000);
+      return;
     }
     if (!response.ok) {
       const body = await response.json().catch(() => ({}));
