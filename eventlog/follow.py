@@ -168,13 +168,13 @@ class Follower:
     def _replay_again(self) -> None:
         """The file changed under the lines folded: replay it from the start, remembering how many there were."""
         if self._lines_before is None:
-            self._lines_before = self.replay.line
+            self._lines_before = self.replay.events  # committed lines only: a stray file's bad lines never were
         self._reset()
 
     def _count_vanished(self) -> None:
-        """After a replay from the start: committed lines the file no longer holds go into ``vanished``."""
+        """After a replay from the start: committed lines (events) the file no longer holds go into ``vanished``."""
         before, self._lines_before = self._lines_before, None
-        after = self.replay.line
+        after = self.replay.events
         if before is None or after >= before:
             return
         at = clock.now().isoformat(timespec="seconds")

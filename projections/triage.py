@@ -173,8 +173,8 @@ class LinesVanished(msgspec.Struct, kw_only=True, frozen=True):
     (``serve`` and ``follow`` count them from their start; the state is replayed from what is left).
 
     ``lines``: how many in all; ``times``: how often; ``first_at``, ``last_at``: when it was first and last
-    noticed (the wall clock, in the local offset); ``before``, ``after``: the lines the log held the last time,
-    before and after.
+    noticed (the wall clock, in the local offset); ``before``, ``after``: the committed lines (events) the log
+    held the last time, before and after.
     """
 
     lines: int
@@ -895,9 +895,9 @@ class _Judge:
         log = self.facts.name
         more = f"; {v.times} times since {v.first_at}" if v.times > 1 else ""
         return self.item("lines_vanished", log, f"{v.lines} committed lines vanished from the log while it was "
-                         f"followed: at {v.last_at} it held {v.after} lines, {v.before} before{more}. Every verdict "
-                         "now comes from the lines left; was it truncated or replaced by mistake? Restore it from a "
-                         "backup. This stays until the server restarts", dir_cmd(log), v.first_at)
+                         f"followed: at {v.last_at} it held {v.after} committed lines, {v.before} before{more}. "
+                         "Every verdict now comes from the lines left; was it truncated or replaced by mistake? "
+                         "Restore it from a backup. This stays until the server restarts", dir_cmd(log), v.first_at)
 
     def not_a_log(self, why: str) -> Item:
         """A file that is no event log: what it is, what a person may do, and the command to look at it.

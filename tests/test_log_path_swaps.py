@@ -259,3 +259,26 @@ def test_a_log_that_grows_back_after_it_was_gone_is_no_vanishing(tmp_path: Path)
         assert not [g for g in c.get("/v1/status").json()["groups"] if g["reason_code"] == "lines_vanished"]
     finally:
         assert server.stop() == 0
+
+
+def test_a_stray_files_bad_lines_never_count_as_committed_lines(tmp_path: Path) -> None:
+    """Only committed lines (events) count: a text file put over the log holds none, so when the log comes back
+    nothing more vanished than the log's own line while the stray file stood there."""
+    log = write_log(tmp_path / "work.jsonl", LINES[:1])
+    original, stray = tmp_path / "original", tmp_path / "stray.txt"
+    shutil.copy(log, original)
+    stray.write_text("".join(f"not a log line {n}\n" for n in range(5)))
+    server = start_server(log, tmp_path)
+    try:
+        c = server.client("viewer")
+        assert _wait_for(lambda: c.get("/healthz").json()["events"] == 1)
+        os.replace(stray, log)
+        assert _wait_for(lambda: c.get("/v1/dump").json().get("lines_vanished") is not None)
+        shutil.copy(original, tmp_path / "back")
+        os.replace(tmp_path / "back", log)
+        assert _wait_for(lambda: c.get("/healthz").json()["events"] == 1)
+        time.sleep(1.5)  # a later look must not count the stray file's 5 bad lines as 4 vanished
+        vanished = c.get("/v1/dump").json()["lines_vanished"]
+        assert vanished["lines"] == 1 and vanished["before"] == 1 and vanished["after"] == 0, vanished
+    finally:
+        assert server.stop() == 0
