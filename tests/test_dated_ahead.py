@@ -12,9 +12,7 @@ from __future__ import annotations
 
 import json
 import shlex
-import signal
 import subprocess
-import sys
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -22,10 +20,10 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.conftest import ROOT, run_cli, write_log
+from tests.conftest import run_cli, write_log
 from tests.opskit import RULES, held_series, selectors
 from tests.serving import start_server
-from tests.test_follow import _metric, _wait_for
+from tests.test_follow import _metric, _wait_for, following
 from tests.test_next_runs import typed
 from tests.test_prom import promtool
 from tests.test_serve import read_events
@@ -135,19 +133,10 @@ def test_judged_at_a_time_or_the_last_line_nothing_is_ahead_of_a_clock(tmp_path:
 
 def test_follow_prom_counts_it_and_its_alert_fires_where_the_watcher_dead_one_cannot(tmp_path: Path) -> None:
     log = write_log(tmp_path / "work.jsonl", STORIES["watcher_late"][0])
-    dump, prom = tmp_path / "dump.json", tmp_path / "m.prom"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "eventlog", "follow", str(log), "--dump", str(dump), "--prom", str(prom),
-         "--tick", "1h"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )
-    try:
+    with following(log, tmp_path) as (dump, prom):
         assert _wait_for(lambda: _metric(prom, "recovery_dated_ahead") is not None and dump.exists())
         text = prom.read_text()
         judged = json.loads(dump.read_text())
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        _out, err = proc.communicate(timeout=30)
-    assert proc.returncode == 0, err
     assert f'recovery_dated_ahead{{log="{log}",check="watcher_late"}} 1' in text
     assert f'recovery_dated_ahead{{log="{log}",check="claim_stale"}} 0' in text
     assert f'recovery_watcher_heartbeat_late{{log="{log}",watcher="w1"}} 0' in text  # the silence itself

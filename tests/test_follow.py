@@ -8,6 +8,8 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
 
@@ -146,6 +148,26 @@ def _metric(prom: Path, name: str) -> float:
             if sample.name == name:
                 return sample.value
     raise AssertionError(f"{name} not in {prom}")
+
+
+@contextmanager
+def following(log: Path, tmp_path: Path) -> Iterator[tuple[Path, Path]]:
+    """``eventlog follow LOG --dump DUMP --prom PROM --tick 1h`` running while the block runs; yields (DUMP, PROM).
+
+    SIGTERM ends it after the block, and it must exit 0 (OUTPUTS.md: "end it cleanly with exit 0").
+    """
+    dump, prom = tmp_path / "dump.json", tmp_path / "m.prom"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "eventlog", "follow", str(log), "--dump", str(dump), "--prom", str(prom),
+         "--tick", "1h"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        yield dump, prom
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
+
 
 
 @pytest.mark.parametrize("kind", ["a FIFO", "a directory", "a file in a directory that does not exist"])

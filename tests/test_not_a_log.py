@@ -13,17 +13,15 @@ import json
 import os
 import random
 import re
-import signal
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.conftest import ROOT, run_cli, write_log
+from tests.conftest import run_cli, write_log
 from tests.serving import start_server
-from tests.test_follow import _metric, _wait_for
+from tests.test_follow import _metric, _wait_for, following
 
 EVENT = '{"type":"handoff_created","handoff_id":"h9","account":"cloud-account-a"}\n'
 LINES = [{"type": "handoff_created", "ts": f"2026-08-03T09:0{i}:00+09:00", "handoff_id": f"h{i}",
@@ -110,30 +108,13 @@ def test_the_commands_given_look_then_move_it_aside_and_appends_are_taken_again(
 def test_follow_prom_says_it_and_holds_back_the_torn_tail_alerts(tmp_path: Path) -> None:
     log = tmp_path / "notes.txt"
     log.write_bytes(FILES["a text without a final newline"][0])
-    dump, prom = tmp_path / "dump.json", tmp_path / "m.prom"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "eventlog", "follow", str(log), "--dump", str(dump), "--prom", str(prom),
-         "--tick", "1h"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )
-    try:
+    with following(log, tmp_path) as (_dump, prom):
         assert _wait_for(lambda: _metric(prom, "recovery_not_a_log") == 1)
         assert _metric(prom, "recovery_torn_tail") == 1  # the facts stay: the alerts hold back (ledger.yml)
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        _out, err = proc.communicate(timeout=30)
-    assert proc.returncode == 0, err
     good = write_log(tmp_path / "good.jsonl", LINES)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "eventlog", "follow", str(good), "--dump", str(dump), "--prom", str(prom),
-         "--tick", "1h"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )
-    try:
+    with following(good, tmp_path) as (_dump, prom):
         assert _wait_for(lambda: _metric(prom, "recovery_events_total") == 3)
         assert _metric(prom, "recovery_not_a_log") == 0
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        _out, err = proc.communicate(timeout=30)
-    assert proc.returncode == 0, err
 
 
 def test_serve_shows_it_on_status_and_metrics_and_refuses_the_append(tmp_path: Path) -> None:

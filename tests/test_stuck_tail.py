@@ -11,17 +11,15 @@ from __future__ import annotations
 import json
 import random
 import shlex
-import signal
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.conftest import ROOT, run_cli, write_log
+from tests.conftest import run_cli, write_log
 from tests.serving import start_server
-from tests.test_follow import _metric, _wait_for
+from tests.test_follow import _metric, _wait_for, following
 
 LINES = [{"type": "handoff_created", "ts": f"2026-08-03T09:0{i}:00+09:00", "handoff_id": f"h{i}",
           "account": "cloud-account-a"} for i in range(3)]
@@ -128,22 +126,13 @@ def test_follow_prom_says_when_no_append_will_cut_the_tail_as_soon_as_it_is_so(t
     """A torn line that turns into one no append cuts (a NUL written into it) changes the metrics at once,
     not at the next tick (an hour here)."""
     log = log_with(tmp_path, TAILS["a writer's torn line"][0])
-    dump, prom = tmp_path / "dump.json", tmp_path / "m.prom"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "eventlog", "follow", str(log), "--dump", str(dump), "--prom", str(prom),
-         "--tick", "1h"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )
-    try:
+    with following(log, tmp_path) as (_dump, prom):
         assert _wait_for(lambda: _metric(prom, "recovery_torn_tail") == 1)
         assert _metric(prom, "recovery_torn_tail_stuck") == 0
         with log.open("ab") as f:
             f.write(b"\0")
         assert _wait_for(lambda: _metric(prom, "recovery_torn_tail_stuck") == 1)
         assert _metric(prom, "recovery_torn_tail") == 1
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        _out, err = proc.communicate(timeout=30)
-    assert proc.returncode == 0, err
 
 
 def test_serve_shows_it_on_status_and_metrics(tmp_path: Path) -> None:

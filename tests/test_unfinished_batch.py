@@ -10,15 +10,13 @@ many lines, which ``seq`` and from which line, that the next append cuts them, a
 from __future__ import annotations
 
 import json
-import signal
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
-from tests.conftest import ROOT, run_cli
+from tests.conftest import run_cli
 from tests.serving import start_server
-from tests.test_follow import _metric, _wait_for
+from tests.test_follow import _metric, _wait_for, following
 from tests.test_stuck_tail import log_items
 
 
@@ -107,21 +105,12 @@ def test_a_stuck_tail_after_a_batch_says_the_batch_goes_with_it(tmp_path: Path) 
 
 def test_follow_prom_counts_the_held_lines_until_an_append_cuts_them(tmp_path: Path) -> None:
     log = cut_batch(tmp_path)
-    dump, prom = tmp_path / "dump.json", tmp_path / "m.prom"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "eventlog", "follow", str(log), "--dump", str(dump), "--prom", str(prom),
-         "--tick", "1h"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )
-    try:
+    with following(log, tmp_path) as (_dump, prom):
         assert _wait_for(lambda: _metric(prom, "recovery_unfinished_batch_lines") == 2)
         assert _metric(prom, "recovery_torn_tail") == 1 and _metric(prom, "recovery_torn_tail_stuck") == 0
         assert run_cli("append", str(log), stdin=event("h9")).returncode == 0
         assert _wait_for(lambda: _metric(prom, "recovery_unfinished_batch_lines") == 0)
         assert _metric(prom, "recovery_torn_tail") == 0
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        _out, err = proc.communicate(timeout=30)
-    assert proc.returncode == 0, err
 
 
 def test_serve_shows_it_on_status_and_metrics(tmp_path: Path) -> None:
