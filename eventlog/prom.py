@@ -91,6 +91,7 @@ def exposition(
     last_event_at: datetime | None = None,
     tick_s: float | None = None,
     unrecorded: int | None = None,
+    retry_under_way: int | None = None,
     torn_tail_stuck: bool | None = None,
     unfinished_batch: int | None = None,
     not_a_log: bool | None = None,
@@ -102,6 +103,8 @@ def exposition(
     left out when None); ``last_event_at``: the last applied or rejected line's
     time; ``tick_s``: ``follow``'s tick (exported so an alert needs no constant); ``unrecorded``: sessions
     with an interrupt of unknown outcome for a turn the log never started (``Sessions.unrecorded``);
+    ``retry_under_way``: sessions of ``retry_due`` whose retry a worker claimed less than 1 h ago
+    (``Sessions.retry_under_way``);
     ``torn_tail_stuck``: the torn tail is one no append cuts (``Replay.stuck_tail``); ``unfinished_batch``: the
     complete lines of an unfinished batch at the end (``Replay.uncommitted``; held, neither events nor bad
     lines); ``not_a_log``: the file is no event log, so no append is taken on it (``eventlog.logs.no_event_log``);
@@ -170,6 +173,10 @@ def exposition(
               [({"admission_state": a, "attention": t}, tally[(a, t)]) for a in ADMISSIONS for t in ATTENTIONS])
     out.gauge("recovery_sessions_retry_due", "Sessions in backoff whose retry_at has come.",
               [(one, len(s.get("retry_due", [])))])
+    if retry_under_way is not None:
+        out.gauge("recovery_sessions_retry_under_way", "Sessions of recovery_sessions_retry_due whose retry a worker "
+                  "claimed at or after retry_at less than WORKER_STARTUP_TIMEOUT_SEC (1 h) ago: it may still be "
+                  "retrying storage, not overdue.", [(one, retry_under_way)])
     out.gauge("recovery_sessions_unknown_turn_left", "Sessions that moved on (neither recovery_required nor "
               "closed) still holding a turn of unknown outcome: never re-run on its own, it waits for abandon, "
               "confirm_completed or close (status: outcome_unknown).",
@@ -199,7 +206,12 @@ def of_replay(replay: Replay, dump: dict[str, Any], tick_s: float | None = None,
     durations = handoffs.durations() if handoffs is not None else None
     sessions = getattr(replay.folder, "sessions", None)
     unrecorded = len(sessions.unrecorded()) if sessions is not None else None
+    as_of = dump.get("as_of")
+    retrying = None
+    if sessions is not None:
+        retrying = len(sessions.retry_under_way(datetime.fromisoformat(as_of))) if as_of is not None else 0
     return exposition(dump, durations=durations, last_event_at=replay.last_at, tick_s=tick_s, unrecorded=unrecorded,
+                      retry_under_way=retrying,
                       torn_tail_stuck=replay.stuck_tail is not None,
                       unfinished_batch=0 if replay.uncommitted is None else replay.uncommitted.lines,
                       not_a_log=no_event_log(str(dump.get("log", "")), replay) is not None, ahead=ahead)

@@ -72,7 +72,7 @@ from eventlog.events import (
     parse_time,
 )
 from projections import controls
-from projections.base import NOT_APPLIED, FoldResult, Handler, Rejected, later, micros
+from projections.base import NOT_APPLIED, FoldResult, Handler, Rejected, elapsed_s, later, micros
 from projections.controls import Control, timeline
 
 # --- words of the seed -------------------------------------------------------------
@@ -100,6 +100,9 @@ TURN_DECISIONS: Final = ("abandon", "confirm_completed")
 #: Backoff after the 1st and the 2nd counted failure; the 3rd stops the session.
 BACKOFF_AFTER: Final = {1: timedelta(seconds=30), 2: timedelta(seconds=60)}
 MAX_FAILURES: Final = 3
+#: Seed 004's WORKER_STARTUP_TIMEOUT_SEC (fixed at its default in the current deployment): how long a claimed
+#: worker retries storage before it is ready or fails. A retry claimed less long ago is under way, not overdue.
+WORKER_STARTUP_TIMEOUT: Final = timedelta(seconds=3600)
 #: A deterministic restore failure: retrying with the same runtime cannot succeed.
 INCOMPATIBLE_CHECKPOINT: Final = "incompatible_checkpoint"
 #: ``reason`` of an unknown outcome without a ``terminal_reason``.
@@ -165,6 +168,11 @@ class Session(msgspec.Struct, array_like=True, gc=False):
     since: str | None = None
     #: ... and its line (a view names it).
     since_line: int = 0
+    #: The ``ts`` (as written) of the latest applied ``worker_claimed``: a retry under way (views only).
+    claimed_at: str | None = None
+    #: ... its line and its generation (0: no claim yet).
+    claimed_line: int = 0
+    claimed_generation: int = 0
 
     def item(self) -> dict[str, Any]:
         """The dump's item for this session."""
@@ -179,6 +187,18 @@ class Session(msgspec.Struct, array_like=True, gc=False):
             "resumable": self.resumable,
             "unknown_turns": sorted(self.unknown) if self.unknown else [],
         }
+
+    def retry_claimed(self) -> bool:
+        """Whether the session is in ``backoff`` and its latest claim is at or after ``retry_at`` (as instants):
+        the retry started (a worker took the session) and no worker is ready yet."""
+        return (self.admission_state == BACKOFF and self.retry_at is not None and self.claimed_at is not None
+                and parse_time(self.claimed_at) >= parse_time(self.retry_at))
+
+    def retry_under_way(self, at: datetime) -> bool:
+        """Whether a claimed retry (:meth:`retry_claimed`) is less than :data:`WORKER_STARTUP_TIMEOUT` old at ``at``:
+        its worker may still be retrying storage (seed 004), so the retry is not overdue."""
+        return self.retry_claimed() and self.claimed_at is not None and (
+            elapsed_s(at, parse_time(self.claimed_at)) < WORKER_STARTUP_TIMEOUT.total_seconds())
 
     # -- facts the rules ask about -------------------------------------------------
 
@@ -311,7 +331,8 @@ class Sessions:
             why = s.fence(at, resume=True)
             if why is not None:
                 return Rejected(f"session {ev.session_id!r} is {why}: no new generation ({ev.generation}) is admitted")
-        self._seen(ev.session_id, ev.generation)
+        s = self._seen(ev.session_id, ev.generation)
+        s.claimed_at, s.claimed_line, s.claimed_generation = ev.ts, line, ev.generation
         return None
 
     def _ready(self, ev: WorkerReady, line: int, at: datetime) -> FoldResult:
@@ -578,6 +599,10 @@ class Sessions:
             if s.admission_state == BACKOFF and s.retry_at is not None and parse_time(s.retry_at) <= as_of
         )
 
+    def retry_under_way(self, as_of: datetime) -> list[str]:
+        """The sessions of :meth:`retry_due` whose retry is under way at ``as_of`` (:meth:`Session.retry_under_way`)."""
+        return [sid for sid in self.retry_due(as_of) if self.state.sessions[sid].retry_under_way(as_of)]
+
     def view(self, as_of: datetime, as_of_text: str | None = None) -> dict[str, Any]:
         """The ``sessions`` part of the dump (``retry_due``: judged at ``as_of``)."""
         sessions = self.state.sessions
@@ -620,6 +645,8 @@ def describe(sessions: Sessions, session_id: str, as_of: datetime | None) -> dic
     if s.retry_at is not None and as_of is not None:
         due = as_of >= datetime.fromisoformat(s.retry_at)
     out["retry_due"] = due
+    #: The claim that started the due retry, and whether it is still under way (None: no such claim).
+    out["retry_claimed"] = retry_claimed(s, as_of)
     #: Why a new generation or a turn would be refused now (``Session.fence``), or None.
     out["fenced"] = s.fence(as_of) if as_of is not None else None
     out["needs_decision"] = needs_decision(out)
@@ -644,6 +671,27 @@ def describe(sessions: Sessions, session_id: str, as_of: datetime | None) -> dic
         for t in (timeline(c),)
     }
     return out
+
+
+def retry_claimed(s: Session, as_of: datetime | None) -> dict[str, Any] | None:
+    """The claim that started a session's retry (:meth:`Session.retry_claimed`): ``at`` (as written), ``line``,
+    ``generation`` and ``under_way`` (less than :data:`WORKER_STARTUP_TIMEOUT` old at ``as_of``; None: no
+    ``as_of``); None when the session has no such claim."""
+    if not s.retry_claimed():
+        return None
+    return {"at": s.claimed_at, "line": s.claimed_line, "generation": s.claimed_generation,
+            "under_way": s.retry_under_way(as_of) if as_of is not None else None}
+
+
+def claim_words(claimed: dict[str, Any]) -> str:
+    """A claimed retry (:func:`retry_claimed`) in words: under way since its claim, or not ready after the
+    worker's startup timeout (look at the worker's log)."""
+    worker = f"a worker (generation {claimed['generation']}, line {claimed['line']})"
+    if claimed["under_way"] is False:
+        hours = WORKER_STARTUP_TIMEOUT.total_seconds() / 3600
+        return (f"{worker} claimed it at {claimed['at']} and is not ready after {hours:g} h "
+                "(WORKER_STARTUP_TIMEOUT_SEC): look at the worker's log")
+    return f"retry under way since {claimed['at']}: {worker} took it and may still be retrying storage"
 
 
 def needs_decision(item: dict[str, Any]) -> bool:

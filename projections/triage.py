@@ -27,7 +27,9 @@ What needs a person (each reason code is in :data:`REASONS`):
 - **catchup**: the quota circuit open (``circuit_open``); a job to re-run (``candidate``).
 - **sessions**: waiting for a decision (``restore_failed``, ``startup_failed``,
   ``outcome_unknown``, ``context_gap``); in backoff with its retry due and no
-  worker ready since (``retry_due``).
+  worker ready since (``retry_due``), unless a worker claimed it at or after
+  its ``retry_at`` less than ``WORKER_STARTUP_TIMEOUT_SEC`` (1 h) ago: that
+  retry is under way (its worker may still be retrying storage, seed 004).
 - **log**: the log missing; a file that is no event log (``not_a_log``: every append is refused);
   an unfinished last line no append will cut (``torn_tail_stuck``: every append is refused);
   committed lines that vanished while a server followed the log (``lines_vanished``); a
@@ -85,7 +87,9 @@ from projections.sessions import (
     STOPPED,
     Session,
     Sessions,
+    claim_words,
     describe,
+    retry_claimed,
 )
 
 #: The domains of the triage, in screen order.
@@ -786,10 +790,12 @@ class _Judge:
             return [self.item(code, sid, session_words(s), next_decision(self.log, sessions, sid), s.since)]
         if s.admission_state == BACKOFF and s.retry_at is not None:
             due = _time(s.retry_at)
-            if due is not None and self.known and due <= self.at:
+            claimed = retry_claimed(s, self.at)
+            if due is not None and self.known and due <= self.at and not (claimed and claimed["under_way"]):
+                why = (claim_words(claimed) if claimed else "no worker became ready since: look at it, then at "
+                       "the worker's log")
                 return [self.item("retry_due", sid, f"{s.attention} ({s.reason}), failure {s.failures}: its retry "
-                                  f"was due at {s.retry_at} and no worker became ready since: look at it, then at "
-                                  "the worker's log, before any decision (close cannot be undone)",
+                                  f"was due at {s.retry_at}; {why}, before any decision (close cannot be undone)",
                                   sessions_cmd(self.log, sid), s.retry_at)]
         lost = self.unrecorded().get(sid)
         if lost:
@@ -1332,6 +1338,8 @@ def _session_verdict(judge: _Judge, sid: str) -> Verdict:
     elif s.admission_state == BACKOFF:
         due = "due now" if d["retry_due"] else "not yet"
         says = f"{state}: failure {s.failures} ({s.reason}); retries at {s.retry_at} ({due})"
+        if d["retry_claimed"] is not None:
+            says += f"; {claim_words(d['retry_claimed'])}"
     elif s.admission_state == STOPPED:
         says = f"{state}: resumable; a new worker's claim and ready resume it"
     elif s.admission_state == CLOSED:

@@ -33,7 +33,7 @@ from eventlog.logs import LogUnavailable, open_log
 from eventlog.replay import BadLine, Replay
 from eventlog.runners import sessions as runner
 from eventlog.runners.common import BadLines, NamedBadLine, bad_lines, bad_lines_said, folder, naming
-from projections.sessions import DECISIONS
+from projections.sessions import DECISIONS, claim_words
 from projections.triage import opt
 
 DECIDE = """\
@@ -220,6 +220,8 @@ def _print_person(sid: str, d: dict[str, Any]) -> None:
     if d["retry_at"] is not None:
         when = {True: "due now", False: "not yet", None: ""}[d["retry_due"]]
         say(f"  retries at {d['retry_at']} ({when})" if when else f"  retries at {d['retry_at']}")
+    if d["retry_claimed"] is not None:
+        say(f"  {claim_words(d['retry_claimed'])}")
     if d["unknown_turns"]:
         say(f"  unknown turns (never re-run on their own): {', '.join(d['unknown_turns'])}")
     if d["admission_state"] == "stopped":
