@@ -42,6 +42,9 @@ Where the spec is silent (the lead's decisions, and this module's):
   (``recovery_required``; ``backoff`` before ``retry_at``; ``stopped`` with a
   context gap; ``closed``) rejects a new generation's claim, a ready worker and
   a started turn; a stopped resumable one admits a resume but no turn before it.
+- The latest applied ``worker_claimed`` is kept (``claimed_at``, views only): a
+  retry due whose claim is at or after ``retry_at`` and less than
+  :data:`WORKER_STARTUP_TIMEOUT` old is under way, not overdue (docs/DECISIONS.md).
 - ``interrupt_stage`` and ``control_result`` are the session's events (they
   count in its revision); their timeline is :mod:`projections.controls`.
 """
