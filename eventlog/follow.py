@@ -6,7 +6,7 @@ a partial last line is waited for; a truncated or replaced file is replayed
 from the start, and the reason is returned for the caller to report (committed
 lines it no longer holds are kept count of: :attr:`Follower.vanished`). A path
 that holds nothing, or no file (a directory, a FIFO, a device: never opened as
-a log, so never blocked on), is waited for.
+a log, so never blocked on), or a file this process may not read (its permissions), is waited for.
 :func:`follow` drives it with watchfiles: on every change, and at least every
 ``tick_s`` when nothing changes (silence writes no line, yet a watcher gets
 late and a claim stale), it calls back; ``eventlog follow``'s callback judges
@@ -46,6 +46,10 @@ WAKE_S = 0.2
 VERIFY_EVERY_S = 5.0
 #: What follows why no log file is at the path (a directory, a FIFO, a device), on stderr and in a 503.
 WAITING_FOR_A_FILE = "waiting for a log file there"
+#: What follows why the log file cannot be read (``LOG cannot be read (Permission denied)``).
+WAITING_UNTIL_READABLE = "waiting until it can"
+#: What :class:`Follower` waits out at the path, besides nothing: no file a log can be, a file it may not read.
+WAITED_FOR = (FileNotFoundError, NotALogFile, PermissionError)
 
 
 class Follower:
@@ -64,11 +68,14 @@ class Follower:
         self.snapshot_path = snapshot_path
         self.replay = Replay(new_folder(), assume_tz)
         self.identity: tuple[int, int] | None = None
-        #: The file is not there (not yet, or not any more), or what is there is no file (``not_file``): it is
-        #: waited for.
+        #: The file is not there (not yet, or not any more), or what is there is no file or cannot be read
+        #: (``not_file``): it is waited for.
         self.missing = False
-        #: Why what is at the path is no log file (a directory, a FIFO, a device), while it is there.
+        #: Why what is at the path is no log file that can be read (a directory, a FIFO, a device, a file this
+        #: process may not read), while it is there.
         self.not_file: str | None = None
+        #: What is waited for meanwhile (:data:`WAITING_FOR_A_FILE` or :data:`WAITING_UNTIL_READABLE`).
+        self._until = WAITING_FOR_A_FILE
         #: Committed lines that vanished while the log was followed (a truncation, a shorter file put in its
         #: place); kept until the process ends.
         self.vanished: LinesVanished | None = None
@@ -91,7 +98,7 @@ class Follower:
                         st = os.fstat(f.fileno())
                         self.replay, self.identity = loaded, (st.st_dev, st.st_ino)
                         self._digest = snapshot.prefix_hash(f.fileno(), loaded.offset)
-            except (FileNotFoundError, NotALogFile):  # catch_up says which
+            except WAITED_FOR:  # catch_up says which
                 loaded, why = None, "no log yet"
             if loaded is None and why not in ("no snapshot", "no log yet"):
                 note = f"{why}; replaying from the start"
@@ -101,8 +108,9 @@ class Follower:
     def catch_up(self) -> str | None:
         """Fold the file's new complete lines; replay from the start if it was truncated or replaced.
 
-        Nothing at the path, or no file that can hold a log (a directory, a FIFO, a
-        device: never read, so never blocked on), is waited for (``missing``).
+        Nothing at the path, no file that can hold a log (a directory, a FIFO, a
+        device: never read, so never blocked on), or a file it may not read, is waited
+        for (``missing``).
         Committed lines that vanished are kept in ``vanished``.
         """
         try:
@@ -111,6 +119,8 @@ class Follower:
             return self._absent(None)
         except NotALogFile as err:
             return self._absent(str(err))
+        except PermissionError as err:
+            return self._absent(f"{self.path} cannot be read ({err.strerror or err})", WAITING_UNTIL_READABLE)
         came = self.missing
         self.missing, self.not_file = False, None
         with f:
@@ -138,8 +148,9 @@ class Follower:
             self._stamp = _stamp(st)
             return note or (f"{self.path} is there now; following it" if came else None)
 
-    def _absent(self, instead: str | None) -> str | None:
-        """No log at the path: nothing (``instead`` None) or what is there instead; the note when that is news.
+    def _absent(self, instead: str | None, until: str = WAITING_FOR_A_FILE) -> str | None:
+        """No log at the path: nothing (``instead`` None) or what is there instead, waited for ``until`` it is
+        one; the note when that is news.
 
         What was folded is dropped: a log that comes back is read from its start, and is no
         vanishing (it was waited for, and said).
@@ -150,11 +161,11 @@ class Follower:
         if had:
             self._reset()
         self._lines_before = None
-        self.missing, self.not_file = True, instead
+        self.missing, self.not_file, self._until = True, instead, until
         if not news:
             return None
         if instead is not None:
-            return f"{instead}; {WAITING_FOR_A_FILE}"
+            return self.why_missing()
         if something:
             return f"{self.path} is gone; waiting for it to come back"
         return f"{self.path} does not exist yet; waiting for it"
@@ -162,7 +173,7 @@ class Follower:
     def why_missing(self) -> str:
         """Why the log is not followed now, for a person (while ``missing``)."""
         if self.not_file is not None:
-            return f"{self.not_file}; {WAITING_FOR_A_FILE}"
+            return f"{self.not_file}; {self._until}"
         return f"{self.path} does not exist (yet, or any more); waiting for it"
 
     def _replay_again(self) -> None:
@@ -194,7 +205,7 @@ class Follower:
             return None
         try:
             f = open_regular(self.path)
-        except (FileNotFoundError, NotALogFile):
+        except WAITED_FOR:
             return None  # catch_up's business, as a shorter file is
         with f:
             if os.fstat(f.fileno()).st_size < self.replay.offset or self._intact(f):
@@ -215,7 +226,7 @@ class Follower:
             return None
         try:
             f = open_regular(self.path)
-        except (FileNotFoundError, NotALogFile):
+        except WAITED_FOR:
             return None  # gone since it was read: catch_up says so
         with f:
             try:

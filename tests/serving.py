@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -72,17 +73,18 @@ class Server:
 
 
 def start_server(log: str | Path, tmp: Path, keys: dict[str, str] | None = None, *extra: str,
-                 ready: bool = True, cwd: Path = ROOT) -> Server:
+                 ready: bool = True, cwd: Path = ROOT, via: Sequence[str] = ()) -> Server:
     """Start ``eventlog serve LOG --port 0`` in ``cwd`` and wait until /healthz answers 200 (when ``ready``).
 
-    A LOG that starts with ``-`` is given after ``--``.
+    A LOG that starts with ``-`` is given after ``--``. ``via``: a command that runs it (``setpriv ... --``).
     """
     key_file = tmp / "keys.json"
     if keys is None:
         keys = make_keys(key_file)
     stdout, stderr = tmp / "serve.out", tmp / "serve.err"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "eventlog", "serve", "--keys", str(key_file), "--port", "0", *extra, "--", str(log)],
+        [*via, sys.executable, "-m", "eventlog", "serve", "--keys", str(key_file), "--port", "0", *extra, "--",
+         str(log)],
         stdout=stdout.open("wb"), stderr=stderr.open("wb"), stdin=subprocess.DEVNULL, cwd=cwd,
     )
     deadline = time.monotonic() + START_TIMEOUT_S

@@ -17,6 +17,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -115,10 +116,10 @@ def test_serve_says_what_is_at_the_path_and_follows_the_log_once_it_is_back(tmp_
     assert f"{log} is there now; following it" in err
 
 
-def follow(log: Path, tmp_path: Path, *extra: str) -> tuple[subprocess.Popen[str], Path, Path]:
+def follow(log: Path, tmp_path: Path, *extra: str, via: Sequence[str] = ()) -> tuple[subprocess.Popen[str], Path, Path]:
     dump, prom = tmp_path / "dump.json", tmp_path / "m.prom"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "eventlog", "follow", str(log), "--dump", str(dump), "--prom", str(prom), *extra],
+        [*via, sys.executable, "-m", "eventlog", "follow", str(log), "--dump", str(dump), "--prom", str(prom), *extra],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
     return proc, dump, prom
@@ -157,6 +158,73 @@ def test_follow_says_the_log_is_missing_and_stops_on_sigterm(tmp_path: Path, kin
     assert proc.returncode == 0, err
     notes = err.splitlines()
     assert notes.count(f"eventlog: {said(log, kind)}; waiting for a log file there") == 2, err
+    assert f"eventlog: {log} is there now; following it" in notes, err
+
+
+# --- a log it may not read ------------------------------------------------------------------
+
+
+def bound_by_permissions() -> list[str]:
+    """The command that runs a process which file permissions bind: as root, root without the capabilities that
+    let it read any file (``setpriv``; still uid 0, so the test's files stay its own); nothing for another user."""
+    if os.geteuid() != 0:
+        return []
+    if shutil.which("setpriv") is None:
+        pytest.skip("root reads a chmod 000 file; setpriv is needed to run without that power")
+    return ["setpriv", "--bounding-set", "-dac_override,-dac_read_search", "--"]
+
+
+def unreadable(log: Path) -> str:
+    """The words serve and follow say for a log they may not read, while they wait."""
+    return f"{log} cannot be read (Permission denied); waiting until it can"
+
+
+def test_serve_waits_for_a_log_it_may_not_read_and_follows_it_once_it_can(tmp_path: Path) -> None:
+    log = write_log(tmp_path / "calm.jsonl", LINES)
+    server = start_server(log, tmp_path, via=bound_by_permissions())
+    try:
+        c = server.client("viewer", timeout=PROMPT_S)
+        log.chmod(0o000)
+        r = health_until(server, lambda r: r.status_code == 503)
+        assert r.status_code == 503 and r.json()["code"] == "LOG_UNAVAILABLE", r.text
+        assert r.json()["message"] == unreadable(log)
+        status = c.get("/v1/status")
+        assert status.status_code == 503 and unreadable(log) in status.json()["message"]
+        time.sleep(1.0)  # several looks at the path: said once, not on every one
+        assert server.stderr.read_text().count(unreadable(log)) == 1, server.output()
+        log.chmod(0o644)
+        r = health_until(server, lambda r: r.status_code == 200)
+        assert r.status_code == 200 and r.json()["events"] == len(LINES), r.text
+        assert c.get("/v1/status").status_code == 200
+    finally:
+        log.chmod(0o644)
+        stop_promptly(server)
+    assert f"{log} is there now; following it" in server.stderr.read_text()
+
+
+def test_follow_says_a_log_it_may_not_read_is_missing_and_follows_it_once_it_can(tmp_path: Path) -> None:
+    log = write_log(tmp_path / "work.jsonl", LINES)
+    proc, dump, prom = follow(log, tmp_path, via=bound_by_permissions())
+    try:
+        assert _wait_for(lambda: dump_of(dump)["events"] == len(LINES))
+        log.chmod(0o000)
+        assert _wait_for(lambda: dump_of(dump).get("log_missing") is True)
+        assert _wait_for(lambda: _metric(prom, "recovery_log_missing") == 1)
+        time.sleep(1.0)
+        assert proc.poll() is None  # waiting, not ended
+        log.chmod(0o644)
+        assert _wait_for(lambda: dump_of(dump)["events"] == len(LINES) and "log_missing" not in dump_of(dump))
+        assert _wait_for(lambda: _metric(prom, "recovery_log_missing") == 0)
+        proc.send_signal(signal.SIGTERM)
+        _out, err = proc.communicate(timeout=PROMPT_S * 2)
+    finally:
+        log.chmod(0o644)
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 0, err
+    notes = err.splitlines()
+    assert notes.count(f"eventlog: {unreadable(log)}") == 1, err
     assert f"eventlog: {log} is there now; following it" in notes, err
 
 
