@@ -37,8 +37,9 @@ with actor = the key's name. Views are judged as of now (a judgement is reused
 for at most a second while the log has not moved) unless ?at=TIME or ?at=log.
 Serve plain HTTP on 127.0.0.1 and put a TLS reverse proxy in front (README).
 --port 0 takes a free port; the address is said on stderr. A LOG that does not
-exist yet is waited for (503 until it is there), as is one that goes away later
-or whose path holds a directory, a FIFO or a device meanwhile (503 naming it).
+exist yet is waited for (503 until it is there), as is one that goes away later,
+whose path holds a directory, a FIFO or a device meanwhile, or that it may no
+longer read (its permissions changed): 503 naming why, followed again once it can.
 Committed lines that vanish while it runs (a truncated log) are said in
 /v1/status, /v1/dump and /metrics until it restarts. SIGINT and SIGTERM stop it
 after the requests in flight are answered."""

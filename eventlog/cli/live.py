@@ -32,12 +32,13 @@ as late, a claim as stale, a lane as stalled within one tick. The Prometheus
 file carries the time it was judged at, the last event's time, each watcher's
 last run and period, and the tick (docs/METRICS.md has the alerts). A partial
 last line is waited for; a truncated or replaced log is replayed from the start
-(said on stderr). A LOG that does not exist (yet, or any more), or whose path
-holds a directory, a FIFO or a device while it runs, is waited for (said on
-stderr); meanwhile the dump holds "log_missing": true beside the counts of an
-empty log (read them as "no verdict", never as an all-clear), and the Prometheus
-file recovery_log_missing 1. Committed lines that vanish while it runs (a
-truncated log) stay counted until it restarts: the dump's "lines_vanished" and
+(said on stderr). A LOG that does not exist (yet, or any more), whose path holds
+a directory, a FIFO or a device while it runs, or that it may no longer read
+(its permissions changed), is waited for (said on stderr); meanwhile the dump
+holds "log_missing": true beside the counts of an empty log (read them as "no
+verdict", never as an all-clear), and the Prometheus file recovery_log_missing
+1. Committed lines that vanish while it runs (a truncated log) stay counted
+until it restarts: the dump's "lines_vanished" and
 recovery_vanished_lines_total. SIGINT and SIGTERM end it cleanly."""
 
 FOLLOW_EXITS = """\
