@@ -1032,6 +1032,15 @@ def triage(runner: Runner, as_of: datetime | None, as_of_text: str | None, facts
                   needs_person=len(items), groups=groups, totals=totals(runner, judge, groups))
 
 
+def session_needs(runner: Runner, session_ids: Iterable[str], as_of: datetime | None, as_of_text: str | None,
+                  log: str) -> dict[str, list[Item]]:
+    """The items :func:`triage` has about each of ``session_ids`` that needs a person as of ``as_of``, by the same
+    rule (a decision to make, a retry due and nothing moved, an interrupt of a turn the log never recorded);
+    sessions that need nobody are left out. ``eventlog sessions`` shows them and exits 1 on them, as ``status``."""
+    judge = _Judge(runner, as_of, as_of_text, LogFacts(name=log))
+    return {sid: items for sid in session_ids if (items := judge.session(sid))}
+
+
 def totals(runner: Runner, judge: _Judge, groups: list[Group]) -> Totals:
     """The totals of each domain present in the log."""
     count = {g.reason_code: g.count for g in groups}
@@ -1359,5 +1368,5 @@ def _session_verdict(judge: _Judge, sid: str) -> Verdict:
 __all__ = [
     "DOMAINS", "KIND_OF_FIELD", "REASONS", "SHOWN", "BadLineFact", "Domain", "Group", "Item", "Kind", "LinesVanished",
     "LogFacts", "Reason", "Totals", "Triage", "UnfinishedBatch", "Verdict", "dir_cmd", "duration_words",
-    "explain", "natural_key", "not_applied", "status_cmd", "triage",
+    "explain", "natural_key", "not_applied", "session_needs", "status_cmd", "triage",
 ]

@@ -140,8 +140,9 @@ def test_an_overdue_retry_is_looked_at_first_and_close_is_never_the_only_next_st
     assert item["next"] == f"eventlog sessions -- {LOG} -due"          # OPERATIONS section 6: look first
     assert "worker's log" in item["reason"] and "close cannot be undone" in item["reason"]
     look = pasted(item["next"], tmp_path)
-    assert look.returncode == 0, look.stderr          # exit 0: no session shown waits for a decision
+    assert look.returncode == 1, look.stderr          # exit 1: it needs a person, as status says
     assert "-due: backoff (RESTORE_FAILED)" in look.stdout and "(due now)" in look.stdout, look.stdout
+    assert f"needs a person: {item['reason']}" in look.stdout, look.stdout
     verdict = explained(tmp_path, "-due")
     first, *rest = verdict["next"]
     assert first == item["next"]

@@ -189,8 +189,9 @@ def test_sessions_retry_due_as_of(tmp_path: Path) -> None:
     assert datetime.fromisoformat(now["as_of"]) >= started
     assert now["items"]["s-restore"]["retry_due"] is (started >= datetime.fromisoformat(early["retry_at"]))
     late = run_cli("sessions", str(log), "--json", "--at", "2026-08-03T01:01:30+00:00")
-    assert late.returncode == 0  # backoff: nothing for a person to decide
+    assert late.returncode == 1  # backoff, its retry due and no worker ready since: status calls a person too
     assert json.loads(late.stdout)["items"]["s-restore"]["retry_due"] is True
+    assert [n["reason_code"] for n in json.loads(late.stdout)["items"]["s-restore"]["needs"]] == ["retry_due"]
 
 
 def test_sessions_text_and_errors(tmp_path: Path) -> None:

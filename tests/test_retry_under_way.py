@@ -11,6 +11,7 @@ Prometheus file through promtool with the shipped rules.
 from __future__ import annotations
 
 import json
+import shlex
 import subprocess
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -19,7 +20,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.conftest import run_cli, write_log
+from tests.conftest import ROOT, run_cli, write_log
 from tests.opskit import RULES, held_series, selectors
 from tests.test_follow import _metric, _wait_for, following
 from tests.test_prom import promtool
@@ -120,3 +121,34 @@ def test_follow_prom_counts_retries_under_way_and_the_alert_leaves_them_out(
         assert _metric(prom, "recovery_sessions_retry_due") == 1
         assert _metric(prom, "recovery_sessions_retry_under_way") == under_way
         assert _overdue_fires(prom, tmp_path) is fires
+
+
+def test_sessions_exits_1_for_the_sessions_status_calls_a_person_for() -> None:
+    """`status` exits 1 for an overdue retry and prints `eventlog sessions LOG ID` as the next command; that
+    command says why too and exits 1 ("1 something needs a person"), by the same rule; its --json carries the
+    status items as `needs`, as the API's session view does."""
+    log = ROOT / "fixtures" / "sessions_retry_due.jsonl"
+    code, got = status(log, "2026-12-01T00:00:00+00:00")  # 120 days after both retries were due
+    [group] = got["groups"]
+    assert (code, group["reason_code"], group["count"]) == (1, "retry_due", 2)
+    for item in group["items"]:
+        argv = shlex.split(item["next"])
+        assert argv[:2] == ["eventlog", "sessions"]
+        out = run_cli(*argv[1:], "--at", "2026-12-01T00:00:00+00:00")
+        assert out.returncode == 1, out.stdout
+        assert f"needs a person: {item['reason']}" in out.stdout
+        shown = run_cli(*argv[1:], "--json", "--at", "2026-12-01T00:00:00+00:00")
+        assert shown.returncode == 1
+        assert json.loads(shown.stdout)["items"][item["id"]]["needs"] == [item]
+    # before its retry_at nothing is due: no item, exit 0
+    early = run_cli("sessions", str(log), "s-due", "--json", "--at", "2026-08-03T09:00:39+09:00")
+    assert early.returncode == 0 and json.loads(early.stdout)["items"]["s-due"]["needs"] == []
+
+
+def test_sessions_exits_0_while_the_retry_is_under_way_and_1_once_it_is_overdue(tmp_path: Path) -> None:
+    log = write_log(tmp_path / "log.jsonl", story(FAILED))
+    under_way = run_cli("sessions", str(log), "--at", "2026-12-02T03:22:30+09:00")
+    assert under_way.returncode == 0 and "needs a person" not in under_way.stdout
+    overdue = run_cli("sessions", str(log), "s-1", "--at", "2026-12-02T04:22:04+09:00")
+    assert overdue.returncode == 1
+    assert "needs a person: " in overdue.stdout and "is not ready after 1 h" in overdue.stdout

@@ -34,7 +34,7 @@ from eventlog.replay import BadLine, Replay
 from eventlog.runners import sessions as runner
 from eventlog.runners.common import BadLines, NamedBadLine, bad_lines, bad_lines_said, folder, naming
 from projections.sessions import DECISIONS, claim_words
-from projections.triage import opt
+from projections.triage import opt, session_needs
 
 DECIDE = """\
 Append a recovery_decision to LOG, accepted or not (a refused decision is part of
@@ -64,13 +64,16 @@ DECIDE_EXITS = """\
 SESSIONS = """\
 Each session's state, why it stopped, when it retries (due or not, as of now or
 --at), and which decisions it would accept now, with the arguments to give decide.
-The log's bad lines are left out of every state: they are counted on stderr
-(--json: bad_lines {count, first}); for one SESSION, those that name it are
-named (--json: named_by_bad_lines [{line, reason, next}])."""
+A session that needs a person says why, as `eventlog status` does (--json: needs,
+its items of status --json; [] for none). The log's bad lines are left out of
+every state: they are counted on stderr (--json: bad_lines {count, first}); for
+one SESSION, those that name it are named (--json: named_by_bad_lines [{line,
+reason, next}])."""
 
 SESSIONS_EXITS = """\
-0  no session shown waits for a person's decision, and LOG has no bad line
-1  a session shown waits for a person's decision, or LOG has bad lines
+0  no session shown needs a person, and LOG has no bad line
+1  a session shown needs a person by the rule of status (a decision to make, a retry due and no
+   worker ready since, an interrupt of a turn the log never recorded), or LOG has bad lines
 2  bad usage, a log that cannot be read, or no session of that id"""
 
 
@@ -162,7 +165,8 @@ def said_bad_lines(log: str, ident: str | None, bad: BadLines, named: list[Named
 
 
 def run_sessions(args: argparse.Namespace) -> int:
-    """``eventlog sessions``: exit 1 when a shown session waits for an operator's decision or LOG has bad lines."""
+    """``eventlog sessions``: exit 1 when a shown session needs a person (:func:`session_needs`, the rule of
+    ``status``) or LOG has bad lines."""
     try:
         tz, at = judging(args)
         replay = replay_log(args.log, assume_tz=tz)
@@ -181,7 +185,9 @@ def run_sessions(args: argparse.Namespace) -> int:
             error(runner.unknown_session(args.log, args.session, replay.bad_lines, named))
             return 2
         ids = [args.session]
-    shown = {sid: runner.describe(sessions, sid, as_of) for sid in ids}
+    needs = session_needs(folder(replay), ids, as_of, as_of_text, args.log)
+    shown = {sid: {**runner.describe(sessions, sid, as_of), "needs": msgspec.to_builtins(needs.get(sid, []))}
+             for sid in ids}
     bad = bad_lines(replay)
     if args.json:
         more = {"named_by_bad_lines": msgspec.to_builtins(named)} if args.session is not None else {}
@@ -192,7 +198,7 @@ def run_sessions(args: argparse.Namespace) -> int:
         for sid, d in shown.items():
             _print_person(sid, d)
     said_bad_lines(args.log, args.session, bad, named)
-    return 1 if bad.count or any(d["needs_decision"] for d in shown.values()) else 0
+    return 1 if bad.count or needs else 0
 
 
 def _naming(log: str, replay: Replay, session: str | None) -> list[NamedBadLine]:
@@ -214,6 +220,8 @@ def os_user() -> str:
 def _print_person(sid: str, d: dict[str, Any]) -> None:
     say()
     say(f"{sid}: {d['admission_state']}" + (f" ({d['attention']})" if d["attention"] else ""))
+    for item in d["needs"]:
+        say(f"  needs a person: {item['reason']}")
     say(f"  revision {d['revision']}, generation {d['generation']}, failures {d['failures']}")
     if d["reason"] is not None:
         say(f"  last reason: {d['reason']}")
