@@ -14,13 +14,15 @@ from typing import Any
 
 import pytest
 import yaml
+from prometheus_client.parser import text_string_to_metric_families
 
 from eventlog.cli import build_parser
 from eventlog.prom import NEEDS_HUMAN_REASONS
 from eventlog.runners.sessions import needs_decision
 from projections.ahead import CHECKS
-from tests.conftest import ROOT
+from tests.conftest import ROOT, run_cli, write_log
 from tests.opskit import RULE_TESTS, RULES, exposed, follow_prom, held_series, selectors, unknown_in
+from tests.test_follow import _wait_for, following
 from tests.test_prom import promtool, replayed
 
 L = "/var/lib/recovery-ledger/ledger.jsonl"
@@ -313,10 +315,10 @@ def expected_alerts(dump: dict[str, Any]) -> set[tuple[str, frozenset[tuple[str,
     for control in dump["sessions"]["controls"].values():
         if control["result_line"] is not None and control["verdict"] not in ("clean", "late_sdk"):
             out.add(one("RecoveryInterruptOutcomeUnknown", verdict=control["verdict"]))
-    if dump["bad_lines"]:
-        out.add(one("RecoveryBadLines"))
+    if dump["bad_lines"]:  # held_series: written after follow started, so new ones too
+        out |= {one("RecoveryBadLines"), one("RecoveryBadLinesNew")}
     if dump["rejected"]:
-        out.add(one("RecoveryRejectedEvents"))
+        out |= {one("RecoveryRejectedEvents"), one("RecoveryRejectedEventsNew")}
     if dump["torn_tail"]:
         out.add(one("RecoveryTornTail"))
     return out
@@ -362,3 +364,45 @@ def test_each_fixtures_series_fire_exactly_the_alerts_its_dump_calls_for(tmp_pat
     checked = subprocess.run([promtool(), "test", "rules", "fixtures.yml"], cwd=tmp_path, capture_output=True,
                              text=True, timeout=300)
     assert checked.returncode == 0, (checked.stdout + checked.stderr)[-6000:]
+
+
+# --- lines that were bad before follow started ------------------------------------------------------------
+
+
+def test_bad_and_rejected_lines_already_in_the_log_when_follow_starts_fire_and_keep_firing(tmp_path: Path) -> None:
+    """A log that held a bad line and a rejected event before `follow` started: `status` exits 1 for them, and
+    so the standing alerts fire from the first scrape of follow's own file, for as long as the log holds them
+    (12 h here); the *New alerts do not (nothing new was written)."""
+    log = write_log(tmp_path / "log.jsonl", [
+        {"type": "handoff_created", "ts": "2026-08-03T09:00:00+09:00", "handoff_id": "h1", "account": "a"},
+        {"type": "handoff_created", "ts": "2026-08-03T09:00:01+09:00", "handoff_id": "h1", "account": "a"},
+    ])
+    with log.open("a") as f:
+        f.write("not json\n")
+    with following(log, tmp_path) as (_dump, prom):
+        _wait_for(lambda: prom.exists() and "recovery_bad_lines_total" in prom.read_text())
+        text = prom.read_text()
+    counted = ("recovery_bad_lines_total", "recovery_rejected_events_total")
+    shipped = [r for r in rules() if any(name in r["expr"] for name in counted)]
+    assert {r["alert"] for r in shipped} == {"RecoveryBadLines", "RecoveryBadLinesNew", "RecoveryRejectedEvents",
+                                             "RecoveryRejectedEventsNew"}
+    span = 12 * 60
+    fed = [{"series": s.name + "{" + ",".join(f'{k}="{v}"' for k, v in s.labels.items()) + "}",
+            "values": f"{s.value:g}x{span}"}  # as scraped: the counter holds the log's count from follow's start
+           for family in text_string_to_metric_families(text) for s in family.samples
+           if s.name in counted]
+    assert [f["values"] for f in fed] == [f"1x{span}", f"1x{span}"]
+    firing = {"RecoveryBadLines", "RecoveryRejectedEvents"}
+    checks = [{"eval_time": when, "alertname": r["alert"],
+               "exp_alerts": [{"exp_labels": {"log": str(log), **r["labels"]}}] if r["alert"] in firing else []}
+              for r in shipped for when in ("0m", "30m", "12h")]
+    for rule in shipped:
+        rule.pop("annotations", None)
+    (tmp_path / "rules.yml").write_text(yaml.safe_dump({"groups": [{"name": "bad", "rules": shipped}]}))
+    (tmp_path / "t.yml").write_text(json.dumps({"rule_files": ["rules.yml"], "evaluation_interval": "1m",
+                                                "tests": [{"interval": "1m", "input_series": fed,
+                                                           "alert_rule_test": checks}]}))
+    checked = subprocess.run([promtool(), "test", "rules", "t.yml"], cwd=tmp_path, capture_output=True, text=True,
+                             timeout=120)
+    assert checked.returncode == 0, (checked.stdout + checked.stderr)[-4000:]
+    assert run_cli("status", str(log), "--at", "log").returncode == 1  # the same verdict as the alert's

@@ -55,7 +55,7 @@ class PassBadLines(BadLines, kw_only=True):
 
     A bad line stays in an append-only log for ever, so only a new one needs a
     person: the pass that first reads it exits 1; later passes name it on
-    stderr and leave it to ``status`` and the bad-line alert.
+    stderr and leave it to ``status`` and the ``RecoveryBadLines`` alert (both while the log holds any).
     """
 
     #: The line of this runner's previous pass (the last line it writes on every pass; 0: none in the log yet,
