@@ -23,6 +23,7 @@ decodes the buckets of the entities it touches and nothing else.
 from __future__ import annotations
 
 import copy as _copy
+import errno
 import functools
 import gc
 import hashlib
@@ -229,6 +230,25 @@ def write_atomic(path: str, data: bytes, mode: int = 0o640) -> None:
             pass
         raise
     _fsync_dir(directory)
+
+
+def why_not_written(path: str, err: OSError) -> str:
+    """Why :func:`write_atomic` could not replace ``path`` (``err``, what it raised), in words that name the place
+    at fault: a directory that is not there, a directory at ``path``, or a directory that takes no new file. It
+    writes a new file beside ``path`` and renames it over it, so a file it could overwrite does not help when no
+    file can be created there (``/proc``, whose files are made by the kernel, answers that with ENOENT)."""
+    directory, base = os.path.split(os.path.abspath(path))
+    if not os.path.isdir(directory):
+        return f"{directory} is not a directory" if os.path.lexists(directory) else \
+            f"its directory {directory} does not exist"
+    if os.path.isdir(path):
+        return "it is a directory"
+    made = err.filename is not None and err.filename2 is None and \
+        os.path.basename(os.fsdecode(err.filename)).startswith(f".{base}.")  # creating the temporary file
+    if not made:
+        return err.strerror or str(err)
+    cause = "it takes no new file" if err.errno == errno.ENOENT else (err.strerror or str(err))
+    return f"no file can be created in {directory} ({cause}); it is written as a new file there, then renamed over it"
 
 
 def _create_temp(directory: str, base: str, mode: int) -> tuple[int, str]:

@@ -193,11 +193,31 @@ def test_a_log_that_can_never_be_followed_is_refused_at_start(tmp_path: Path, ki
     assert not dump.exists()
 
 
-def test_a_dump_that_cannot_be_written_is_named_not_the_log(tmp_path: Path) -> None:
-    """Exit 2, and the path that is wrong on stderr: here the dump's directory, not the log that is fine."""
+@pytest.mark.parametrize("where", ["a directory that does not exist", "a file as its directory", "a directory",
+                                   "/proc, which takes no new file"])
+def test_a_dump_that_cannot_be_written_is_named_not_the_log(tmp_path: Path, where: str) -> None:
+    """Exit 2, and the path that is wrong on stderr with the real reason: here the dump's, not the log that is
+    fine. /proc/version is a file, so "No such file or directory" sent a person looking for one that is there:
+    follow writes a new file beside the dump and renames it over it, and /proc takes no new file."""
     log = tmp_path / "work.jsonl"
     log.write_bytes((ROOT / "fixtures" / "handoffs_network_cut.jsonl").read_bytes())
-    dump = tmp_path / "no-such-dir" / "dump.json"
+    if where == "a directory that does not exist":
+        dump = tmp_path / "no-such-dir" / "dump.json"
+        why = f"its directory {tmp_path / 'no-such-dir'} does not exist"
+    elif where == "a file as its directory":
+        dump = log / "dump.json"
+        why = f"{log} is not a directory"
+    elif where == "a directory":
+        dump = tmp_path
+        why = "it is a directory"
+    else:
+        if not Path("/proc/version").is_file():
+            pytest.skip("no /proc/version here (Linux has one)")
+        dump = Path("/proc/version")
+        why = "no file can be created in /proc (it takes no new file); it is written as a new file there, then " \
+              "renamed over it"
     out = run_cli("follow", str(log), "--dump", str(dump))
     assert out.returncode == 2
-    assert str(dump) in out.stderr and "No such file or directory" in out.stderr, out.stderr
+    assert out.stderr == f"eventlog: cannot write {dump}: {why}\n"
+    out = run_cli("follow", str(log), "--dump", str(tmp_path / "d.json"), "--prom", str(dump))  # the same for --prom
+    assert (out.returncode, out.stderr) == (2, f"eventlog: cannot write {dump}: {why}\n")

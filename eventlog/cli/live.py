@@ -20,6 +20,7 @@ from eventlog.clock import At
 from eventlog.follow import TICK_S, Followed, Follower, follow, judged, write_text
 from eventlog.logs import is_url, open_log, unusable
 from eventlog.prom import of_replay
+from eventlog.snapshot import why_not_written
 from projections.runner import Runner
 
 FOLLOW = """\
@@ -96,11 +97,12 @@ class OutputError(Exception):
 
 
 def _write_output(path: str, text: str) -> None:
-    """:func:`write_text`, an OSError raised as :class:`OutputError` naming ``path`` (not the log followed)."""
+    """:func:`write_text`, an OSError raised as :class:`OutputError` naming ``path`` (not the log followed) and
+    why (:func:`eventlog.snapshot.why_not_written`)."""
     try:
         write_text(path, text)
     except OSError as err:
-        raise OutputError(f"cannot write {path}: {err.strerror or err}") from err
+        raise OutputError(f"cannot write {path}: {why_not_written(path, err)}") from err
 
 
 def run_follow(args: argparse.Namespace) -> int:
