@@ -3,6 +3,7 @@ and the README's examples run as written and print what it shows."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -14,7 +15,7 @@ import pytest
 
 from eventlog.events import EVENT_TYPES
 from eventlog.reference import events_markdown
-from tests.conftest import ROOT
+from tests.conftest import ROOT, run_cli
 
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 
@@ -137,3 +138,24 @@ def test_the_readme_examples_run_as_written(tmp_path: Path) -> None:
         for server in servers:
             server.terminate()
             server.communicate(timeout=30)
+
+
+# --- figures the docs give that the product can check ----------------------------------------------------------
+
+
+def test_reliability_counts_the_bad_lines_the_corpus_has() -> None:
+    [count] = re.findall(r"`fixtures/log_bad_input\.jsonl`: (\d+) bad lines",
+                         (ROOT / "docs" / "RELIABILITY.md").read_text(encoding="utf-8"))
+    replayed = run_cli("replay", "fixtures/log_bad_input.jsonl")
+    expected = json.loads((ROOT / "fixtures" / "log_bad_input.expected.json").read_text(encoding="utf-8"))
+    assert int(count) == len(json.loads(replayed.stdout)["bad_lines"]) == len(expected["bad_lines"])
+
+
+def test_the_readme_gives_the_jobs_range_replay_takes() -> None:
+    readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+    [(low, high)] = re.findall(r"`tools/replay --jobs N LOG` folds the four domains in N processes \((\d+) to (\d+);",
+                               readme)
+    assert f"({low} to {high};" in " ".join(run_cli("replay", "--help").stdout.split())
+    for n in range(int(low) - 1, int(high) + 2):
+        done = run_cli("replay", "--jobs", str(n), "fixtures/handoffs_network_cut.jsonl")
+        assert done.returncode == (0 if int(low) <= n <= int(high) else 2), (n, done.stderr)
