@@ -159,6 +159,38 @@ def test_a_removed_key_is_refused_at_once(server: Server, tmp_path: Path) -> Non
         assert read_events(open_stream, 1) == []
 
 
+def test_status_all_takes_the_values_the_readme_gives_and_400s_any_other(tmp_path: Path) -> None:
+    """README: `?all=1` (or `true`, `yes`) every item, `?all=0` (or `false`, `no`) the first 3, any other `all`
+    is 400; against a real server, on a log with 5 bad lines (a group of 5 items)."""
+    row = next(line for line in (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
+               if line.startswith("| `GET /v1/status` |"))
+    assert "`?all=1` (or `true`, `yes`) every item" in row and "`?all=0` (or `false`, `no`) the first 3" in row
+    assert "any other `all` is `400`" in row
+    log = tmp_path / "log.jsonl"
+    shutil.copy(FIXTURES / "sessions_close.jsonl", log)
+    with log.open("a") as f:
+        f.writelines(f"not json {n}\n" for n in range(5))
+    server = start_server(log, tmp_path)
+    try:
+        c = server.client("viewer")
+
+        def shown(**params: str) -> int:
+            got = c.get("/v1/status", params=params)
+            assert got.status_code == 200, (params, got.text)
+            [group] = [g for g in got.json()["groups"] if g["reason_code"] == "bad_line"]
+            assert group["count"] == 5
+            return len(group["items"])
+
+        assert shown() == 3
+        assert [shown(all=v) for v in ("1", "true", "yes", "TRUE")] == [5, 5, 5, 5]
+        assert [shown(all=v) for v in ("0", "false", "no")] == [3, 3, 3]
+        for other in ("2", "maybe", "", "all"):
+            wrong = c.get("/v1/status", params={"all": other})
+            assert wrong.status_code == 400 and wrong.json()["code"] == "BAD_REQUEST", (other, wrong.text)
+    finally:
+        server.stop()
+
+
 def test_serve_refuses_an_unusable_key_file(tmp_path: Path) -> None:
     (tmp_path / "keys.json").write_text("{not json")
     done = run_cli("serve", str(UNKNOWN_TURN), "--keys", str(tmp_path / "keys.json"), "--port", "0")
@@ -189,6 +221,7 @@ def test_reads_answer_what_the_cli_prints(server: Server) -> None:
     needs = [i for g in cli_json("status", server.log, "--at", at, "--json", "--all")["groups"] for i in g["items"]
              if i["id"] == sid]  # what status says about the session, with its next command
     assert [i["reason_code"] for i in needs] == ["outcome_unknown"]
+    assert want["items"][sid]["needs"] == needs  # sessions --json says it too, as the API's session view
     assert got == {"log": want["log"], "as_of": at, "session_id": sid, **want["items"][sid], "needs": needs,
                    "bad_lines": want["bad_lines"], "named_by_bad_lines": want["named_by_bad_lines"]}
     assert got["would_accept"] == [{"decision": "close", "expected_revision": 3}]
