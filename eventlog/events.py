@@ -174,8 +174,9 @@ class WatcherRun(Event, tag="watcher_run"):
     period_s: Positive
     #: Why a pass ended in ``error`` (the failback runner writes it then); optional.
     detail: str | None = None
-    #: The stale-claim age the pass judged with (``--stale-after``; the failback runner writes it): every
-    #: view judges stale claims by the last heartbeat that states one, so it agrees with the watcher.
+    #: The stale-claim age the pass judged with (``--stale-after``, 0 or more, as the flag takes it; the failback
+    #: runner writes it): every view judges stale claims by the last heartbeat that states one, so it agrees
+    #: with the watcher.
     stale_after_s: Annotated[float, msgspec.Meta(ge=0)] | None = None
 
 
@@ -218,10 +219,11 @@ class LaneStarted(Event, tag="lane_started"):
 class LaneCheck(Event, tag="lane_check"):
     """A check ran at ``ts``; it yields one ``impl-lane-watch/v1`` record."""
 
-    #: The thresholds the check judged with (``--unpicked``, ``--quiet``; the lanes runner writes both): that
-    #: check's record is judged with them, and every view judges lanes by the last check that states them.
-    unpicked_s: Annotated[float, msgspec.Meta(ge=0)] | None = None
-    quiet_s: Annotated[float, msgspec.Meta(ge=0)] | None = None
+    #: The thresholds the check judged with (``--unpicked``, ``--quiet``, more than 0, as the flags take them;
+    #: the lanes runner writes both): that check's record is judged with them, and every view judges lanes by
+    #: the last check that states them.
+    unpicked_s: Annotated[float, msgspec.Meta(gt=0)] | None = None
+    quiet_s: Annotated[float, msgspec.Meta(gt=0)] | None = None
 
 
 class ResumeEnqueued(Event, tag="resume_enqueued"):
@@ -445,6 +447,16 @@ AnyEvent = Union[  # noqa: UP007 - msgspec needs a real Union object here
 EVENT_TYPES: dict[str, type[Event]] = {
     cls.__struct_config__.tag: cls
     for cls in AnyEvent.__args__  # type: ignore[attr-defined]
+}
+
+#: The optional fields the project adds to the contract's event types (spec/EVENTS.md lists the others; ``conflict``'s
+#: ``attempt`` is left out on purpose: attempt fencing is a project rule, issue 17). A line may come from a writer that
+#: does not know them: one of them holding a value of another type or range than the project writes is kept and
+#: ignored, as an unknown field is (spec section 1), never a bad line (:func:`eventlog.reader.without_foreign_values`,
+#: the one place the rule is applied; docs/DECISIONS.md, "Fields the project adds").
+PROJECT_FIELDS: dict[type[Event], tuple[str, ...]] = {
+    WatcherRun: ("detail", "stale_after_s"),
+    LaneCheck: ("unpicked_s", "quiet_s"),
 }
 
 #: The field that names an event's stream, in the order the spec lists them.

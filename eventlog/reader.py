@@ -52,6 +52,7 @@ from eventlog.events import (
     EVENT_TYPES,
     FIRST_YEAR,
     LAST_YEAR,
+    PROJECT_FIELDS,
     TIME_FIELDS,
     AnyEvent,
     CalendarEntry,
@@ -205,21 +206,25 @@ class Reader:
             return f"too_long: line is longer than {MAX_LINE_BYTES} bytes"
         try:
             ev: Event = _decoder.decode(raw)
-        except Exception:  # noqa: BLE001 - every failure is classified below
-            return _why_bad(raw)
-        if not quotes_match(ev, raw, raw.count(b'"')):
-            irregular = looked_at_again(raw)
-            if irregular is not None:
-                return irregular
-        if ev.v != 1 or type_name(ev) in CURRENT_VERSION:
-            slow = _decode_versioned(raw)
+        except Exception:  # noqa: BLE001 - every failure is classified by the slow decode
+            slow = _decode_slowly(raw)
             if isinstance(slow, str):
                 return slow
-            ev = slow
+            ev = slow  # a project field with another value (PROJECT_FIELDS), ignored: checked in full, upcast
+        else:
+            if not quotes_match(ev, raw, raw.count(b'"')):
+                irregular = looked_at_again(raw)
+                if irregular is not None:
+                    return irregular
+            if ev.v != 1 or type_name(ev) in CURRENT_VERSION:
+                slow = _decode_versioned(raw)
+                if isinstance(slow, str):
+                    return slow
+                ev = slow
         at = self.times(ev)
         if isinstance(at, str):
             return at
-        seq = ev.seq if ev.seq is not None else line
+        seq = ev.seq or line  # given, it is >= 1
         if seq <= self.last_seq:
             word = "repeated" if seq == self.last_seq else "decreasing"
             return f"bad_seq: {word} seq {seq} (last was {self.last_seq})"
@@ -274,11 +279,48 @@ def _decode_versioned(raw: bytes) -> Event | str:
 
 
 def _convert(obj: dict[str, Any]) -> Event | str:
+    """``obj`` as its event type, or why it is not one; a project field holding another value is ignored."""
     cls = EVENT_TYPES[obj["type"]]
     try:
         return msgspec.convert(obj, cls)
     except msgspec.ValidationError as err:
+        why = str(err)
+    kept = without_foreign_values(cls, obj)
+    if kept is obj:
+        return _validation_reason(why)
+    try:
+        return msgspec.convert(kept, cls)
+    except msgspec.ValidationError as err:
         return _validation_reason(str(err))
+
+
+def _fits(value: Any, hint: Any) -> bool:
+    try:
+        msgspec.convert(value, hint)
+    except msgspec.ValidationError:
+        return False
+    return True
+
+
+@functools.cache
+def _project_fields(cls: type[Event]) -> tuple[tuple[str, Any], ...]:
+    """The (key, type) of each of ``cls``'s :data:`~eventlog.events.PROJECT_FIELDS`."""
+    names = PROJECT_FIELDS.get(cls, ())
+    return tuple((f.encode_name, f.type) for f in _fields(cls) if f.name in names)
+
+
+def without_foreign_values(cls: type[Event], obj: dict[str, Any]) -> dict[str, Any]:
+    """``obj`` without the project's fields (:data:`~eventlog.events.PROJECT_FIELDS`) that hold a value of another
+    type or range than the project writes (``obj`` itself when none does).
+
+    The one place of the rule: such a field is what another writer meant by that name, so it is kept in the line
+    and ignored, as an unknown field is (spec section 1), rather than making a contract-valid line bad. Only lines
+    that did not decode as their type come here: the ordinary line never pays for it.
+    """
+    foreign = [key for key, hint in _project_fields(cls) if key in obj and not _fits(obj[key], hint)]
+    if not foreign:
+        return obj
+    return {key: value for key, value in obj.items() if key not in foreign}
 
 
 def describe_bad_json(raw: bytes) -> str:
@@ -301,8 +343,12 @@ def describe_bad_json(raw: bytes) -> str:
     return "not_json: line could not be decoded"
 
 
-def _why_bad(raw: bytes) -> str:
-    """Name precisely why a line did not decode as an event."""
+def _decode_slowly(raw: bytes) -> Event | str:
+    """A line that did not decode as an event at once, read in full: why it is bad, precisely, or its event when
+    only a project field holds another value than the project writes (:func:`without_foreign_values`).
+
+    Every check of the reader but times and ``seq``: nesting, JSON, a key twice, the type and its version.
+    """
     deep = too_deep(raw)  # first: whether a decoder gets through such a line depends on the caller's stack
     if deep is not None:
         return deep
@@ -315,10 +361,7 @@ def _why_bad(raw: bytes) -> str:
     repeated = duplicate_key(raw)
     if repeated is not None:
         return repeated
-    result = check_object(obj)
-    if isinstance(result, str):
-        return result
-    return "not_json: line could not be decoded"
+    return check_object(obj)
 
 
 # --- nesting ---------------------------------------------------------------------------------
