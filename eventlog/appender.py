@@ -354,7 +354,8 @@ def validated(
 def checked_events(
     events: Iterable[dict[str, Any] | Event], now: Callable[[], datetime] | None = None
 ) -> tuple[list[tuple[dict[str, Any], Event, datetime]], list[tuple[int, str]]]:
-    """Each event checked for appending: ``seq`` dropped, a missing ``ts`` set to now.
+    """Each event checked for appending: a missing ``ts`` set to now; ``seq`` checked as a reader checks it (a
+    wrong type or value, ``null`` included, is bad input, as in a log), then dropped: the appender sets it.
 
     Returns the good ones as :func:`validated` does, and (1-based place, reason) of each bad one.
     """
@@ -369,10 +370,10 @@ def checked_events(
         else:
             problems.append((i, f"not_object: expected a JSON object, got {type(ev).__name__}"))
             continue
-        obj.pop("seq", None)
         obj.pop("batch_end", None)
         obj.setdefault("ts", stamp)
         result = validate_object(obj)
+        obj.pop("seq", None)
         if isinstance(result, str):
             problems.append((i, result))
         else:

@@ -37,7 +37,9 @@ class Event(msgspec.Struct, tag_field="type", kw_only=True, gc=False):
     """
 
     ts: str
-    seq: Positive | None = None
+    #: Left out (``UNSET``) on a hand-written line, where the line number stands in (spec section 2); ``null``
+    #: is a wrong type, as for any integer field.
+    seq: Positive | msgspec.UnsetType = msgspec.UNSET
     v: Int64 = 1
     #: Set by the appender on every line of a batch of several events: the ``seq`` of the batch's last line.
     #: A reader applies the batch only once that line is there (all or nothing; docs/RELIABILITY.md).

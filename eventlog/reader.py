@@ -573,17 +573,18 @@ def _quote_counter(cls: type[Event]) -> Callable[[Event], int]:
                 const += 2
             else:
                 body.append(f"    n += 2 + value_quotes(ev.{name})")
-        elif field.default is None:
+        elif field.default is None or field.default is msgspec.UNSET:  # left out (seq: UNSET, never null)
+            absent = "None" if field.default is None else "unset"
             extra = 4 if kinds - {"null"} == {"str"} else 2 if kinds - {"null"} <= {"other"} else None
             if extra is None:
-                body.append(f"    v = ev.{name}\n    if v is not None: n += 2 + value_quotes(v)")
+                body.append(f"    v = ev.{name}\n    if v is not {absent}: n += 2 + value_quotes(v)")
             else:
-                body.append(f"    if ev.{name} is not None: n += {extra}")
+                body.append(f"    if ev.{name} is not {absent}: n += {extra}")
         else:
             extra = 4 if kinds == {"str"} else 2
             body.append(f"    if ev.{name} != {field.default!r}: n += {extra}")
-    source = f"def quotes(ev):\n    n = {const}\n" + "\n".join(body) + "\n    return n\n"
-    scope: dict[str, Any] = {"value_quotes": _value_quotes}
+    source = f"def quotes(ev, unset=UNSET):\n    n = {const}\n" + "\n".join(body) + "\n    return n\n"
+    scope: dict[str, Any] = {"value_quotes": _value_quotes, "UNSET": msgspec.UNSET}
     exec(compile(source, f"<quotes of {cls.__name__}>", "exec"), scope)  # noqa: S102 - code built above from field names
     fn: Callable[[Event], int] = scope["quotes"]
     return fn
@@ -640,7 +641,8 @@ FAST_QUOTES: dict[type[Event], int | Callable[[Event], int]] = {
 def _defaults_of(cls: type[Event]) -> tuple[tuple[str, bytes, Any, int], ...]:
     """The optional fields of ``cls``: (name, ``"key":`` as bytes, default, the ``"`` of its value when given)."""
     return tuple((f.name, f'"{f.encode_name}":'.encode(), f.default, 2 if isinstance(f.default, str) else 0)
-                 for f in _fields(cls) if not f.required and f.name != "batch_end")
+                 for f in _fields(cls)
+                 if not f.required and f.name != "batch_end" and f.default is not msgspec.UNSET)  # no "seq":null
 
 
 _DEFAULTS: dict[type[Event], tuple[tuple[str, bytes, Any, int], ...]] = {

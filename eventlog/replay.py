@@ -12,10 +12,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import datetime, timedelta, timezone, tzinfo
 from itertools import accumulate, compress, count, islice, repeat
-from operator import attrgetter, call, is_not, itemgetter, lt, ne, not_
+from operator import attrgetter, call, itemgetter, lt, ne, not_
 from typing import IO, Annotated, Any, Generic, TypedDict, TypeVar
 
 import msgspec
+from msgspec import UnsetType
 
 from eventlog.events import (
     CURRENT_VERSION,
@@ -188,11 +189,11 @@ def _decoded(lines: list[bytes]) -> list[Event]:
     return evs
 
 
-def _seqs_increase(seqs: list[int | None]) -> int:
+def _seqs_increase(seqs: list[int | UnsetType]) -> int:
     """How many of ``seqs`` (the first given) increase one after another."""
     for i in range(1, len(seqs)):
         later = seqs[i]
-        if later is None or later <= seqs[i - 1]:  # type: ignore[operator]  # seqs[i - 1] is given by then
+        if not later or later <= seqs[i - 1]:  # type: ignore[operator]  # seqs[i - 1] is given by then
             return i
     return len(seqs)
 
@@ -254,16 +255,16 @@ def ordinary_prefix(lines: list[bytes], last_seq: int, first_line: int | None = 
         lines, quotes = lines[:len(evs)], None
     if not evs:
         return [], []
-    seqs: list[int | None] = list(map(_seq_of, evs))  # None where a line leaves seq out
+    seqs: list[int | UnsetType] = list(map(_seq_of, evs))  # UNSET (false) where a line leaves seq out; given, >= 1
     numbered_from = 0
-    if seqs[0] is None:  # hand-written: every line's number stands in for its seq
+    if not seqs[0]:  # hand-written: every line's number stands in for its seq
         if first_line is None or first_line <= last_seq:
             return [], []
         numbered_from = first_line
-        stop = next(compress(count(), map(is_not, seqs, repeat(None))), len(seqs)) if any(seqs) else len(seqs)
+        stop = next(compress(count(), seqs), len(seqs))
     elif seqs[0] <= last_seq:
         return [], []
-    elif None in seqs or not all(map(lt, seqs, islice(seqs, 1, None))):  # type: ignore[arg-type]
+    elif not all(seqs) or not all(map(lt, seqs, islice(seqs, 1, None))):  # type: ignore[arg-type]
         stop = _seqs_increase(seqs)
     else:
         stop = len(seqs)
@@ -278,7 +279,7 @@ def ordinary_prefix(lines: list[bytes], last_seq: int, first_line: int | None = 
     counted_lines, counted_evs = list(compress(lines, counted)), list(compress(evs, counted))
     held = list(map(bytes.count, counted_lines, repeat(_QUOTE)))
     owed = list(map(call, map(_COUNTED.__getitem__, compress(classes, counted)), counted_evs))
-    if seqs[0] is None:
+    if not seqs[0]:
         for ev, seq in zip(evs, count(numbered_from)):
             ev.seq = seq
         seq_quotes = 0
@@ -298,8 +299,7 @@ def ordinary_prefix(lines: list[bytes], last_seq: int, first_line: int | None = 
     if held != owed:
         off = list(compress(count(), map(ne, held, owed)))  # which of the counted lines hold more
         if not more:  # else a proof is made anyway. A field written with its default (the commonest) is told
-            # from the line itself, cheaper (a line of a block without seq that writes "seq":null is not: its seq
-            # is set by now; the proof takes it)
+            # from the line itself, cheaper
             off = [k for k in off if held[k] != owed[k] + written_defaults(counted_evs[k], counted_lines[k])]
         if off:
             where = list(compress(range(len(evs)), counted))  # where each counted line is in the block
@@ -595,7 +595,7 @@ class Replay:
     def apply(self, ev: Event, at: datetime) -> FoldResult:
         """Fold one event that is about to be written as the next line."""
         self.line += 1
-        self.reader.last_seq = ev.seq if ev.seq is not None else self.line
+        self.reader.last_seq = ev.seq or self.line
         result = self.folder.fold(ev, self.line, at)
         self.events += 1
         self.last_ts = ev.ts

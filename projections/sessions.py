@@ -430,7 +430,7 @@ class Sessions:
         )
         first = j.first_line if j.first_line is not None else line
         self.state.receipts.append(
-            Receipt(line, ev.seq, ev.session_id, ev.decision, j.result, j.replayed, first, ev.actor))
+            Receipt(line, ev.seq or None, ev.session_id, ev.decision, j.result, j.replayed, first, ev.actor))
         if j.first_line is not None:  # replayed, or the key reused for another request
             return NOT_APPLIED
         s.keys[ev.idempotency_key] = FirstUse(line, ev.decision, ev.expected_revision, ev.target_turn_id,

@@ -185,7 +185,7 @@ def check_block(lines: list[bytes], last_seq: int, first_line: int | None) -> No
         # where the line gives seq and the block's first does not, or the other way round (line by line then)
         one = everything[len(evs)]
         if not isinstance(one, str) and one[0].batch_end is None:
-            given = [_typed.decode(raw).seq is not None for raw in (lines[0], lines[len(evs)])]
+            given = [bool(_typed.decode(raw).seq) for raw in (lines[0], lines[len(evs)])]  # UNSET: left out
             assert given[0] != given[1] or (first_line is None and not given[0]), (len(evs), lines)
     reads = everything[:len(evs)]
     for n, (raw, ev, at, one) in enumerate(zip(lines[:len(evs)], evs, ats, reads, strict=True)):

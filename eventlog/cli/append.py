@@ -32,9 +32,11 @@ from projections.triage import duration_words, status_cmd
 APPEND = """\
 Read events from stdin, one JSON object per line, validate every one, then write
 all of them or none, under an exclusive lock on LOG (created if absent). seq is
-set, continuing from the log's last; a given ts is kept, a missing one is set to
-now. A transition a replay would reject is refused unless --no-check. Prints
-{"log", "written", "first_seq", "last_seq", "torn_tail_cut"} as one JSON line.
+set, continuing from the log's last (a seq given is checked as a replay checks
+it, so "seq": null is bad input, then replaced); a given ts is kept, a missing
+one is set to now. A transition a replay would reject is refused unless
+--no-check. Prints {"log", "written", "first_seq", "last_seq", "torn_tail_cut"}
+as one JSON line.
 
 With --assume-tz, times written without an offset in the input are read in
 ZONE and written with its offset; the log's own lines are read in ZONE too.
