@@ -337,10 +337,15 @@ def describe_bad_json(raw: bytes) -> str:
     try:
         _untyped.decode(raw)
     except Exception as err:  # noqa: BLE001
-        if str(err).startswith("Number out of range"):
-            return "bad_value: a number out of range (past what a double or the contract can hold)"
+        if str(err).startswith(_OUT_OF_RANGE):
+            return NUMBER_OUT_OF_RANGE
         return f"not_json: {err}"
     return "not_json: line could not be decoded"
+
+
+#: msgspec's words for a number past a double (``1e400``) and for an integer past Python's 4300 digits.
+_OUT_OF_RANGE = ("Number out of range", "Integer value out of range")
+NUMBER_OUT_OF_RANGE = "bad_value: a number out of range (past what a double or the contract can hold)"
 
 
 def _decode_slowly(raw: bytes) -> Event | str:
@@ -430,11 +435,24 @@ def looked_at_again(raw: bytes) -> str | None:
     """Why a line that decoded as an event but holds more ``"`` than it accounts for is bad (None: it is not).
 
     It holds an unknown field (the only part of a line that can nest deeper
-    than the event types do), an escaped quote, a field written with its
-    default, or a key twice: it is bad when nested too deep (:func:`too_deep`)
-    or holding a key twice (:func:`duplicate_key`).
+    than the event types do, or hold bytes the typed decode skips unread), an
+    escaped quote, a field written with its default, or a key twice: it is bad
+    when nested too deep (:func:`too_deep`), when it is no JSON every reader
+    reads (an unknown field holding a number past a double, ``1e400``, or an
+    integer of 5000 digits: ``bad_value``, as the appender's input reader says;
+    bytes that are no UTF-8: ``not_utf8``; :func:`describe_bad_json`), or when it
+    holds a key twice (:func:`duplicate_key`).
     """
-    return too_deep(raw) or duplicate_key(raw)
+    deep = too_deep(raw)
+    if deep is not None:
+        return deep
+    if no_key_twice((raw,)):  # it decoded untyped, so it is JSON through and through
+        return None
+    try:
+        _untyped.decode(raw)
+    except Exception:  # noqa: BLE001 - named below
+        return describe_bad_json(raw)
+    return duplicate_key(raw)
 
 
 def as_written(raw: bytes) -> bytes:

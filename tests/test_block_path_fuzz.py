@@ -268,8 +268,11 @@ def test_strict_stops_past_the_line_that_showed_a_line_bad() -> None:
     (b'"\xff"', "not_utf8"),  # a byte that is no UTF-8, in a value msgspec skips without looking
     (b'"\xc0\xaf"', "not_utf8"),  # an over-long encoding of '/'
     (b'"\xed\xa0\x80"', "not_utf8"),  # a surrogate written as UTF-8
-    (b"9" * 5000, "bad_value: duplicate key 'ts'"),  # an integer past what json.loads reads by default
-    (b"1" * 5000 + b".5", "bad_value: duplicate key 'ts'"),
+    (b"9" * 4000, "bad_value: duplicate key 'ts'"),  # an integer past what json.loads reads by default
+    # past Python's 4300 digits, past a double: no reader holds them, which is named first, as the appender
+    # names such an input line (still bad, never read as good)
+    (b"9" * 5000, "bad_value: a number out of range"),
+    (b"1" * 5000 + b".5", "bad_value: a number out of range"),
 ])
 def test_a_key_twice_is_named_whatever_an_unknown_field_holds(skipped: bytes, reason: str) -> None:
     """Spec section 1: a line with a key twice is bad (and a line is UTF-8), whatever else it holds.
@@ -283,10 +286,11 @@ def test_a_key_twice_is_named_whatever_an_unknown_field_holds(skipped: bytes, re
     assert fast_block([raw], 0, 1) is None
     alone = b'{"type":"lane_check","ts":%s,"x":%s}' % (TS, skipped)  # no key twice: only the bytes matter
     good = Reader().decode(alone, 1)
-    assert isinstance(good, str) == (reason == "not_utf8"), good
+    bad_alone = not reason.startswith("bad_value: duplicate key")
+    assert isinstance(good, str) == bad_alone, good
     replay = Replay(Runner())
     replay.feed(io.BytesIO(raw + b"\n" + alone + b"\n"))
-    assert [b["line"] for b in replay.bad_lines] == ([1, 2] if reason == "not_utf8" else [1])
+    assert [b["line"] for b in replay.bad_lines] == ([1, 2] if bad_alone else [1])
     assert replay.bad_lines[0]["reason"].startswith(reason)
 
 

@@ -180,7 +180,7 @@ def test_explain_shows_each_value_as_written(tmp_path: Path) -> None:
     appended = run_cli("append", str(log), stdin=text + "\n")
     assert appended.returncode == 0, appended.stderr
     by_hand = ('{"type":"claimed","ts":"2026-08-05T10:00:00+09:00","handoff_id":"h2","watcher":"w","attempt":1,'
-               '"f":0.10000000000000000555,"g":1e400}')
+               '"f":0.10000000000000000555,"g":1E308}')  # (1e400: bad_value, no reader holds it)
     with log.open("a") as f:
         f.write(by_hand + "\n")
     written = log.read_text().splitlines()
