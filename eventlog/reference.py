@@ -18,7 +18,7 @@ from typing import Any
 import msgspec
 import msgspec.inspect as mi
 
-from eventlog.events import EVENT_TYPES, KEY_FIELDS, TIME_FIELDS, Event
+from eventlog.events import EVENT_TYPES, KEY_FIELDS, PROJECT_FIELDS, TIME_FIELDS, Event
 from eventlog.reader import MAX_DEPTH
 
 #: Where the page lives in the repository.
@@ -211,11 +211,16 @@ failback, 001 stall detection, 002 quota catch-up, 004 session recovery.
   a field of the wrong type or value is **bad input**: a replay names it (line number and a
   reason that starts with a stable code) and goes on; `eventlog append` refuses it. Nothing
   is dropped without being counted.
-- Unknown extra fields are kept and ignored (a newer writer's fields do not break a reader).
+- Unknown extra fields are kept and ignored (a newer writer's fields do not break a reader). So
+  is a field the project adds to a type of the contract (*project's* below) when it holds a
+  value of another type or range than the project writes: another writer may use the name for
+  something else, and its line is still applied ([DECISIONS.md](DECISIONS.md), "Fields the project adds").
 - **Ranges**: a time lies in the years 1900 to 9000; an integer fits in a signed 64 bit
   (`seq` below 2^63); a key given twice is `bad_value`, and so is a line whose arrays and
   objects nest deeper than {max_depth} levels (its own object is level 1): `bad_value: nested
-  deeper than {max_depth} levels`, for the appender and every reader alike. A time computed
+  deeper than {max_depth} levels`, for the appender and every reader alike, and a number no
+  reader can hold, in an unknown field too (`1e400`, an integer of more than 4300 digits):
+  `bad_value: a number out of range`. A time computed
   from an accepted one (a backoff, a retry) past what can be written counts as "never" (`null`).
 - What `eventlog append` writes is what a replay applies: the appender reads every line back
   with the replay's own reader before writing it.
@@ -226,7 +231,7 @@ failback, 001 stall detection, 002 quota catch-up, 004 session recovery.
 |---|---|---|
 | `type` | string | one of the types below |
 | `ts` | time | ISO 8601 **with** a UTC offset (`2026-08-03T01:20:00+09:00`); without one it is bad input unless the reader is given `--assume-tz ZONE` |
-| `seq` | int ≥ 1, optional | set by the appender, strictly increasing; a hand-written line may leave it out (its line number stands in) |
+| `seq` | int ≥ 1, optional | set by the appender, strictly increasing; a hand-written line may leave it out (its line number stands in); `null` is a wrong type (`wrong_type: seq`), not a `seq` left out |
 | `v` | int, default 1 | the event's schema version; older versions are upcast on read |
 | `batch_end` | int ≥ 1, optional | set by the appender on each line of a batch: the `seq` of its last line (readers apply a batch whole or not at all) |
 
@@ -237,9 +242,10 @@ Each event belongs to one **stream**, named by its first key field among
 stream's **revision** is the number of its events applied so far: `eventlog append
 --expect-revision N` and a recovery decision's `expected_revision` check it.
 
-**As of T**: the state after every line, judged at time T. A replay's T is its last
-line's `ts`; live commands judge now (`--at TIME`, `--at log`). Times are printed in
-the offset they were written with.
+**As of T**: the state after every line, judged at time T. A replay's T is the `ts` of
+the log's last applied or rejected line (its last event: not the largest `ts`, and a bad
+line does not count); live commands judge now (`--at TIME`, `--at log`). Times are
+printed in the offset they were written with.
 
 In the tables, a field marked *optional* may be left out (its default in brackets);
 `time` is an ISO 8601 string with an offset.
@@ -263,7 +269,7 @@ def _type(t: Any, time: bool = False) -> str:
             return "int ≥ 0"
         return "int"
     if isinstance(t, mi.FloatType):
-        return "number"
+        return "number > 0" if t.gt == 0 else "number ≥ 0" if t.ge == 0 else "number"
     if isinstance(t, mi.BoolType):
         return "bool"
     if isinstance(t, mi.LiteralType):
@@ -284,6 +290,7 @@ def _fields(cls: type[Event]) -> str:
     info = mi.type_info(cls)
     assert isinstance(info, mi.StructType)
     times = set(TIME_FIELDS.get(cls, ()))
+    ours = set(PROJECT_FIELDS.get(cls, ()))
     out = []
     for f in info.fields:
         if f.encode_name in _ENVELOPE:
@@ -292,6 +299,8 @@ def _fields(cls: type[Event]) -> str:
         if not f.required:
             default = "" if f.default is None or f.default is msgspec.NODEFAULT else f" [{f.default}]"
             word += f", optional{default}"
+        if f.name in ours:
+            word += ", *project's* (another value: ignored)"
         out.append(f"`{f.encode_name}`: {word}")
     return "<br>".join(out) or "none"
 

@@ -72,7 +72,8 @@ def add_log(parser: argparse.ArgumentParser, help: str | None = None) -> None:
 def add_judging(parser: argparse.ArgumentParser, default: str = "now") -> None:
     """``--at`` and ``--assume-tz``."""
     parser.add_argument("--at", metavar="TIME",
-                        help=f"judge as of TIME (ISO 8601), or 'log' for the log's last line (default: {default})")
+                        help=f"judge as of TIME (ISO 8601), or 'log' for the ts of the log's last event (its last line "
+                             f"applied or rejected) (default: {default})")
     add_assume_tz(parser, "; days and hours (catch-up's today) are ZONE's when TIME's offset is ZONE's then")
 
 

@@ -40,9 +40,10 @@ EXITS = """\
 
 DESCRIPTION = """\
 Replay each LOG from empty state and print its dump (one line of JSON each),
-judged as of the log's last line unless --at is given: that is what makes a
-fixed log a test. A LOG is a file or a nats://HOST:PORT/STREAM stream; a
-stream's dump is the same as its file's would be."""
+judged as of the ts of the log's last event (its last line applied or rejected:
+not the largest ts, and a bad line does not count) unless --at is given: that
+is what makes a fixed log a test. A LOG is a file or a nats://HOST:PORT/STREAM
+stream; a stream's dump is the same as its file's would be."""
 
 
 def register(sub: Any) -> None:
@@ -50,7 +51,7 @@ def register(sub: Any) -> None:
     p = command_parser(sub, "replay", help="replay logs and print one dump each", description=DESCRIPTION,
                        exits=EXITS)
     p.add_argument("logs", nargs="*", metavar="LOG")
-    add_judging(p, default="the log's last line")
+    add_judging(p, default="the log's last event")
     p.add_argument("--checks", metavar="LOG", help="print only the impl-lane-watch/v1 records of LOG")
     p.add_argument("--check", action="store_true", help="compare each dump with LOG's .expected.json")
     p.add_argument("--strict", action="store_true", help="stop with exit 2 at the first bad line")
