@@ -698,3 +698,33 @@ def test_cli_budget_must_be_more_than_0(tmp_path: Path, cli: Any) -> None:
     out = cli("failback", str(log), "--probe-cmd", "p", "--resume-cmd", "r", "--budget", "0")
     assert out.returncode == 2 and "--budget must be more than 0" in out.stderr
     assert lines(log) == [created("h1")]
+
+
+# --- work left in the background (issue F2) ------------------------------------------------------------
+
+
+def sh_script(path: Path, body: str) -> str:
+    """A shell script at ``path``; its path, to give as a command."""
+    path.write_text("#!/bin/sh\n" + body)
+    path.chmod(0o755)
+    return str(path)
+
+
+def test_cli_a_resume_that_starts_the_session_in_the_background_is_not_a_timeout(tmp_path: Path, cli: Any) -> None:
+    """An asynchronous resume: it answers ``started`` and exits while the session it started still holds its
+    stdout. The answer is taken at its exit; the session is not stopped."""
+    log = pending_now(tmp_path / "log.jsonl")
+    late = tmp_path / "late"
+    resume = sh_script(tmp_path / "resume.sh",
+                       f"(sleep 3; echo done > {late}) &\necho '{{\"started\": \"session-1\"}}'\nexit 0\n")
+    out = cli("failback", str(log), "--probe-cmd", "echo PING_OK", "--resume-cmd", resume, "--timeout", "1s",
+              "--json")
+    assert out.returncode == 0, out.stderr
+    [resumed] = json.loads(out.stdout)["resumed"]
+    assert resumed["result"] == "started" and resumed["detail"].startswith("session-1")
+    assert types(lines(log))[-3:] == ["claimed", "resume_requested", "watcher_run"]
+    for _ in range(200):
+        if late.exists():
+            break
+        time.sleep(0.05)
+    assert late.read_text() == "done\n"

@@ -7,6 +7,7 @@ import resource
 import shlex
 import subprocess
 import sys
+import time
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -311,3 +312,39 @@ def test_at_pins_the_time_of_every_line_the_run_appends(tmp_path: Path) -> None:
     appended = read(log)[-2:]
     assert [e["type"] for e in appended] == ["lane_check", "resume_enqueued"]
     assert [e["ts"] for e in appended] == [at, at]
+
+
+# --- what the enqueue command leaves behind and prints (issue F2) ------------------------------------
+
+
+def script(path: Path, body: str) -> str:
+    """A shell script at ``path`` (its path, to give as --enqueue-cmd)."""
+    path.write_text("#!/bin/sh\n" + body)
+    path.chmod(0o755)
+    return str(path)
+
+
+def test_an_asynchronous_enqueue_is_sent_once_and_left_running(tmp_path: Path) -> None:
+    """Seed 001's resume is asynchronous: a command that starts the work in the background and exits 0 at
+    once has enqueued it (its stdout up to then is the task ref), although its child still holds stdout.
+    It is recorded, not sent again by the next run, and the work it started is not stopped."""
+    log = write_log(tmp_path / "lanes.jsonl", [
+        {"type": "status_updated", "ts": ago(31), "product": "quiet", "state": "running"},
+    ])
+    sends, calls = tmp_path / "sends", tmp_path / "calls"
+    cmd = script(tmp_path / "r.sh", f"echo sent >> {sends}\n(sleep 3; echo done >> {calls}) &\necho task/bg\nexit 0\n")
+    said = []
+    for _ in range(2):
+        out = run_cli("lanes", str(log), "--enqueue-cmd", cmd, "--timeout", "1s")
+        assert out.returncode == 0, out.stdout + out.stderr
+        said.append(out.stdout.splitlines()[1])
+    assert said == ["  quiet: status-quiet, resume enqueued (task branch task/bg)",
+                    "  quiet: status-quiet, resume already enqueued"]
+    assert sends.read_text() == "sent\n"  # never twice for one stall
+    resumes = [e for e in read(log) if e["type"] == "resume_enqueued"]
+    assert [(e["product"], e["task_branch"]) for e in resumes] == [("quiet", "task/bg")]
+    for _ in range(200):  # the background work ran to its end
+        if calls.exists():
+            break
+        time.sleep(0.05)
+    assert calls.read_text() == "done\n"

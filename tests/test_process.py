@@ -143,6 +143,31 @@ def test_a_process_that_left_the_group_cannot_hold_the_runner(tmp_path: Path, mo
             os.kill(orphan, signal.SIGKILL)
 
 
+@pytest.mark.parametrize("pipe", ["stdout", "stderr"])
+def test_a_child_left_running_holding_a_pipe_does_not_hold_the_command(tmp_path: Path, pipe: str) -> None:
+    """An asynchronous command (work started in the background, exit 0 at once) has ended when it exits: no
+    timeout, what it printed is its result, and the child it left running is neither waited for nor stopped."""
+    late = tmp_path / "late"
+    to = "" if pipe == "stdout" else " 1>&2"
+    script = f"(sleep 3; echo done > {late}){to} & echo task/bg{to}; exit 0"
+    began = time.monotonic()
+    ran = run(["sh", "-c", script], timeout_s=1.5, grace_s=1, capture_stdout=True, capture_stderr=True)
+    took = time.monotonic() - began
+    assert ran.ok and not ran.timed_out and ran.exit == 0, ran
+    assert getattr(ran, pipe) == "task/bg\n"
+    assert took < 1.4, took  # back once the command exited (and its pipes were read a moment more), not at EOF
+    assert wait_for_file(late, 5) == "done\n"  # the child it left ran to its end
+
+
+def test_over_the_timeout_a_child_left_holding_the_pipe_is_stopped_with_the_group(tmp_path: Path) -> None:
+    """The timeout still applies while the command itself runs: then its group (and such a child) is stopped."""
+    late = tmp_path / "late"
+    ran = run(["sh", "-c", f"(sleep 2; echo done > {late}) & echo begun; sleep 30"], timeout_s=1, grace_s=1)
+    assert ran.timed_out and ran.stdout == "begun\n"
+    time.sleep(1.5)
+    assert not late.exists()
+
+
 def test_split_command() -> None:
     assert split_command("probe --say 'PING OK'", "--probe-cmd") == ["probe", "--say", "PING OK"]
     with pytest.raises(ValueError, match="--probe-cmd is empty"):

@@ -48,7 +48,8 @@ Re-run today's quota-skipped jobs, one at a time:
                         systemctl show, systemctl kill --signal=...
   --kick-cmd CMD        CMD with the label as its last argument and in
                         CATCHUP_LABEL; over --timeout its process group gets
-                        SIGTERM, then SIGKILL after --kill-grace
+                        SIGTERM, then SIGKILL after --kill-grace; its exit is
+                        the re-run's (work it left running is not waited for)
   A re-run that cannot start is recorded as exited with exit 127; a job that
   even SIGKILL did not end stops the catch-up (the next would overlap it).
 - one catch-up at a time per log: a second one finds LOG.catchup.lock held,

@@ -40,10 +40,14 @@ The resume command prints its answer as the last JSON object on stdout:
   {"failed": "..."}         resume_failed, effect unknown: a person
 
 Commands run without a shell, in their own process group, bounded by
---timeout (SIGTERM, then SIGKILL after --kill-grace). They get FAILBACK_LOG,
-FAILBACK_WATCHER, FAILBACK_ACCOUNT and, for the resume command,
-FAILBACK_HANDOFF_ID, FAILBACK_ATTEMPT, FAILBACK_REPO, FAILBACK_BRANCH,
-FAILBACK_HEAD; {handoff_id}-style placeholders are filled in the arguments.
+--timeout (SIGTERM, then SIGKILL after --kill-grace). A command's result is
+its own exit and what it printed by then: a session it leaves running in the
+background is neither waited for nor stopped (its pipes are read for 0.5 s
+more, then closed: let it write to a file).
+Commands get FAILBACK_LOG, FAILBACK_WATCHER, FAILBACK_ACCOUNT and, for the
+resume command, FAILBACK_HANDOFF_ID, FAILBACK_ATTEMPT, FAILBACK_REPO,
+FAILBACK_BRANCH, FAILBACK_HEAD; {handoff_id}-style placeholders are filled in
+the arguments.
 Once the pass has run for --budget it starts no more commands, so it ends
 within --budget plus one --timeout (and --kill-grace); what it did not reach
 is named on stderr and in the report (not_reached), and a later pass takes it.

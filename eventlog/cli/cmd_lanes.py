@@ -48,6 +48,11 @@ RESUME_PRODUCT and RESUME_KIND, then append resume_enqueued. The last non-empty
 line CMD prints on stdout is its task_branch. Stopped and idle lanes are never
 stalled, so never resumed.
 
+CMD's result is its own exit: a CMD that starts the work in the background and
+exits 0 has enqueued it, even while the work it left running holds its stdout
+(read for 0.5 s more, then closed: let it write to a file); that work is
+neither waited for nor stopped by this run.
+
 A CMD that fails (non-zero exit; over --timeout: SIGTERM, then SIGKILL after
 --kill-grace; cannot start) gets no resume_enqueued: the next run retries it.
 Two runners of one log take turns (LOG.lanes.lock). SIGTERM or SIGINT: the

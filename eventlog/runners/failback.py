@@ -78,7 +78,8 @@ resume command, ``FAILBACK_HANDOFF_ID``, ``FAILBACK_ATTEMPT``,
 ``FAILBACK_REPO``, ``FAILBACK_BRANCH``, ``FAILBACK_HEAD`` (empty when
 unknown). The same names in lower case in braces (``{account}``,
 ``{handoff_id}``, ...) are replaced in the arguments; a resume command without
-``{handoff_id}`` gets the handoff id as its last argument. A probe's HTTP
+``{handoff_id}`` gets the handoff id as its last argument. A command's result
+is its own exit: a session it started in the background is not waited for. A probe's HTTP
 status, when it has one, is read from its output (``HTTP 429``, ``API Error:
 429``, ``"status": 429``).
 

@@ -12,7 +12,10 @@ product and kind, after the stall's anchor), runs the enqueue command with the
 product and the kind as its last two arguments and in ``RESUME_PRODUCT`` and
 ``RESUME_KIND``, and then appends ``resume_enqueued``. The last non-empty line
 the command prints on stdout, if any, is its ``task_branch``. Stopped and idle
-lanes are never stalled, so never resumed.
+lanes are never stalled, so never resumed. The command's result is its own
+exit: one that starts the work in the background and exits 0 has enqueued it
+(seed 001's resume is asynchronous); the work it left running is not waited
+for.
 
 - The command fails (non-zero exit, over its timeout: SIGTERM, then SIGKILL to
   its process group after the grace, or cannot start): no ``resume_enqueued``

@@ -3,7 +3,17 @@
 :func:`run` starts a command without a shell, in its own process group (a new
 session), with an empty stdin, and waits at most ``timeout_s``. Over the
 timeout the whole group gets SIGTERM, then SIGKILL after ``grace_s``; whatever
-of the group outlived its leader gets SIGKILL too. An interruption of ours
+of the group outlived its leader gets SIGKILL too.
+
+A command's result is its own exit, and what it printed up to then: a command
+that starts work in the background and exits at once (an asynchronous
+enqueue or resume) has ended, even while the child it left running holds
+its stdout or stderr open. Once it has exited its pipes are read for
+:data:`AFTER_EXIT_S` more at most (what is there, or comes at once), then
+closed: we never wait on a left-behind child, never stop it because the
+command exited, and never call its exit a timeout. Such a child should write
+elsewhere (a file, ``/dev/null``): after that moment a write to the pipe fails
+(EPIPE, or SIGPIPE when it does not handle it). An interruption of ours
 (KeyboardInterrupt, which the catch-up runner raises on SIGTERM) stops the
 group the same way before going on. A command that cannot start is reported as
 such (:attr:`Ran.started` false, :attr:`Ran.error`), never as an exit status.
@@ -12,16 +22,23 @@ such (:attr:`Ran.started` false, :attr:`Ran.error`), never as an exit status.
 from __future__ import annotations
 
 import os
+import selectors
 import shlex
 import signal
 import subprocess
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from types import FrameType
+from typing import IO
 
-#: How long a stopped command's pipes are still read after SIGKILL (a process that left the group may hold them).
+#: How long after SIGKILL a stopped command's leader is waited for (and its pipes read) before it is reaped anyway.
 DRAIN_S = 5.0
+#: How long a command's pipes are still read once it has exited (a child it left running may hold them open).
+AFTER_EXIT_S = 0.5
+#: How often a running command is looked at while its pipes are quiet.
+POLL_S = 0.02
 
 
 @dataclass(frozen=True)
@@ -162,46 +179,96 @@ def run(
         )
     except OSError as problem:
         return Ran(False, error=f"{argv[0] if argv else '(empty)'}: {problem.strerror or problem}")
-    out: bytes | None
-    err: bytes | None
+    output = _Output(proc)
     try:
         try:
             if stoppable:
                 with waiting():
-                    out, err = proc.communicate(timeout=timeout_s)
+                    ended = output.read(proc, timeout_s)
             else:
-                out, err = proc.communicate(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            out, err = _stop(proc, grace_s)
-            return Ran(True, proc.returncode, True, _text(out), _text(err))
-        return Ran(True, proc.returncode, False, _text(out), _text(err))
-    except BaseException as stop:
-        started(stop)
-        if proc.returncode is None:
-            _stop(proc, grace_s)
-        raise
+                ended = output.read(proc, timeout_s)
+            if not ended:
+                _stop(proc, output, grace_s)
+            return Ran(True, proc.returncode, not ended, *output.texts())
+        except BaseException as stop:
+            started(stop)
+            if proc.returncode is None:
+                _stop(proc, output, grace_s)
+            raise
+    finally:
+        output.close()
 
 
-def _stop(proc: subprocess.Popen[bytes], grace_s: float) -> tuple[bytes | None, bytes | None]:
-    """SIGTERM the process group, SIGKILL it after ``grace_s``; reap the leader; what it printed."""
-    out: bytes | None
-    err: bytes | None
-    _killpg(proc.pid, signal.SIGTERM)
-    try:
-        out, err = proc.communicate(timeout=grace_s)
-    except subprocess.TimeoutExpired:
-        _killpg(proc.pid, signal.SIGKILL)
+class _Output:
+    """What a command prints on the pipes we gave it, read as it comes (never waiting on a pipe alone).
+
+    The pipes are read while the command runs; once it has exited, only for
+    :data:`AFTER_EXIT_S` more or until they close: a child it left running may
+    hold them open for as long as it likes, and is none of our business.
+    """
+
+    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
+        self._selector = selectors.DefaultSelector()
+        self._chunks: dict[int, list[bytes]] = {}
+        self._pipes = [pipe for pipe in (proc.stdout, proc.stderr) if pipe is not None]
+        self._order = [pipe.fileno() if pipe is not None else -1 for pipe in (proc.stdout, proc.stderr)]
+        for pipe in self._pipes:
+            os.set_blocking(pipe.fileno(), False)
+            self._selector.register(pipe, selectors.EVENT_READ, pipe)
+            self._chunks[pipe.fileno()] = []
+
+    def read(self, proc: subprocess.Popen[bytes], within_s: float) -> bool:
+        """Read until the command has exited (and :data:`AFTER_EXIT_S` more at most) or ``within_s`` passed.
+
+        True when it exited (its status is then in ``proc.returncode``).
+        """
+        until = time.monotonic() + within_s
+        exited_at: float | None = None
+        while True:
+            now = time.monotonic()
+            if exited_at is None and proc.poll() is not None:
+                exited_at = now
+                until = min(until, now + AFTER_EXIT_S) if self._selector.get_map() else now
+            if now >= until or (exited_at is not None and not self._selector.get_map()):
+                return exited_at is not None
+            wait = min(until - now, POLL_S)
+            if not self._selector.get_map():
+                time.sleep(wait)
+                continue
+            for key, _events in self._selector.select(wait):
+                self._take(key.data)
+
+    def _take(self, pipe: IO[bytes]) -> None:
         try:
-            out, err = proc.communicate(timeout=DRAIN_S)
-        except subprocess.TimeoutExpired as late:  # a process that left the group holds the pipes
+            data = os.read(pipe.fileno(), 65536)
+        except BlockingIOError:
+            return
+        if data:
+            self._chunks[pipe.fileno()].append(data)
+        else:
+            self._selector.unregister(pipe)
+
+    def texts(self) -> tuple[str, str]:
+        """What came on stdout and on stderr, as text (empty for a pipe not given)."""
+        out, err = (_text(b"".join(self._chunks.get(fd, []))) for fd in self._order)
+        return out, err
+
+    def close(self) -> None:
+        """Stop reading: close our ends of the pipes (a child that writes to them later gets EPIPE)."""
+        self._selector.close()
+        for pipe in self._pipes:
+            pipe.close()
+
+
+def _stop(proc: subprocess.Popen[bytes], output: _Output, grace_s: float) -> None:
+    """SIGTERM the process group, SIGKILL it after ``grace_s``; reap the leader; ``output`` has what it printed."""
+    _killpg(proc.pid, signal.SIGTERM)
+    if not output.read(proc, grace_s):
+        _killpg(proc.pid, signal.SIGKILL)
+        if not output.read(proc, DRAIN_S):  # a leader SIGKILL did not end at once: reap it anyway
             proc.kill()
             proc.wait()
-            for pipe in (proc.stdout, proc.stderr):
-                if pipe is not None:
-                    pipe.close()
-            out, err = late.stdout, late.stderr
     _killpg(proc.pid, signal.SIGKILL)  # whatever of the group outlived its leader
-    return out, err
 
 
 def _killpg(pgid: int, sig: int) -> None:
@@ -211,11 +278,9 @@ def _killpg(pgid: int, sig: int) -> None:
         pass
 
 
-def _text(data: bytes | str | None) -> str:
-    if data is None:
-        return ""
-    return data if isinstance(data, str) else data.decode("utf-8", "replace")
+def _text(data: bytes) -> str:
+    return data.decode("utf-8", "replace")
 
 
-__all__ = ["DRAIN_S", "STOP_SIGNALS", "Interrupted", "Ran", "check_stop", "run", "split_command", "started",
-           "stop_on_signals", "waiting"]
+__all__ = ["AFTER_EXIT_S", "DRAIN_S", "STOP_SIGNALS", "Interrupted", "Ran", "check_stop", "run", "split_command",
+           "started", "stop_on_signals", "waiting"]
