@@ -22,6 +22,11 @@ judged by :data:`RULES`, a table read top to bottom, first match wins:
 ``unexpected``      anything else
 ==================  ===================================================================
 
+A probe that gave no answer of its own (over our timeout, killed by a
+signal, exit 126 or 127) keeps the outcome the table gives; its detail names
+the exit or signal in place of a row's words that judge by the exit alone
+("probe timed out", "no rule matched"): :func:`judge`.
+
 When no HTTP status is given, one written in the text (``API Error: 429``,
 ``HTTP/1.1 503``, ``"status": 401``) is used.
 
@@ -44,6 +49,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 import msgspec
 
 from eventlog.events import Confidence, ProbeOutcome
+from eventlog.runners.process import Ran
 
 #: The answer a healthy probe prints (the seed: "PING_OKだけ返す").
 EXPECTED = "PING_OK"
@@ -140,14 +146,34 @@ def classify(
     *,
     now: datetime,
     expected: str = EXPECTED,
+    no_answer: str | None = None,
 ) -> Verdict:
-    """Classify one probe; ``exit_status`` None means it was killed by our timeout; ``now`` is aware."""
+    """Classify one probe; ``exit_status`` None means it was killed by our timeout; ``now`` is aware.
+
+    ``no_answer`` says why the probe gave no answer of its own (``timed out after 3 s``, ``killed by
+    SIGKILL``, ``exit 127``: :meth:`eventlog.runners.process.Ran.no_answer`). It changes no outcome; the
+    detail names it, in place of the rule's words when the rule judges by the exit alone (the timeout
+    row, ``no rule matched``).
+    """
     status = http_status if http_status is not None else status_in(text)
     rule = next(r for r in RULES if _matches(r, exit_status, status, text, expected))
+    why = rule.why
+    if no_answer:
+        why = no_answer if rule.text is None and rule.statuses is None else f"{rule.why} ({no_answer})"
     excerpt = " ".join(text.split())[:200]
-    detail = f"{rule.why}: {excerpt}" if excerpt else rule.why
+    detail = f"{why}: {excerpt}" if excerpt else why
     limit = read_limit(text, now) if rule.outcome == "quota_limited" else None
     return Verdict(outcome=rule.outcome, status=status, detail=detail, limit=limit)
+
+
+def judge(ran: Ran, timeout_s: float, *, now: datetime, expected: str = EXPECTED) -> Verdict | None:
+    """Classify a probe command's run (None: it could not start): :func:`classify` of its stdout and stderr,
+    its exit (None: it ran over ``timeout_s``), and why it gave no answer when it gave none."""
+    if not ran.started:
+        return None
+    text = ran.stdout + ("\n" + ran.stderr if ran.stderr else "")
+    return classify(None if ran.timed_out else ran.exit, None, text, now=now, expected=expected,
+                    no_answer=ran.no_answer(timeout_s))
 
 
 def _matches(rule: Rule, exit_status: int | None, status: int | None, text: str, expected: str) -> bool:

@@ -143,6 +143,17 @@ def test_probe_over_its_timeout_nothing_kicked(tmp_path: Path) -> None:
     assert s.kicked() == [] and len(s.events()) == 4
 
 
+def test_a_probe_killed_by_a_signal_names_it_and_kicks_nothing(tmp_path: Path) -> None:
+    s = two_jobs(tmp_path)
+    killed = tmp_path / "probe.sh"
+    killed.write_text("#!/bin/sh\nkill -9 $$\n")
+    killed.chmod(0o755)
+    out = run_cli("catchup", str(s.log), "--probe-cmd", str(killed), "--kick-cmd", "true", "--at", AT, "--json")
+    assert out.returncode == 1
+    assert "eventlog: probe failed (unexpected: killed by SIGKILL): nothing kicked" in out.stderr.splitlines()
+    assert json.loads(out.stdout)["probe"] == "unexpected" and len(s.events()) == 4
+
+
 def test_kicks_one_at_a_time_in_label_order(tmp_path: Path) -> None:
     s = two_jobs(tmp_path)
     out = s.run("--json", plan={"com.lily.a": "sleep:0.3"})

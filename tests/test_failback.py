@@ -672,7 +672,9 @@ def test_cli_pass_past_its_budget_starts_no_more_commands_and_names_what_it_left
     assert left["handoffs"] == [f"h{i}" for i in range(len(probed) + 1, 6)]
     assert report["claimed"] == [] and report["exit"] == "error"
     assert took < 3 + 2 + 1 + 5, took  # the budget, one command, its grace, and a Python start or two
-    [said] = out.stderr.splitlines()
+    *hung, said = out.stderr.splitlines()
+    assert hung == [f"eventlog: probe for {a} gave no answer (timed out after 2 s; its process group was stopped): "
+                    "recorded as network_timeout" for a in probed]
     assert said.startswith("eventlog: the pass ran past its --budget of 3 s")
     assert "accounts not probed: " + ", ".join(left["accounts"]) in said
     assert "handoffs not claimed: " + ", ".join(left["handoffs"]) in said
@@ -700,7 +702,7 @@ def test_cli_budget_must_be_more_than_0(tmp_path: Path, cli: Any) -> None:
     assert lines(log) == [created("h1")]
 
 
-# --- work left in the background (issue F2) ------------------------------------------------------------
+# --- probes that give no answer, work left in the background (issue F2) ----------------------------------
 
 
 def sh_script(path: Path, body: str) -> str:
@@ -708,6 +710,49 @@ def sh_script(path: Path, body: str) -> str:
     path.write_text("#!/bin/sh\n" + body)
     path.chmod(0o755)
     return str(path)
+
+
+@pytest.mark.parametrize(("probe", "outcome", "why"), [
+    ("exit 127", "unexpected", "exit 127"),
+    ("echo half an answer; kill -9 $$", "unexpected", "killed by SIGKILL"),
+    ("sleep 30", "network_timeout", "timed out after 1 s; its process group was stopped"),
+])
+def test_cli_a_probe_that_gives_no_answer_is_an_error_of_the_pass(
+    tmp_path: Path, cli: Any, probe: str, outcome: str, why: str,
+) -> None:
+    """OUTPUTS.md: a pass that could not do its own work says so on stderr and exits 1. A probe that could not
+    give an answer (exit 126/127, a signal, our timeout) is recorded with the outcome the table gives, the
+    exit or signal in its detail (not "no rule matched"), and the heartbeat says error with why."""
+    log = pending_now(tmp_path / "log.jsonl")
+    cmd = sh_script(tmp_path / "probe.sh", probe + "\n")
+    out = cli("failback", str(log), "--probe-cmd", cmd, "--resume-cmd", "true", "--timeout", "1s",
+              "--kill-grace", "1s")
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert out.stderr.splitlines() == [
+        f"eventlog: probe for cloud-account-a gave no answer ({why}): recorded as {outcome}"]
+    *_, probe_result, heartbeat = lines(log)
+    assert probe_result["type"] == "probe_result" and probe_result["outcome"] == outcome
+    assert probe_result["detail"].startswith(why)
+    assert heartbeat["type"] == "watcher_run" and heartbeat["exit"] == "error" and why in heartbeat["detail"]
+    assert "error" in out.stdout.splitlines()[0]
+
+
+def test_cli_a_probe_that_bounds_itself_with_timeout_1_answered(tmp_path: Path, cli: Any) -> None:
+    """Exit 124 (``timeout(1)`` around the probe) is the probe's own answer: network_timeout, no error."""
+    log = pending_now(tmp_path / "log.jsonl")
+    out = cli("failback", str(log), "--probe-cmd", sh_script(tmp_path / "probe.sh", "exit 124\n"),
+              "--resume-cmd", "true")
+    assert out.returncode == 0, out.stderr
+    assert lines(log)[-2]["outcome"] == "network_timeout" and lines(log)[-1]["exit"] == "ok"
+
+
+def test_cli_a_probe_by_hand_that_gives_no_answer_names_the_signal(tmp_path: Path, cli: Any) -> None:
+    log = pending_now(tmp_path / "log.jsonl")
+    out = cli("handoff", "probe", str(log), "cloud-account-a", "--probe-cmd",
+              sh_script(tmp_path / "probe.sh", "kill -9 $$\n"))
+    assert out.returncode == 1
+    assert "the probe said unexpected (killed by SIGKILL)" in out.stderr
+    assert lines(log)[-1]["detail"] == "killed by SIGKILL"
 
 
 def test_cli_a_resume_that_starts_the_session_in_the_background_is_not_a_timeout(tmp_path: Path, cli: Any) -> None:

@@ -168,6 +168,21 @@ def test_over_the_timeout_a_child_left_holding_the_pipe_is_stopped_with_the_grou
     assert not late.exists()
 
 
+@pytest.mark.parametrize(("script", "said"), [
+    ("exit 127", "exit 127"),
+    ("exit 126", "exit 126"),
+    ("kill -9 $$", "killed by SIGKILL"),
+    ("sleep 30", "timed out after 1 s; its process group was stopped"),
+    ("exit 3", None),
+    ("exit 124", None),  # timeout(1) around the command: it said it timed out
+])
+def test_a_command_that_gave_no_answer_of_its_own(script: str, said: str | None) -> None:
+    ran = run(["sh", "-c", script], timeout_s=1, grace_s=0.5)
+    assert ran.no_answer(1) == said
+    assert run(["/nonexistent/cmd"], timeout_s=1, grace_s=0.5).no_answer(1) == "could not start: /nonexistent/cmd: " \
+        "No such file or directory"
+
+
 def test_split_command() -> None:
     assert split_command("probe --say 'PING OK'", "--probe-cmd") == ["probe", "--say", "PING OK"]
     with pytest.raises(ValueError, match="--probe-cmd is empty"):

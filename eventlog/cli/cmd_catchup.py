@@ -35,7 +35,8 @@ Re-run today's quota-skipped jobs, one at a time:
 - the probe (CMD, no shell) is judged as the failback probe is: only its
   expected answer (--expect, PING_OK) with exit 0 is ok; "usage limit reached"
   with exit 0 is quota_limited. Not ok, a timeout, or a probe that cannot
-  start: nothing kicked;
+  start: nothing kicked (a probe killed by a signal, or exit 126/127, is
+  named so);
 - else each candidate in turn, never two at once: re-judged on the log as it is
   then (a job that ran meanwhile, or a circuit that opened again, stops it),
   catchup_kicked appended, the job re-run and waited for, then catchup_finished

@@ -43,7 +43,10 @@ Commands run without a shell, in their own process group, bounded by
 --timeout (SIGTERM, then SIGKILL after --kill-grace). A command's result is
 its own exit and what it printed by then: a session it leaves running in the
 background is neither waited for nor stopped (its pipes are read for 0.5 s
-more, then closed: let it write to a file).
+more, then closed: let it write to a file). A probe that gives
+no answer (could not start, over --timeout, killed by a signal, exit 126 or
+127) is an error of the pass: its probe_result (network_timeout after
+--timeout, else as the output says) names the exit or signal.
 Commands get FAILBACK_LOG, FAILBACK_WATCHER, FAILBACK_ACCOUNT and, for the
 resume command, FAILBACK_HANDOFF_ID, FAILBACK_ATTEMPT, FAILBACK_REPO,
 FAILBACK_BRANCH, FAILBACK_HEAD; {handoff_id}-style placeholders are filled in
@@ -63,7 +66,8 @@ Why it exits 1 is on stderr, one line each."""
 
 EXITS = """\
 0  the pass ran and nothing new needs a person
-1  the pass could not do its own work (a command that could not start, a log
+1  the pass could not do its own work (a command that could not start, a probe
+   that gave no answer, a log
    that could not be read or written, bad lines new since this watcher's last
    watcher_run, accounts or handoffs not reached within --budget, SIGTERM or
    SIGINT) or it sent work to a person (a resume that failed with effect

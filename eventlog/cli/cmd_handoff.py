@@ -55,7 +55,8 @@ Bad lines of the log are named on stderr (how many, the first three) whatever th
 
 PROBE_EXITS = """\
 0  the probe said ok (recorded)
-1  it said something else (recorded; the outcome is on stderr), it could not start, the
+1  it said something else or gave no answer (recorded; the outcome is on stderr, and
+   the exit or signal of a probe killed, timed out or exit 126/127), it could not start, the
    log could not be written, lines of it were bad (named on stderr), or SIGTERM or
    SIGINT stopped it (the probe's process group is stopped; nothing recorded)
 2  bad usage, no such log, or no line names the account"""

@@ -62,7 +62,7 @@ import msgspec
 from eventlog.appender import AppendError
 from eventlog.clock import NOW, At, Clock
 from eventlog.logs import Log, open_log
-from eventlog.probe import EXPECTED, classify
+from eventlog.probe import EXPECTED, judge
 from eventlog.replay import Replay
 from eventlog.runners.common import (
     PassBadLines,
@@ -319,16 +319,15 @@ def _probe(opts: Options, report: Report, now: datetime) -> str | None:
         stop.what = "while the probe ran (its process group was stopped): nothing kicked"
         report.note = "nothing kicked"
         raise
-    if not ran.started:
+    verdict = judge(ran, opts.probe_timeout_s, now=now, expected=opts.expected)
+    if verdict is None or ran.timed_out:
         report.probe = "failed"
-        return f"could not start: {ran.error}"
-    text = ran.stdout + ("\n" + ran.stderr if ran.stderr else "")
-    verdict = classify(None if ran.timed_out else ran.exit, None, text, now=now, expected=opts.expected)
-    report.probe = "failed" if ran.timed_out else verdict.outcome
-    if ran.timed_out:
-        return f"timed out after {opts.probe_timeout_s:g} s; its process group was stopped"
+        return ran.failure(opts.probe_timeout_s)
+    report.probe = verdict.outcome
     if verdict.outcome != "ok":
-        return f"{verdict.outcome}, exit {ran.exit}: {verdict.detail}"
+        if ran.no_answer(opts.probe_timeout_s):  # the detail names the exit or signal
+            return f"{verdict.outcome}: {verdict.detail}"
+        return f"{verdict.outcome}, {ran.ended()}: {verdict.detail}"
     return None
 
 

@@ -20,7 +20,10 @@ A pass (claim one at a time, save the state, then go on):
    would restart the backoff that is meant to widen while the estimate keeps
    proving wrong). A probe that says ``auth_error`` hands the account to a
    person: its plan is ``needs_person`` (no probe) until a person probes it by
-   hand (``eventlog handoff probe``, :func:`probe_once`).
+   hand (``eventlog handoff probe``, :func:`probe_once`). A probe that gave no
+   answer (over its timeout, killed by a signal, exit 126 or 127:
+   :meth:`~eventlog.runners.process.Ran.no_answer`) is recorded all the same,
+   its detail naming the exit or signal, and is an error of the pass (5.).
 4. Pending handoffs of accounts whose probe said ``ok`` are claimed in claim
    order, one at a time, each with a checked append (a refused claim means
    another watcher won: it is skipped). For each claim, ``resume_requested`` is
@@ -51,8 +54,9 @@ A pass (claim one at a time, save the state, then go on):
    appended at the END of the pass: a pass that hangs or dies midway leaves
    none, so the watcher shows as late instead of alive. ``exit: error`` means
    the pass could not do all of its own work (a command that could not be
-   started, a log that could not be read or written, bad lines in the log that
-   are new since this watcher's previous ``watcher_run``); it then carries a
+   started, a probe that gave no answer, a log that could not be read or
+   written, bad lines in the log that are new since this watcher's previous
+   ``watcher_run``); it then carries a
    ``detail`` (an extra field, ignored by projections). Bad lines an earlier
    pass of this watcher already read are named in ``notes`` (stderr) only:
    a bad line stays in the log for ever (``PassBadLines``).
@@ -102,7 +106,7 @@ import msgspec
 from eventlog.appender import AppendError, Conflict
 from eventlog.clock import NOW, At, Clock
 from eventlog.logs import Log, LogUnavailable, is_url, open_log
-from eventlog.probe import EXPECTED, Verdict, classify
+from eventlog.probe import EXPECTED, Verdict, judge
 from eventlog.reader import NESTED_TOO_DEEP, deeper_at
 from eventlog.runners.common import PassBadLines, RunnerError, check_bounds, folder, require_log
 from eventlog.runners.process import Interrupted, Ran, run
@@ -491,10 +495,7 @@ def run_probe(
     values = {"account": account}
     ran = run(_fill(probe_cmd, values), env=_env(log, watcher, values), timeout_s=timeout_s, grace_s=grace_s,
               capture_stdout=True, capture_stderr=True)
-    if not ran.started:
-        return ran, None
-    text = ran.stdout + ("\n" + ran.stderr if ran.stderr else "")
-    return ran, classify(None if ran.timed_out else ran.exit, None, text, now=now, expected=expected)
+    return ran, judge(ran, timeout_s, now=now, expected=expected)
 
 
 def probe_events(h: Handoffs, account: str, verdict: Verdict, ts: str) -> list[dict[str, Any]]:
@@ -546,6 +547,9 @@ def _probe(
                           if limit else None})
     if applied and verdict.outcome == "auth_error":
         report.auth_errors.append({"account": account, "detail": verdict.detail})
+    silent = ran.no_answer(opts.timeout_s)
+    if silent is not None:
+        report.errors.append(f"probe for {account} gave no answer ({silent}): recorded as {verdict.outcome}")
     return verdict.outcome
 
 
@@ -641,7 +645,7 @@ def answer_event(hid: str, attempt: int, ran: Ran, timeout_s: float) -> tuple[di
                 "error": f"timed out after {timeout_s:g}s; stopped" + _tail(ran)}, ""
     found = read_handshake(ran.stdout)
     if ran.exit != 0 and not isinstance(found, Failed | ConflictReport):
-        return {"type": "resume_failed", **base, "effect": "unknown", "error": f"exit {ran.exit}" + _tail(ran)}, ""
+        return {"type": "resume_failed", **base, "effect": "unknown", "error": ran.ended() + _tail(ran)}, ""
     if isinstance(found, str):
         return {"type": "resume_failed", **base, "effect": "unknown", "error": found + _tail(ran)}, ""
     named = getattr(found, "handoff_id", None)

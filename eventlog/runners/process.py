@@ -64,9 +64,33 @@ class Ran:
         if self.timed_out:
             return f"timed out after {timeout_s:g} s; its process group was stopped"
         if self.exit != 0:
-            return f"exit {self.exit}"
+            return self.ended()
         return None
 
+    def ended(self) -> str:
+        """How a command that started ended, in words: ``exit 3``, ``killed by SIGKILL``."""
+        if self.exit is not None and self.exit < 0:
+            try:
+                return f"killed by {signal.Signals(-self.exit).name}"
+            except ValueError:
+                return f"killed by signal {-self.exit}"
+        return f"exit {self.exit}"
+
+    def no_answer(self, timeout_s: float) -> str | None:
+        """Why the command gave no answer of its own, in a few words (None: it did, whatever it said).
+
+        It could not start, ran over its timeout, was killed by a signal, or
+        ended with 126 or 127: what a shell says when it could not run the
+        command it was given.
+        """
+        if not self.started or self.timed_out:
+            return self.failure(timeout_s)
+        if self.exit is not None and (self.exit < 0 or self.exit in _SHELL_SAYS):
+            return self.ended()
+        return None
+
+#: The exits a shell gives when it could not run the command: 126 found but not run, 127 not found (POSIX).
+_SHELL_SAYS = frozenset({126, 127})
 
 class Interrupted(KeyboardInterrupt):
     """A SIGTERM or SIGINT stopped the runner: the command it waited for was stopped; none starts after it."""
