@@ -25,7 +25,8 @@ judged by :data:`RULES`, a table read top to bottom, first match wins:
 A probe that gave no answer of its own (over our timeout, killed by a
 signal, exit 126 or 127) keeps the outcome the table gives; its detail names
 the exit or signal in place of a row's words that judge by the exit alone
-("probe timed out", "no rule matched"): :func:`judge`.
+("probe timed out", "no rule matched"): :func:`judge`. The output in a
+detail is cut to 200 characters, with a mark.
 
 When no HTTP status is given, one written in the text (``API Error: 429``,
 ``HTTP/1.1 503``, ``"status": 401``) is used.
@@ -49,7 +50,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 import msgspec
 
 from eventlog.events import Confidence, ProbeOutcome
-from eventlog.runners.process import Ran
+from eventlog.runners.process import Ran, excerpt
 
 #: The answer a healthy probe prints (the seed: "PING_OKだけ返す").
 EXPECTED = "PING_OK"
@@ -153,15 +154,15 @@ def classify(
     ``no_answer`` says why the probe gave no answer of its own (``timed out after 3 s``, ``killed by
     SIGKILL``, ``exit 127``: :meth:`eventlog.runners.process.Ran.no_answer`). It changes no outcome; the
     detail names it, in place of the rule's words when the rule judges by the exit alone (the timeout
-    row, ``no rule matched``).
+    row, ``no rule matched``). The output in the detail is cut (:func:`eventlog.runners.process.excerpt`).
     """
     status = http_status if http_status is not None else status_in(text)
     rule = next(r for r in RULES if _matches(r, exit_status, status, text, expected))
     why = rule.why
     if no_answer:
         why = no_answer if rule.text is None and rule.statuses is None else f"{rule.why} ({no_answer})"
-    excerpt = " ".join(text.split())[:200]
-    detail = f"{why}: {excerpt}" if excerpt else why
+    said = excerpt(text)
+    detail = f"{why}: {said}" if said else why
     limit = read_limit(text, now) if rule.outcome == "quota_limited" else None
     return Verdict(outcome=rule.outcome, status=status, detail=detail, limit=limit)
 
@@ -233,7 +234,7 @@ def read_limit(text: str, now: datetime) -> Limit:
     stated = stated_reset(text, now)
     if stated is not None:
         reset, said = stated
-        return Limit(limited_at=limited_at, reset_at=reset, source=f"parsed-limit-message: {said}",
+        return Limit(limited_at=limited_at, reset_at=reset, source=f"parsed-limit-message: {excerpt(said)}",
                      confidence="explicit")
     for pattern, wait, label in ESTIMATES:
         if pattern.search(text):

@@ -702,7 +702,7 @@ def test_cli_budget_must_be_more_than_0(tmp_path: Path, cli: Any) -> None:
     assert lines(log) == [created("h1")]
 
 
-# --- probes that give no answer, work left in the background (issue F2) ----------------------------------
+# --- probes that give no answer, answers too long, work left in the background (issue F2) ------------------
 
 
 def sh_script(path: Path, body: str) -> str:
@@ -753,6 +753,21 @@ def test_cli_a_probe_by_hand_that_gives_no_answer_names_the_signal(tmp_path: Pat
     assert out.returncode == 1
     assert "the probe said unexpected (killed by SIGKILL)" in out.stderr
     assert lines(log)[-1]["detail"] == "killed by SIGKILL"
+
+
+def test_cli_a_resume_answer_too_long_for_a_line_is_cut_and_recorded(tmp_path: Path, cli: Any) -> None:
+    """A ``failed`` answer of 2 MB is recorded, cut to 200 characters with a mark, with the effect the command
+    gave (none: pending again), not lost to a too_long append and later sent to a person as effect unknown."""
+    log = pending_now(tmp_path / "log.jsonl")
+    resume = sh_script(tmp_path / "resume.sh", f"{sys.executable} -c 'import json; print(json.dumps("
+                                               "{\"failed\": \"x\" * 2_000_000, \"effect\": \"none\"}))'\n")
+    out = cli("failback", str(log), "--probe-cmd", "echo PING_OK", "--resume-cmd", resume, "--json")
+    assert out.returncode == 0, out.stderr
+    *_, failed, heartbeat = lines(log)
+    assert failed["type"] == "resume_failed" and failed["effect"] == "none"
+    assert failed["error"] == "x" * 200 + "... [cut: 2000000 characters in all]"
+    assert heartbeat["exit"] == "ok"
+    assert handoffs_view(log, datetime.now().astimezone())["by_state"] == {"pending": 1}
 
 
 def test_cli_a_resume_that_starts_the_session_in_the_background_is_not_a_timeout(tmp_path: Path, cli: Any) -> None:

@@ -348,3 +348,46 @@ def test_an_asynchronous_enqueue_is_sent_once_and_left_running(tmp_path: Path) -
             break
         time.sleep(0.05)
     assert calls.read_text() == "done\n"
+
+
+def test_a_task_ref_too_long_for_a_line_is_cut_and_recorded(tmp_path: Path) -> None:
+    """The last stdout line is copied into resume_enqueued cut to 200 characters with a mark, so the send
+    is recorded (not refused as too_long, and so sent again on every run)."""
+    log = write_log(tmp_path / "lanes.jsonl", [
+        {"type": "status_updated", "ts": ago(31), "product": "quiet", "state": "running"},
+    ])
+    sends = tmp_path / "sends"
+    cmd = script(tmp_path / "e.sh", f"echo sent >> {sends}\n{sys.executable} -c \"print('t' * 1_100_000)\"\n")
+    out = run_cli("lanes", str(log), "--enqueue-cmd", cmd, "--json")
+    assert out.returncode == 0, out.stderr
+    [event] = [e for e in read(log) if e["type"] == "resume_enqueued"]
+    assert event["task_branch"] == "t" * 200 + "... [cut: 1100000 characters in all]"
+    assert json.loads(out.stdout)["enqueued"][0]["task_branch"] == event["task_branch"]
+    assert run_cli("lanes", str(log), "--enqueue-cmd", cmd).returncode == 0
+    assert sends.read_text() == "sent\n"
+
+
+def test_an_enqueue_that_cannot_be_recorded_is_said_alike_on_stdout_and_stderr(tmp_path: Path) -> None:
+    """The command enqueued, then resume_enqueued could not be appended (here the command left bytes at the
+    end of LOG that no append cuts): both outputs say it was sent and not recorded; the lanes after it were
+    not tried."""
+    def spoiled(*extra: str) -> Any:
+        log = write_log(tmp_path / "lanes.jsonl", [
+            {"type": "status_updated", "ts": ago(31), "product": "a-quiet", "state": "running"},
+            {"type": "status_updated", "ts": ago(31), "product": "b-quiet", "state": "running"},
+        ])
+        cmd = script(tmp_path / "spoil.sh", f"printf 'not a log line' >> {log}\necho task/$1\n")
+        return run_cli("lanes", str(log), "--enqueue-cmd", cmd, *extra)
+
+    out = spoiled("--json")
+    assert out.returncode == 1
+    report = json.loads(out.stdout)
+    assert report["enqueued"] == [] and report["failed"] == []
+    [unrecorded] = report["unrecorded"]
+    assert (unrecorded["product"], unrecorded["task_branch"]) == ("a-quiet", "task/a-quiet")
+    [said] = [line for line in out.stderr.splitlines() if "a-quiet" in line]
+    assert said.startswith("eventlog: a-quiet: status-quiet: enqueued, but cannot append resume_enqueued: ")
+    assert "the next run sends it again" in said
+    text = spoiled().stdout
+    assert "a-quiet: status-quiet, resume enqueued but NOT recorded (the next run sends it again: " in text
+    assert "b-quiet: status-quiet, not enqueued (the run stopped)" in text

@@ -183,6 +183,14 @@ def test_a_command_that_gave_no_answer_of_its_own(script: str, said: str | None)
         "No such file or directory"
 
 
+def test_excerpt_cuts_a_long_text_and_says_so() -> None:
+    assert process.excerpt("  a\n b\tc  ") == "a b c"
+    assert process.excerpt("x" * 200) == "x" * 200
+    assert process.excerpt("x" * 199 + "yz") == "x" * 199 + "y... [cut: 201 characters in all]"
+    assert process.excerpt("ab" + "x" * 199, end=True) == "[cut: 201 characters in all] ..." + "b" + "x" * 199
+    assert process.excerpt("abcdef", 3) == "abc... [cut: 6 characters in all]"
+
+
 def test_split_command() -> None:
     assert split_command("probe --say 'PING OK'", "--probe-cmd") == ["probe", "--say", "PING OK"]
     with pytest.raises(ValueError, match="--probe-cmd is empty"):

@@ -100,7 +100,7 @@ def test_failback_log_that_cannot_be_written_exits_1(tmp_path: Path) -> None:
          "--at", "2026-08-03T10:00:00+09:00"],
         cwd=ROOT, capture_output=True, text=True, timeout=60, preexec_fn=no_growth, check=False)
     assert out.returncode == 1
-    assert f"eventlog: cannot append to the log: could not write {log}: File too large" in out.stderr
+    assert f"eventlog: cannot append probe_result of a to the log: could not write {log}: File too large" in out.stderr
     assert f"eventlog: cannot append the heartbeat: could not write {log}: File too large" in out.stderr
     assert "heartbeat: NOT written" in out.stdout
     assert log.stat().st_size == size

@@ -43,7 +43,8 @@ Commands run without a shell, in their own process group, bounded by
 --timeout (SIGTERM, then SIGKILL after --kill-grace). A command's result is
 its own exit and what it printed by then: a session it leaves running in the
 background is neither waited for nor stopped (its pipes are read for 0.5 s
-more, then closed: let it write to a file). A probe that gives
+more, then closed: let it write to a file). What the pass copies from their
+output into a line is cut to 200 characters, with a mark. A probe that gives
 no answer (could not start, over --timeout, killed by a signal, exit 126 or
 127) is an error of the pass: its probe_result (network_timeout after
 --timeout, else as the output says) names the exit or signal.

@@ -45,8 +45,8 @@ stalled and that no resume_enqueued covers yet (same product and kind, after the
 stall's anchor), run CMD (split as a shell would, run without one, in its own
 process group) with the product and the kind as its last two arguments and in
 RESUME_PRODUCT and RESUME_KIND, then append resume_enqueued. The last non-empty
-line CMD prints on stdout is its task_branch. Stopped and idle lanes are never
-stalled, so never resumed.
+line CMD prints on stdout is its task_branch (cut to 200 characters, with a
+mark). Stopped and idle lanes are never stalled, so never resumed.
 
 CMD's result is its own exit: a CMD that starts the work in the background and
 exits 0 has enqueued it, even while the work it left running holds its stdout
@@ -66,7 +66,8 @@ status, explain, follow, serve, stalls and tools/replay judge lanes with them
 
 LANES_EXITS = """\
 0  done: every stall resumed or already covered
-1  a CMD failed, the log could not be read or written, it has bad lines new
+1  a CMD failed, the log could not be read or written (a resume sent but not
+   recorded is said so: the next run sends it again), it has bad lines new
    since the last lane_check (older ones are only named on stderr), or
    SIGTERM or SIGINT stopped the run
 2  bad usage or no such log"""

@@ -83,9 +83,11 @@ resume command, ``FAILBACK_HANDOFF_ID``, ``FAILBACK_ATTEMPT``,
 unknown). The same names in lower case in braces (``{account}``,
 ``{handoff_id}``, ...) are replaced in the arguments; a resume command without
 ``{handoff_id}`` gets the handoff id as its last argument. A command's result
-is its own exit: a session it started in the background is not waited for. A probe's HTTP
-status, when it has one, is read from its output (``HTTP 429``, ``API Error:
-429``, ``"status": 429``).
+is its own exit: a session it started in the background is not waited for.
+Every text copied from a command's output into a line is cut
+(:func:`~eventlog.runners.process.excerpt`), so an answer is never too long
+to be recorded. A probe's HTTP status, when it has one, is read from its
+output (``HTTP 429``, ``API Error: 429``, ``"status": 429``).
 
 The report's ``status`` is 0 when nothing new needs a person, 1 when the pass
 could not do its own work or sent work to a person; ``problems`` says why, one
@@ -109,13 +111,15 @@ from eventlog.logs import Log, LogUnavailable, is_url, open_log
 from eventlog.probe import EXPECTED, Verdict, judge
 from eventlog.reader import NESTED_TOO_DEEP, deeper_at
 from eventlog.runners.common import PassBadLines, RunnerError, check_bounds, folder, require_log
-from eventlog.runners.process import Interrupted, Ran, run
+from eventlog.runners.process import Interrupted, Ran, excerpt, run
 from projections.base import elapsed_s
 from projections.handoffs import GUESSED, REASON_UNCONFIRMED, Handoff, Handoffs
 from projections.runner import Runner
 
 #: SIGTERM to SIGKILL for a command over its timeout.
 KILL_GRACE_S = 5.0
+#: The longest ``detail`` of the heartbeat (the pass's errors; a longer one is cut and says so).
+HEARTBEAT_DETAIL_CHARS = 500
 #: How long a pass starts commands (``--budget``): with the default ``--timeout`` (2m) a pass ends within ~7m.
 BUDGET_S = 300.0
 
@@ -307,7 +311,7 @@ def _run_pass(opts: Options, log: Log, started: float) -> Report:
             report.lost.append({"handoff_id": str(events[0].get("handoff_id", "")), "reason": "; ".join(err.messages)})
             return False
         except AppendError as err:
-            report.errors.append("cannot append to the log: " + "; ".join(err.messages))
+            report.errors.append(f"cannot append {_named(events)} to the log: " + "; ".join(err.messages))
             report.write_failed = True
             raise _Stop from err
         return True
@@ -349,7 +353,7 @@ def _run_pass(opts: Options, log: Log, started: float) -> Report:
         "stale_after_s": opts.stale_after_s,
     }
     if report.errors:
-        heartbeat["detail"] = "; ".join(report.errors)[:500]
+        heartbeat["detail"] = excerpt("; ".join(report.errors), HEARTBEAT_DETAIL_CHARS)
     try:
         log.append([heartbeat])
         report.heartbeat = heartbeat["ts"]
@@ -360,6 +364,14 @@ def _run_pass(opts: Options, log: Log, started: float) -> Report:
 
 
 Append = Callable[..., bool]
+
+
+def _named(events: list[dict[str, Any]]) -> str:
+    """What an append was to write, for a person: ``resume_failed of h1 (attempt 2)``."""
+    first = events[0]
+    of = first.get("handoff_id") or first.get("account")
+    attempt = first.get("attempt")
+    return str(first["type"]) + (f" of {of}" if of else "") + (f" (attempt {attempt})" if attempt is not None else "")
 
 
 def _budget(opts: Options, started: float, report: Report) -> Callable[[], NotReached | None]:
@@ -647,20 +659,20 @@ def answer_event(hid: str, attempt: int, ran: Ran, timeout_s: float) -> tuple[di
     if ran.exit != 0 and not isinstance(found, Failed | ConflictReport):
         return {"type": "resume_failed", **base, "effect": "unknown", "error": ran.ended() + _tail(ran)}, ""
     if isinstance(found, str):
-        return {"type": "resume_failed", **base, "effect": "unknown", "error": found + _tail(ran)}, ""
+        return {"type": "resume_failed", **base, "effect": "unknown", "error": excerpt(found) + _tail(ran)}, ""
     named = getattr(found, "handoff_id", None)
     if named is not None and named != hid:
         return {"type": "resume_failed", **base, "effect": "unknown",
-                "error": f"handshake names handoff {named!r}, not {hid!r}"}, ""
+                "error": f"handshake names handoff {excerpt(repr(named))}, not {hid!r}"}, ""
     if isinstance(found, ConflictReport):
-        return {"type": "conflict", **base, "detail": found.conflict}, ""
+        return {"type": "conflict", **base, "detail": excerpt(found.conflict)}, ""
     if isinstance(found, Failed):
-        return {"type": "resume_failed", **base, "error": found.failed, "effect": found.effect}, ""
+        return {"type": "resume_failed", **base, "error": excerpt(found.failed), "effect": found.effect}, ""
     if isinstance(found, Started):
-        said = found.started if isinstance(found.started, str) else "the session started"
+        said = excerpt(found.started) if isinstance(found.started, str) else "the session started"
         return None, f"{said}; waiting for the cloud side to report attempt {attempt}"
-    return {"type": "verified", **base, "branch": found.branch, "head": found.head, "dirty": found.dirty,
-            "todos": found.todos}, ""
+    return {"type": "verified", **base, "branch": excerpt(found.branch), "head": excerpt(found.head),
+            "dirty": found.dirty, "todos": found.todos}, ""
 
 
 def _resume(
@@ -727,8 +739,8 @@ def _stopped(hid: str, attempt: int, stop: Interrupted, stamp: Callable[[], str]
 
 
 def _tail(ran: Ran) -> str:
-    text = " ".join((ran.stderr or ran.stdout).split())
-    return f": {text[-300:]}" if text else ""
+    said = ran.said()
+    return f": {said}" if said else ""
 
 
 __all__ = [

@@ -11,18 +11,20 @@ that check finds stalled and that no ``resume_enqueued`` covers yet (same
 product and kind, after the stall's anchor), runs the enqueue command with the
 product and the kind as its last two arguments and in ``RESUME_PRODUCT`` and
 ``RESUME_KIND``, and then appends ``resume_enqueued``. The last non-empty line
-the command prints on stdout, if any, is its ``task_branch``. Stopped and idle
-lanes are never stalled, so never resumed. The command's result is its own
-exit: one that starts the work in the background and exits 0 has enqueued it
-(seed 001's resume is asynchronous); the work it left running is not waited
-for.
+the command prints on stdout, if any, is its ``task_branch`` (cut by
+:func:`~eventlog.runners.process.excerpt`). Stopped and idle lanes are never
+stalled, so never resumed. The command's result is its own exit: one that
+starts the work in the background and exits 0 has enqueued it (seed 001's
+resume is asynchronous); the work it left running is not waited for.
 
 - The command fails (non-zero exit, over its timeout: SIGTERM, then SIGKILL to
   its process group after the grace, or cannot start): no ``resume_enqueued``
   is appended and it is a problem; the stall is still uncovered, so the next
   run tries again.
 - The resume is appended after the command succeeded: a crash between the two
-  sends it again on the next run (at least once, never silently lost).
+  sends it again on the next run (at least once, never silently lost). An
+  append that fails there is in ``unrecorded`` (sent, not recorded) and ends
+  the run.
 - Two runners of one log take turns (``LOG.lanes.lock``), so the second sees
   the first's ``resume_enqueued`` and does not send the same resume again.
 - A stop signal (SIGTERM, SIGINT: :func:`eventlog.runners.process.stop_on_signals`)
@@ -60,7 +62,7 @@ from eventlog.runners.common import (
     require_log,
     runner_lock,
 )
-from eventlog.runners.process import Interrupted, run
+from eventlog.runners.process import Interrupted, excerpt, run
 from projections.ahead import dated_ahead
 from projections.lanes import CheckRecord
 from projections.runner import in_units, thresholds
@@ -168,6 +170,8 @@ class LanesReport(msgspec.Struct, kw_only=True):
     enqueued: list[dict[str, Any]] = msgspec.field(default_factory=list)
     already_enqueued: list[dict[str, Any]] = msgspec.field(default_factory=list)
     failed: list[dict[str, Any]] = msgspec.field(default_factory=list)
+    #: Sent (the command succeeded), but its ``resume_enqueued`` could not be appended: the next run sends it again.
+    unrecorded: list[dict[str, Any]] = msgspec.field(default_factory=list)
     bad_lines: PassBadLines = msgspec.field(default_factory=PassBadLines)
     #: The signal (SIGTERM, SIGINT) that stopped the run, None when none did.
     interrupted: str | None = None
@@ -187,6 +191,7 @@ class LanesReport(msgspec.Struct, kw_only=True):
         done = {(e["product"], e["kind"]): e for e in self.enqueued}
         already = {(e["product"], e["kind"]) for e in self.already_enqueued}
         failed = {(e["product"], e["kind"]): e for e in self.failed}
+        unrecorded = {(e["product"], e["kind"]): e for e in self.unrecorded}
         out = [f"lane check at {self.check['checked_at']}"]
         for result in self.check["results"]:
             product = result["product"]
@@ -201,6 +206,9 @@ class LanesReport(msgspec.Struct, kw_only=True):
                 out.append(f"  {product}: {key[1]}, resume already enqueued")
             elif key in failed:
                 out.append(f"  {product}: {key[1]}, enqueue FAILED ({failed[key]['error']})")
+            elif key in unrecorded:
+                out.append(f"  {product}: {key[1]}, resume enqueued but NOT recorded (the next run sends it again: "
+                           f"{unrecorded[key]['error']})")
             else:
                 out.append(f"  {product}: {key[1]}, not enqueued (the run stopped)")
         return out
@@ -273,17 +281,20 @@ def _run_lanes(opts: LanesOptions, report: LanesReport) -> None:
             try:
                 log.append([event])
             except AppendError as err:
-                report.problems.append(f"{product}: {kind}: enqueued, but cannot append resume_enqueued (the next "
-                                       "run sends it again): " + "; ".join(err.messages))
+                error = "cannot append resume_enqueued: " + "; ".join(err.messages)
+                report.unrecorded.append({"product": product, "kind": kind, "task_branch": branch, "error": error})
+                report.problems.append(f"{product}: {kind}: enqueued, but {error} (the next run sends it again; "
+                                       "no other lane was tried)")
                 return
             report.enqueued.append({"product": product, "kind": kind, "task_branch": branch})
 
 
 def task_branch(stdout: str) -> str | None:
-    """The last non-empty line of the command's stdout, stripped, or None."""
+    """The last non-empty line of the command's stdout, stripped and cut (:func:`~eventlog.runners.process.excerpt`),
+    or None."""
     for line in reversed(stdout.splitlines()):
         if line.strip():
-            return line.strip()
+            return excerpt(line)
     return None
 
 

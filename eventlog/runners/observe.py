@@ -170,7 +170,7 @@ def _git(repo: str, *args: str) -> str:
     ran = run(["git", "-C", repo, *args], timeout_s=GIT_TIMEOUT_S, grace_s=1.0, capture_stdout=True,
               capture_stderr=True)
     if not ran.ok:
-        said = " ".join((ran.stderr or ran.stdout).split())[:300]
+        said = ran.said()
         raise OSError(f"git {' '.join(args)}: {ran.failure(GIT_TIMEOUT_S)}" + (f": {said}" if said else ""))
     return ran.stdout.strip()
 

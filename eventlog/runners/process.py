@@ -89,8 +89,33 @@ class Ran:
             return self.ended()
         return None
 
+    def said(self) -> str:
+        """The end of what it printed on stderr (on stdout when stderr is empty), cut by :func:`excerpt`."""
+        return excerpt(self.stderr or self.stdout, end=True)
+
+
 #: The exits a shell gives when it could not run the command: 126 found but not run, 127 not found (POSIX).
 _SHELL_SAYS = frozenset({126, 127})
+
+#: The most characters of a command's output a runner copies into a line of the log or a message.
+EXCERPT_CHARS = 200
+
+
+def excerpt(text: str, limit: int = EXCERPT_CHARS, *, end: bool = False) -> str:
+    """``text`` on one line (each run of whitespace one space), at most ``limit`` characters and a mark.
+
+    A longer one keeps its first ``limit`` characters (``end``: its last) and
+    says it was cut and how long it was: ``abc... [cut: 2097152 characters in
+    all]``, ``[cut: 2097152 characters in all] ...xyz``. Every text a runner
+    copies from a command's output into an event goes through it, so that no
+    answer is too long to be recorded.
+    """
+    flat = " ".join(text.split())
+    if len(flat) <= limit:
+        return flat
+    mark = f"[cut: {len(flat)} characters in all]"
+    return f"{mark} ...{flat[-limit:]}" if end else f"{flat[:limit]}... {mark}"
+
 
 class Interrupted(KeyboardInterrupt):
     """A SIGTERM or SIGINT stopped the runner: the command it waited for was stopped; none starts after it."""
@@ -306,5 +331,5 @@ def _text(data: bytes) -> str:
     return data.decode("utf-8", "replace")
 
 
-__all__ = ["AFTER_EXIT_S", "DRAIN_S", "STOP_SIGNALS", "Interrupted", "Ran", "check_stop", "run", "split_command",
-           "started", "stop_on_signals", "waiting"]
+__all__ = ["AFTER_EXIT_S", "DRAIN_S", "EXCERPT_CHARS", "STOP_SIGNALS", "Interrupted", "Ran", "check_stop", "excerpt",
+           "run", "split_command", "started", "stop_on_signals", "waiting"]

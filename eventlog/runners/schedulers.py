@@ -82,7 +82,7 @@ class Scheduler(Protocol):
 def _call(argv: list[str]) -> str:
     ran = run(argv, timeout_s=CALL_TIMEOUT_S, grace_s=1.0, capture_stdout=True, capture_stderr=True, stoppable=False)
     if not ran.ok:
-        said = " ".join((ran.stderr or ran.stdout).split())[:300]
+        said = ran.said()
         raise SchedulerError(f"{' '.join(argv)}: {ran.failure(CALL_TIMEOUT_S)}" + (f": {said}" if said else ""))
     return ran.stdout
 
