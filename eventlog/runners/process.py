@@ -3,7 +3,10 @@
 :func:`run` starts a command without a shell, in its own process group (a new
 session), with an empty stdin, and waits at most ``timeout_s``. Over the
 timeout the whole group gets SIGTERM, then SIGKILL after ``grace_s``; whatever
-of the group outlived its leader gets SIGKILL too.
+of the group outlived its leader gets SIGKILL too. An interruption of ours
+(KeyboardInterrupt, which the catch-up runner raises on SIGTERM) stops the
+group the same way before going on. A command that cannot start is reported as
+such (:attr:`Ran.started` false, :attr:`Ran.error`), never as an exit status.
 
 A command's result is its own exit, and what it printed up to then: a command
 that starts work in the background and exits at once (an asynchronous
@@ -13,10 +16,7 @@ its stdout or stderr open. Once it has exited its pipes are read for
 closed: we never wait on a left-behind child, never stop it because the
 command exited, and never call its exit a timeout. Such a child should write
 elsewhere (a file, ``/dev/null``): after that moment a write to the pipe fails
-(EPIPE, or SIGPIPE when it does not handle it). An interruption of ours
-(KeyboardInterrupt, which the catch-up runner raises on SIGTERM) stops the
-group the same way before going on. A command that cannot start is reported as
-such (:attr:`Ran.started` false, :attr:`Ran.error`), never as an exit status.
+(EPIPE, or SIGPIPE when it does not handle it).
 """
 
 from __future__ import annotations
@@ -85,7 +85,7 @@ class Ran:
         """
         if not self.started or self.timed_out:
             return self.failure(timeout_s)
-        if self.exit is not None and (self.exit < 0 or self.exit in _SHELL_SAYS):
+        if self.exit is not None and (self.exit < 0 or self.exit in _SHELL_COULD_NOT_RUN):
             return self.ended()
         return None
 
@@ -95,7 +95,7 @@ class Ran:
 
 
 #: The exits a shell gives when it could not run the command: 126 found but not run, 127 not found (POSIX).
-_SHELL_SAYS = frozenset({126, 127})
+_SHELL_COULD_NOT_RUN = frozenset({126, 127})
 
 #: The most characters of a command's output a runner copies into a line of the log or a message.
 EXCERPT_CHARS = 200
