@@ -288,6 +288,11 @@ class CatchupKicked(Event, tag="catchup_kicked"):
     """Catch-up started a re-run of the job."""
 
     label: str
+    #: The project's addition (the catch-up runner writes both; docs/DECISIONS.md, "A re-run that did not end
+    #: well"): the re-run's ``--timeout`` and ``--kill-grace``, which bound when its end must be written. Without
+    #: them, the spec's 2700 s and 30 s.
+    timeout_s: Annotated[float, msgspec.Meta(gt=0)] | None = None
+    kill_grace_s: Annotated[float, msgspec.Meta(ge=0)] | None = None
 
 
 class CatchupFinished(Event, tag="catchup_finished"):

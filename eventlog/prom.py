@@ -10,7 +10,7 @@ the ``log`` label. docs/METRICS.md is the reference, with an alert for each.
 :func:`exposition` renders one dump; what a dump does not hold (the latency
 samples, the last event's time, ``follow``'s tick, a torn tail no append cuts,
 an unfinished batch, a file that is no event log, the times a verdict is judged
-from that lie ahead of now) is passed beside it, and :func:`of_replay` takes
+from that lie ahead of now, the catch-up re-runs that did not end well) is passed beside it, and :func:`of_replay` takes
 those from a replay. The interrupt timeline's two families are built in
 ``eventlog.prom_controls``.
 """
@@ -42,6 +42,9 @@ NEEDS_HUMAN_REASONS: tuple[str, ...] = (REASON_CONFLICT, REASON_UNKNOWN_EFFECT, 
 ADMISSIONS: tuple[str, ...] = Admission.__args__  # type: ignore[attr-defined]
 #: The ``attention`` label: each word, and "" for none.
 ATTENTIONS: tuple[str, ...] = ("", *Attention.__args__)  # type: ignore[attr-defined]
+#: A catch-up re-run's reason code (``projections.catchup.RerunKind``) -> its ``kind`` label
+#: (``recovery_catchup_reruns``).
+RERUN_KINDS: dict[str, str] = {"rerun_failed": "failed", "rerun_no_end": "no_end"}
 LATENCY_PAIRS: tuple[str, ...] = ("created_to_returned", "claimed_to_requested", "requested_to_verified")
 
 Labels = dict[str, str]
@@ -96,6 +99,7 @@ def exposition(
     unfinished_batch: int | None = None,
     not_a_log: bool | None = None,
     ahead: Sequence[Ahead] | None = None,
+    reruns: Mapping[str, int] | None = None,
 ) -> str:
     """The text exposition of one dump.
 
@@ -109,7 +113,8 @@ def exposition(
     complete lines of an unfinished batch at the end (``Replay.uncommitted``; held, neither events nor bad
     lines); ``not_a_log``: the file is no event log, so no append is taken on it (``eventlog.logs.no_event_log``);
     ``ahead``: the times a verdict is judged from that lie ahead of now (``projections.ahead.dated_ahead``; left
-    out when None: not judged live).
+    out when None: not judged live); ``reruns``: catch-up re-runs that did not end well, by kind (``failed``,
+    ``no_end``: ``projections.catchup.Catchup.bad_reruns``; left out when None).
     """
     out = _Text(str(dump.get("log", "")))
     one: Labels = {}
@@ -166,6 +171,11 @@ def exposition(
               [(one, int(c["circuit"] == "open"))])
     out.gauge("recovery_catchup_probe", "1 when a catch-up run now would probe (candidates, circuit not open).",
               [(one, int(bool(c["probe"])))])
+    if reruns is not None:
+        out.gauge("recovery_catchup_reruns", "Catch-up re-runs that did not end well, until the job runs again, by "
+                  "kind (both always listed): failed (killed at its timeout, an exit other than 0 or none; status: "
+                  "rerun_failed), no_end (no end written past its timeout and kill grace; status: rerun_no_end).",
+                  [({"kind": kind}, reruns.get(kind, 0)) for kind in RERUN_KINDS.values()])
 
     s = dump["sessions"]
     tally = Counter((item["admission_state"], item["attention"] or "") for item in s["items"].values())
@@ -210,11 +220,17 @@ def of_replay(replay: Replay, dump: dict[str, Any], tick_s: float | None = None,
     retrying = None
     if sessions is not None:
         retrying = len(sessions.retry_under_way(datetime.fromisoformat(as_of))) if as_of is not None else 0
+    catchup = getattr(replay.folder, "catchup", None)
+    reruns = None
+    if catchup is not None:
+        bad = catchup.bad_reruns(datetime.fromisoformat(as_of)) if as_of is not None else []
+        reruns = Counter(RERUN_KINDS[b.kind] for b in bad)
     return exposition(dump, durations=durations, last_event_at=replay.last_at, tick_s=tick_s, unrecorded=unrecorded,
                       retry_under_way=retrying,
                       torn_tail_stuck=replay.stuck_tail is not None,
                       unfinished_batch=0 if replay.uncommitted is None else replay.uncommitted.lines,
-                      not_a_log=no_event_log(str(dump.get("log", "")), replay) is not None, ahead=ahead)
+                      not_a_log=no_event_log(str(dump.get("log", "")), replay) is not None, ahead=ahead,
+                      reruns=reruns)
 
 
 def _handoffs(out: _Text, h: dict[str, Any], durations: Mapping[str, Sequence[float]] | None) -> None:

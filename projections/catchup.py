@@ -12,19 +12,40 @@ the machine's.
 
 The fold keeps, per label, the latest ``job_registered`` (it replaces earlier
 ones), the latest marker (``job_skipped`` or ``job_ran``, by log order) and
-whether a ``catchup_kicked`` came after that marker; and the latest
-``circuit_opened`` with whether a ``circuit_closed`` came after it.
+whether a ``catchup_kicked`` came after that marker; the latest
+``circuit_opened`` with whether a ``circuit_closed`` came after it; and the
+latest catch-up re-run of each job that did not end well (:class:`Rerun`).
+
+**A re-run that did not end well** (the section "re-runs" below) stays named
+until the job shows it ran again:
+
+- it *ended badly*: its ``catchup_finished`` says ``timeout_killed``, or
+  ``exited`` with an exit other than 0 or none;
+- it *never reported its end*: a ``catchup_kicked`` with no ``catchup_finished``
+  after it, once T is past the kick's time plus its timeout, twice its kill
+  grace (SIGTERM, the grace, SIGKILL, the grace) and :data:`END_MARGIN_S` (the
+  scheduler calls of the stop); the timeout and grace are the project-added
+  ``timeout_s`` and ``kill_grace_s`` the runner writes on the kick, else the
+  spec's 2700 s and 30 s. Before that it *may still run*.
+
+What shows it ran again: a later ``job_skipped`` (the schedule started the
+guard again: a skip of today is a candidate again), a later ``catchup_finished``
+``exited`` 0, or a later ``job_ran`` unless it is the re-run's own marker: one
+with an exit other than 0 dated within the re-run (from the kick to its
+``catchup_finished``, or to its deadline when it has none), which the guard
+writes for the re-run itself and the importer brings in after it.
 """
 
 from __future__ import annotations
 
-from datetime import UTC, date, datetime
-from typing import Any, NamedTuple
+from datetime import UTC, date, datetime, timedelta
+from typing import Any, Literal, NamedTuple
 
 import msgspec
 
 from eventlog.events import (
     CalendarEntry,
+    CatchupFinished,
     CatchupKicked,
     CircuitClosed,
     CircuitOpened,
@@ -54,6 +75,82 @@ class Marker(msgspec.Struct, gc=False):
         return parse_time(self.ts)
 
 
+#: The spec's timeout of a re-run (section 5) when its ``catchup_kicked`` names none.
+TIMEOUT_S = 2700.0
+#: The spec's kill grace (SIGTERM, then SIGKILL after it) when its ``catchup_kicked`` names none.
+KILL_GRACE_S = 30.0
+#: Past the timeout and twice the kill grace, how long a re-run may still take to be stopped and written down
+#: (the scheduler calls of the stop, each bounded by 30 s) before its missing end is named.
+END_MARGIN_S = 300.0
+
+
+class Rerun(msgspec.Struct, gc=False):
+    """A job's latest catch-up re-run that did not end well (yet): its kick, and its end when one was written.
+
+    Times are as written; ``kicked_ts`` is None for a ``catchup_finished`` with no kick before it.
+    """
+
+    kicked_ts: str | None
+    kicked_line: int = 0
+    #: The kick's ``timeout_s`` and ``kill_grace_s`` as written (None: not written; :attr:`timeout`,
+    #: :attr:`grace` give the spec's then).
+    timeout_s: float | None = None
+    kill_grace_s: float | None = None
+    finished_ts: str | None = None
+    finished_line: int = 0
+    outcome: Literal["exited", "timeout_killed"] | None = None
+    exit: int | None = None
+
+    @property
+    def timeout(self) -> float:
+        """The re-run's timeout: the kick's, else the spec's 2700 s."""
+        return TIMEOUT_S if self.timeout_s is None else self.timeout_s
+
+    @property
+    def grace(self) -> float:
+        """The re-run's kill grace: the kick's, else the spec's 30 s."""
+        return KILL_GRACE_S if self.kill_grace_s is None else self.kill_grace_s
+
+    @property
+    def ended(self) -> bool:
+        """Whether a ``catchup_finished`` recorded its end."""
+        return self.finished_ts is not None
+
+    def deadline(self) -> datetime | None:
+        """When its missing end is named: the kick, its timeout, twice its grace and :data:`END_MARGIN_S`.
+
+        None when it has no kick, or the time is past what can be held (never).
+        """
+        if self.kicked_ts is None:
+            return None
+        try:
+            return parse_time(self.kicked_ts) + timedelta(
+                seconds=self.timeout + 2 * self.grace + END_MARGIN_S)
+        except (OverflowError, ValueError):
+            return None
+
+    def own_marker(self, at: datetime, exit_: int) -> bool:
+        """Whether a ``job_ran`` at ``at`` with ``exit_`` is this re-run's own (the guard's marker of it).
+
+        A failing run dated from the kick to the re-run's end (its ``catchup_finished``, else its deadline).
+        """
+        if exit_ == 0 or self.kicked_ts is None:
+            return False
+        end = parse_time(self.finished_ts) if self.finished_ts is not None else self.deadline()
+        return parse_time(self.kicked_ts) <= at and (end is None or at <= end)
+
+
+RerunKind = Literal["rerun_failed", "rerun_no_end"]
+
+
+class BadRerun(NamedTuple):
+    """A re-run that did not end well, as of T: its label, what it is (a reason code) and its record."""
+
+    label: str
+    kind: RerunKind
+    rerun: Rerun
+
+
 class CatchupState(msgspec.Struct):
     """Everything the catch-up projection folds (projections/base.py: to add state, add a typed field)."""
 
@@ -68,6 +165,8 @@ class CatchupState(msgspec.Struct):
     #: That ``circuit_opened``'s ``ts`` and ``reason``, as written (for "open since ..., because ...").
     opened_ts: str | None = None
     open_reason: str | None = None
+    #: Label -> its latest re-run, until the job shows it ran again (see the module docstring).
+    reruns: dict[str, Rerun] = {}
 
 
 class Candidate(NamedTuple):
@@ -277,6 +376,20 @@ class Catchup:
         """Whether the quota circuit is open as of ``as_of``."""
         return circuit_open(self.open_until, self.state.closed_since, as_of)
 
+    def bad_reruns(self, as_of: datetime) -> list[BadRerun]:
+        """The re-runs that ended badly or never reported their end as of ``as_of``, sorted by label."""
+        out: list[BadRerun] = []
+        for label, r in sorted(self.state.reruns.items()):
+            if r.ended:
+                out.append(BadRerun(label, "rerun_failed", r))
+            elif (deadline := r.deadline()) is not None and as_of.astimezone(UTC) >= deadline.astimezone(UTC):
+                out.append(BadRerun(label, "rerun_no_end", r))
+        return out
+
+    def open_reruns(self) -> dict[str, Rerun]:
+        """The re-runs with a kick and no recorded end (they may still run), by label."""
+        return {label: r for label, r in sorted(self.state.reruns.items()) if not r.ended}
+
     def view(self, as_of: datetime, as_of_text: str | None = None) -> dict[str, Any]:
         """The ``catchup`` part of the dump."""
         labels = [c.label for c in self.candidates(as_of)]
@@ -291,10 +404,14 @@ class Catchup:
 
     def _job_skipped(self, ev: JobSkipped, line: int, at: datetime) -> FoldResult:
         self.state.markers[ev.label] = Marker(skipped=True, ts=ev.ts, line=line)
+        self.state.reruns.pop(ev.label, None)
         return None
 
     def _job_ran(self, ev: JobRan, line: int, at: datetime) -> FoldResult:
         self.state.markers[ev.label] = Marker(skipped=False, ts=ev.ts, line=line)
+        rerun = self.state.reruns.get(ev.label)
+        if rerun is not None and not rerun.own_marker(at, ev.exit):
+            del self.state.reruns[ev.label]
         return None
 
     def _catchup_kicked(self, ev: CatchupKicked, line: int, at: datetime) -> FoldResult:
@@ -302,6 +419,19 @@ class Catchup:
         if marker is not None:
             marker.kicked = True
             marker.kicked_ts = ev.ts
+        self.state.reruns[ev.label] = Rerun(kicked_ts=ev.ts, kicked_line=line, timeout_s=ev.timeout_s,
+                                            kill_grace_s=ev.kill_grace_s)
+        return None
+
+    def _catchup_finished(self, ev: CatchupFinished, line: int, at: datetime) -> FoldResult:
+        reruns = self.state.reruns
+        if ev.outcome == "exited" and ev.exit == 0:
+            reruns.pop(ev.label, None)
+            return None
+        rerun = reruns.get(ev.label)
+        if rerun is None or rerun.ended:  # an end with no kick before it
+            rerun = reruns[ev.label] = Rerun(kicked_ts=None)
+        rerun.finished_ts, rerun.finished_line, rerun.outcome, rerun.exit = ev.ts, line, ev.outcome, ev.exit
         return None
 
     def _circuit_opened(self, ev: CircuitOpened, line: int, at: datetime) -> FoldResult:
@@ -320,6 +450,7 @@ class Catchup:
         JobSkipped: _job_skipped,
         JobRan: _job_ran,
         CatchupKicked: _catchup_kicked,
+        CatchupFinished: _catchup_finished,
         CircuitOpened: _circuit_opened,
         CircuitClosed: _circuit_closed,
     }

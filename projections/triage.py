@@ -24,7 +24,10 @@ What needs a person (each reason code is in :data:`REASONS`):
   one late (no ``watcher_run`` for more than twice its period); pending
   handoffs and no watcher ever ran (``no_watcher``).
 - **lanes**: a lane stalled now (``job_unpicked``, ``status_quiet``; judged at T).
-- **catchup**: the quota circuit open (``circuit_open``); a job to re-run (``candidate``).
+- **catchup**: a catch-up re-run that ended badly (``rerun_failed``: killed at its timeout, an exit
+  other than 0 or none) or never reported its end (``rerun_no_end``: past its timeout, twice its kill
+  grace and a margin), until the job shows it ran again (:mod:`projections.catchup`); the quota
+  circuit open (``circuit_open``); a job to re-run (``candidate``).
 - **sessions**: waiting for a decision (``restore_failed``, ``startup_failed``,
   ``outcome_unknown``, ``context_gap``); in backoff with its retry due and no
   worker ready since (``retry_due``), unless a worker claimed it at or after
@@ -40,7 +43,8 @@ What needs a person (each reason code is in :data:`REASONS`):
 
 "Since" is the time it has been so: the handoff's last applied event, the
 latest probe of a backing-off account, the watcher's last run, the finished
-job or the last progress of a lane, the skip of a candidate, the circuit's
+job or the last progress of a lane, the end of a re-run that ended badly, the kick of one
+that never reported its end, the skip of a candidate, the circuit's
 opening, the event that put a session in its state, a retry's due time.
 Every "since" is a time the log wrote, printed as written (with the offset it
 was written with, spec section 2); T itself is printed as given. Bad and
@@ -62,7 +66,7 @@ import msgspec
 from eventlog.events import FIRST_YEAR, LAST_YEAR, parse_time
 from projections.ahead import Ahead, Check, dated_ahead
 from projections.base import elapsed_s, micros, num, summary
-from projections.catchup import skipped_today, why_not
+from projections.catchup import BadRerun, Rerun, skipped_today, why_not
 from projections.controls import Control, timeline
 from projections.handoffs import (
     LIVE,
@@ -131,6 +135,8 @@ REASONS: tuple[Reason, ...] = (
     Reason("watchers", "no_watcher", "Pending handoffs, and no watcher ever ran", False),
     Reason("lanes", "job_unpicked", "Finished jobs nobody picked up", False),
     Reason("lanes", "status_quiet", "Lanes whose progress went quiet", False),
+    Reason("catchup", "rerun_no_end", "Catch-up re-runs that never reported their end: they may still run", True),
+    Reason("catchup", "rerun_failed", "Catch-up re-runs that ended badly: the skipped run is still lost", True),
     Reason("catchup", "circuit_open", "The quota circuit is open", False),
     Reason("catchup", "candidate", "Jobs skipped today, waiting for a catch-up re-run", False),
     Reason("sessions", "restore_failed", "Sessions stopped: checkpoint restore failed", True),
@@ -307,13 +313,16 @@ class LaneTotals(msgspec.Struct, kw_only=True):
 
 
 class CatchupTotals(msgspec.Struct, kw_only=True):
-    """Registered jobs, guarded ones, candidates, and the circuit."""
+    """Registered jobs, guarded ones, candidates, the circuit, and the re-runs that ended badly or never reported
+    their end."""
 
     jobs: int
     guarded: int
     candidates: int
     circuit: Literal["open", "closed"]
     open_until: str | None
+    reruns_failed: int = 0
+    reruns_no_end: int = 0
 
 
 class SessionTotals(msgspec.Struct, kw_only=True):
@@ -545,6 +554,17 @@ def catchup_cmd(log: str, at: str | None = None) -> str:
     return command("eventlog catchup", [log], ["--dry-run", *([opt("--at", at)] if at is not None else [])])
 
 
+def kickstart_cmd(label: str) -> str:
+    """``launchctl kickstart gui/$(id -u)/LABEL``: run a launchd job by hand now (the shell fills in the uid)."""
+    return f"launchctl kickstart gui/$(id -u)/{q(label)}"
+
+
+def rerun_end_cmd(log: str, label: str) -> str:
+    """Record that a re-run with no end ended, how unknown (``catchup_finished`` ``exited``, no exit): once a
+    person knows it no longer runs, catch-up may kick again (the item stays until the job runs again)."""
+    return append_cmd(log, {"type": "catchup_finished", "label": label, "outcome": "exited"})
+
+
 def append_cmd(log: str, event: dict[str, Any], revision: int | None = None) -> str:
     """One event piped to ``eventlog append LOG`` (with ``--expect-revision`` when given)."""
     expect = [f"--expect-revision {revision}"] if revision is not None else []
@@ -767,6 +787,18 @@ class _Judge:
                           f"({c.state.open_reason}): nothing is re-run before",
                           catchup_cmd(self.log, until), c.state.opened_ts, until)]
 
+    def reruns(self) -> list[Item]:
+        """Every catch-up re-run that ended badly or never reported its end as of T, until the job ran again."""
+        return [self.rerun(b) for b in self.runner.catchup.bad_reruns(self.at)]
+
+    def rerun(self, b: BadRerun) -> Item:
+        """One re-run that did not end well: what happened, when, its lines; next: ``explain`` says what to do."""
+        r = b.rerun
+        since = r.kicked_ts if b.kind == "rerun_no_end" else r.finished_ts
+        return self.item(b.kind, b.label, rerun_words(b) + "; it has not run since, so its skipped run is still "
+                         "lost: re-run it by hand once you know why (explain says how); this clears when it runs "
+                         "again", explain_cmd(self.log, b.label), since)
+
     def candidates(self) -> list[Item]:
         """Every job to re-run as of T (seed 002's three conditions hold)."""
         c = self.runner.catchup
@@ -930,6 +962,35 @@ def _time(text: str | None) -> datetime | None:
         return None
 
 
+def rerun_words(b: BadRerun) -> str:
+    """What became of a re-run that did not end well, with its lines, in words."""
+    r = b.rerun
+    kicked = f"catch-up re-ran it at {r.kicked_ts} (line {r.kicked_line})" if r.kicked_ts is not None else \
+        "a catch-up re-run (no catchup_kicked before its end)"
+    if b.kind == "rerun_no_end":
+        deadline = r.deadline()
+        return (f"{kicked} and no end was ever written (no catchup_finished), though its timeout "
+                f"({duration_words(r.timeout)}) and twice its kill grace ({duration_words(r.grace)}) passed by "
+                f"{'?' if deadline is None else deadline.isoformat()}: the catch-up that ran it died or could not "
+                "stop it, and the job may still run")
+    return f"{kicked}: {rerun_end_words(r)}"
+
+
+def rerun_end_words(r: Rerun) -> str:
+    """How a re-run with a ``catchup_finished`` ended, with the line, in words."""
+    where = f"at {r.finished_ts} (line {r.finished_line})"
+    if r.outcome == "timeout_killed":
+        said = "" if r.timeout_s is None else f" ({duration_words(r.timeout_s)})"
+        return f"it ran over its timeout{said} and was killed {where}"
+    if r.exit is None:
+        return f"it ended {where} with no exit status (stopped before it ended, or how it ended is unknown)"
+    if r.exit == 127:
+        return f"it could not start (exit 127: the kick command or the scheduler refused it) {where}"
+    if r.exit < 0:
+        return f"it was ended by signal {-r.exit} (exit {r.exit}) {where}"
+    return f"it ended with exit {r.exit} {where}"
+
+
 def needs_human_words(reason: str | None) -> str:
     """Why a handoff was handed to a person, in words (a ``needs_human`` event's own words as written)."""
     if reason == REASON_CONFLICT:
@@ -1014,6 +1075,7 @@ def triage(runner: Runner, as_of: datetime | None, as_of_text: str | None, facts
         items += judge.watcher(name)
     items += judge.no_watcher()
     items += judge.lanes()
+    items += judge.reruns()
     items += judge.circuit()
     items += judge.candidates()
     for sid in runner.sessions.sessions:
@@ -1084,11 +1146,13 @@ def totals(runner: Runner, judge: _Judge, groups: list[Group]) -> Totals:
                                moving=reasons.count("moving"), stopped=reasons.count("stopped-on-purpose"),
                                idle=reasons.count("lane-idle"))
     c = runner.catchup
-    if c.jobs or c.markers or c.state.open_until is not None:
+    if c.jobs or c.markers or c.state.open_until is not None or c.state.reruns:
         is_open = c.circuit_open(judge.at)
         out.catchup = CatchupTotals(jobs=len(c.jobs), guarded=sum(j.guarded for j in c.jobs.values()),
                                     candidates=count.get("candidate", 0), circuit="open" if is_open else "closed",
-                                    open_until=c.state.open_until if is_open else None)
+                                    open_until=c.state.open_until if is_open else None,
+                                    reruns_failed=count.get("rerun_failed", 0),
+                                    reruns_no_end=count.get("rerun_no_end", 0))
     sessions = runner.sessions
     if sessions.sessions:
         states: dict[str, int] = {}
@@ -1147,7 +1211,7 @@ def explain(runner: Runner, ident: str, as_of: datetime | None, as_of_text: str 
     if ident in runner.lanes.lanes:
         out.append(_lane_verdict(judge, ident))
     c = runner.catchup
-    if ident in c.jobs or ident in c.markers:
+    if ident in c.jobs or ident in c.markers or ident in c.state.reruns:
         out.append(_catchup_verdict(judge, ident))
     if ident in runner.sessions.sessions:
         out.append(_session_verdict(judge, ident))
@@ -1311,12 +1375,17 @@ def _catchup_verdict(judge: _Judge, label: str) -> Verdict:
     job, marker = c.jobs.get(label), c.markers.get(label)
     failed = why_not(job, marker, judge.at)
     is_open = c.circuit_open(judge.at)
+    rerun = c.state.reruns.get(label)
     facts: dict[str, Any] = {
         "registered": job is not None, "guarded": job.guarded if job is not None else None,
         "marker": None if marker is None else {"skipped": marker.skipped, "ts": marker.ts, "kicked_at":
                                                marker.kicked_ts},
         "circuit": "open" if is_open else "closed", "open_until": c.state.open_until if is_open else None,
+        "rerun": None if rerun is None else msgspec.to_builtins(rerun),
     }
+    bad = [b for b in c.bad_reruns(judge.at) if b.label == label]
+    if bad:
+        return _bad_rerun_verdict(judge, bad[0], facts | {"why_not": failed})
     if not failed:
         code, says = "candidate", "candidate: guarded, skipped today, and a slot of today has passed"
         if is_open:
@@ -1330,11 +1399,33 @@ def _catchup_verdict(judge: _Judge, label: str) -> Verdict:
             rest = [why for why in failed if not why.startswith("catch-up already re-ran")]
             says = f"kicked at {marker.kicked_ts}: catch-up re-ran it after today's skip" + (
                 "; and it would not be a candidate anyway, because " + "; and ".join(rest) if rest else "")
+        if rerun is not None and not rerun.ended:
+            deadline = rerun.deadline()
+            says += (f"; its re-run (kicked at {rerun.kicked_ts}, line {rerun.kicked_line}) has no end written yet: "
+                     "it may still run" + ("" if deadline is None else
+                                           f" (if none is written by {deadline.isoformat()}, that is named)"))
         if is_open:
             says += f"; the circuit is open until {c.state.open_until}"
     facts["why_not"] = failed
     return _verdict(judge, "catchup", label, code, says, [it for it in judge.candidates() if it.id == label],
                     since, until=c.state.open_until if is_open else None, next_cmds=cmds, facts=facts)
+
+
+def _bad_rerun_verdict(judge: _Judge, b: BadRerun, facts: dict[str, Any]) -> Verdict:
+    """A job whose catch-up re-run ended badly or never reported its end: what happened, and how to run it by hand."""
+    label, r = b.label, b.rerun
+    by_hand = (f"re-run it by hand once you know why: {kickstart_cmd(label)} under launchd (under systemd: "
+               f"systemctl start {q(label)}.service; with a --kick-cmd: that command with {q(label)}); this clears "
+               "once the job runs again (a job_ran or job_skipped marker, or a catch-up re-run that exits 0)")
+    cmds = [kickstart_cmd(label)]
+    if b.kind == "rerun_no_end":
+        by_hand = (f"first make sure it no longer runs (launchctl list {q(label)}), then record that it ended "
+                   f"({rerun_end_cmd(judge.log, label)}): until then no catch-up of a --kick-cmd kicks anything "
+                   "(re-runs never overlap); then " + by_hand)
+        cmds.insert(0, rerun_end_cmd(judge.log, label))
+    since = r.kicked_ts if b.kind == "rerun_no_end" else r.finished_ts
+    return _verdict(judge, "catchup", label, b.kind, f"{rerun_words(b)}; {by_hand}", [judge.rerun(b)], since,
+                    next_cmds=cmds, facts=facts)
 
 
 def _session_verdict(judge: _Judge, sid: str) -> Verdict:

@@ -32,19 +32,20 @@ What needs a person as of now (or --at), grouped by reason: each item with its
 reason, how long it has been so, and the command to copy for the next step;
 then the totals of each domain the log holds. Every domain is looked at:
 handoffs (handed to a person, stale claims, accounts backing off), watchers
-(late, or ended in error), lanes (stalled now), catch-up (candidates, an open
-circuit), sessions (waiting for a decision, a retry due), and the log itself
-(missing, bad lines, rejected events, the complete lines of an unfinished batch
-a writer left, an unfinished last line; a tail no append will cut, and a file
-that is no event log at all, so every append is refused, wait for a person's
-decision; as of now, a line dated more than {ahead} ahead whose time a check
-waits on, such as a watcher's last run: until the clock passes it, that check
-cannot fire). Ids are in natural order (h-2 before h-10). A screen shows the
-first few of each group (at most 3, fewer when there are many groups, so it
-fits about 50 lines); --all shows every item. --json prints one object: per
-item {domain, id, reason_code, reason, since, for_s, until, next,
-needs_decision}, the groups with their counts, and the totals (times ISO 8601,
-durations in seconds, counts as numbers).""".replace("{ahead}", duration_words(TOLERANCE_S))
+(late, or ended in error), lanes (stalled now), catch-up (re-runs that ended
+badly or never reported their end, candidates, an open circuit), sessions
+(waiting for a decision, a retry due), and the log itself (missing, bad lines,
+rejected events, the complete lines of an unfinished batch a writer left, an
+unfinished last line; a tail no append will cut, and a file that is no event
+log at all, so every append is refused, wait for a person's decision; as of
+now, a line dated more than {ahead} ahead whose time a check waits on, such as
+a watcher's last run: until the clock passes it, that check cannot fire). Ids
+are in natural order (h-2 before h-10). A screen shows the first few of each
+group (at most 3, fewer when there are many groups, so it fits about 50 lines);
+--all shows every item. --json prints one object: per item {domain, id,
+reason_code, reason, since, for_s, until, next, needs_decision}, the groups
+with their counts, and the totals (times ISO 8601, durations in seconds, counts
+as numbers).""".replace("{ahead}", duration_words(TOLERANCE_S))
 
 STATUS_EXITS = """\
 0  nothing needs a person
@@ -55,8 +56,9 @@ EXPLAIN = """\
 Every line of LOG that names ID (file:line and the event; rejections marked),
 then the verdict as of now (or --at) in each domain that knows ID: a handoff,
 an account (its probe plan and why), a watcher, a lane (judged now), a catch-up
-job label (candidate, or why not, the circuit, a kick) or a session (its state,
-why, and the decisions it would accept now, as commands to copy).
+job label (candidate, or why not, the circuit, a kick; a re-run that ended
+badly or never reported its end, and how to run the job by hand) or a session
+(its state, why, and the decisions it would accept now, as commands to copy).
 
 Bad lines are left out of every verdict: those whose text names ID are listed
 among the lines (their reason, and the command that prints one), and the log's
@@ -207,8 +209,10 @@ def totals_lines(t: Triage) -> list[str]:
                    f"stopped {la.stopped:,}, idle {la.idle:,}")
     if (c := tot.catchup) is not None:
         circuit = f"open until {c.open_until}" if c.circuit == "open" else "closed"
+        reruns = (f"re-runs ended badly {c.reruns_failed:,}, never reported their end {c.reruns_no_end:,}; "
+                  if c.reruns_failed or c.reruns_no_end else "")
         out.append(f"Catch-up: {_plural(c.jobs, 'job')} ({c.guarded:,} guarded); candidates {c.candidates:,}; "
-                   f"circuit {circuit}")
+                   f"{reruns}circuit {circuit}")
     if (s := tot.sessions) is not None:
         out.append(f"Sessions: {s.sessions:,}; admitted {s.admitted:,}, backoff {s.backoff:,}, recovery required "
                    f"{s.recovery_required:,}, stopped {s.stopped:,}, closed {s.closed:,}; waiting for a decision "
