@@ -39,8 +39,9 @@ Re-run today's quota-skipped jobs, one at a time:
   named so);
 - else each candidate in turn, never two at once: re-judged on the log as it is
   then (a job that ran meanwhile, or a circuit that opened again, stops it),
-  catchup_kicked appended, the job re-run and waited for, then catchup_finished
-  appended (exited with exit, or timeout_killed) before the next starts:
+  catchup_kicked appended (with timeout_s and kill_grace_s: by then its end must
+  be written), the job re-run and waited for, then catchup_finished appended
+  (exited with exit, or timeout_killed) before the next starts:
   --scheduler launchd   launchctl kickstart DOMAIN/LABEL, then launchctl list
                         every --poll until it no longer runs; over --timeout
                         launchctl kill SIGTERM, --kill-grace, then SIGKILL (the
@@ -51,15 +52,30 @@ Re-run today's quota-skipped jobs, one at a time:
                         CATCHUP_LABEL; over --timeout its process group gets
                         SIGTERM, then SIGKILL after --kill-grace; its exit is
                         the re-run's (work it left running is not waited for)
-  A re-run that cannot start is recorded as exited with exit 127; a job that
-  even SIGKILL did not end stops the catch-up (the next would overlap it).
-- one catch-up at a time per log: a second one finds LOG.catchup.lock held,
-  says so on stderr and does nothing.
+  A re-run that cannot start is recorded as exited with exit 127 (a kick call
+  that timed out is checked with the scheduler first: the job may have
+  started). No end is recorded that did not happen: a job that even SIGKILL
+  did not end, or whose start cannot be told, keeps its catchup_kicked open,
+  and the catch-up kicks nothing more.
+- an open re-run (catchup_kicked, no catchup_finished) that the catch-up which
+  kicked it left behind (it died, was killed, or could not stop it): with
+  --scheduler, the scheduler is asked: still running (or it cannot tell),
+  nothing is kicked and the command that stops it is said; no longer running,
+  its end is written (exited, no exit status: how it ended is unknown). With
+  --kick-cmd nobody can tell, so nothing is kicked until a person records its
+  end (the command is said): re-runs never overlap.
+- every re-run that did not end well (killed at its timeout, an exit other
+  than 0 or none, no end past its timeout, twice its kill grace and 5 min) is
+  said on stderr on every pass, --dry-run included, until the job runs again:
+  eventlog explain LOG LABEL says how to run it by hand.
+- one catch-up at a time per log: a second one finds LOG.catchup.lock (beside
+  the log file itself, symbolic links resolved) held, says so on stderr and
+  does nothing.
 - SIGTERM or SIGINT: the running probe or re-run is stopped as over --timeout
   (its process group, or the job through the scheduler: SIGTERM, --kill-grace,
   SIGKILL), nothing more is kicked, what was cut short is said on stderr, and
-  it exits 1; the stopped re-run's catchup_kicked stays without a
-  catchup_finished (the job is not kicked again today).
+  it exits 1; once the stopped re-run no longer runs its end is written
+  (exited, no exit status), and the job is not kicked again today.
 
 Why it exits 1 is on stderr, one line each."""
 
@@ -67,10 +83,11 @@ EXITS = """\
 0    done: re-runs exited 0, or nothing to do (no candidates, a dry run, the
      circuit open, another catch-up running)
 1    the probe was not ok, a re-run did not exit 0, could not start or could
-     not be stopped, the log could not be read or written, it takes no append
-     (no event log), SIGTERM or SIGINT stopped it, or LOG has bad lines (a
-     catch-up writes no line per pass, so it cannot tell new ones from old: each
-     counts; the rest is still judged and kicked)
+     not be stopped, a re-run of an earlier pass did not end well or may still
+     run (until the job runs again), the log could not be read or written, it
+     takes no append (no event log), SIGTERM or SIGINT stopped it, or LOG has
+     bad lines (a catch-up writes no line per pass, so it cannot tell new ones
+     from old: each counts; the rest is still judged and kicked)
 2    bad usage or no such log"""
 
 

@@ -32,15 +32,31 @@
     gets SIGTERM, then SIGKILL after the grace (it must run the job itself,
     in its own process group, to be stopped).
 
-  A re-run that cannot be started is recorded as ``exited`` with exit 127
-  (the shell's "not found").
-- one catch-up at a time per log: a second one finds ``LOG.catchup.lock``
-  held, says so in ``notes`` and does nothing (``busy``).
+  ``catchup_kicked`` carries the pass's ``timeout_s`` and ``kill_grace_s``
+  (the project's fields: by then its end must be written). A re-run that
+  cannot be started is recorded as ``exited`` with exit 127 (the shell's "not
+  found"); a kick call that timed out is first checked with the scheduler
+  (it may have started). **No end is recorded that did not happen**: a job
+  that even SIGKILL did not end, or whose start cannot be told, keeps its
+  ``catchup_kicked`` open (``may_still_run``), and the catch-up kicks nothing
+  more.
+- **An open re-run** (a ``catchup_kicked`` with no ``catchup_finished``) found
+  under the lock was left by a catch-up that is gone (it died, was killed, or
+  could not stop its job): with ``scheduler`` the scheduler is asked (it runs:
+  nothing is kicked; it no longer runs: its end is written, ``exited`` with no
+  exit, how it ended being unknown; it cannot tell: nothing is kicked); with
+  ``kick_cmd`` nobody can tell, so nothing is kicked (re-runs never overlap,
+  seed 002) until a person records its end (the command is said). Each is a
+  problem.
+- one catch-up at a time per log: a second one finds the log's lock (beside
+  the file itself, symbolic links resolved) held, says so in ``notes`` and does
+  nothing (``busy``).
 - a stop signal (SIGTERM, SIGINT: :func:`eventlog.runners.process.stop_on_signals`)
   stops the running probe or re-run as a timeout does (through the scheduler
-  for a scheduled job) and kicks nothing more: the re-run's ``catchup_kicked``
-  stays without a ``catchup_finished`` (its run is ``interrupted``; the job is
-  not kicked again today), the rest are ``not_kicked``; ``interrupted`` names
+  for a scheduled job) and kicks nothing more: once the re-run no longer runs
+  its end is written, ``exited`` with no exit (its run is ``interrupted``; the
+  job is not kicked again today); one the scheduler still runs, or cannot tell
+  of, keeps its kick open; the rest are ``not_kicked``; ``interrupted`` names
   the signal, and it is a problem.
 
 The report's ``problems`` (one line each) make ``status`` 1: a probe that
@@ -48,7 +64,10 @@ failed, a re-run that did not exit 0, a log that could not be read or written,
 a file that takes no append (no event log, or a torn tail no append cuts:
 nothing is probed or kicked), the log's bad lines (a catch-up writes no line on
 every pass, so it cannot tell a new bad line from an old one, and each counts:
-``PassBadLines``). ``notes`` are for a person too but change nothing.
+``PassBadLines``), and every re-run that did not end well and an open one
+(``projections.catchup.Catchup.bad_reruns``: each pass names them while the
+views do, for the same reason, and a catch-up killed mid re-run never said
+it). ``notes`` are for a person too but change nothing.
 """
 
 from __future__ import annotations
@@ -73,14 +92,16 @@ from eventlog.runners.common import (
     require_log,
     runner_lock,
 )
-from eventlog.runners.process import Interrupted, Ran, check_stop, run
-from eventlog.runners.schedulers import POLL_S, Scheduler, run_job
-from projections.catchup import Catchup
+from eventlog.runners.process import Interrupted, check_stop, run
+from eventlog.runners.schedulers import POLL_S, JobRan, Scheduler, SchedulerError, run_job
+from projections import catchup as rules
+from projections.catchup import Catchup, Rerun
+from projections.triage import explain_cmd, rerun_end_cmd, rerun_words
 
 #: Spec section 5: a re-run over this is stopped.
-KICK_TIMEOUT_S = 2700.0
+KICK_TIMEOUT_S = rules.TIMEOUT_S
 #: Spec section 5: SIGTERM, then SIGKILL after this.
-KILL_GRACE_S = 30.0
+KILL_GRACE_S = rules.KILL_GRACE_S
 #: How long the probe may take.
 PROBE_TIMEOUT_S = 300.0
 
@@ -133,6 +154,11 @@ class Report(msgspec.Struct, kw_only=True):
     busy: bool = False
     #: The signal (SIGTERM, SIGINT) that stopped the catch-up, None when none did.
     interrupted: str | None = None
+    #: Re-runs that did not end well, until the job runs again: ``label``, ``kind`` (``rerun_failed``,
+    #: ``rerun_no_end``, or ``open``: no end written yet), ``kicked_at``, ``line`` (its kick's, or its end's).
+    reruns: list[dict[str, Any]] = msgspec.field(default_factory=list)
+    #: Open re-runs the job of which may still run: nothing was kicked (re-runs never overlap).
+    waits_for: list[str] = msgspec.field(default_factory=list)
     note: str = ""
     bad_lines: PassBadLines = msgspec.field(default_factory=PassBadLines)
     notes: list[str] = msgspec.field(default_factory=list)
@@ -167,6 +193,11 @@ def run_catchup(opts: Options) -> Report:
                 return report
         state = folder(replay).catchup
         _judge(opts, report, replay.last_at, replay.last_ts, state, replay)
+        for label, r in state.open_reruns().items():
+            if not any(b["label"] == label for b in report.reruns):
+                report.reruns.append(_rerun_fact(label, "open", r))
+                report.notes.append(f"{label}: {_open_words(r)}; it may still run (a dry run cannot tell whether a "
+                                    "catch-up runs it)")
         if report.candidates:
             report.note = "dry run, no probe: candidates " + " ".join(report.candidates)
             if report.circuit == "open":
@@ -207,6 +238,11 @@ def _judge(opts: Options, report: Report, last_at: datetime | None, last_ts: str
     report.circuit = "open" if state.circuit_open(when) else "closed"
     report.bad_lines = PassBadLines.seen(replay.bad_lines, None)
     report.bad_lines.tell(opts.log, report.problems, report.notes)
+    for b in state.bad_reruns(when):
+        if b.rerun.ended or opts.dry_run:  # an open one: a real pass asks whether it runs (_waits_for)
+            report.reruns.append(_rerun_fact(b.label, b.kind, b.rerun))
+            report.problems.append(f"{b.label}: {rerun_words(b)}; re-run it by hand once you know why "
+                                   f"({explain_cmd(opts.log, b.label)} says how)")
     refused = refuses_appends(opts.log, replay)
     if refused is not None:
         report.problems.append(refused)
@@ -216,6 +252,53 @@ def _judge(opts: Options, report: Report, last_at: datetime | None, last_ts: str
         if report.circuit == "open":
             report.note += f"; {_held(state)}"
     return when, refused is not None
+
+
+def _rerun_fact(label: str, kind: str, r: Rerun) -> dict[str, Any]:
+    """One entry of :attr:`Report.reruns`."""
+    return {"label": label, "kind": kind, "kicked_at": r.kicked_ts,
+            "line": r.finished_line if r.ended else r.kicked_line}
+
+
+def _open_words(r: Rerun) -> str:
+    """An open re-run, in words."""
+    return f"its re-run kicked at {r.kicked_ts} (line {r.kicked_line}) has no end written"
+
+
+def _waits_for(opts: Options, log: Log, report: Report, state: Catchup, clock: Clock) -> None:
+    """Settle the open re-runs a catch-up that is gone left (we hold the lock), or wait for them.
+
+    Each is a problem. With a scheduler, one it no longer runs gets its end (``exited``, no exit: how it ended
+    is unknown); one it runs, or cannot tell of, is waited for. With a kick command nobody can tell whether it
+    runs, so it is waited for until a person records its end. Waited-for labels go in ``waits_for``.
+    """
+    for label, r in state.open_reruns().items():
+        report.reruns.append(_rerun_fact(label, "open", r))
+        gone = f"{label}: {_open_words(r)} and the catch-up that kicked it is gone (it died, was killed, or could " \
+               "not stop it)"
+        settle = f"once it no longer runs, record its end: {rerun_end_cmd(opts.log, label)}"
+        if opts.scheduler is None:
+            report.waits_for.append(label)
+            report.problems.append(f"{gone}; with --kick-cmd nobody can tell whether it still runs, so nothing is "
+                                   f"kicked (re-runs never overlap): {settle}")
+            continue
+        name = opts.scheduler.name
+        try:
+            job = opts.scheduler.state(label)
+        except SchedulerError as err:
+            report.waits_for.append(label)
+            report.problems.append(f"{gone}; whether {name} still runs it cannot be told ({err}), so nothing is "
+                                   f"kicked (re-runs never overlap): {settle}")
+            continue
+        if job.running:
+            report.waits_for.append(label)
+            report.problems.append(f"{gone}; {name} still runs it, so nothing is kicked until it ends (re-runs "
+                                   f"never overlap): wait, or stop it: {opts.scheduler.kill_command(label)}")
+            continue
+        log.append([{"type": "catchup_finished", "ts": clock().isoformat(), "label": label, "outcome": "exited"}])
+        report.problems.append(f"{gone}; {name} no longer runs it: its end is written with no exit status (how it "
+                               f"ended is unknown); re-run it by hand once you know why "
+                               f"({explain_cmd(opts.log, label)} says how)")
 
 
 def _held(state: Catchup) -> str:
@@ -233,7 +316,19 @@ def _catchup(opts: Options, log: Log, report: Report) -> None:
     clock: Clock = opts.at.clock(replay.last_at)
     state = folder(replay).catchup
     _when, takes_no_append = _judge(opts, report, replay.last_at, replay.last_ts, state, replay)
-    if not report.candidates or takes_no_append:
+    if takes_no_append:
+        return
+    try:
+        _waits_for(opts, log, report, state, clock)
+    except AppendError as err:
+        report.problems.append("cannot append to the log: " + "; ".join(err.messages))
+        report.note = "the log could not be written: nothing kicked"
+        return
+    if report.waits_for:
+        report.note = (f"nothing kicked: a re-run may still run ({', '.join(report.waits_for)}); re-runs never "
+                       "overlap")
+        return
+    if not report.candidates:
         return
     if report.circuit == "open":
         report.note = f"{_held(state)}: no probe, nothing kicked"
@@ -271,21 +366,42 @@ def _rerun_all(opts: Options, log: Log, clock: Clock, report: Report, labels: li
                 report.notes.append(f"{label}: no longer a candidate, not kicked")
                 continue
             check_stop()
-            log.append([{"type": "catchup_kicked", "ts": clock().isoformat(), "label": label}])
+            log.append([{"type": "catchup_kicked", "ts": clock().isoformat(), "label": label,
+                         "timeout_s": opts.timeout_s, "kill_grace_s": opts.kill_grace_s}])
             try:
                 ran = _rerun(opts, label)
             except Interrupted as stop:
                 report.runs.append({"label": label, "outcome": "interrupted", "exit": None})
-                stop.what = (f"while {label} re-ran: it was stopped; its catchup_kicked has no catchup_finished"
-                             if stop.started else f"after catchup_kicked of {label}, before it re-ran")
-                stop.what += " and it is not kicked again today (re-run it by hand if it must run)"
+                ended = _ended_after_stop(opts, label, stop.started)
+                if ended is None:
+                    try:
+                        log.append([{"type": "catchup_finished", "ts": clock().isoformat(), "label": label,
+                                     "outcome": "exited"}])
+                    except AppendError as err:  # said, and the stop goes on
+                        report.problems.append("cannot append to the log: " + "; ".join(err.messages))
+                    stop.what = (f"while {label} re-ran: it was stopped and its end written with no exit status"
+                                 if stop.started else f"after catchup_kicked of {label}, before it re-ran (its end "
+                                 "is written with no exit status)")
+                else:
+                    stop.what = (f"while {label} re-ran, and it may still run ({ended}): no end is written, so no "
+                                 f"catch-up kicks anything until it is ({rerun_end_cmd(opts.log, label)} once it "
+                                 "no longer runs)")
+                stop.what += (" and it is not kicked again today (re-run it by hand if it must run: "
+                              f"{explain_cmd(opts.log, label)} says how)")
                 raise
+            if ran.may_run:  # no end happened: none is written, and nothing starts after it
+                timed_out = f"re-run timed out after {opts.timeout_s:g} s; " if ran.timed_out else ""
+                report.runs.append({"label": label, "outcome": "may_still_run", "exit": None})
+                report.problems.append(f"{label}: {timed_out}{ran.error}: it may still run, so no end is written "
+                                       "and nothing more is kicked (re-runs never overlap)")
+                report.not_kicked.extend(labels[i + 1:])
+                break
             problem = None
-            unstoppable = ran.timed_out and ran.error is not None
+            lost_sight = ran.timed_out and ran.error is not None  # the scheduler stopped answering; the job was stopped
             if not ran.started:
                 problem = f"{label}: kick command could not start: {ran.error}" if opts.scheduler is None else (
                     f"{label}: {opts.scheduler.name} could not start it: {ran.error}")
-                ran = Ran(True, 127)
+                ran = JobRan(True, 127)
             finished: dict[str, Any] = {"type": "catchup_finished", "ts": clock().isoformat(), "label": label}
             run_: dict[str, Any]
             if ran.timed_out:
@@ -301,12 +417,27 @@ def _rerun_all(opts: Options, log: Log, clock: Clock, report: Report, labels: li
                 report.problems.append(problem)
             log.append([finished])
             report.runs.append(run_)
-            if unstoppable:
+            if lost_sight:
                 report.not_kicked.extend(labels[i + 1:])
-                report.notes.append(f"{label} could not be stopped: no more re-runs (they would overlap it)")
+                report.notes.append(f"{label}: the scheduler stopped answering: no more re-runs")
                 break
     except AppendError as err:
         report.problems.append("cannot append to the log: " + "; ".join(err.messages))
+
+
+def _ended_after_stop(opts: Options, label: str, started: bool) -> str | None:
+    """None when a re-run a stop signal cut short no longer runs; else why it may still run.
+
+    A kick command's process group was stopped and its leader reaped (:func:`eventlog.runners.process.run`);
+    a scheduled job was stopped through the scheduler, which is asked whether it still runs.
+    """
+    if opts.scheduler is None or not started:
+        return None
+    try:
+        running = opts.scheduler.state(label).running
+    except SchedulerError as err:
+        return f"whether it still runs cannot be told: {err}"
+    return f"{opts.scheduler.name} still runs it" if running else None
 
 
 def _probe(opts: Options, report: Report, now: datetime) -> str | None:
@@ -331,13 +462,17 @@ def _probe(opts: Options, report: Report, now: datetime) -> str | None:
     return None
 
 
-def _rerun(opts: Options, label: str) -> Ran:
-    """Re-run one job, through the scheduler or the kick command, and wait for it (stopped over the timeout)."""
+def _rerun(opts: Options, label: str) -> JobRan:
+    """Re-run one job, through the scheduler or the kick command, and wait for it (stopped over the timeout).
+
+    A kick command's process group is always stopped and its leader reaped, so it never ``may_run``.
+    """
     if opts.scheduler is not None:
         return run_job(opts.scheduler, label, timeout_s=opts.timeout_s, grace_s=opts.kill_grace_s, poll_s=opts.poll_s)
     assert opts.kick_cmd is not None
-    return run([*opts.kick_cmd, label], env={"CATCHUP_LABEL": label}, timeout_s=opts.timeout_s,
-               grace_s=opts.kill_grace_s, capture_stdout=False)
+    ran = run([*opts.kick_cmd, label], env={"CATCHUP_LABEL": label}, timeout_s=opts.timeout_s,
+              grace_s=opts.kill_grace_s, capture_stdout=False)
+    return JobRan(ran.started, ran.exit, ran.timed_out, ran.stdout, ran.stderr, ran.error)
 
 
 __all__ = ["KICK_TIMEOUT_S", "KILL_GRACE_S", "PROBE_TIMEOUT_S", "Options", "Report", "run_catchup"]

@@ -20,9 +20,12 @@ stopped through the scheduler. :class:`Scheduler` is that seam:
   ``systemctl [--user] kill --signal=SIGNAL UNIT`` (every process of the unit).
 
 :func:`run_job` kicks, waits and stops, and says how it went as a
-:class:`~eventlog.runners.process.Ran`. Every ``launchctl``/``systemctl`` call
+:class:`JobRan` (a :class:`~eventlog.runners.process.Ran` that also says
+whether the job may still run). Every ``launchctl``/``systemctl`` call
 goes through :func:`eventlog.runners.process.run` (bounded by ``CALL_TIMEOUT_S``;
-not cut short by a stop signal: stopping a job needs them). A stop signal
+not cut short by a stop signal: stopping a job needs them). A kick call that
+timed out is ambiguous (the job may have started): the scheduler is asked
+before it is taken as not started. A stop signal
 (:func:`eventlog.runners.process.stop_on_signals`) cuts the wait for the job
 short, and the job is stopped as over its timeout.
 """
@@ -30,6 +33,7 @@ short, and the job is stopped as over its timeout.
 from __future__ import annotations
 
 import os
+import shlex
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -58,6 +62,18 @@ class SchedulerError(Exception):
     """A scheduler call that failed (it could not start, or it said no)."""
 
 
+class CallTimedOut(SchedulerError):
+    """A scheduler call that did not answer within ``CALL_TIMEOUT_S``: what it was asked may have happened."""
+
+
+@dataclass(frozen=True)
+class JobRan(Ran):
+    """How a scheduled job went; ``may_run``: it may still run (it could not be stopped, or whether it started
+    cannot be told), so no end may be recorded and nothing may start after it."""
+
+    may_run: bool = False
+
+
 class Scheduler(Protocol):
     """Start, look at and signal a scheduled job by its label."""
 
@@ -78,12 +94,17 @@ class Scheduler(Protocol):
         """Send ``SIGTERM`` or ``SIGKILL`` to the job (SchedulerError when it cannot be sent)."""
         ...
 
+    def kill_command(self, label: str) -> str:
+        """The shell command a person types to SIGKILL the job."""
+        ...
+
 
 def _call(argv: list[str]) -> str:
     ran = run(argv, timeout_s=CALL_TIMEOUT_S, grace_s=1.0, capture_stdout=True, capture_stderr=True, stoppable=False)
     if not ran.ok:
         said = ran.said()
-        raise SchedulerError(f"{' '.join(argv)}: {ran.failure(CALL_TIMEOUT_S)}" + (f": {said}" if said else ""))
+        error = CallTimedOut if ran.timed_out else SchedulerError
+        raise error(f"{' '.join(argv)}: {ran.failure(CALL_TIMEOUT_S)}" + (f": {said}" if said else ""))
     return ran.stdout
 
 
@@ -116,6 +137,10 @@ class Launchd:
     def signal(self, label: str, signal: str) -> None:
         """``launchctl kill SIGNAL DOMAIN/LABEL``."""
         _call(["launchctl", "kill", signal, self.target(label)])
+
+    def kill_command(self, label: str) -> str:
+        """``launchctl kill SIGKILL DOMAIN/LABEL``."""
+        return shlex.join(["launchctl", "kill", "SIGKILL", self.target(label)])
 
 
 _SYSTEMD_RUNNING = frozenset({"activating", "deactivating", "reloading", "refreshing"})
@@ -160,6 +185,11 @@ class Systemd:
         """``systemctl kill --signal=SIGNAL UNIT``: every process of the unit."""
         self._systemctl("kill", f"--signal={signal}", self.unit(label))
 
+    def kill_command(self, label: str) -> str:
+        """``systemctl [--user] kill --signal=SIGKILL UNIT``."""
+        return shlex.join(["systemctl", *(["--user"] if self.user else []), "kill", "--signal=SIGKILL",
+                           self.unit(label)])
+
 
 def run_job(
     scheduler: Scheduler,
@@ -170,22 +200,34 @@ def run_job(
     poll_s: float = POLL_S,
     sleep: Callable[[float], None] = time.sleep,
     monotonic: Callable[[], float] = time.monotonic,
-) -> Ran:
+) -> JobRan:
     """Kick ``label``, wait until the scheduler no longer runs it; over ``timeout_s`` stop it, as seed 002 does.
 
     Stopping: ``SIGTERM``, then up to ``grace_s`` for it to end, then ``SIGKILL`` and up to ``grace_s``
-    again. The result: not started (``error``: the kick was refused), its exit status, or ``timed_out``
-    (``exit`` None; ``error`` set when even SIGKILL did not end it, or it could not be signalled: the next
-    job must not start). A scheduler that stops answering while the job runs is treated as a timeout (the
-    job is stopped). An interruption (KeyboardInterrupt, :class:`~eventlog.runners.process.Interrupted`)
-    stops the job the same way, then goes on; after a stop signal no job is kicked.
+    again. The result: not started (``error``: the kick was refused, or it timed out and the scheduler
+    shows no run of it), its exit status, or ``timed_out`` (``exit`` None; ``error`` set when even SIGKILL
+    did not end it, or it could not be signalled: ``may_run``, the next job must not start). A kick that
+    timed out while the scheduler cannot say whether the job runs is ``may_run`` too. A scheduler that
+    stops answering while the job runs is treated as a timeout (the job is stopped). An interruption
+    (KeyboardInterrupt, :class:`~eventlog.runners.process.Interrupted`) stops the job the same way, then
+    goes on; after a stop signal no job is kicked.
     """
     check_stop()
     try:
         before = scheduler.state(label)
-        scheduler.kick(label)
     except SchedulerError as err:
-        return Ran(False, error=str(err))
+        return JobRan(False, error=str(err))
+    try:
+        scheduler.kick(label)
+    except CallTimedOut as err:  # it may have started: ask before saying it did not
+        try:
+            now = scheduler.state(label)
+        except SchedulerError as unknown:
+            return JobRan(True, None, error=f"{err}; whether it started cannot be told: {unknown}", may_run=True)
+        if not (now.running or now.run != before.run):
+            return JobRan(False, error=f"{err}; {scheduler.name} shows no run of it: not started")
+    except SchedulerError as err:
+        return JobRan(False, error=str(err))
     except BaseException as err:  # interrupted while kicking: the job may have started
         started(err)
         _stop(scheduler, label, grace_s, poll_s, sleep, monotonic)
@@ -196,23 +238,26 @@ def run_job(
             ended = _wait(scheduler, label, before, deadline, poll_s, sleep, monotonic)
     except SchedulerError as err:
         problem = _stop(scheduler, label, grace_s, poll_s, sleep, monotonic)
-        return Ran(True, None, timed_out=True,
-                   error=f"lost sight of {label} ({err}); " + (problem or "sent SIGTERM, it no longer runs"))
+        return JobRan(True, None, timed_out=True, may_run=problem is not None,
+                      error=f"lost sight of {label} ({err}); " + (problem or "sent SIGTERM, it no longer runs"))
     except BaseException as err:  # interrupted: the job must not outlive the catch-up that started it
         started(err)
         _stop(scheduler, label, grace_s, poll_s, sleep, monotonic)
         raise
-    return ended or Ran(True, None, timed_out=True, error=_stop(scheduler, label, grace_s, poll_s, sleep, monotonic))
+    if ended is not None:
+        return ended
+    problem = _stop(scheduler, label, grace_s, poll_s, sleep, monotonic)
+    return JobRan(True, None, timed_out=True, error=problem, may_run=problem is not None)
 
 
 def _wait(scheduler: Scheduler, label: str, before: JobState, deadline: float, poll_s: float,
-          sleep: Callable[[float], None], monotonic: Callable[[], float]) -> Ran | None:
+          sleep: Callable[[float], None], monotonic: Callable[[], float]) -> JobRan | None:
     """Poll until the job ran and ended (how it went), or the deadline passed (None)."""
     while True:
         now = scheduler.state(label)
         begun = not scheduler.queued or now.running or now.run != before.run
         if begun and not now.running:
-            return Ran(True, now.exit if now.exit is not None else 0)
+            return JobRan(True, now.exit if now.exit is not None else 0)
         if monotonic() >= deadline:
             return None
         sleep(min(poll_s, max(0.0, deadline - monotonic())))
@@ -256,5 +301,5 @@ def scheduler(name: str, *, launchd_domain: str | None = None, systemd_user: boo
     raise ValueError(f"unknown scheduler {name!r} (launchd or systemd)")
 
 
-__all__ = ["CALL_TIMEOUT_S", "POLL_S", "JobState", "Launchd", "Scheduler", "SchedulerError", "Systemd", "run_job",
-           "scheduler"]
+__all__ = ["CALL_TIMEOUT_S", "POLL_S", "CallTimedOut", "JobRan", "JobState", "Launchd", "Scheduler", "SchedulerError",
+           "Systemd", "run_job", "scheduler"]
