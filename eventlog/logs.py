@@ -245,13 +245,15 @@ def open_log(
 def lock_path(target: str, name: str) -> str:
     """The lock file of a runner (``catchup``, ``lanes``, ``import``) on a log.
 
-    A file's is ``LOG.<name>.lock`` beside it. A stream's is a file in a
+    A file's is ``LOG.<name>.lock`` beside the file itself: LOG with its symbolic links resolved
+    (``os.path.realpath``), so a runner given a link to the log and one given the log hold one lock (two
+    catch-ups at once would re-run two jobs at once). A stream's is a file in a
     per-user directory of this host, so it keeps out a second runner on the
     same host only (see README: where to run the runners); OSError when that
     directory is not this user's alone (a shared /tmp).
     """
     if not is_url(target):
-        return f"{target}.{name}.lock"
+        return f"{os.path.realpath(target)}.{name}.lock"
     directory = os.path.join(tempfile.gettempdir(), f"eventlog-locks-{os.getuid()}")
     os.makedirs(directory, mode=0o700, exist_ok=True)
     st = os.lstat(directory)
