@@ -283,9 +283,13 @@ def test_an_interrupted_catchup_kills_its_rerun(tmp_path: Path) -> None:
     [kick] = s.kicked()
     assert not Path(f"/proc/{kick['pid']}").exists()  # reaped by the runner: gone
     assert "not kicked again today" in err
-    # the kick is journaled, its end is not (neither outcome fits); it is not kicked again today
-    assert [e["type"] for e in s.events()[2:]] == ["catchup_kicked"]
-    assert s.run().returncode == 0 and len(s.kicked()) == 1
+    # the kick is journaled, and so is its end, which did happen (how it ended is unknown: no exit status); it is
+    # not kicked again today, and the next pass names it (exit 1) until the job runs again
+    assert [(e["type"], e.get("outcome"), "exit" in e) for e in s.events()[2:]] == [
+        ("catchup_kicked", None, False), ("catchup_finished", "exited", False)]
+    again = s.run()
+    assert again.returncode == 1 and len(s.kicked()) == 1
+    assert "com.lily.test: catch-up re-ran it at 2026-08-21T10:00:00+09:00 (line 3): it ended at " in again.stderr
 
 
 # --- what only reads writes nothing; failures speak ---------------------------------------------

@@ -24,6 +24,7 @@ from tests.conftest import ROOT, run_cli, write_log
 from tests.opskit import RULE_TESTS, RULES, exposed, follow_prom, held_series, selectors, unknown_in
 from tests.test_follow import _wait_for, following
 from tests.test_prom import promtool, replayed
+from tests.test_status_explain import reruns_not_ended_well
 
 L = "/var/lib/recovery-ledger/ledger.jsonl"
 
@@ -103,7 +104,8 @@ def test_every_alert_has_a_severity_a_summary_and_a_command_to_type_next() -> No
 #: What the placeholders of an alert's commands stand for, as a person would fill them in.
 PLACEHOLDERS = {"{{ $labels.log }}": L, "{{ $labels.product }}": "sashiko-repair", "LOG": L, "SESSION_ID": "s-1",
                 "HANDOFF_ID": "h1", "ACCOUNT": "cloud-account-a", "PRODUCT": "sashiko-repair", "ID": "h1",
-                "DECISION": "close", "N": "3", "KEY": "k1", "TEXT": "why", "CMD": "probe", "...": "x"}
+                "DECISION": "close", "N": "3", "KEY": "k1", "TEXT": "why", "CMD": "probe", "LABEL": "com.lily.a",
+                "...": "x"}
 
 
 def typed_commands() -> list[str]:
@@ -180,6 +182,7 @@ VERDICTS: dict[str, tuple[str, dict[str, str | None]]] = {
     "recovery_handoff_needs_human": ("reason", dict.fromkeys(
         ("conflict", "resume_failed_unknown_effect", "resume_unconfirmed", "other"), "RecoveryHandoffNeedsHuman")),
     "recovery_lane_stalled": ("kind", dict.fromkeys(("job-unpicked", "status-quiet"), "RecoveryLaneStalled")),
+    "recovery_catchup_reruns": ("kind", dict.fromkeys(("failed", "no_end"), "RecoveryCatchupRerunFailed")),
     "recovery_dated_ahead": ("check", dict.fromkeys(CHECKS, "RecoveryDatedAhead")),
     "recovery_controls_total": ("verdict", {
         "clean": None, "late_sdk": None,
@@ -334,6 +337,9 @@ def _fixture_case(log: Path, shipped: list[dict[str, Any]]) -> tuple[dict[str, A
     span, step = 380, 120
     fed = held_series(text, t0, used, span, step)
     expected = expected_alerts(dump)
+    if dump["as_of"]:  # re-runs that did not end well: read from the log (no dump holds them)
+        expected |= {("RecoveryCatchupRerunFailed", frozenset({("kind", kind)}))
+                     for kind in set(reruns_not_ended_well(log, dump["as_of"]).values())}
     checks = []
     for rule in shipped:
         if rule["alert"] in NOT_FROM_A_FIXTURE:

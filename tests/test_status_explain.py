@@ -56,6 +56,38 @@ def needs_a_person(dump: dict[str, Any]) -> set[tuple[str, str]]:
     return out
 
 
+def reruns_not_ended_well(log: Path, as_of: str) -> dict[str, str]:
+    """Label -> ``failed`` or ``no_end``: every catch-up re-run that ended badly, or has no end past its timeout,
+    twice its kill grace and 5 min, until the job ran again; read from the log's lines alone (the dump holds no
+    re-run; the rule is docs/DECISIONS.md's "A re-run that did not end well")."""
+    reruns: dict[str, dict[str, Any]] = {}
+    for line in log.read_bytes().splitlines():
+        try:
+            ev = json.loads(line)
+            kind, label, ts = ev["type"], ev.get("label"), datetime.fromisoformat(ev["ts"])
+        except (ValueError, KeyError, TypeError, AttributeError):  # UnicodeDecodeError is a ValueError
+            continue  # a bad line
+        r = reruns.get(label)
+        if kind == "catchup_kicked":
+            wait = ev.get("timeout_s", 2700) + 2 * ev.get("kill_grace_s", 30) + 300
+            reruns[label] = {"kicked": ts, "deadline": ts.timestamp() + wait, "ended": None}
+        elif kind == "catchup_finished":
+            if ev["outcome"] == "exited" and ev.get("exit") == 0:
+                reruns.pop(label, None)
+            else:
+                reruns[label] = {**(r if r and not r["ended"] else {"kicked": None}), "ended": ts}
+        elif kind == "job_skipped":
+            reruns.pop(label, None)
+        elif kind == "job_ran" and r is not None:
+            own = ev["exit"] != 0 and r["kicked"] is not None and r["kicked"] <= ts and (
+                ts <= r["ended"] if r["ended"] else ts.timestamp() <= r["deadline"])
+            if not own:
+                reruns.pop(label)
+    now = datetime.fromisoformat(as_of).timestamp()
+    return {label: "failed" if r["ended"] else "no_end" for label, r in reruns.items()
+            if r["ended"] or now >= r["deadline"]}
+
+
 @pytest.fixture(scope="module")
 def dumps() -> dict[str, dict[str, Any]]:
     out = run_cli("replay", *[str(p) for p in LOGS])
@@ -77,7 +109,8 @@ def test_status_at_log_names_everything_the_dump_says_needs_a_person(log: Path,
     out = run_cli("status", str(log), "--at", "log", "--json", "--all")
     assert out.stderr == ""
     got = json.loads(out.stdout)
-    expected = needs_a_person(dump)
+    reruns = reruns_not_ended_well(log, dump["as_of"]) if dump["as_of"] else {}
+    expected = needs_a_person(dump) | {("catchup", label) for label in reruns}
     named = {(item["domain"], item["id"]) for item in items_of(got)}
     assert named == expected
     assert out.returncode == (1 if expected else 0)
@@ -370,8 +403,12 @@ def test_explain_catch_up_labels_say_why() -> None:
     assert says("catchup_markers.jsonl", "com.lily.yesterday-late")[1].endswith(
         "its latest skip (2026-08-20T23:30:00+09:00) is from 2026-08-20, not from today (2026-08-21)")
     assert "latest marker is a run" in says("catchup_markers.jsonl", "com.lily.mixed")[1]
-    assert says("catchup_markers.jsonl", "com.lily.kicked") == (
-        "kicked", "kicked at 2026-08-21T10:00:00+09:00: catch-up re-ran it after today's skip")
+    assert says("catchup_markers.jsonl", "com.lily.kicked-then-skipped")[0] == "candidate"  # its re-run exited 0
+    code, text = says("catchup_markers.jsonl", "com.lily.kicked")  # a re-run killed at its timeout: no silence
+    assert code == "rerun_failed" and text.startswith(
+        "catch-up re-ran it at 2026-08-21T10:00:00+09:00 (line 28): it ran over its timeout and was killed at "
+        "2026-08-21T10:05:00+09:00 (line 29); re-run it by hand once you know why: launchctl kickstart "
+        "gui/$(id -u)/com.lily.kicked under launchd")
     code, text = says("catchup_circuit_open.jsonl", "com.lily.test")
     assert code == "candidate" and "circuit is open until 2026-08-21T10:30:00+09:00" in text
     slots = {label: says("catchup_slots.jsonl", label) for label in ids_of(FIX / "catchup_slots.jsonl")}

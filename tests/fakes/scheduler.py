@@ -4,8 +4,9 @@ Installed on PATH as two one-line wrappers (``launchctl``, ``systemctl``) that r
 ``scheduler.py TOOL ARGS...``. State lives in ``$FAKE_SCHEDULER_DIR``:
 
 - ``plan.json``: ``{LABEL: MODE}``, the jobs it knows; MODE is ``exit:N``, ``sleep:S``, ``wait:FILE``
-  (exit 0 once FILE exists), ``forever`` (sleeps until signalled), ``ignore-term`` (ignores SIGTERM) or
-  ``immortal`` (runs on: ``launchctl kill`` is refused with "Operation not permitted");
+  (exit 0 once FILE exists), ``forever`` (sleeps until signalled), ``ignore-term`` (ignores SIGTERM),
+  ``immortal`` (runs on: ``launchctl kill`` is refused with "Operation not permitted") or ``deaf`` (runs on:
+  ``launchctl kill`` says nothing and does nothing, as when SIGKILL does not end a job);
 - ``record.jsonl``: one line per call: the tool, its argv, and the labels whose job runs at that moment
   (a kick that finds another job running is an overlap);
 - ``LABEL.pid`` while a job runs, ``LABEL.status`` its last exit (negative: the signal), ``LABEL.inv`` the
@@ -118,7 +119,7 @@ def job(mode: str) -> int:
     elif mode.startswith("wait:"):
         while not os.path.exists(mode[5:]):
             time.sleep(0.02)
-    elif mode in ("forever", "ignore-term", "immortal"):
+    elif mode in ("forever", "ignore-term", "immortal", "deaf"):
         if mode == "ignore-term":
             signal.signal(signal.SIGTERM, signal.SIG_IGN)
         time.sleep(60)
@@ -156,6 +157,8 @@ def launchctl(argv: list[str]) -> int:
         if known[label] == "immortal":
             print("Could not signal service: 1: Operation not permitted", file=sys.stderr)
             return 1
+        if known[label] == "deaf":
+            return 0
         os.kill(pid, getattr(signal, argv[1]))
         return 0
     print(f"unknown launchctl command {argv}", file=sys.stderr)
