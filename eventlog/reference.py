@@ -140,7 +140,17 @@ job skipped at 9:00 waits until 9:00 the next day, a whole day lost.
 - **One at a time**, each re-run bounded by a timeout (45 min) and killed when it passes it:
   SIGTERM, then SIGKILL after 30 s, before the next starts. *Seed:* 1200 s cut jobs that
   take over 20 minutes; and only stopping to wait let old jobs run on beside new ones (load
-  over 40): stopping waiting is not stopping the job."""),
+  over 40): stopping waiting is not stopping the job.
+- **A re-run that did not end well is named until the job runs again** (the project's rule):
+  one killed at its timeout, or `exited` with an exit other than 0 or none, and a
+  `catchup_kicked` with no `catchup_finished` once its timeout, twice its kill grace and 5 min
+  have passed (the catch-up runner writes its `--timeout` and `--kill-grace` on the kick as
+  `timeout_s` and `kill_grace_s`; without them the spec's 2700 s and 30 s). What ends it: a
+  later `job_skipped`, a `catchup_finished` `exited` 0, or a `job_ran` that is not the re-run's
+  own failing marker (exit other than 0, dated from the kick to its end). *Seed:* catch-up exists
+  so that a quota outage does not silently eat a day of runs; a re-run that failed, timed out
+  or lost its runner eats it all the same. While a re-run may still run, no catch-up kicks
+  another (one at a time)."""),
     ("Sessions: restore, startup and unknown outcomes", "seed 004", (
         "worker_claimed", "worker_ready", "checkpoint_restore_failed", "startup_failed", "storage_unavailable",
         "worker_stopped", "turn_started", "turn_finished", "checkpoint_committed", "execution_gone",
