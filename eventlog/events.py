@@ -464,6 +464,7 @@ EVENT_TYPES: dict[str, type[Event]] = {
 PROJECT_FIELDS: dict[type[Event], tuple[str, ...]] = {
     WatcherRun: ("detail", "stale_after_s"),
     LaneCheck: ("unpicked_s", "quiet_s"),
+    CatchupKicked: ("timeout_s", "kill_grace_s"),
 }
 
 #: The field that names an event's stream, in the order the spec lists them.

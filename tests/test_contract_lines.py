@@ -220,3 +220,24 @@ def test_a_replay_judges_as_of_its_last_applied_or_rejected_line(tmp_path: Path)
     dump = replayed(log)
     assert [r["line"] for r in dump["rejected"]] == [2] and [b["line"] for b in dump["bad_lines"]] == [3]
     assert dump["as_of"] == "2026-08-03T09:00:00+09:00"
+
+
+@pytest.mark.parametrize(("field", "value"), [("timeout_s", "45m"), ("timeout_s", 0), ("kill_grace_s", -30),
+                                              ("kill_grace_s", {"s": 30})], ids=str)
+def test_a_catchup_kick_with_a_foreign_bound_is_applied_and_judged_by_the_spec_default(
+        tmp_path: Path, field: str, value: Any) -> None:
+    """``catchup_kicked``'s ``timeout_s``/``kill_grace_s`` are the project's: another value is no bad line, and
+    the live views judge the re-run as if none was stated (the spec's 2700 s and 30 s)."""
+    kicked = {"type": "catchup_kicked", "ts": "2026-08-03T09:50:00+09:00", "label": "com.x.job"}
+    for name, line in (("unknown", {**kicked, f"x_{field}": value}), ("foreign", {**kicked, field: value})):
+        log = write_log(tmp_path / "log.jsonl", [*SCENE, line])  # one path: the commands name it
+        dump = replayed(log)
+        assert dump["bad_lines"] == [] and dump["events"] == len(SCENE) + 1
+        status = run_cli("status", str(log), "--json", "--at", T)
+        assert status.returncode in (0, 1), status.stderr
+        items = json.loads(status.stdout)
+        items.pop("log")
+        if name == "unknown":
+            expected = items
+    assert items == expected
+    assert "rerun_no_end" in {group["reason_code"] for group in items["groups"]}  # 60 min: past 45 + 1 + 5
