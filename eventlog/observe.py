@@ -14,10 +14,14 @@ and appends only what changed; the parsing and the comparison are here:
   written in the zone given (the local zone by default); an ISO time without
   an offset is read in the zone given, and is a problem without one
   (:func:`eventlog.importers.read_time`).
-- :func:`progress_state`: ``running`` or ``idle`` from a ``state: idle`` line
-  (YAML, ``state=idle`` or JSON ``"state": "idle"``); None when the file says
-  neither (the observer then writes ``running``: a progress file that is being
-  written is a running lane).
+- :func:`progress_state`: ``running`` or ``idle`` as the progress file says
+  it. A file that is one JSON object is read as JSON, in any layout: its
+  top-level ``state`` (``{"state": "idle"}`` on one line, as a program writes
+  it; a ``state`` nested deeper is not the lane's). Any other file is read by
+  its lines: a ``state: idle`` line (YAML, ``state=idle``, or a JSON-like
+  ``"state": "idle"`` line). None when the file says neither (the observer
+  then writes ``running``: a progress file that is being written is a running
+  lane).
 - :class:`LaneKnown` / :func:`lane_known`: the product's latest
   ``job_finished`` (and every one's instant and job id), ``repo_commit`` head,
   ``status_updated`` instant and state, and whether it is stopped, by log order.
@@ -25,6 +29,7 @@ and appends only what changed; the parsing and the comparison are here:
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -44,6 +49,8 @@ from eventlog.importers import instant, not_utf8, read_time
 FINISHED = r"JOB_FINISHED(?:\s+job=(?P<job_id>\S+))?\s+ts=(?P<ts>\S+)"
 
 _STATE = re.compile(r"""(?m)^\s*["']?state["']?\s*[:=]\s*["']?(running|idle)\b""")
+#: The states a progress file may say.
+_STATES = ("running", "idle")
 
 
 @dataclass(frozen=True)
@@ -93,9 +100,19 @@ def compile_finished(regex: str) -> re.Pattern[str]:
 
 
 def progress_state(text: str) -> str | None:
-    """``running`` or ``idle`` as the progress file says it, or None when it says neither."""
-    m = _STATE.search(text)
-    return m.group(1) if m else None
+    """``running`` or ``idle`` as the progress file says it, or None when it says neither.
+
+    A JSON object is read as JSON (its top-level ``state`` only); any other text by its ``state:`` lines.
+    """
+    try:
+        doc = json.loads(text.removeprefix("\ufeff"))
+    except ValueError:  # not JSON (YAML, key=value, Markdown, or cut short): its lines say it
+        m = _STATE.search(text)
+        return m.group(1) if m else None
+    if not isinstance(doc, dict):
+        return None
+    state = doc.get("state")
+    return state if state in _STATES else None
 
 
 @dataclass

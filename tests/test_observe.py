@@ -124,6 +124,32 @@ def test_only_what_changed_is_appended(tmp_path: Path) -> None:
     assert lane.events()[-1] == {**lane.events()[-1], "type": "lane_started", "ts": t("16:00:00")}
 
 
+@pytest.mark.parametrize(
+    ("text", "state"),
+    [
+        ('{"state": "idle", "updated": "2026-08-05T13:05:00+09:00"}\n', "idle"),  # compact JSON, as a program writes it
+        ('{"task": "fix-42", "state":"idle"}', "idle"),
+        ('{\n  "previous": {\n    "state": "idle"\n  },\n  "state": "running"\n}\n', "running"),  # the top level's
+        ('{"task": {"state": "idle"}}\n', "running"),  # a nested state is not the lane's: none said, running
+        ("state: idle\n", "idle"),  # YAML
+        ("# sashiko-repair\n\nstate=idle\n", "idle"),
+        ('"state": "idle",\n', "idle"),  # a JSON-like line in a file that is no JSON object
+    ],
+)
+def test_the_progress_file_s_idle_state_is_read_in_any_layout(tmp_path: Path, text: str, state: str) -> None:
+    """Seed 001: state: idle is a lane stopped on purpose, never a stall. A JSON progress file says it on one line
+    as often as on its own line; either way the lane is idle, and an idle lane gets no resume."""
+    lane = Lane(tmp_path)
+    touch(lane.progress, text, t("13:05:00", "2026-08-04"))
+    out = run_cli("observe", "lane", str(lane.log), "sashiko-repair", "--progress", str(lane.progress),
+                  "--assume-tz", "Asia/Tokyo")
+    assert out.returncode == 0, out.stderr
+    assert [(e["type"], e["state"]) for e in lane.events()] == [("status_updated", state)]
+    stalls = run_cli("stalls", str(lane.log), "--at", t("13:05:00"))  # a day later: quiet for 24 h unless idle
+    [result] = json.loads(stalls.stdout)["results"]
+    assert (stalls.returncode, result.get("reason")) == ((0, "lane-idle") if state == "idle" else (1, None))
+
+
 def test_a_fast_forward_counts_from_when_the_repository_moved(tmp_path: Path) -> None:
     """The worker committed at 12:50 on a task branch; the product fast-forwarded to it at 14:00: picked up."""
     lane = Lane(tmp_path)

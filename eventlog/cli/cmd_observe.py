@@ -34,8 +34,9 @@ nothing written, so it is safe every 10 minutes from cron.
                       the lane's latest head, at the time the ref moved there (its
                       reflog; the committer date without one)
   --progress FILE     status_updated at the file's mtime when newer than the lane's
-                      latest, with state idle when the file has a state: idle line,
-                      else running
+                      latest, with state idle when the file says so, else running:
+                      a JSON object's top-level "state" (any layout), else a
+                      state: idle line (YAML, state=idle)
   --stop-file FILE    lane_stopped (at its mtime) when it appears, lane_started (now)
                       when it is gone
 
