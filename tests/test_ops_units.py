@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 
 from eventlog.cli import build_parser
+from eventlog.observe import FINISHED
 from eventlog.runners.process import DRAIN_S
 from tests.conftest import ROOT, system_tool
 from tests.opskit import OPS
@@ -38,6 +39,10 @@ JOBS: dict[str, tuple[str, int | None]] = {
     "failback": ("failback", 15 * 60), "lanes": ("lanes", 3600), "catchup": ("catchup", 30 * 60),
     "follow": ("follow", None), "serve": ("serve", None),
 }
+#: The lane observer: a template unit and timer, one instance per lane (its env file names the lane's sources).
+OBSERVE = "observe-lane@"
+#: Seed 001: the lane's inputs are looked at every 10 minutes.
+OBSERVE_EVERY_S = 10 * 60
 
 
 def unit(path: Path) -> dict[str, dict[str, list[str]]]:
@@ -56,10 +61,11 @@ def unit(path: Path) -> dict[str, dict[str, list[str]]]:
     return sections
 
 
-def env() -> dict[str, str]:
-    """ledger.env as systemd reads it: each value one word after its quotes are taken off, as a shell would."""
+def env(name: str = "ledger.env") -> dict[str, str]:
+    """An env file (ledger.env, lane.env) as systemd reads it: each value one word after its quotes are taken off,
+    as a shell would."""
     out = {}
-    for line in (SYSTEMD / "ledger.env").read_text().splitlines():
+    for line in (SYSTEMD / name).read_text().splitlines():
         if line.strip() and not line.startswith("#"):
             key, value = line.split("=", 1)
             words = shlex.split(value)
@@ -68,12 +74,13 @@ def env() -> dict[str, str]:
     return out
 
 
-def exec_start(name: str) -> list[str]:
-    """The service's ExecStart as the argv systemd runs: split at spaces, each ``${VAR}`` one argument."""
+def exec_start(name: str, values: dict[str, str] | None = None) -> list[str]:
+    """The service's ExecStart as the argv systemd runs: split at spaces, each ``${VAR}`` replaced by its value
+    (``values``, ledger.env's by default; an unset one is empty, as systemd makes it), within its argument."""
     (line,) = unit(SYSTEMD / f"recovery-ledger-{name}.service")["Service"]["ExecStart"]
     assert '"' not in line and "'" not in line, line
-    values = env()
-    return [values[w[2:-1]] if re.fullmatch(r"\$\{\w+\}", w) else w for w in line.split()]
+    values = env() if values is None else values
+    return [re.sub(r"\$\{(\w+)\}", lambda m: values.get(m[1], ""), w) for w in line.split()]
 
 
 def plist(name: str) -> dict[str, Any]:
@@ -113,12 +120,26 @@ def test_systemd_analyze_verifies_every_unit(tmp_path: Path) -> None:
     assert (ROOT / ".venv" / "bin" / "eventlog").exists(), "run tools/setup first"
     names = sorted(p.name for p in SYSTEMD.glob("recovery-ledger-*"))
     assert names == sorted([f"recovery-ledger-{j}.service" for j in JOBS] +
-                           [f"recovery-ledger-{j}.timer" for j, (_c, every) in JOBS.items() if every])
+                           [f"recovery-ledger-{j}.timer" for j, (_c, every) in JOBS.items() if every] +
+                           [f"recovery-ledger-{OBSERVE}.service", f"recovery-ledger-{OBSERVE}.timer"])
     for name in names:
         (tmp_path / name).write_text((SYSTEMD / name).read_text().replace(PREFIX, str(ROOT)))
-    checked = subprocess.run([tool, "verify", "--man=no", *names], cwd=tmp_path, capture_output=True, text=True,
-                             timeout=120)
+    lane = [f"recovery-ledger-{OBSERVE}sashiko-repair.{kind}" for kind in ("service", "timer")]  # an instance
+    checked = subprocess.run([tool, "verify", "--man=no", *names, *lane], cwd=tmp_path, capture_output=True,
+                             text=True, timeout=120)
     assert checked.returncode == 0 and checked.stdout + checked.stderr == "", checked.stdout + checked.stderr
+
+
+def test_systemd_analyze_flags_a_broken_lane_instance(tmp_path: Path) -> None:
+    """The template is checked through an instance: a misspelt key or a missing binary in it is said."""
+    tool = systemd_analyze()
+    text = (SYSTEMD / f"recovery-ledger-{OBSERVE}.service").read_text()
+    (tmp_path / f"recovery-ledger-{OBSERVE}.service").write_text(text.replace("KillMode=", "KilMode="))
+    a = subprocess.run([tool, "verify", "--man=no", f"recovery-ledger-{OBSERVE}x.service"], cwd=tmp_path,
+                       capture_output=True, text=True, timeout=60)
+    assert "KilMode" in a.stderr
+    if not Path(EVENTLOG).exists():
+        assert a.returncode != 0 and "eventlog" in a.stderr
 
 
 def test_systemd_analyze_does_flag_a_broken_unit(tmp_path: Path) -> None:
@@ -312,3 +333,61 @@ def test_operations_doc_lists_every_shipped_file() -> None:
     assert len(shipped) >= 20
     for path in shipped:
         assert any(fnmatch(path, pattern) for pattern in patterns), path
+
+
+# --- what feeds lane state: the lane observer, one instance per lane ----------------------------------------
+
+
+def lane_values(**lane: str) -> dict[str, str]:
+    """ledger.env and a lane's env file (ops/systemd/lane.env unless ``lane`` is given), as the instance reads them."""
+    return {**env(), **(env("lane.env") if not lane else lane)}
+
+
+def test_the_lane_observer_runs_every_10_minutes_per_lane() -> None:
+    """Seed 001 and the README: lane state comes from `observe lane` every 10 minutes; nothing else feeds it."""
+    timer = unit(SYSTEMD / f"recovery-ledger-{OBSERVE}.timer")
+    times = elapses(timer["Timer"]["OnCalendar"][0])
+    assert {(b - a).total_seconds() for a, b in pairwise(times)} == {OBSERVE_EVERY_S}
+    assert timer["Timer"].get("Unit") is None and timer["Install"]["WantedBy"] == ["timers.target"]
+    service = unit(SYSTEMD / f"recovery-ledger-{OBSERVE}.service")["Service"]
+    assert service["Type"] == ["oneshot"]
+    assert service["EnvironmentFile"] == ["/etc/recovery-ledger/ledger.env", "/etc/recovery-ledger/lanes/%i.env"]
+    args = parsed(exec_start(OBSERVE, lane_values()))
+    assert (args.command, args.source, args.log, args.product) == ("observe", "lane", env()["LEDGER_LOG"],
+                                                                  "sashiko-repair")
+    lane = env("lane.env")
+    assert (args.worker_log, args.repo, args.progress, args.stop_file) == (
+        lane["LANE_WORKER_LOG"], lane["LANE_REPO"], lane["LANE_PROGRESS"], lane["LANE_STOP_FILE"])
+
+
+def test_the_lane_observers_command_feeds_the_lane_the_lanes_check_judges(tmp_path: Path) -> None:
+    """The instance's exact command, with a lane's env file that gives only its progress file (the other sources
+    unset, as the env file allows): it appends the lane's status, and the lanes check then judges that lane."""
+    log, progress = tmp_path / "ledger.jsonl", tmp_path / "progress.json"
+    progress.write_text('{"state": "running"}\n')
+    values = lane_values(LANE_PRODUCT="sashiko-repair", LANE_PROGRESS=str(progress))
+    argv = _as_here(exec_start(OBSERVE, values), {values["LEDGER_LOG"]: str(log)})
+    ran = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert ran.returncode == 0, ran.stderr
+    assert [json.loads(line)["type"] for line in log.read_text().splitlines()] == ["status_updated"]
+    again = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert again.returncode == 0 and "nothing changed" in again.stdout  # safe every 10 minutes
+    check = subprocess.run(_as_here(exec_start("lanes"), {env()["LEDGER_LOG"]: str(log),
+                                                          env()["LANES_ENQUEUE_CMD"]: "false"}),
+                           cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert check.returncode == 0, check.stderr
+    assert "sashiko-repair: moving" in check.stdout
+
+
+def test_the_lane_observer_plist_says_what_its_systemd_instance_says() -> None:
+    with (LAUNCHD / "org.recovery-ledger.observe-lane.plist").open("rb") as f:
+        job: dict[str, Any] = plistlib.load(f)
+    assert job["Label"] == "org.recovery-ledger.observe-lane.sashiko-repair"
+    mac, linux = parsed(job["ProgramArguments"]), parsed(exec_start(OBSERVE, lane_values()))
+    paths = {"log", "worker_log", "repo", "progress", "stop_file"}
+    linux.finished_regex, linux.ref = linux.finished_regex or FINISHED, linux.ref or "HEAD"  # empty: the default
+    assert {k: v for k, v in vars(mac).items() if k not in paths and not callable(v)} == \
+        {k: v for k, v in vars(linux).items() if k not in paths and not callable(v)}
+    assert {k for k in paths if getattr(mac, k)} == {k for k in paths if getattr(linux, k)}
+    assert job["StartInterval"] == OBSERVE_EVERY_S and job["RunAtLoad"] is True and "KeepAlive" not in job
+    assert job["StandardErrorPath"].startswith(f"{PREFIX}/var/log/")

@@ -40,6 +40,10 @@ nothing written, so it is safe every 10 minutes from cron.
   --stop-file FILE    lane_stopped (at its mtime) when it appears, lane_started (now)
                       when it is gone
 
+An option given an empty value is not given (--worker-log= observes no worker
+log; --finished-regex= and --ref= are their defaults), so a unit can pass each
+source from a variable a lane leaves unset (ops/systemd/lane.env).
+
 Times without an offset (worker log lines) and mtimes are written in --assume-tz
 (default: the local zone)."""
 
@@ -83,6 +87,7 @@ def run_observe_lane(args: argparse.Namespace) -> int:
         return 2
     return run_appending(args, lambda: stoppable("observe lane", lambda: observe.observe_lane(
         observe.LaneObservation(log=args.log, product=args.product, worker_log=args.worker_log,
-                                finished_regex=args.finished_regex, repo=args.repo, ref=args.ref,
+                                finished_regex=args.finished_regex or FINISHED, repo=args.repo,
+                                ref=args.ref or "HEAD",
                                 progress=args.progress, stop_file=args.stop_file, assume_tz=tz, at=at))),
         lambda done: (done.text(), []))
