@@ -226,6 +226,11 @@ class LaneCheck(Event, tag="lane_check"):
     #: the last check that states them.
     unpicked_s: Annotated[float, msgspec.Meta(gt=0)] | None = None
     quiet_s: Annotated[float, msgspec.Meta(gt=0)] | None = None
+    #: How the lanes runner's pass ended (it writes its check after its sends); optional: ``error`` when it could
+    #: not do all of its own work (a resume it could not send, new bad lines, no lane at all, a stop signal), then
+    #: with a ``detail``. The views name a last pass that ended in error, as a watcher's.
+    exit: Literal["ok", "error"] | None = None
+    detail: str | None = None
 
 
 class ResumeEnqueued(Event, tag="resume_enqueued"):
@@ -463,7 +468,7 @@ EVENT_TYPES: dict[str, type[Event]] = {
 #: the one place the rule is applied; docs/DECISIONS.md, "Fields the project adds").
 PROJECT_FIELDS: dict[type[Event], tuple[str, ...]] = {
     WatcherRun: ("detail", "stale_after_s"),
-    LaneCheck: ("unpicked_s", "quiet_s"),
+    LaneCheck: ("unpicked_s", "quiet_s", "exit", "detail"),
     CatchupKicked: ("timeout_s", "kill_grace_s"),
 }
 

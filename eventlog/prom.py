@@ -100,6 +100,7 @@ def exposition(
     not_a_log: bool | None = None,
     ahead: Sequence[Ahead] | None = None,
     reruns: Mapping[str, int] | None = None,
+    lanes_error: bool | None = None,
 ) -> str:
     """The text exposition of one dump.
 
@@ -114,7 +115,8 @@ def exposition(
     lines); ``not_a_log``: the file is no event log, so no append is taken on it (``eventlog.logs.no_event_log``);
     ``ahead``: the times a verdict is judged from that lie ahead of now (``projections.ahead.dated_ahead``; left
     out when None: not judged live); ``reruns``: catch-up re-runs that did not end well, by kind (``failed``,
-    ``no_end``: ``projections.catchup.Catchup.bad_reruns``; left out when None).
+    ``no_end``: ``projections.catchup.Catchup.bad_reruns``; left out when None); ``lanes_error``: the lanes
+    runner's last pass ended in error (``Lanes.last_pass``).
     """
     out = _Text(str(dump.get("log", "")))
     one: Labels = {}
@@ -164,6 +166,10 @@ def exposition(
              for r in now["results"] for kind in KINDS]
     out.gauge("recovery_lane_stalled", "1 when the lane is stalled now, by stall kind (both kinds always listed).",
               lanes)
+    if lanes_error is not None:
+        out.gauge("recovery_lanes_last_pass_error", "1 when the lanes runner's last pass ended in error (a resume it "
+                  "could not send, no lane in the log, ...: its lane_check's exit; status: lanes_error).",
+                  [(one, int(lanes_error))])
 
     c = dump["catchup"]
     out.gauge("recovery_catchup_candidates", "Skipped scheduled jobs to re-run now.", [(one, len(c["candidates"]))])
@@ -225,8 +231,10 @@ def of_replay(replay: Replay, dump: dict[str, Any], tick_s: float | None = None,
     if catchup is not None:
         bad = catchup.bad_reruns(datetime.fromisoformat(as_of)) if as_of is not None else []
         reruns = Counter(RERUN_KINDS[b.kind] for b in bad)
+    lanes = getattr(replay.folder, "lanes", None)
+    lanes_error = None if lanes is None else lanes.last_pass is not None and lanes.last_pass.exit == "error"
     return exposition(dump, durations=durations, last_event_at=replay.last_at, tick_s=tick_s, unrecorded=unrecorded,
-                      retry_under_way=retrying,
+                      retry_under_way=retrying, lanes_error=lanes_error,
                       torn_tail_stuck=replay.stuck_tail is not None,
                       unfinished_batch=0 if replay.uncommitted is None else replay.uncommitted.lines,
                       not_a_log=no_event_log(str(dump.get("log", "")), replay) is not None, ahead=ahead,

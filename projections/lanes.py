@@ -3,8 +3,10 @@
 Every rule is in :func:`evaluate`, a copy of the seed's function with the
 product and the thresholds as arguments. The fold only keeps, per product,
 the latest ``status_updated`` (time and state), ``job_finished`` and
-``repo_commit`` (by log order), whether the lane is stopped, and the line of
-the latest ``resume_enqueued`` of each (product, kind).
+``repo_commit`` (by log order), whether the lane is stopped, and the latest
+``resume_enqueued`` of each (product, kind): its line, time and task branch;
+and how the lanes runner's last pass ended (the last ``lane_check`` that
+states its ``exit``: :class:`LanePass`).
 
 Decisions where the spec is silent (the lead's):
 
@@ -29,7 +31,7 @@ anchor (log order) covers it: the runner never enqueues twice for one stall.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, NotRequired, TypedDict
+from typing import Any, Literal, NotRequired, TypedDict
 
 import msgspec
 
@@ -75,6 +77,24 @@ class Lane(msgspec.Struct, gc=False):
     stopped: bool = False
 
 
+class Resume(msgspec.Struct, gc=False):
+    """The latest ``resume_enqueued`` of a lane's stall kind: its line (what covers a stall), its ``ts`` as
+    written and its task branch (what the views print)."""
+
+    line: int
+    ts: str
+    task_branch: str | None = None
+
+
+class LanePass(msgspec.Struct, gc=False):
+    """How the lanes runner's last pass ended: the last ``lane_check`` that states an ``exit`` (log order)."""
+
+    ts: str
+    exit: Literal["ok", "error"]
+    detail: str | None = None
+    line: int = 0
+
+
 class Verdict(TypedDict):
     """One lane's result in an ``impl-lane-watch/v1`` record (keys in the seed's order)."""
 
@@ -103,14 +123,16 @@ class LanesState(msgspec.Struct):
     checks: list[CheckRecord] = []
     #: Product -> what its verdict is judged from.
     lanes: dict[str, Lane] = {}
-    #: Product -> kind -> line of its latest ``resume_enqueued``.
-    resumes: dict[str, dict[str, int]] = {}
+    #: Product -> kind -> its latest ``resume_enqueued``.
+    resumes: dict[str, dict[str, Resume]] = {}
     #: The ``unpicked_s`` of the last ``lane_check`` that states one (None: none did).
     checked_unpicked_s: float | None = None
     #: The ``quiet_s`` of the last ``lane_check`` that states one (None: none did).
     checked_quiet_s: float | None = None
     #: The line of the last ``lane_check`` (0: none): the lanes runner's bad lines after it are new.
     check_line: int = 0
+    #: The lanes runner's last pass, as the last ``lane_check`` that states its ``exit`` says (None: none did).
+    last_pass: LanePass | None = None
 
 
 def _printed(ts: str | None, at: datetime) -> str:
@@ -249,9 +271,18 @@ class Lanes:
 
     def covered(self, product: str, kind: str) -> bool:
         """Whether a ``resume_enqueued`` of this product and kind came after the stall's anchor."""
+        return self.covering(product, kind) is not None
+
+    def covering(self, product: str, kind: str) -> Resume | None:
+        """The ``resume_enqueued`` of this product and kind after the stall's anchor (None: the stall is uncovered)."""
         anchor = self.anchor(product, kind)
         resumed = self.state.resumes.get(product, {}).get(kind)
-        return anchor is not None and resumed is not None and resumed > anchor
+        return resumed if anchor is not None and resumed is not None and resumed.line > anchor else None
+
+    @property
+    def last_pass(self) -> LanePass | None:
+        """How the lanes runner's last pass ended (None: no ``lane_check`` states it)."""
+        return self.state.last_pass
 
     def view(self, as_of: datetime, as_of_text: str | None = None) -> dict[str, Any]:
         """The ``lanes`` part of the dump: the logged checks, and ``now``, every lane judged at ``as_of``.
@@ -309,10 +340,12 @@ class Lanes:
             state.checked_unpicked_s = ev.unpicked_s
         if ev.quiet_s is not None:
             state.checked_quiet_s = ev.quiet_s
+        if ev.exit is not None:
+            state.last_pass = LanePass(ev.ts, ev.exit, ev.detail, line)
         return None
 
     def _resume_enqueued(self, ev: ResumeEnqueued, line: int, at: datetime) -> FoldResult:
-        self.state.resumes.setdefault(ev.product, {})[ev.kind] = line
+        self.state.resumes.setdefault(ev.product, {})[ev.kind] = Resume(line, ev.ts, ev.task_branch)
         return None
 
     handlers: dict[type[Event], Handler] = {

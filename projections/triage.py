@@ -23,7 +23,9 @@ What needs a person (each reason code is in :data:`REASONS`):
 - **watchers**: a watcher whose last pass ended in ``error`` (with its detail);
   one late (no ``watcher_run`` for more than twice its period); pending
   handoffs and no watcher ever ran (``no_watcher``).
-- **lanes**: a lane stalled now (``job_unpicked``, ``status_quiet``; judged at T).
+- **lanes**: the lanes runner's last pass ended in ``error`` (``lanes_error``, with its detail: a resume it
+  could not send, a log with no lane, ...); a lane stalled now (``job_unpicked``, ``status_quiet``; judged
+  at T), with whether a resume covers it (when it was enqueued, its task branch) and, when none does, why.
 - **catchup**: a catch-up re-run that ended badly (``rerun_failed``: killed at its timeout, an exit
   other than 0 or none) or never reported its end (``rerun_no_end``: past its timeout, twice its kill
   grace and a margin), until the job shows it ran again (:mod:`projections.catchup`); the quota
@@ -133,6 +135,7 @@ REASONS: tuple[Reason, ...] = (
     Reason("watchers", "watcher_error", "Watchers whose last pass ended in error", False),
     Reason("watchers", "watcher_late", "Watchers that stopped reporting", False),
     Reason("watchers", "no_watcher", "Pending handoffs, and no watcher ever ran", False),
+    Reason("lanes", "lanes_error", "The lanes runner's last pass ended in error", False),
     Reason("lanes", "job_unpicked", "Finished jobs nobody picked up", False),
     Reason("lanes", "status_quiet", "Lanes whose progress went quiet", False),
     Reason("catchup", "rerun_no_end", "Catch-up re-runs that never reported their end: they may still run", True),
@@ -303,13 +306,16 @@ class WatcherTotals(msgspec.Struct, kw_only=True):
 
 
 class LaneTotals(msgspec.Struct, kw_only=True):
-    """Every lane judged at T, by verdict."""
+    """Every lane judged at T, by verdict; and when the lanes runner's last pass ran and how it ended (None: no
+    ``lane_check`` says)."""
 
     products: int
     stalled: int
     moving: int
     stopped: int
     idle: int
+    last_pass: str | None = None
+    last_pass_exit: Literal["ok", "error"] | None = None
 
 
 class CatchupTotals(msgspec.Struct, kw_only=True):
@@ -528,7 +534,6 @@ def handoff_cmd(log: str, action: str, hid: str, reason: str) -> str:
 #: What a person fills in: a command is never taken from the log (docs/DECISIONS.md, "A next command").
 YOUR_PROBE = "'<your probe command>'"
 YOUR_RESUME = "'<your resume command>'"
-YOUR_ENQUEUE = "'<command that sends a resume>'"
 
 
 def probe_cmd(log: str, account: str) -> str:
@@ -543,10 +548,16 @@ def failback_cmd(log: str, name: str, period_s: int, stale_after_s: float) -> st
                                                 f"--resume-cmd {YOUR_RESUME}"])
 
 
-def lanes_cmd(log: str, unpicked_s: float, quiet_s: float) -> str:
-    """One lanes check at the thresholds the views judge by; the person fills in the enqueue command."""
-    return command("eventlog lanes", [log], [f"--enqueue-cmd {YOUR_ENQUEUE}", f"--unpicked {unpicked_s:g}s",
-                                             f"--quiet {quiet_s:g}s"])
+#: How to run the lanes runner (its enqueue command is the person's: no command in a view has a blank to fill in).
+LANES_HELP = "eventlog lanes --help"
+#: How to feed a lane's state (its files are the person's).
+OBSERVE_HELP = "eventlog observe lane --help"
+
+
+def lanes_words(unpicked_s: float, quiet_s: float) -> str:
+    """How to send a lane's resume now, in words: the person's enqueue command goes where no view can put it."""
+    return (f"to send one now, run eventlog lanes on this log with your enqueue command as --enqueue-cmd, and "
+            f"--unpicked {unpicked_s:g}s --quiet {quiet_s:g}s (the thresholds the views judge by)")
 
 
 def catchup_cmd(log: str, at: str | None = None) -> str:
@@ -751,6 +762,32 @@ class _Judge:
 
     # -- lanes ------------------------------------------------------------------------------------
 
+    def lanes_pass(self) -> list[Item]:
+        """The lanes runner's last pass, when it ended in error (its detail, and what to read next)."""
+        lanes = self.runner.lanes
+        last = lanes.last_pass
+        if last is None or last.exit != "error":
+            return []
+        fix = ("no lane is known" if not lanes.lanes else
+               "the stalls it did not resume stay uncovered, and its next pass tries them again once that is fixed")
+        return [self.item("lanes_error", "lanes", f"its last pass ({last.ts}) ended in error: "
+                          f"{last.detail or 'no detail given'}; {fix}",
+                          OBSERVE_HELP if not lanes.lanes else LANES_HELP, last.ts)]
+
+    def resumed(self, product: str, kind: str) -> str:
+        """Whether a resume covers the stall: when it was enqueued and its task, or why none was sent yet."""
+        lanes = self.runner.lanes
+        resume = lanes.covering(product, kind)
+        if resume is not None:
+            task = f"task branch {resume.task_branch}" if resume.task_branch else "no task branch given"
+            return f"; a resume was enqueued for it at {resume.ts} ({task})"
+        last = lanes.last_pass
+        if last is None:
+            return "; no resume sent: no lanes pass in the log (eventlog lanes sends them)"
+        if last.exit == "error":
+            return f"; no resume sent: the last lanes pass ({last.ts}) ended in error"
+        return f"; no resume sent yet: the next lanes pass sends one (the last ran at {last.ts})"
+
     def lanes(self) -> list[Item]:
         """Every lane stalled as of T (the seed's verdict, in English)."""
         lanes = self.runner.lanes
@@ -759,8 +796,7 @@ class _Judge:
             if not r["stalled"]:
                 continue
             product, kind = r["product"], r.get("kind")
-            covered = lanes.covered(product, kind or "")
-            enqueued = "; a resume was enqueued for it" if covered else ""
+            enqueued = self.resumed(product, kind or "")
             if kind == JOB_UNPICKED:
                 since = r.get("finished_at")
                 out.append(self.item("job_unpicked", product, f"a job finished at {since} and nothing was "
@@ -1074,6 +1110,7 @@ def triage(runner: Runner, as_of: datetime | None, as_of_text: str | None, facts
     for name in h.state.watchers:
         items += judge.watcher(name)
     items += judge.no_watcher()
+    items += judge.lanes_pass()
     items += judge.lanes()
     items += judge.reruns()
     items += judge.circuit()
@@ -1139,12 +1176,14 @@ def totals(runner: Runner, judge: _Judge, groups: list[Group]) -> Totals:
         out.watchers = WatcherTotals(watchers=len(beats), late=count.get("watcher_late", 0),
                                      error=count.get("watcher_error", 0), last_run=h.state.watcher_text)
     lanes = runner.lanes
-    if lanes.lanes:
+    if lanes.lanes or lanes.last_pass is not None:
         results = lanes.judge(judge.at, judge.text)["results"]
         reasons = [r.get("reason") for r in results if not r["stalled"]]
+        last = lanes.last_pass
         out.lanes = LaneTotals(products=len(results), stalled=sum(r["stalled"] for r in results),
                                moving=reasons.count("moving"), stopped=reasons.count("stopped-on-purpose"),
-                               idle=reasons.count("lane-idle"))
+                               idle=reasons.count("lane-idle"), last_pass=None if last is None else last.ts,
+                               last_pass_exit=None if last is None else last.exit)
     c = runner.catchup
     if c.jobs or c.markers or c.state.open_until is not None or c.state.reruns:
         is_open = c.circuit_open(judge.at)
@@ -1343,10 +1382,22 @@ def _lane_verdict(judge: _Judge, product: str) -> Verdict:
         says = f"stalled ({kind}): {items[0].reason}" if items else f"stalled ({kind})"
         code = kind
         since: str | None = record.get("finished_at") or record.get("updated_at")
-        cmds = [] if lanes.covered(product, kind) else [
-            lanes_cmd(judge.log, lanes.unpicked_minutes * 60, lanes.quiet_hours * 3600)]
-        return _verdict(judge, "lane", product, code, says, items, since, next_cmds=cmds,
-                        facts={"record": record})
+        resume = lanes.covering(product, kind)
+        facts: dict[str, Any] = {"record": record, "resume": None if resume is None else msgspec.to_builtins(resume)}
+        if resume is not None:
+            ends = ("a commit after the finished job" if kind == JOB_UNPICKED else "a progress update")
+            says += (f", {judge.ago(resume.ts)} ago: the lanes runner sends no second one for this stall. Next: look "
+                     f"at that task (its branch in the product's repository, or your queue); {ends} ends the stall "
+                     "once eventlog observe lane records it. If the task went nowhere, send another by hand with "
+                     f"your enqueue command ({product} {kind} as its last two arguments)")
+            cmds: list[str] = []
+        else:
+            last = lanes.last_pass
+            if last is not None and last.exit == "error":
+                says += f": {last.detail or 'no detail given'}"
+            says += "; " + lanes_words(lanes.unpicked_minutes * 60, lanes.quiet_hours * 3600)
+            cmds = [LANES_HELP]
+        return _verdict(judge, "lane", product, code, says, items, since, next_cmds=cmds, facts=facts)
     reason = record.get("reason", "")
     if reason == "stopped-on-purpose":
         says = "not stalled: stopped on purpose (lane_stopped); nothing is sent to a stopped lane"

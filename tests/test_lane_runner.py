@@ -118,14 +118,14 @@ def test_enqueues_once_per_stall(tmp_path: Path) -> None:
         ("unpicked", "job-unpicked", "unpicked", "job-unpicked"),
     ]
     events = read(log)
-    check = events[8]
-    assert check["type"] == "lane_check"
+    check = events[-1]  # written after the sends, with how the pass ended
+    assert check["type"] == "lane_check" and check["exit"] == "ok" and "detail" not in check
     resumes = [e for e in events if e["type"] == "resume_enqueued"]
     assert [(e["product"], e["kind"], e["task_branch"]) for e in resumes] == [
         ("quiet", "status-quiet", "resume/quiet/status-quiet"),  # the last non-empty stdout line
         ("unpicked", "job-unpicked", "resume/unpicked/job-unpicked"),
     ]
-    assert all(e["seq"] > check["seq"] for e in resumes)
+    assert [e["type"] for e in events[8:]] == ["resume_enqueued", "resume_enqueued", "lane_check"]
 
     # a second run: a new lane_check, the same stalls, no call, nothing enqueued again.
     out = lanes(log, record, "ok", "--json")
@@ -265,7 +265,8 @@ def test_lanes_at_pins_the_check_and_thresholds_apply(tmp_path: Path) -> None:
     out = lanes(log, record, "ok", "--at", at, "--quiet", "9h", "--json")
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["enqueued"] == [] and not record.exists()
-    assert read(log)[-1] == {"type": "lane_check", "ts": at, "unpicked_s": 5400, "quiet_s": 32400, "seq": 2}
+    assert read(log)[-1] == {"type": "lane_check", "ts": at, "unpicked_s": 5400, "quiet_s": 32400, "exit": "ok",
+                             "seq": 2}
     out = lanes(log, record, "ok", "--at", at, "--json")  # the default 8h: stalled
     assert [e["product"] for e in json.loads(out.stdout)["enqueued"]] == ["quiet"]
 
@@ -298,8 +299,29 @@ def test_lanes_log_that_cannot_be_written_exits_1(tmp_path: Path) -> None:
     out = subprocess.run([sys.executable, "-m", "eventlog", "lanes", str(log), "--enqueue-cmd", enqueue_cmd(record)],
                          cwd=ROOT, capture_output=True, text=True, timeout=60, preexec_fn=no_growth, check=False)
     assert out.returncode == 1
+    # a write that fails only when it is tried (a full disk, a size limit): the resume went out, and the run says
+    # that nothing recorded it, so the next run sends it again (at least once, never silently lost)
+    assert "quiet: status-quiet: enqueued, but cannot append resume_enqueued (the next run sends it again)" \
+        in out.stderr
     assert f"eventlog: cannot append the lane check: could not write {log}: File too large" in out.stderr
-    assert log.stat().st_size == size and not record.exists()  # nothing enqueued without its lane_check
+    assert "(NOT written to the log)" in out.stdout
+    assert log.stat().st_size == size and len(read(record)) == 1
+
+
+def test_lanes_sends_nothing_to_a_log_that_takes_no_append(tmp_path: Path) -> None:
+    """A log every append refuses (here an unfinished last line no append cuts): nothing could record a resume, so
+    none is sent (each run would send it again), and the run says why."""
+    log = write_log(tmp_path / "lanes.jsonl", [
+        {"type": "status_updated", "ts": ago(31), "product": "quiet", "state": "running"},
+    ])
+    with log.open("a", encoding="utf-8") as f:
+        f.write("x" * 300)  # not the start of a log line: no append cuts it
+    record = tmp_path / "calls.jsonl"
+    out = lanes(log, record)
+    assert out.returncode == 1
+    assert "no resume sent for 1 stall(s), since nothing could record it" in out.stderr
+    assert "cannot append the lane check" in out.stderr
+    assert not record.exists()
 
 
 def test_at_pins_the_time_of_every_line_the_run_appends(tmp_path: Path) -> None:
@@ -310,7 +332,7 @@ def test_at_pins_the_time_of_every_line_the_run_appends(tmp_path: Path) -> None:
     at = "2026-08-08T11:00:00+09:00"
     assert lanes(log, record, "ok", "--at", at).returncode == 0
     appended = read(log)[-2:]
-    assert [e["type"] for e in appended] == ["lane_check", "resume_enqueued"]
+    assert [e["type"] for e in appended] == ["resume_enqueued", "lane_check"]
     assert [e["ts"] for e in appended] == [at, at]
 
 

@@ -4,7 +4,8 @@ A refused login (auth_error), a watcher that stopped and a quiet lane: ``status`
 the next step with the ids, flags and thresholds of the log; what only the person knows (their probe,
 resume or enqueue command) is a marked ``'<...>'`` placeholder, never a command taken from the log: a
 writer of the log (a ``serve`` key of scope ``events:append`` included) must not be able to put a
-command in front of a person to paste.
+command in front of a person to paste. A lane's commands have no placeholder at all: each works pasted as
+printed, and what only the person knows (their enqueue command) is said in words, outside any command.
 """
 
 from __future__ import annotations
@@ -18,14 +19,14 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from projections.triage import YOUR_ENQUEUE, YOUR_PROBE, YOUR_RESUME
+from projections.triage import YOUR_PROBE, YOUR_RESUME
 from tests.conftest import run_cli, write_log
 
 
 def typed(command: str, cwd: Path, **fill: str) -> subprocess.CompletedProcess[str]:
     """Run COMMAND as a person pastes it into bash (``eventlog`` on PATH), each placeholder filled in."""
     for placeholder, value in fill.items():
-        command = command.replace({"probe": YOUR_PROBE, "resume": YOUR_RESUME, "enqueue": YOUR_ENQUEUE}[placeholder],
+        command = command.replace({"probe": YOUR_PROBE, "resume": YOUR_RESUME}[placeholder],
                                   shlex.quote(value))
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
     return subprocess.run(["bash", "-c", command], cwd=cwd, env=env, capture_output=True, text=True, timeout=60,
@@ -78,7 +79,10 @@ def test_a_stopped_watcher_s_explain_gives_a_pass_that_runs(tmp_path: Path) -> N
     assert not [i for i in items(log) if i["domain"] == "watchers"]
 
 
-def test_a_quiet_lane_s_explain_gives_a_lanes_check_at_the_thresholds_judged_by(tmp_path: Path) -> None:
+def test_a_quiet_lane_s_commands_run_as_printed_and_its_words_say_what_sends_the_resume(tmp_path: Path) -> None:
+    """The lanes check explain printed had a blank to fill in: pasted as printed it appended a lane check and
+    failed (`could not start: <command`). Now every command a view prints for the lane runs as printed and writes
+    nothing; the words say why no resume went out and how to send one, at the thresholds judged by."""
     sent = tmp_path / "sent"
     log = write_log(tmp_path / "lanes.jsonl", [
         {"type": "status_updated", "ts": (datetime.now().astimezone() - timedelta(hours=10)).isoformat(),
@@ -89,11 +93,21 @@ def test_a_quiet_lane_s_explain_gives_a_lanes_check_at_the_thresholds_judged_by(
                     (datetime.now().astimezone() - timedelta(minutes=30)).isoformat())
     assert quiet.returncode == 1                # its enqueue command failed: the stall stays uncovered
     [item] = [i for i in items(log) if i["reason_code"] == "status_quiet"]
+    assert "no resume sent: the last lanes pass" in item["reason"] and "ended in error" in item["reason"]
     explained = json.loads(typed(item["next"] + " --json", tmp_path).stdout)
     [verdict] = [v for v in explained["verdicts"] if v["kind"] == "lane"]
-    [command] = verdict["next"]
-    assert "--quiet 28800s" in command and "--unpicked 5400s" in command
-    done = typed(command, tmp_path, enqueue=f"sh '{enqueue}'")
+    assert "sashiko-repair: status-quiet: --enqueue-cmd failed (exit 1)" in verdict["says"]
+    assert "your enqueue command as --enqueue-cmd, and --unpicked 5400s --quiet 28800s" in verdict["says"]
+    before = log.read_bytes()
+    printed = verdict["next"] + [i["next"] for i in items(log)]
+    assert printed and not [command for command in printed if "<" in command]
+    for command in printed:
+        done = typed(command, tmp_path)
+        assert done.returncode == 0, (command, done.stdout + done.stderr)
+    assert log.read_bytes() == before
+    # what the words say, with the person's own enqueue command: the resume goes out
+    done = typed(f"eventlog lanes {shlex.quote(str(log))} --enqueue-cmd {shlex.quote(f'sh {enqueue}')} "
+                 "--unpicked 5400s --quiet 28800s", tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
     assert sent.read_text().split() == ["sashiko-repair", "status-quiet"]
 

@@ -270,10 +270,11 @@ def test_operations_doc_says_what_to_type_next_for_every_alert() -> None:
 #: tail no append cuts, an unfinished batch, or a file that is no event log (ops/prometheus/tests/ledger.yml; their
 #: series in tests/test_stuck_tail.py, tests/test_unfinished_batch.py and tests/test_not_a_log.py); nor lines that
 #: vanished while follow read the log (its series in tests/test_log_path_swaps.py); and a dump judged at its last
-#: line has no line dated ahead of now (only a live judgement counts them: ledger.yml, and tests/test_dated_ahead.py).
+#: line has no line dated ahead of now (only a live judgement counts them: ledger.yml, and tests/test_dated_ahead.py);
+#: nor how the lanes runner's last pass ended (lanes_catchup.yml; its series in tests/test_lanes_pass.py).
 NOT_FROM_A_FIXTURE = {"RecoveryFollowDead", "RecoveryMetricsAbsent", "RecoveryLogMissing", "RecoveryInterruptSlow",
                       "RecoverySessionInterruptUnrecorded", "RecoveryTornTailStuck", "RecoveryUnfinishedBatch",
-                      "RecoveryNotALog", "RecoveryLinesVanished", "RecoveryDatedAhead"}
+                      "RecoveryNotALog", "RecoveryLinesVanished", "RecoveryDatedAhead", "RecoveryLanesErrored"}
 
 
 def expected_alerts(dump: dict[str, Any]) -> set[tuple[str, frozenset[tuple[str, str]]]]:

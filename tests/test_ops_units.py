@@ -379,6 +379,18 @@ def test_the_lane_observers_command_feeds_the_lane_the_lanes_check_judges(tmp_pa
     assert "sashiko-repair: moving" in check.stdout
 
 
+def test_the_lanes_check_of_a_log_no_observer_feeds_says_so_and_fails(tmp_path: Path) -> None:
+    """The shipped lanes timer on a log with no lane judged nothing and exited 0 for ever: now it names what feeds
+    lanes and exits 1, so its unit shows as failed."""
+    log = tmp_path / "ledger.jsonl"
+    shutil.copy(ROOT / "fixtures" / "handoffs_seed_98.jsonl", log)
+    check = subprocess.run(_as_here(exec_start("lanes"), {env()["LEDGER_LOG"]: str(log),
+                                                          env()["LANES_ENQUEUE_CMD"]: "false"}),
+                           cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert check.returncode == 1
+    assert "no lane in the log" in check.stderr and "eventlog observe lane" in check.stderr
+
+
 def test_the_lane_observer_plist_says_what_its_systemd_instance_says() -> None:
     with (LAUNCHD / "org.recovery-ledger.observe-lane.plist").open("rb") as f:
         job: dict[str, Any] = plistlib.load(f)

@@ -21,6 +21,7 @@ AT = "2026-12-01T10:00:00+00:00"
 CREATED = {"type": "handoff_created", "ts": "2026-12-01T09:00:00+00:00", "handoff_id": "h1", "account": "a"}
 SKIP = {"type": "skip", "ts": "2026-12-01T09:01:00+00:00", "handoff_id": "h1", "reason": "done by hand"}
 BOGUS = '{"type":"bogus","ts":"2026-12-01T09:00:30+00:00"}'
+LANE = {"type": "status_updated", "ts": "2026-12-01T09:00:00+00:00", "product": "p", "state": "running"}
 TRUE = f"{sys.executable} -c pass"
 
 
@@ -88,7 +89,9 @@ def test_failback_counts_from_its_own_heartbeat_not_another_watchers(tmp_path: P
 
 
 def test_lanes_exits_1_once_per_new_bad_line(tmp_path: Path) -> None:
-    log = log_with_bad_line(tmp_path)
+    log = write_log(tmp_path / "log.jsonl", [LANE])  # a lane: a check of a log with none is an error of its own
+    add_line(log, BOGUS)
+    add_line(log, json.dumps({**LANE, "seq": 2}))
     first = lanes(log)
     assert first.returncode == 1
     assert "1 bad line(s) skipped, 1 new (no earlier pass of this runner in the log)" in first.stderr

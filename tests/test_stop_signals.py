@@ -124,7 +124,9 @@ def test_lanes_stopped_while_enqueuing_enqueues_nothing_and_starts_no_other(tmp_
     assert "no resume_enqueued, the next run retries" in err
     [[leader, child]] = runs(pids)  # p2's was never started
     assert not alive(leader) and not alive(child)
-    assert [e["type"] for e in events(log)[4:]] == ["lane_check"]
+    [check] = events(log)[4:]
+    assert check["type"] == "lane_check"  # the pass's trace: it ended in error, and why
+    assert check["exit"] == "error" and "lanes run stopped by SIGTERM while p1 job-unpicked's" in check["detail"]
     assert "p2: job-unpicked, not enqueued (the run stopped)" in out
 
 

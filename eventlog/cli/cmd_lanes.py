@@ -40,13 +40,16 @@ STALLS_EXITS = """\
 2  bad usage or a log that cannot be read"""
 
 LANES = """\
-Append a lane_check (ts: now, or --at), then for each lane that check finds
-stalled and that no resume_enqueued covers yet (same product and kind, after the
-stall's anchor), run CMD (split as a shell would, run without one, in its own
-process group) with the product and the kind as its last two arguments and in
-RESUME_PRODUCT and RESUME_KIND, then append resume_enqueued. The last non-empty
-line CMD prints on stdout is its task_branch (cut to 200 characters, with a
-mark). Stopped and idle lanes are never stalled, so never resumed.
+Judge every lane as of now (or --at), then for each lane found stalled that no
+resume_enqueued covers yet (same product and kind, after the stall's anchor),
+run CMD (split as a shell would, run without one, in its own process group) with
+the product and the kind as its last two arguments and in RESUME_PRODUCT and
+RESUME_KIND, then append resume_enqueued. The last non-empty line CMD prints on
+stdout is its task_branch (cut to 200 characters, with a mark). Stopped and idle
+lanes are never stalled, so never resumed. Last, append the run's lane_check
+(ts: the time judged at), with how the run ended: exit ok, or exit error and a
+detail saying what it could not do (what it says on stderr); status, explain,
+follow and serve name a run that ended in error.
 
 CMD's result is its own exit: a CMD that starts the work in the background and
 exits 0 has enqueued it, even while the work it left running holds its stdout
@@ -54,11 +57,14 @@ exits 0 has enqueued it, even while the work it left running holds its stdout
 neither waited for nor stopped by this run.
 
 A CMD that fails (non-zero exit; over --timeout: SIGTERM, then SIGKILL after
---kill-grace; cannot start) gets no resume_enqueued: the next run retries it.
-Two runners of one log take turns (LOG.lanes.lock). SIGTERM or SIGINT: the
-running CMD is stopped as over --timeout (no resume_enqueued: the next run
-retries), no other starts (nor is the lock waited for any longer), and what was
-cut short is said. Why it exits 1 is on stderr, one line each.
+--kill-grace; cannot start) gets no resume_enqueued: the next run retries it. A
+log that takes no append (no event log, a tail no append cuts, one this user
+may not write) gets no CMD run: nothing could record its resume. A log with no
+lane at all is said (nothing feeds lane state: eventlog observe lane does, for
+each lane). Two runners of one log take turns (LOG.lanes.lock). SIGTERM or
+SIGINT: the running CMD is stopped as over --timeout (no resume_enqueued: the
+next run retries), no other starts (nor is the lock waited for any longer), and
+what was cut short is said. Why it exits 1 is on stderr, one line each.
 
 The lane_check states --unpicked and --quiet (unpicked_s, quiet_s, seconds):
 status, explain, follow, serve, stalls and tools/replay judge lanes with them
@@ -68,8 +74,9 @@ LANES_EXITS = """\
 0  done: every stall resumed or already covered
 1  a CMD failed, the log could not be read or written (a resume sent but not
    recorded is said so: the next run sends it again), it has bad lines new
-   since the last lane_check (older ones are only named on stderr), or
-   SIGTERM or SIGINT stopped the run
+   since the last lane_check (older ones are only named on stderr), it has no
+   lane at all (nothing feeds lane state: run eventlog observe lane for each
+   lane), or SIGTERM or SIGINT stopped the run
 2  bad usage or no such log"""
 
 

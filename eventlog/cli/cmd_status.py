@@ -205,8 +205,9 @@ def totals_lines(t: Triage) -> list[str]:
         out.append(f"Watchers: {w.watchers:,}, late {w.late:,}, last pass in error {w.error:,}; "
                    f"last run {w.last_run or 'never'}")
     if (la := tot.lanes) is not None:
+        last = f"; last lanes pass {la.last_pass} ({la.last_pass_exit})" if la.last_pass is not None else ""
         out.append(f"Lanes: {_plural(la.products, 'product')}; stalled {la.stalled:,}, moving {la.moving:,}, "
-                   f"stopped {la.stopped:,}, idle {la.idle:,}")
+                   f"stopped {la.stopped:,}, idle {la.idle:,}{last}")
     if (c := tot.catchup) is not None:
         circuit = f"open until {c.open_until}" if c.circuit == "open" else "closed"
         reruns = (f"re-runs ended badly {c.reruns_failed:,}, never reported their end {c.reruns_no_end:,}; "

@@ -6,16 +6,22 @@ time dated more than :data:`projections.ahead.TOLERANCE_S` ahead (a finished job
 a status, a commit: a writer's clock ahead) is a problem too: its lane cannot be
 judged stalled until the clock passes it.
 
-:func:`run_lanes` appends a ``lane_check`` (ts: its clock), then for each lane
-that check finds stalled and that no ``resume_enqueued`` covers yet (same
-product and kind, after the stall's anchor), runs the enqueue command with the
-product and the kind as its last two arguments and in ``RESUME_PRODUCT`` and
+:func:`run_lanes` judges every lane at its clock, then for each lane that
+check finds stalled and that no ``resume_enqueued`` covers yet (same product
+and kind, after the stall's anchor), runs the enqueue command with the product
+and the kind as its last two arguments and in ``RESUME_PRODUCT`` and
 ``RESUME_KIND``, and then appends ``resume_enqueued``. The last non-empty line
 the command prints on stdout, if any, is its ``task_branch`` (cut by
 :func:`~eventlog.runners.process.excerpt`). Stopped and idle lanes are never
 stalled, so never resumed. The command's result is its own exit: one that
 starts the work in the background and exits 0 has enqueued it (seed 001's
-resume is asynchronous); the work it left running is not waited for.
+resume is asynchronous); the work it left running is not waited for. Last, it
+appends its ``lane_check`` (ts: the time it judged at, so its record is the one
+the pass acted on), with how the pass ended: ``exit`` ``ok``, or ``error`` and a
+``detail`` naming what it could not do (its problems, as on stderr). A failed
+send, a stop signal, new bad lines and a log with no lane all leave that trace
+in the log, and the views name a last pass that ended in error (as failback's
+heartbeat).
 
 - The command fails (non-zero exit, over its timeout: SIGTERM, then SIGKILL to
   its process group after the grace, or cannot start): no ``resume_enqueued``
@@ -25,25 +31,34 @@ resume is asynchronous); the work it left running is not waited for.
   sends it again on the next run (at least once, never silently lost). An
   append that fails there is in ``unrecorded`` (sent, not recorded) and ends
   the run.
+- Before the first send, a log that takes no append (no event log, a torn tail
+  no append cuts, a file this user may not write) gets none: nothing would
+  record the resume, so every run would send it again.
 - Two runners of one log take turns (``LOG.lanes.lock``), so the second sees
   the first's ``resume_enqueued`` and does not send the same resume again.
 - A stop signal (SIGTERM, SIGINT: :func:`eventlog.runners.process.stop_on_signals`)
   stops the running command's process group as a timeout does, starts no other
   (nor waits any longer for the lock): no ``resume_enqueued`` for it, the next
-  run retries; ``interrupted`` names the signal, and it is a problem.
+  run retries; ``interrupted`` names the signal, and it is a problem (the
+  ``lane_check`` says so; stopped while waiting for the lock, nothing is written).
 - The ``lane_check`` it appends states the thresholds it judged with
   (``unpicked_s``, ``quiet_s``): ``tools/replay`` judges that line's record
   with them, and ``status``, ``explain``, ``follow``, ``serve``, ``stalls``
   and the dump judge lanes as this run did until a later check states others.
 
+A log with no lane at all (nothing fed lane state: no ``eventlog observe lane``
+ran) is a problem of the runner: its check judges nothing, so no stall could
+ever be found, and a runner that stays quiet about it would look like all is well.
+
 Both reports have ``problems`` (one line each) and ``status``: 0 nothing needs
 a person, 1 a lane is stalled or a lane's time is dated ahead of now (the judge), or a command failed, the log could
-not be read or written, or it has bad lines (the runner: bad lines new since
-the log's last ``lane_check``; older ones are in its ``notes``, stderr only).
+not be read or written, it has bad lines (the runner: bad lines new since
+the log's last ``lane_check``; older ones are in its ``notes``, stderr only), or it has no lane (the runner).
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from datetime import tzinfo
 from typing import Any
@@ -51,20 +66,22 @@ from typing import Any
 import msgspec
 
 from eventlog.appender import AppendError
-from eventlog.clock import NOW, At, now
-from eventlog.logs import open_log
+from eventlog.clock import NOW, At, Clock, now
+from eventlog.logs import Log, is_url, no_event_log, open_log
+from eventlog.replay import Replay
 from eventlog.runners.common import (
     BadLines,
     PassBadLines,
     RunnerError,
     bad_lines,
     check_bounds,
+    refuses_appends,
     require_log,
     runner_lock,
 )
 from eventlog.runners.process import Interrupted, excerpt, run
 from projections.ahead import dated_ahead
-from projections.lanes import CheckRecord
+from projections.lanes import CheckRecord, Lanes
 from projections.runner import in_units, thresholds
 from projections.triage import AHEAD_KIND, ahead_words, explain_cmd
 
@@ -76,6 +93,8 @@ QUIET_S = 8 * 3600.0
 ENQUEUE_TIMEOUT_S = 300.0
 #: SIGTERM to SIGKILL for an enqueue command over its timeout.
 KILL_GRACE_S = 5.0
+#: How much of the pass's problems its ``lane_check`` keeps as ``detail`` (as failback's heartbeat).
+DETAIL_CHARS = 500
 
 
 def _check_thresholds(unpicked_s: float | None, quiet_s: float | None) -> None:
@@ -167,6 +186,8 @@ class LanesReport(msgspec.Struct, kw_only=True):
     """What a lanes run did: the check it made, and each stall enqueued, already enqueued, or failed."""
 
     check: CheckRecord | None = None
+    #: Whether its ``lane_check`` (with how the pass ended) was appended.
+    recorded: bool = False
     enqueued: list[dict[str, Any]] = msgspec.field(default_factory=list)
     already_enqueued: list[dict[str, Any]] = msgspec.field(default_factory=list)
     failed: list[dict[str, Any]] = msgspec.field(default_factory=list)
@@ -192,7 +213,9 @@ class LanesReport(msgspec.Struct, kw_only=True):
         already = {(e["product"], e["kind"]) for e in self.already_enqueued}
         failed = {(e["product"], e["kind"]): e for e in self.failed}
         unrecorded = {(e["product"], e["kind"]): e for e in self.unrecorded}
-        out = [f"lane check at {self.check['checked_at']}"]
+        out = [f"lane check at {self.check['checked_at']}" + ("" if self.recorded else " (NOT written to the log)")]
+        if not self.check["results"]:
+            out.append("  no lane: nothing feeds lane state (eventlog observe lane)")
         for result in self.check["results"]:
             product = result["product"]
             if not result["stalled"]:
@@ -223,10 +246,14 @@ def run_lanes(opts: LanesOptions) -> LanesReport:
     report = LanesReport()
     try:
         _run_lanes(opts, report)
-    except Interrupted as stop:
-        report.interrupted = stop.signal
-        report.problems.append(f"{opts.log}: lanes run {stop.said()}")
+    except Interrupted as stop:  # while waiting for the lock: nothing was judged, nothing is written
+        _stopped(opts, report, stop)
     return report
+
+
+def _stopped(opts: LanesOptions, report: LanesReport, stop: Interrupted) -> None:
+    report.interrupted = stop.signal
+    report.problems.append(f"{opts.log}: lanes run {stop.said()}")
 
 
 def _run_lanes(opts: LanesOptions, report: LanesReport) -> None:
@@ -242,51 +269,94 @@ def _run_lanes(opts: LanesOptions, report: LanesReport) -> None:
         clock = opts.at.clock(replay.last_at)
         when = clock()
         checked_at = when.isoformat()
-        try:
-            log.append([{"type": "lane_check", "ts": checked_at, "unpicked_s": opts.unpicked_s,
-                         "quiet_s": opts.quiet_s}])
-        except AppendError as err:
-            report.problems.append("cannot append the lane check: " + "; ".join(err.messages))
-            return
         lanes = runner.lanes
         report.check = lanes.judge(when, checked_at)
-        for result in report.check["results"]:
-            if not result["stalled"]:
-                continue
-            product, kind = result["product"], result["kind"]
-            if lanes.covered(product, kind):
-                report.already_enqueued.append({"product": product, "kind": kind})
-                continue
-            try:
-                ran = run([*opts.enqueue_cmd, product, kind], env={"RESUME_PRODUCT": product, "RESUME_KIND": kind},
-                          timeout_s=opts.timeout_s, grace_s=opts.kill_grace_s, capture_stdout=True)
-            except Interrupted as stop:
-                stop.what = (f"while {product} {kind}'s --enqueue-cmd ran (its process group was stopped)"
-                             if stop.started else f"before {product} {kind}'s --enqueue-cmd started")
-                stop.what += ": no resume_enqueued, the next run retries"
-                if stop.started:
-                    report.failed.append({"product": product, "kind": kind, "error": f"stopped by {stop.signal}"})
-                raise
-            failure = ran.failure(opts.timeout_s)
-            if failure is not None:
-                report.failed.append({"product": product, "kind": kind, "error": failure})
-                report.problems.append(f"{product}: {kind}: --enqueue-cmd failed ({failure}); "
-                                       "no resume_enqueued, the next run retries")
-                continue
-            event: dict[str, Any] = {"type": "resume_enqueued", "ts": clock().isoformat(), "product": product,
-                                     "kind": kind}
-            branch = task_branch(ran.stdout)
-            if branch is not None:
-                event["task_branch"] = branch
-            try:
-                log.append([event])
-            except AppendError as err:
-                error = "cannot append resume_enqueued: " + "; ".join(err.messages)
-                report.unrecorded.append({"product": product, "kind": kind, "task_branch": branch, "error": error})
-                report.problems.append(f"{product}: {kind}: enqueued, but {error} (the next run sends it again; "
-                                       "no other lane was tried)")
-                return
-            report.enqueued.append({"product": product, "kind": kind, "task_branch": branch})
+        if not report.check["results"] and no_event_log(opts.log, replay) is None:
+            report.problems.append(no_lane(opts.log))
+        try:
+            _send(opts, log, replay, lanes, clock, report)
+        except Interrupted as stop:
+            _stopped(opts, report, stop)
+        _record(opts, log, checked_at, report)
+
+
+def _send(opts: LanesOptions, log: Log, replay: Replay, lanes: Lanes, clock: Clock, report: LanesReport) -> None:
+    """Run the enqueue command for each stall of ``report.check`` no resume covers, and append its resume."""
+    assert report.check is not None
+    stalls = []
+    for result in report.check["results"]:
+        if not result["stalled"]:
+            continue
+        product, kind = result["product"], result["kind"]
+        if lanes.covered(product, kind):
+            report.already_enqueued.append({"product": product, "kind": kind})
+        else:
+            stalls.append((product, kind))
+    refused = _refuses(opts.log, replay) if stalls else None
+    if refused is not None:
+        report.problems.append(f"no resume sent for {len(stalls)} stall(s), since nothing could record it: "
+                               f"{refused}; the next run that can tries again")
+        return
+    for product, kind in stalls:
+        try:
+            ran = run([*opts.enqueue_cmd, product, kind], env={"RESUME_PRODUCT": product, "RESUME_KIND": kind},
+                      timeout_s=opts.timeout_s, grace_s=opts.kill_grace_s, capture_stdout=True)
+        except Interrupted as stop:
+            stop.what = (f"while {product} {kind}'s --enqueue-cmd ran (its process group was stopped)"
+                         if stop.started else f"before {product} {kind}'s --enqueue-cmd started")
+            stop.what += ": no resume_enqueued, the next run retries"
+            if stop.started:
+                report.failed.append({"product": product, "kind": kind, "error": f"stopped by {stop.signal}"})
+            raise
+        failure = ran.failure(opts.timeout_s)
+        if failure is not None:
+            report.failed.append({"product": product, "kind": kind, "error": failure})
+            report.problems.append(f"{product}: {kind}: --enqueue-cmd failed ({failure}); "
+                                   "no resume_enqueued, the next run retries")
+            continue
+        event: dict[str, Any] = {"type": "resume_enqueued", "ts": clock().isoformat(), "product": product,
+                                 "kind": kind}
+        branch = task_branch(ran.stdout)
+        if branch is not None:
+            event["task_branch"] = branch
+        try:
+            log.append([event])
+        except AppendError as err:
+            error = "cannot append resume_enqueued: " + "; ".join(err.messages)
+            report.unrecorded.append({"product": product, "kind": kind, "task_branch": branch, "error": error})
+            report.problems.append(f"{product}: {kind}: enqueued, but {error} (the next run sends it again; "
+                                   "no other lane was tried)")
+            return
+        report.enqueued.append({"product": product, "kind": kind, "task_branch": branch})
+
+
+def _refuses(target: str, replay: Replay) -> str | None:
+    """Why no append to the log would be taken, as far as can be told before writing (None: it may be)."""
+    refused = refuses_appends(target, replay)
+    if refused is None and not is_url(target) and not os.access(target, os.W_OK):
+        refused = f"{target}: this user may not write it"
+    return refused
+
+
+def _record(opts: LanesOptions, log: Log, checked_at: str, report: LanesReport) -> None:
+    """Append the pass's ``lane_check``: the thresholds it judged with, and how it ended (its problems, if any)."""
+    event: dict[str, Any] = {"type": "lane_check", "ts": checked_at, "unpicked_s": opts.unpicked_s,
+                             "quiet_s": opts.quiet_s, "exit": "error" if report.problems else "ok"}
+    if report.problems:
+        event["detail"] = excerpt("; ".join(report.problems), DETAIL_CHARS)
+    try:
+        log.append([event])
+    except AppendError as err:
+        report.problems.append("cannot append the lane check: " + "; ".join(err.messages))
+        return
+    report.recorded = True
+
+
+def no_lane(log: str) -> str:
+    """Why a check of a log with no lane at all judged nothing, and what feeds lane state."""
+    return (f"{log}: no lane in the log (no status_updated, job_finished, repo_commit, lane_stopped or lane_started "
+            "of any product): nothing is judged, so no stall can ever be found; feed each lane's state with "
+            "`eventlog observe lane LOG PRODUCT` every 10 minutes (docs/OPERATIONS.md)")
 
 
 def task_branch(stdout: str) -> str | None:
@@ -300,5 +370,5 @@ def task_branch(stdout: str) -> str | None:
 
 __all__ = [
     "ENQUEUE_TIMEOUT_S", "KILL_GRACE_S", "QUIET_S", "UNPICKED_S", "LanesOptions", "LanesReport", "StallOptions",
-    "StallReport", "in_units", "judge_stalls", "run_lanes", "task_branch", "thresholds",
+    "StallReport", "in_units", "judge_stalls", "no_lane", "run_lanes", "task_branch", "thresholds",
 ]
