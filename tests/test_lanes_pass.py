@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import ROOT, run_cli, write_log
+from tests.serving import start_server
 from tests.test_follow import _wait_for, following
 
 FAKE = ROOT / "tests" / "fakes" / "lanes_enqueue.py"
@@ -143,3 +144,17 @@ def test_a_lanes_pass_over_a_log_with_no_lane_is_named_with_what_feeds_lanes(tmp
     assert view["totals"]["lanes"]["products"] == 0  # the Lanes line is there, with its last pass
     text = run_cli("status", str(log)).stdout
     assert "Lanes: 0 products; stalled 0, moving 0, stopped 0, idle 0; last lanes pass " in text
+
+
+def test_serve_names_the_lanes_pass_in_error_in_its_status_and_metrics(tmp_path: Path) -> None:
+    log = quiet_lane(tmp_path)
+    assert lanes(log, "fail").returncode == 1
+    server = start_server(log, tmp_path)
+    try:
+        client = server.client("viewer")
+        view = client.get("/v1/status").json()
+        [failed] = items(view, "lanes_error")
+        assert "quiet: status-quiet: --enqueue-cmd failed (exit 4)" in failed["reason"]
+        assert f'recovery_lanes_last_pass_error{{log="{log}"}} 1' in client.get("/metrics").text.splitlines()
+    finally:
+        assert server.stop() == 0
