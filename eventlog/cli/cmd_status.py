@@ -32,8 +32,9 @@ What needs a person as of now (or --at), grouped by reason: each item with its
 reason, how long it has been so, and the command to copy for the next step;
 then the totals of each domain the log holds. Every domain is looked at:
 handoffs (handed to a person, stale claims, accounts backing off), watchers
-(late, or ended in error), lanes (stalled now), catch-up (re-runs that ended
-badly or never reported their end, candidates, an open circuit), sessions
+(late, or ended in error), lanes (stalled now, with whether a resume went out;
+the lanes runner's last pass, when it ended in error), catch-up (re-runs that
+ended badly or never reported their end, candidates, an open circuit), sessions
 (waiting for a decision, a retry due), and the log itself (missing, bad lines,
 rejected events, the complete lines of an unfinished batch a writer left, an
 unfinished last line; a tail no append will cut, and a file that is no event
