@@ -38,7 +38,7 @@ writes for the re-run itself and the importer brings in after it.
 
 from __future__ import annotations
 
-from datetime import UTC, date, datetime, timedelta
+from datetime import date, datetime, timedelta
 from typing import Any, Literal, NamedTuple
 
 import msgspec
@@ -55,7 +55,7 @@ from eventlog.events import (
     JobSkipped,
     parse_time,
 )
-from projections.base import FoldResult, Handler
+from projections.base import FoldResult, Handler, micros
 
 
 class Marker(msgspec.Struct, gc=False):
@@ -242,7 +242,7 @@ def slot_passed(scheduled: datetime, now: datetime) -> bool:
     the clock has jumped past it (from 03:00).
     """
     return now.replace(tzinfo=None) >= scheduled.replace(tzinfo=None) or (
-        scheduled.astimezone(UTC) <= now.astimezone(UTC))
+        micros(scheduled) <= micros(now))
 
 
 def skipped_today(marker: Marker | None, now: datetime) -> bool:
@@ -330,7 +330,7 @@ def _zone_words(now: datetime) -> str:
 
 def circuit_open(open_until: datetime | None, closed_since: bool, now: datetime) -> bool:
     """Open: ``now`` is before the latest ``open_until`` (as instants) and no ``circuit_closed`` came after it."""
-    return open_until is not None and not closed_since and now.astimezone(UTC) < open_until.astimezone(UTC)
+    return open_until is not None and not closed_since and micros(now) < micros(open_until)  # no overflow at year 1
 
 
 # --- the fold --------------------------------------------------------------------------
@@ -382,7 +382,7 @@ class Catchup:
         for label, r in sorted(self.state.reruns.items()):
             if r.ended:
                 out.append(BadRerun(label, "rerun_failed", r))
-            elif (deadline := r.deadline()) is not None and as_of.astimezone(UTC) >= deadline.astimezone(UTC):
+            elif (deadline := r.deadline()) is not None and micros(as_of) >= micros(deadline):
                 out.append(BadRerun(label, "rerun_no_end", r))
         return out
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -175,3 +175,16 @@ def test_the_runner_judges_now_in_that_zone(berlin: Path, in_berlin: None) -> No
     with freeze_time("2026-10-25T10:00:00"):  # freezegun's wall clock: 10:00 CET
         report = run_catchup(Options(log=str(berlin), dry_run=True))
     assert (report.as_of, report.candidates) == ("2026-10-25T10:00:00+01:00", ["com.x"])
+
+
+def test_instants_at_the_edge_of_what_python_holds_compare_without_overflow() -> None:
+    """A time of year 1 at +14:00 has no UTC form in Python; catch-up's instant comparisons must not need one."""
+    from datetime import datetime, timedelta, timezone
+
+    from projections.catchup import circuit_open, slot_passed
+
+    first = datetime(1, 1, 1, tzinfo=timezone(timedelta(hours=14)))
+    later = datetime(1900, 1, 1, tzinfo=UTC)
+    assert circuit_open(later, False, first)
+    assert not circuit_open(first, False, later)
+    assert slot_passed(first, later) and not slot_passed(later, first)

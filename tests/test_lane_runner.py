@@ -301,8 +301,8 @@ def test_lanes_log_that_cannot_be_written_exits_1(tmp_path: Path) -> None:
     assert out.returncode == 1
     # a write that fails only when it is tried (a full disk, a size limit): the resume went out, and the run says
     # that nothing recorded it, so the next run sends it again (at least once, never silently lost)
-    assert "quiet: status-quiet: enqueued, but cannot append resume_enqueued (the next run sends it again)" \
-        in out.stderr
+    assert f"quiet: status-quiet: enqueued, but cannot append resume_enqueued: could not write {log}" in out.stderr
+    assert "(the next run sends it again; no other lane was tried)" in out.stderr
     assert f"eventlog: cannot append the lane check: could not write {log}: File too large" in out.stderr
     assert "(NOT written to the log)" in out.stdout
     assert log.stat().st_size == size and len(read(record)) == 1
