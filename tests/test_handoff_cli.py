@@ -104,6 +104,27 @@ def test_bad_usage_and_unknown_ids_exit_2(tmp_path: Path) -> None:
     assert out.returncode == 2 and "account 'nobody'" in out.stderr
 
 
+@pytest.mark.parametrize(("before", "action", "reason"), [
+    ([CLAIMED, REQUESTED], "requeue", "<checked: nothing happened outside>"),  # as explain prints it
+    ([CLAIMED, REQUESTED, UNCONFIRMED], "requeue", "<why it may go back>"),
+    ([CLAIMED], "release", " <why> "),
+    ([], "skip", "<why it is closed>"),
+])
+def test_a_pasted_placeholder_reason_is_refused_and_nothing_is_written(
+    tmp_path: Path, before: list[dict[str, Any]], action: str, reason: str
+) -> None:
+    """A copied command's ``--reason '<...>'`` pasted as it is would be kept in the log as if someone had checked:
+    refused as decide refuses it (exit 2, nothing written)."""
+    log = write_log(tmp_path / "log.jsonl", [CREATED, *before])
+    before_bytes = log.read_bytes()
+    out = act(log, action, reason)
+    assert out.returncode == 2
+    assert "is the placeholder of a copied command: write the real one" in out.stderr, out.stderr
+    assert log.read_bytes() == before_bytes
+    # a reason that only quotes one in its words is a reason
+    assert act(log, action, f"checked the cloud console: not {reason.strip()}").returncode == 0
+
+
 def test_the_actor_defaults_to_the_os_user(tmp_path: Path) -> None:
     import getpass
 

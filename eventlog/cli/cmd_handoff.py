@@ -25,7 +25,8 @@ from eventlog.runners.process import split_command
 
 DESCRIPTION = """\
 What a person does with one handoff (each is one checked append at the revision
-read, with the reason and the actor):
+read, with the reason and the actor; a reason that is still the '<...>'
+placeholder of a copied command is refused, exit 2):
 
   eventlog handoff release LOG ID --reason R   claimed -> released (pending again)
   eventlog handoff requeue LOG ID --reason R   claimed or needs_human -> released;
@@ -48,7 +49,8 @@ an account whose last probe said auth_error is not probed by the watcher
 ACTION_EXITS = """\
 0  appended
 1  the log could not be written
-2  bad usage, no such log, or no handoff of that id
+2  bad usage (an empty --reason, or the '<...>' placeholder of a copied command),
+   no such log, or no handoff of that id
 3  refused: the handoff is not in a state this action applies to, or it moved meanwhile
    (the reason is on stderr)
 Bad lines of the log are named on stderr (how many, the first three) whatever the status."""

@@ -30,6 +30,23 @@ class RunnerError(ValueError):
     """Options a runner cannot run with, or a log that is not there: nothing was done (a CLI's exit 2)."""
 
 
+#: A placeholder of a command to copy (``--reason '<why>'``, ``--evidence-ref '<evidence>'``), never a real value.
+PLACEHOLDER = re.compile(r"<[^<>]*>")
+
+
+def check_said(name: str, value: str | None) -> None:
+    """RunnerError when a person's ``value`` for option ``name`` (a reason, evidence) says nothing: empty, or the
+    ``<...>`` placeholder of a copied command pasted as it is. It is kept in the log for the audit, as if someone
+    had checked; None (not given) passes."""
+    if value is None:
+        return
+    if not value.strip():
+        raise RunnerError(f"{name} is empty: say why")
+    if PLACEHOLDER.fullmatch(value.strip()):
+        raise RunnerError(f"{name} {value!r} is the placeholder of a copied command: write the real one "
+                          "(it is kept in the log, for the audit)")
+
+
 class BadLines(msgspec.Struct, kw_only=True):
     """The bad lines of the log a runner read: how many, and the first few (``line``, ``reason``)."""
 

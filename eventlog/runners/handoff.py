@@ -41,7 +41,15 @@ from eventlog.clock import NOW, At
 from eventlog.logs import open_log
 from eventlog.probe import EXPECTED
 from eventlog.replay import Replay
-from eventlog.runners.common import BadLines, RunnerError, bad_lines, check_bounds, folder, require_log
+from eventlog.runners.common import (
+    BadLines,
+    RunnerError,
+    bad_lines,
+    check_bounds,
+    check_said,
+    folder,
+    require_log,
+)
 from eventlog.runners.failback import KILL_GRACE_S, probe_events, run_probe
 from projections.handoffs import CLAIMED, NEEDS_HUMAN, OPEN, PENDING, REQUESTED, Handoff
 
@@ -73,8 +81,7 @@ class Act:
         """RunnerError when the action cannot be taken with these options (nothing is written then)."""
         if self.action not in ACTIONS:
             raise RunnerError(f"unknown action {self.action!r} (release, requeue or skip)")
-        if not self.reason.strip():
-            raise RunnerError("--reason is empty: say why")
+        check_said("--reason", self.reason)
         require_log(self.log, self.assume_tz)
 
 

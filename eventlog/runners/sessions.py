@@ -30,7 +30,6 @@ to a person (:meth:`Decided.warnings`) (docs/DECISIONS.md).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -43,6 +42,7 @@ from eventlog.runners.common import (
     NamedBadLine,
     RunnerError,
     bad_lines_said,
+    check_said,
     folder,
     named_problem,
     naming,
@@ -69,10 +69,6 @@ class UnknownId(RunnerError):
     """An id no line of the log names (a CLI's exit 2, an API's 404)."""
 
 
-#: A placeholder of a command to copy (``--reason '<why>'``, ``--evidence-ref '<evidence>'``), never a real value.
-PLACEHOLDER = re.compile(r"<[^<>]*>")
-
-
 class Decision(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     """One operator's recovery decision, as sent."""
 
@@ -94,10 +90,8 @@ class Decision(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
             raise RunnerError("--idempotency-key and --reason must not be empty")
         if self.actor is not None and not self.actor.strip():
             raise RunnerError("--actor must not be empty")
-        for name, value in (("--reason", self.reason), ("--evidence-ref", self.evidence_ref)):
-            if value is not None and PLACEHOLDER.fullmatch(value.strip()):
-                raise RunnerError(f"{name} {value!r} is the placeholder of a copied command: write the real one "
-                                  "(it is kept in the log, for the audit)")
+        check_said("--reason", self.reason)
+        check_said("--evidence-ref", self.evidence_ref)
 
 
 class Decided(msgspec.Struct, kw_only=True):
