@@ -107,6 +107,9 @@ class ResumeFailed(Event, tag="resume_failed"):
     attempt: Positive
     error: str
     effect: Literal["none", "unknown"]
+    #: Who wrote it by hand (``eventlog handoff requeue`` of a request: a person vouches nothing happened
+    #: outside); optional. A person's requeue starts the failures in a row again (``resume_failing``).
+    actor: str | None = None
 
 
 class Verified(Event, tag="verified"):

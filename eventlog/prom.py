@@ -28,7 +28,14 @@ from eventlog.logs import no_event_log
 from eventlog.prom_controls import control_families
 from eventlog.replay import Replay
 from projections.ahead import CHECKS, Ahead, dated_ahead
-from projections.handoffs import PLAN_REASONS, REASON_CONFLICT, REASON_UNCONFIRMED, REASON_UNKNOWN_EFFECT, STATES
+from projections.handoffs import (
+    PLAN_REASONS,
+    REASON_CONFLICT,
+    REASON_FAILING,
+    REASON_UNCONFIRMED,
+    REASON_UNKNOWN_EFFECT,
+    STATES,
+)
 from projections.lanes import KINDS
 from projections.runner import Runner
 from projections.sessions import Admission, Attention
@@ -37,8 +44,9 @@ from projections.sessions import Admission, Attention
 LATENCY_BUCKETS_S: tuple[float, ...] = (
     1, 5, 15, 30, 60, 300, 900, 1800, 3600, 7200, 14400, 28800, 86400, 172800, 604800,
 )
-#: The ``reason`` label of ``recovery_handoff_needs_human``: the three the project gives, anything else ``other``.
-NEEDS_HUMAN_REASONS: tuple[str, ...] = (REASON_CONFLICT, REASON_UNKNOWN_EFFECT, REASON_UNCONFIRMED, "other")
+#: The ``reason`` label of ``recovery_handoff_needs_human``: the four the project gives, anything else ``other``.
+NEEDS_HUMAN_REASONS: tuple[str, ...] = (REASON_CONFLICT, REASON_UNKNOWN_EFFECT, REASON_UNCONFIRMED, REASON_FAILING,
+                                        "other")
 ADMISSIONS: tuple[str, ...] = Admission.__args__  # type: ignore[attr-defined]
 #: The ``attention`` label: each word, and "" for none.
 ATTENTIONS: tuple[str, ...] = ("", *Attention.__args__)  # type: ignore[attr-defined]
@@ -255,7 +263,8 @@ def _handoffs(out: _Text, h: dict[str, Any], durations: Mapping[str, Sequence[fl
     for reason, n in h.get("needs_human_reasons", {}).items():
         reasons[reason if reason in NEEDS_HUMAN_REASONS else "other"] += n
     out.gauge("recovery_handoff_needs_human", "Handoffs handed to a person, by reason (conflict, "
-              "resume_failed_unknown_effect, resume_unconfirmed, other: a needs_human event's own words).",
+              "resume_failed_unknown_effect, resume_unconfirmed, resume_failing, other: a needs_human event's own "
+              "words).",
               [({"reason": r}, reasons[r]) for r in NEEDS_HUMAN_REASONS])
     out.gauge("recovery_handoff_stale_claims", "Stale live claims by kind (retryable, unknown_effect).",
               [({"kind": k}, len(h["stale_claims"].get(k, []))) for k in ("retryable", "unknown_effect")])

@@ -43,7 +43,13 @@ Decisions where the spec is silent (the lead's):
   strictly more than twice its ``period_s``, or there is none while a handoff
   is pending; each watcher name also keeps its own last ``watcher_run``
   (:class:`Heartbeat`), late by the same age rule alone;
-- ``needs_human_reasons`` counts handoffs in ``needs_human`` by their reason.
+- ``needs_human_reasons`` counts handoffs in ``needs_human`` by their reason;
+- each handoff counts its resume attempts in a row that ended ``resume_failed``
+  with effect none (``Handoff.failing``; views and the runner only): any other
+  end of an attempt, any ``needs_human`` and a person's requeue of a request
+  (a ``resume_failed`` with ``actor``) start it again; at
+  :data:`RESUME_FAILING_AFTER` the failback runner hands the handoff to a
+  person (``resume_failing``).
 
 **Backoff** (the spec leaves it to the project). The plan of an account as of T,
 first match wins:
@@ -142,6 +148,12 @@ REASON_CONFLICT = "conflict"
 REASON_UNKNOWN_EFFECT = "resume_failed_unknown_effect"
 #: The reason the failback runner gives a stale ``resume_requested`` it hands to a person.
 REASON_UNCONFIRMED = "resume_unconfirmed"
+#: The reason the failback runner gives a handoff whose resume failed with effect none
+#: :data:`RESUME_FAILING_AFTER` times in a row: retrying alone does not bring it back (seed 000: 人へ知らせた上で).
+REASON_FAILING = "resume_failing"
+#: How many resume attempts of one handoff in a row may end ``resume_failed`` with effect none before the failback
+#: runner hands it to a person (seed 004's analogue stops on the 3rd failure).
+RESUME_FAILING_AFTER: Final = 3
 
 #: The answers of the cloud side to a request; they take the claim's attempt (fencing).
 ANSWERS = frozenset({"verified", "resume_failed", "conflict"})
@@ -210,6 +222,9 @@ class Handoff(msgspec.Struct, gc=False, array_like=True):
     awaiting_answer: bool = False
     #: Its stream's revision: the events applied to it (spec section 2; :class:`projections.runner.EntityRevisions`).
     revision: int = 1
+    #: Its resume attempts in a row that ended ``resume_failed`` with effect none (views and the runner only):
+    #: any other end of an attempt, a ``needs_human`` and a person's requeue of a request start it again at 0.
+    failing: int = 0
 
 
 class Account(msgspec.Struct, gc=False):
@@ -363,6 +378,11 @@ class Handoffs:
         for ids in out.values():
             ids.sort()
         return out
+
+    def failing(self, after: int = RESUME_FAILING_AFTER) -> list[str]:
+        """Pending handoffs whose last ``after`` resume attempts in a row ended ``resume_failed`` with effect none
+        (the failback runner hands them to a person, :data:`REASON_FAILING`), sorted."""
+        return sorted(hid for hid, h in self.state.items.items() if h.state == PENDING and h.failing >= after)
 
     def claim_order(self) -> list[str]:
         """Every pending handoff in claim order (spec: deadline, importance, attempts, age)."""
@@ -599,9 +619,11 @@ class Handoffs:
         if ev.effect == "none":
             self._move(h, PENDING, line, at, ev.ts)
             h.watcher = None
+            h.failing = 0 if ev.actor is not None else h.failing + 1  # a person's requeue starts again
         else:
             self._move(h, NEEDS_HUMAN, line, at, ev.ts)
             h.reason = REASON_UNKNOWN_EFFECT
+            h.failing = 0
         return None
 
     def _verified(self, ev: Verified, line: int, at: datetime) -> FoldResult:
@@ -609,6 +631,7 @@ class Handoffs:
         if isinstance(h, Rejected):
             return h
         self._move(h, RETURNED, line, at, ev.ts)
+        h.failing = 0
         latency = self.state.latency
         latency.created_to_returned.append(elapsed_s(at, h.created_at))
         if h.first_requested_at is not None:
@@ -621,6 +644,7 @@ class Handoffs:
             return h
         self._move(h, NEEDS_HUMAN, line, at, ev.ts)
         h.reason = REASON_CONFLICT
+        h.failing = 0
         return None
 
     def _needs_human(self, ev: NeedsHuman, line: int, at: datetime) -> FoldResult:
@@ -631,6 +655,7 @@ class Handoffs:
         self._move(h, NEEDS_HUMAN, line, at, ev.ts)
         h.reason = ev.reason
         h.awaiting_answer = awaiting
+        h.failing = 0  # with a person now: a send-back starts a new run
         return None
 
     def _skip(self, ev: Skip, line: int, at: datetime) -> FoldResult:

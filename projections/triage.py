@@ -75,8 +75,10 @@ from projections.handoffs import (
     NEEDS_HUMAN,
     PENDING,
     REASON_CONFLICT,
+    REASON_FAILING,
     REASON_UNCONFIRMED,
     REASON_UNKNOWN_EFFECT,
+    RESUME_FAILING_AFTER,
     RETURNED,
     SKIPPED,
 )
@@ -1036,6 +1038,10 @@ def needs_human_words(reason: str | None) -> str:
     if reason == REASON_UNCONFIRMED:
         return ("a resume was requested and nothing came back (resume_unconfirmed): it may have taken effect; "
                 "a late answer of the same attempt is still taken")
+    if reason == REASON_FAILING:
+        return (f"its resume failed with effect none {RESUME_FAILING_AFTER} times in a row (resume_failing): "
+                "nothing happened outside, and retrying alone does not bring it back; fix what its errors name, "
+                "then release it (or skip it)")
     return reason or "no reason given"
 
 
@@ -1291,7 +1297,8 @@ def _handoff_verdict(judge: _Judge, hid: str) -> Verdict:
     revision = judge.runner.revisions["handoff_id"].get(hid, 0)
     log = judge.log
     facts = {"state": h.state, "account": h.account, "attempt": h.attempt, "watcher": h.watcher,
-             "reason": h.reason, "stale": stale, "local_started": h.local_started, "revision": revision}
+             "reason": h.reason, "stale": stale, "local_started": h.local_started, "revision": revision,
+             "failing_in_a_row": h.failing}
     says = {
         PENDING: "pending: waits for a watcher to claim it when its account is due",
         "claimed": f"claimed by {h.watcher} (attempt {h.attempt}); no resume request yet",
@@ -1304,8 +1311,14 @@ def _handoff_verdict(judge: _Judge, hid: str) -> Verdict:
         says += "; stale: silent since, effect unknown, never retried on its own"
     elif stale == "retryable":
         says += "; stale: safe to release and retry"
+    if h.failing and h.state in LIVE | {PENDING}:
+        says += (f"; its last {h.failing} resume attempt(s) failed with effect none (after {RESUME_FAILING_AFTER} "
+                 "in a row the watcher hands it to a person)")
     cmds: list[str] = []
-    if h.state == NEEDS_HUMAN:
+    if h.state == NEEDS_HUMAN and h.reason == REASON_FAILING:
+        cmds = [handoff_cmd(log, "release", hid, "<what was fixed>"),
+                handoff_cmd(log, "skip", hid, "<why it is closed>")]
+    elif h.state == NEEDS_HUMAN:
         cmds = [handoff_cmd(log, "requeue", hid, "<why it may go back>"),
                 handoff_cmd(log, "skip", hid, "<why it is closed>")]
     elif stale == "unknown_effect":

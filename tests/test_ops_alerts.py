@@ -180,7 +180,8 @@ VERDICTS: dict[str, tuple[str, dict[str, str | None]]] = {
         "retryable": "RecoveryClaimStuck", "unknown_effect": "RecoveryResumeUnknownEffect",
     }),
     "recovery_handoff_needs_human": ("reason", dict.fromkeys(
-        ("conflict", "resume_failed_unknown_effect", "resume_unconfirmed", "other"), "RecoveryHandoffNeedsHuman")),
+        ("conflict", "resume_failed_unknown_effect", "resume_unconfirmed", "resume_failing", "other"),
+        "RecoveryHandoffNeedsHuman")),
     "recovery_lane_stalled": ("kind", dict.fromkeys(("job-unpicked", "status-quiet"), "RecoveryLaneStalled")),
     "recovery_catchup_reruns": ("kind", dict.fromkeys(("failed", "no_end"), "RecoveryCatchupRerunFailed")),
     "recovery_dated_ahead": ("check", dict.fromkeys(CHECKS, "RecoveryDatedAhead")),

@@ -30,6 +30,12 @@ something is pending and a slot is free), claim in claim order, journal
 resume_requested, run the resume command and record its answer, then write the
 heartbeat (watcher_run, exit ok or error).
 
+A handoff whose resume failed with effect none 3 times in a row (its attempts
+one after the other; a person's send-back or any other end of an attempt
+starts the count again) is not claimed again: the pass hands it to a person
+(needs_human, resume_failing). Once the cause is fixed, `eventlog handoff
+release LOG ID --reason TEXT` sends it back.
+
 The resume command prints its answer as the last JSON object on stdout:
   {"handoff_id", "branch", "head", "dirty", "todos"}  verified: returned
   {"conflict": "..."}                                 conflict: a person
@@ -72,8 +78,8 @@ EXITS = """\
    that could not be read or written, bad lines new since this watcher's last
    watcher_run, accounts or handoffs not reached within --budget, SIGTERM or
    SIGINT) or it sent work to a person (a resume that failed with effect
-   unknown, a conflict, a stale resume_requested). Older bad lines are only
-   named on stderr
+   unknown, a conflict, a stale resume_requested, a resume that failed with
+   effect none 3 times in a row). Older bad lines are only named on stderr
 2  bad usage, or no such log"""
 
 

@@ -8,8 +8,11 @@ A pass (claim one at a time, save the state, then go on):
    from the cloud side: something may have happened outside) is handed to a
    person: ``needs_human`` with reason ``resume_unconfirmed``, which frees its
    ``max_inflight`` slot; the answer it waited for is still taken if it comes
-   (projections/handoffs.py). Both are appended with the handoff's revision as
-   read (``expect_revision``): a handoff that moved meanwhile is left alone.
+   (projections/handoffs.py). A pending handoff whose resume failed with effect
+   none ``RESUME_FAILING_AFTER`` (3) times in a row (the cloud side reported
+   them, say) is handed to a person too: ``needs_human`` with reason
+   ``resume_failing``. All are appended with the handoff's revision as read
+   (``expect_revision``): a handoff that moved meanwhile is left alone.
 2. No pending handoff (or no free slot of ``max_inflight``): no probe at all.
 3. Every account the projection's probe plan says is due, and that has a
    pending handoff, is probed with the probe command;
@@ -39,8 +42,10 @@ A pass (claim one at a time, save the state, then go on):
      ``resume_failed`` with the attempt it was given): nothing is appended,
      the handoff stays ``resume_requested`` and goes stale by the usual rule;
    - ``{"failed": "why", "effect": "none"}``: ``resume_failed`` effect none,
-     pending again (claimed on a later pass); with ``"effect": "unknown"`` or
-     no effect: effect unknown (to a person).
+     pending again (claimed on a later pass), unless it was the handoff's 3rd
+     such attempt in a row: then ``needs_human`` ``resume_failing`` (to a
+     person; retrying alone does not mend the cause); with ``"effect":
+     "unknown"`` or no effect: effect unknown (to a person).
 
    A command that could not be started gives ``resume_failed`` with ``effect:
    none``. One that started and then timed out (its process group is
@@ -113,7 +118,15 @@ from eventlog.reader import NESTED_TOO_DEEP, deeper_at
 from eventlog.runners.common import PassBadLines, RunnerError, check_bounds, folder, require_log
 from eventlog.runners.process import Interrupted, Ran, excerpt, run
 from projections.base import elapsed_s
-from projections.handoffs import GUESSED, REASON_UNCONFIRMED, Handoff, Handoffs
+from projections.handoffs import (
+    GUESSED,
+    PENDING,
+    REASON_FAILING,
+    REASON_UNCONFIRMED,
+    RESUME_FAILING_AFTER,
+    Handoff,
+    Handoffs,
+)
 from projections.runner import Runner
 
 #: SIGTERM to SIGKILL for a command over its timeout.
@@ -189,6 +202,9 @@ class Report(msgspec.Struct, kw_only=True):
     released: list[dict[str, Any]] = msgspec.field(default_factory=list)
     #: Stale ``resume_requested`` handoffs this pass handed to a person (``resume_unconfirmed``).
     unconfirmed: list[dict[str, Any]] = msgspec.field(default_factory=list)
+    #: Handoffs whose resume failed with effect none ``RESUME_FAILING_AFTER`` times in a row, which this pass
+    #: handed to a person (``resume_failing``): ``handoff_id``, ``attempt``, ``failures``, ``detail``.
+    failing: list[dict[str, Any]] = msgspec.field(default_factory=list)
     pending: int = 0
     free_slots: int = 0
     probes: list[dict[str, Any]] = msgspec.field(default_factory=list)
@@ -250,6 +266,8 @@ class Report(msgspec.Struct, kw_only=True):
         out += [f"  not claimed {x['handoff_id']}: {x['reason']}" for x in self.lost]
         for r in self.resumed:
             out.append(f"  {r['handoff_id']} (attempt {r['attempt']}): {r['result']} - {r['detail']}")
+        out += [f"  handed to a person (resume_failing): {f['handoff_id']} (attempt {f['attempt']}, "
+                f"{f['failures']} resume failures in a row with effect none)" for f in self.failing]
         out += [f"  error: {e}" for e in self.errors]
         out.append(f"  heartbeat: {self.heartbeat or 'NOT written'}")
         return out
@@ -263,6 +281,9 @@ class Report(msgspec.Struct, kw_only=True):
         self.problems += [f"{u['handoff_id']}: resume requested (attempt {u['attempt']}) and nothing came back in "
                           f"more than {opts.stale_after_s:g} s: effect unknown, handed to a person "
                           "(resume_unconfirmed); its slot is free" for u in self.unconfirmed]
+        self.problems += [f"{f['handoff_id']}: {f['detail']}: handed to a person (resume_failing), not retried again; "
+                          f"once the cause is fixed, eventlog handoff release {opts.log} {f['handoff_id']} --reason "
+                          "TEXT sends it back" for f in self.failing]
         self.problems += [f"account {a['account']}: the probe said auth_error ({a['detail']}): no probe until a "
                           "person fixes it and probes by hand (eventlog handoff probe)" for a in self.auth_errors]
         return self
@@ -418,6 +439,9 @@ def _pass(
                  "attempt": item.attempt, "detail": detail}
         if append([event], revisions.get(hid, 0)):
             report.unconfirmed.append({"handoff_id": hid, "attempt": item.attempt, "detail": detail})
+    # ... and a pending handoff whose resume kept failing with effect none (the cloud side reported it, say).
+    for hid in h.failing():
+        _hand_over_failing(hid, h.items[hid], None, revisions.get(hid, 0), stamp, append, report)
 
     # 2. no pending (that this pass may claim) or no free slot: no probe.
     h = state().handoffs
@@ -465,7 +489,26 @@ def _pass(
         if not append([claim]):
             continue
         report.claimed.append(hid)
-        _resume(opts, item, hid, attempt, stamp, append, report)
+        failed = _resume(opts, item, hid, attempt, stamp, append, report)
+        if failed is not None:  # effect none: handed to a person once it failed so often in a row
+            runner = state()
+            after = runner.handoffs.items[hid]
+            if after.failing >= RESUME_FAILING_AFTER and after.state == PENDING:
+                _hand_over_failing(hid, after, failed, runner.revisions["handoff_id"].get(hid, 0), stamp, append,
+                                   report)
+
+
+def _hand_over_failing(hid: str, item: Handoff, error: str | None, revision: int, stamp: Callable[[], str],
+                       append: Append, report: Report) -> None:
+    """Hand a pending handoff whose resume failed with effect none too often in a row to a person
+    (``needs_human``, ``resume_failing``), at the revision read: one that moved meanwhile is left alone."""
+    detail = (f"its resume failed with effect none {item.failing} times in a row (attempts "
+              f"{item.attempt - item.failing + 1}-{item.attempt})" + (f"; the last: {error}" if error else ""))
+    event = {"type": "needs_human", "ts": stamp(), "handoff_id": hid, "reason": REASON_FAILING,
+             "attempt": item.attempt, "detail": detail[:500]}
+    if append([event], revision):
+        report.failing.append({"handoff_id": hid, "attempt": item.attempt, "failures": item.failing,
+                               "detail": detail})
 
 
 def _env(log: str, watcher: str, values: dict[str, str]) -> dict[str, str]:
@@ -683,10 +726,11 @@ def _resume(
     stamp: Callable[[], str],
     append: Append,
     report: Report,
-) -> None:
-    """Request the resume (journalled first), run the command, record what its answer says."""
+) -> str | None:
+    """Request the resume (journalled first), run the command, record what its answer says; the error of a
+    ``resume_failed`` with effect none it recorded (None: anything else)."""
     if not append([{"type": "resume_requested", "ts": stamp(), "handoff_id": hid, "attempt": attempt}]):
-        return
+        return None
     values = {
         "handoff_id": hid, "account": item.account, "attempt": str(attempt),
         "repo": item.repo or "", "branch": item.branch or "", "head": item.head or "",
@@ -704,7 +748,7 @@ def _resume(
     event, waiting = answer_event(hid, attempt, ran, opts.timeout_s)
     if event is None:
         report.resumed.append({"handoff_id": hid, "attempt": attempt, "result": "started", "detail": waiting})
-        return
+        return None
     event["ts"] = stamp()
     applied = append([event])
     detail = event.get("error") or event.get("detail") or f"{event.get('branch')} {event.get('head')}"
@@ -712,6 +756,7 @@ def _resume(
     report.resumed.append({"handoff_id": hid, "attempt": attempt, "result": result, "detail": detail})
     if applied and (event["type"] == "conflict" or event.get("effect") == "unknown"):
         report.to_person.append(hid)
+    return str(event["error"]) if applied and event.get("effect") == "none" else None
 
 
 def _stopped(hid: str, attempt: int, stop: Interrupted, stamp: Callable[[], str], append: Append,

@@ -9,6 +9,8 @@ refused, never overwritten), and carries ``actor`` (who; an extra field):
 action        from                 appends
 ============  ===================  ==========================================================
 ``release``   ``claimed``          ``released`` (a claim given back before any request)
+              ``needs_human``      ``released``, only when the reason is ``resume_failing``
+                                   (every attempt failed with effect none: nothing went out)
 ``requeue``   ``claimed``          ``released``
               ``needs_human``      ``released`` (the spec's "a person sends it back")
               ``resume_requested`` ``resume_failed`` of the live attempt, ``effect: none``:
@@ -16,8 +18,9 @@ action        from                 appends
 ``skip``      any open state       ``skip`` (closed without returning, with its reason)
 ============  ===================  ==========================================================
 
-``release`` refuses a handoff whose request went out (``resume_requested``):
-only a person who looked can say it had no effect, and that is ``requeue``.
+``release`` refuses a handoff whose request went out (``resume_requested``), and
+one with a person for any other reason than ``resume_failing``: only a person
+who looked can say it had no effect, and that is ``requeue``.
 Anything else (a returned or skipped handoff, a pending one to release or
 requeue) is refused with the reason.
 
@@ -51,7 +54,7 @@ from eventlog.runners.common import (
     require_log,
 )
 from eventlog.runners.failback import KILL_GRACE_S, probe_events, run_probe
-from projections.handoffs import CLAIMED, NEEDS_HUMAN, OPEN, PENDING, REQUESTED, Handoff
+from projections.handoffs import CLAIMED, NEEDS_HUMAN, OPEN, PENDING, REASON_FAILING, REQUESTED, Handoff
 
 Action = Literal["release", "requeue", "skip"]
 ACTIONS: tuple[Action, ...] = ("release", "requeue", "skip")
@@ -118,7 +121,7 @@ def planned(action: Action, hid: str, h: Handoff, reason: str, actor: str) -> di
         if h.state not in OPEN:
             return f"{hid} is {h.state}: only an open handoff can be skipped"
         return {"type": "skip", "handoff_id": hid, "reason": reason, "actor": actor}
-    if h.state == CLAIMED or (action == "requeue" and h.state == NEEDS_HUMAN):
+    if h.state == CLAIMED or (h.state == NEEDS_HUMAN and (action == "requeue" or h.reason == REASON_FAILING)):
         return {"type": "released", "handoff_id": hid, "reason": reason, "actor": actor}
     if action == "requeue" and h.state == REQUESTED:
         return {"type": "resume_failed", "handoff_id": hid, "attempt": h.attempt, "effect": "none",
