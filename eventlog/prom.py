@@ -109,6 +109,7 @@ def exposition(
     ahead: Sequence[Ahead] | None = None,
     reruns: Mapping[str, int] | None = None,
     lanes_error: bool | None = None,
+    deadline_passed: int | None = None,
 ) -> str:
     """The text exposition of one dump.
 
@@ -124,7 +125,8 @@ def exposition(
     ``ahead``: the times a verdict is judged from that lie ahead of now (``projections.ahead.dated_ahead``; left
     out when None: not judged live); ``reruns``: catch-up re-runs that did not end well, by kind (``failed``,
     ``no_end``: ``projections.catchup.Catchup.bad_reruns``; left out when None); ``lanes_error``: the lanes
-    runner's last pass ended in error (``Lanes.last_pass``).
+    runner's last pass ended in error (``Lanes.last_pass``); ``deadline_passed``: handoffs still out (pending,
+    claimed) whose deadline passed as of the dump's ``as_of`` (``Handoffs.past_deadline``).
     """
     out = _Text(str(dump.get("log", "")))
     one: Labels = {}
@@ -167,6 +169,10 @@ def exposition(
         out.gauge("recovery_follow_tick_seconds", "follow rewrites this file at least this often.", [(one, tick_s)])
 
     _handoffs(out, dump["handoffs"], durations)
+    if deadline_passed is not None:
+        out.gauge("recovery_handoff_deadline_passed", "Handoffs still out (pending, claimed, resume_requested) whose "
+                  "deadline has passed: nothing ends them on a timer, a person decides (status: deadline_passed).",
+                  [(one, deadline_passed)])
     _watchers(out, dump["handoffs"])
 
     now = dump["lanes"].get("now") or {"results": []}
@@ -232,6 +238,9 @@ def of_replay(replay: Replay, dump: dict[str, Any], tick_s: float | None = None,
     unrecorded = len(sessions.unrecorded()) if sessions is not None else None
     as_of = dump.get("as_of")
     retrying = None
+    late = None
+    if handoffs is not None:
+        late = len(handoffs.past_deadline(datetime.fromisoformat(as_of))) if as_of is not None else 0
     if sessions is not None:
         retrying = len(sessions.retry_under_way(datetime.fromisoformat(as_of))) if as_of is not None else 0
     catchup = getattr(replay.folder, "catchup", None)
@@ -246,7 +255,7 @@ def of_replay(replay: Replay, dump: dict[str, Any], tick_s: float | None = None,
                       torn_tail_stuck=replay.stuck_tail is not None,
                       unfinished_batch=0 if replay.uncommitted is None else replay.uncommitted.lines,
                       not_a_log=no_event_log(str(dump.get("log", "")), replay) is not None, ahead=ahead,
-                      reruns=reruns)
+                      reruns=reruns, deadline_passed=late)
 
 
 def _handoffs(out: _Text, h: dict[str, Any], durations: Mapping[str, Sequence[float]] | None) -> None:

@@ -225,6 +225,8 @@ class Handoff(msgspec.Struct, gc=False, array_like=True):
     #: Its resume attempts in a row that ended ``resume_failed`` with effect none (views and the runner only):
     #: any other end of an attempt, a ``needs_human`` and a person's requeue of a request start it again at 0.
     failing: int = 0
+    #: Its ``deadline`` as written (printed with its offset; None: none).
+    deadline_ts: str | None = None
 
 
 class Account(msgspec.Struct, gc=False):
@@ -383,6 +385,13 @@ class Handoffs:
         """Pending handoffs whose last ``after`` resume attempts in a row ended ``resume_failed`` with effect none
         (the failback runner hands them to a person, :data:`REASON_FAILING`), sorted."""
         return sorted(hid for hid, h in self.state.items.items() if h.state == PENDING and h.failing >= after)
+
+    def past_deadline(self, as_of: datetime) -> list[str]:
+        """Open handoffs still waiting to come back (pending, claimed, resume_requested) whose ``deadline`` is before
+        ``as_of``, sorted. Nothing expires on a timer (spec): a person is told, and skips one that will not be done."""
+        now = micros(as_of)
+        return sorted(hid for hid, h in self.state.items.items()
+                      if h.deadline_us is not None and h.deadline_us < now and (h.state == PENDING or h.state in LIVE))
 
     def claim_order(self) -> list[str]:
         """Every pending handoff in claim order (spec: deadline, importance, attempts, age)."""
@@ -559,7 +568,8 @@ class Handoffs:
             return Rejected(f"handoff {ev.handoff_id} already created (line {self.state.items[ev.handoff_id].line})")
         deadline = None if ev.deadline is None else micros(parse_time(ev.deadline))
         self.state.items[ev.handoff_id] = Handoff(
-            ev.account, at, ev.ts, line, deadline, ev.importance, ev.repo, ev.branch, ev.head, at, ev.ts, line
+            ev.account, at, ev.ts, line, deadline, ev.importance, ev.repo, ev.branch, ev.head, at, ev.ts, line,
+            deadline_ts=ev.deadline,
         )
         self._account(ev.account).pending += 1
         return None

@@ -16,7 +16,9 @@ What needs a person (each reason code is in :data:`REASONS`):
 
 - **handoffs**: handed to a person (``needs_human``, with the reason); a stale
   ``resume_requested`` (``stale_unknown_effect``: never retried on its own); a
-  stale ``claimed`` (``stale_retryable``); an account whose probe said
+  stale ``claimed`` (``stale_retryable``); a handoff still pending or claimed
+  after its ``deadline`` (``deadline_passed``: nothing expires on a timer, a
+  person decides whether to skip it); an account whose probe said
   ``auth_error`` (``auth_error``: not probed until a person probes it by hand);
   an account whose probes back off (``backoff_transient``,
   ``backoff_unexpected``, ``backoff_estimate``).
@@ -71,6 +73,7 @@ from projections.base import elapsed_s, micros, num, summary
 from projections.catchup import BadRerun, Rerun, skipped_today, why_not
 from projections.controls import Control, timeline
 from projections.handoffs import (
+    CLAIMED,
     LIVE,
     NEEDS_HUMAN,
     PENDING,
@@ -78,9 +81,11 @@ from projections.handoffs import (
     REASON_FAILING,
     REASON_UNCONFIRMED,
     REASON_UNKNOWN_EFFECT,
+    REQUESTED,
     RESUME_FAILING_AFTER,
     RETURNED,
     SKIPPED,
+    Handoff,
 )
 from projections.lanes import JOB_UNPICKED, STATUS_QUIET
 from projections.runner import Runner
@@ -130,6 +135,7 @@ REASONS: tuple[Reason, ...] = (
     Reason("handoffs", "needs_human", "Handoffs handed to a person", True),
     Reason("handoffs", "stale_unknown_effect", "Resume requested, then silence: effect unknown", True),
     Reason("handoffs", "stale_retryable", "Claims gone quiet before any resume request", False),
+    Reason("handoffs", "deadline_passed", "Handoffs not back by their deadline (nothing expires on a timer)", True),
     Reason("handoffs", "auth_error", "Accounts whose probe was refused (auth_error): the login needs a person", True),
     Reason("handoffs", "backoff_transient", "Accounts backing off after transient probe errors", False),
     Reason("handoffs", "backoff_unexpected", "Accounts backing off after probe answers nobody could read", False),
@@ -293,6 +299,8 @@ class HandoffTotals(msgspec.Struct, kw_only=True):
     needs_human: int
     skipped: int
     stale: int
+    #: Handoffs still out (pending, claimed) whose deadline passed as of T (the ``deadline_passed`` items).
+    deadline_passed: int
     return_p50_s: int | float | None
     return_p95_s: int | float | None
     accounts: int
@@ -696,20 +704,33 @@ class _Judge:
         if h.state == NEEDS_HUMAN:
             return [self.item("needs_human", hid, f"handed to a person: {needs_human_words(h.reason)} "
                               f"(account {h.account})", explain_cmd(self.log, hid), h.last_ts)]
-        if h.state not in LIVE:
+        if h.state != PENDING and h.state not in LIVE:
             return []
+        out = self.deadline(hid, h)
         kind = self.runner.handoffs.stale(hid, self.at)
         if kind == "unknown_effect":
-            return [self.item("stale_unknown_effect", hid,
-                              f"resume requested (attempt {h.attempt} by {h.watcher}), then silence: it may "
-                              "have taken effect; never retried on its own",
-                              explain_cmd(self.log, hid), h.last_ts)]
-        if kind == "retryable":
+            out.append(self.item("stale_unknown_effect", hid,
+                                 f"resume requested (attempt {h.attempt} by {h.watcher}), then silence: it may "
+                                 "have taken effect; never retried on its own",
+                                 explain_cmd(self.log, hid), h.last_ts))
+        elif kind == "retryable":
             release = handoff_cmd(self.log, "release", hid, "stale claim released by hand")
-            return [self.item("stale_retryable", hid,
-                              f"claimed by {h.watcher} (attempt {h.attempt}), no resume request since: safe to "
-                              "release and retry", release, h.last_ts)]
-        return []
+            out.append(self.item("stale_retryable", hid,
+                                 f"claimed by {h.watcher} (attempt {h.attempt}), no resume request since: safe to "
+                                 "release and retry", release, h.last_ts))
+        return out
+
+    def deadline(self, hid: str, h: Handoff) -> list[Item]:
+        """A handoff still out (pending or claimed) whose deadline passed as of T: a person is told (seed 000:
+        nothing ends by the deadline alone), and skips it with the reason if it will not be done."""
+        if h.deadline_us is None or h.deadline_ts is None or not self.known or h.deadline_us >= micros(self.at):
+            return []
+        where = {PENDING: "pending", CLAIMED: f"claimed by {h.watcher} (attempt {h.attempt})",
+                 REQUESTED: f"resume requested (attempt {h.attempt} by {h.watcher})"}[h.state]
+        return [self.item("deadline_passed", hid, f"{where}, created {self.ago(h.created_ts)} ago; its deadline "
+                          f"{h.deadline_ts} passed {self.ago(h.deadline_ts)} ago and nothing ends it on a timer: "
+                          "will it still be done? If not, skip it with the reason (explain prints the command)",
+                          explain_cmd(self.log, hid), h.deadline_ts)]
 
     def account(self, name: str) -> list[Item]:
         """An account whose probes back off (its plan as of T)."""
@@ -1176,7 +1197,8 @@ def totals(runner: Runner, judge: _Judge, groups: list[Group]) -> Totals:
             pending=by_state.get(PENDING, 0), oldest_pending_age_s=age, live_claims=h.live,
             needs_human=by_state.get(NEEDS_HUMAN, 0), skipped=by_state.get(SKIPPED, 0),
             stale=count.get("stale_unknown_effect", 0) + count.get("stale_retryable", 0),
-            return_p50_s=ret["p50"], return_p95_s=ret["p95"], accounts=len(h.accounts))
+            deadline_passed=count.get("deadline_passed", 0), return_p50_s=ret["p50"], return_p95_s=ret["p95"],
+            accounts=len(h.accounts))
     beats = h.state.watchers
     if beats:
         out.watchers = WatcherTotals(watchers=len(beats), late=count.get("watcher_late", 0),
@@ -1298,7 +1320,7 @@ def _handoff_verdict(judge: _Judge, hid: str) -> Verdict:
     log = judge.log
     facts = {"state": h.state, "account": h.account, "attempt": h.attempt, "watcher": h.watcher,
              "reason": h.reason, "stale": stale, "local_started": h.local_started, "revision": revision,
-             "failing_in_a_row": h.failing}
+             "failing_in_a_row": h.failing, "deadline": h.deadline_ts}
     says = {
         PENDING: "pending: waits for a watcher to claim it when its account is due",
         "claimed": f"claimed by {h.watcher} (attempt {h.attempt}); no resume request yet",
@@ -1328,6 +1350,11 @@ def _handoff_verdict(judge: _Judge, hid: str) -> Verdict:
         order = judge.runner.handoffs.claim_order()
         facts["claim_position"] = order.index(hid) + 1
         says += f" (number {order.index(hid) + 1} of {len(order)} in claim order)"
+    if judge.deadline(hid, h):
+        says += (f"; its deadline {h.deadline_ts} passed {judge.ago(h.deadline_ts)} ago: nothing ends it on a timer; "
+                 "if it will not be done, skip it with the reason (a watcher still claims it meanwhile)")
+        if stale != "unknown_effect":  # that one already offers skip
+            cmds.append(handoff_cmd(log, "skip", hid, "<why it will not be done>"))
     return _verdict(judge, "handoff", hid, h.state, says, judge.handoff(hid), h.last_ts, next_cmds=cmds, facts=facts)
 
 

@@ -31,22 +31,23 @@ STATUS = """\
 What needs a person as of now (or --at), grouped by reason: each item with its
 reason, how long it has been so, and the command to copy for the next step;
 then the totals of each domain the log holds. Every domain is looked at:
-handoffs (handed to a person, stale claims, accounts backing off), watchers
-(late, or ended in error), lanes (stalled now, with whether a resume went out;
-the lanes runner's last pass, when it ended in error), catch-up (re-runs that
-ended badly or never reported their end, candidates, an open circuit), sessions
-(waiting for a decision, a retry due), and the log itself (missing, bad lines,
-rejected events, the complete lines of an unfinished batch a writer left, an
-unfinished last line; a tail no append will cut, and a file that is no event
-log at all, so every append is refused, wait for a person's decision; as of
-now, a line dated more than {ahead} ahead whose time a check waits on, such as
-a watcher's last run: until the clock passes it, that check cannot fire). Ids
-are in natural order (h-2 before h-10). A screen shows the first few of each
-group (at most 3, fewer when there are many groups, so it fits about 50 lines);
---all shows every item. --json prints one object: per item {domain, id,
-reason_code, reason, since, for_s, until, next, needs_decision}, the groups
-with their counts, and the totals (times ISO 8601, durations in seconds, counts
-as numbers).""".replace("{ahead}", duration_words(TOLERANCE_S))
+handoffs (handed to a person, stale claims, still out past their deadline,
+accounts backing off), watchers (late, or ended in error; a retired one is
+not), lanes (stalled now, with whether a resume went out; the lanes runner's
+last pass, when it ended in error), catch-up (re-runs that ended badly or never
+reported their end, candidates, an open circuit), sessions (waiting for a
+decision, a retry due), and the log itself (missing, bad lines, rejected
+events, the complete lines of an unfinished batch a writer left, an unfinished
+last line; a tail no append will cut, and a file that is no event log at all,
+so every append is refused, wait for a person's decision; as of now, a line
+dated more than {ahead} ahead whose time a check waits on, such as a watcher's
+last run: until the clock passes it, that check cannot fire). Ids are in
+natural order (h-2 before h-10). A screen shows the first few of each group
+(at most 3, fewer when there are many groups, so it fits about 50 lines); --all
+shows every item. --json prints one object: per item {domain, id, reason_code,
+reason, since, for_s, until, next, needs_decision}, the groups with their
+counts, and the totals (times ISO 8601, durations in seconds, counts as
+numbers).""".replace("{ahead}", duration_words(TOLERANCE_S))
 
 STATUS_EXITS = """\
 0  nothing needs a person
@@ -200,8 +201,9 @@ def totals_lines(t: Triage) -> list[str]:
         oldest = f" (oldest {duration_words(h.oldest_pending_age_s)})" if h.oldest_pending_age_s is not None else ""
         out.append(f"Handoffs: failover {h.failover_started:,}/{h.total:,}, failback {h.returned:,}/{h.total:,}; "
                    f"pending {h.pending:,}{oldest}, claimed {h.live_claims:,}, handed to a person "
-                   f"{h.needs_human:,}, skipped {h.skipped:,}, stale {h.stale:,}; return p50 {p50}, p95 {p95}; "
-                   f"{_plural(h.accounts, 'account')}")
+                   f"{h.needs_human:,}, skipped {h.skipped:,}, stale {h.stale:,}"
+                   + (f", past their deadline {h.deadline_passed:,}" if h.deadline_passed else "")
+                   + f"; return p50 {p50}, p95 {p95}; {_plural(h.accounts, 'account')}")
     if (w := tot.watchers) is not None:
         out.append(f"Watchers: {w.watchers:,}, late {w.late:,}, last pass in error {w.error:,}; "
                    f"last run {w.last_run or 'never'}")
