@@ -27,8 +27,17 @@ the views already use (nothing is folded for it):
   candidate; one ahead but of today still is, and silences nothing).
 
 Times a line writes as a field (a ``reset_at``, an ``open_until``, a
-``deadline``) are meant to lie ahead and are not judged here. Stopped and idle
-lanes, and handoffs that are neither pending nor claimed, wait for no time.
+``deadline``) are meant to lie ahead and are not judged against the tolerance.
+One is judged against a wider bound:
+
+- ``limit_reset``: the ``reset_at`` of an account's latest ``limit_recorded``,
+  when it lies more than :data:`RESET_AHEAD_MAX_S` (8 days) ahead of now. No
+  quota window is longer than a week (seed 000: weekly limits are the longest),
+  so such a reset (2062 typed for 2026) is a mistake that holds the account's
+  probe, and so all its pending handoffs, until then.
+
+Stopped and idle lanes, and handoffs that are neither pending nor claimed,
+wait for no time.
 
 Pure: the caller gives now (only a live view judges this: with ``--at``, T is
 no clock, and a line later than T is no writer's clock ahead).
@@ -53,9 +62,13 @@ from projections.sessions import BACKOFF
 #: after 90 min, a stale claim after 30 min, a watcher late after twice its period).
 TOLERANCE_S = 300.0
 
+#: How far ahead of now an account's ``reset_at`` may lie before it counts (``limit_reset``): the longest quota
+#: window is a week (seed 000: weekly limits), and a day more leaves room for zones and a reset read late.
+RESET_AHEAD_MAX_S = 8 * 86400.0
+
 #: The check a time ahead silences (the ``check`` label of ``recovery_dated_ahead``).
 Check = Literal["watcher_late", "claim_stale", "pending_age", "probe_backoff", "job_unpicked", "status_quiet",
-                "job_picked", "retry_due", "catchup_skip"]
+                "job_picked", "retry_due", "catchup_skip", "limit_reset"]
 CHECKS: tuple[Check, ...] = Check.__args__  # type: ignore[attr-defined]
 
 
@@ -95,7 +108,11 @@ def dated_ahead(runner: Runner, now: datetime, tolerance_s: float = TOLERANCE_S)
             found.check("pending_age", hid, h.line, h.created_at, h.created_ts)
         elif state in LIVE:
             found.check("claim_stale", hid, h.last_line, h.last_at, h.last_ts, stale_s)
+    reset_edge = later(now.astimezone(UTC), timedelta(seconds=RESET_AHEAD_MAX_S))
     for account, acc in handoffs.accounts.items():
+        if acc.reset_at is not None and acc.reset_text is not None and reset_edge is not None \
+                and acc.reset_at > reset_edge:  # it holds the probe (waiting_reset) until then
+            found.add("limit_reset", account, acc.limit_line, acc.reset_at, acc.reset_text, acc.reset_text)
         if acc.pending and acc.run and acc.run_ts is not None:
             probed = parse_time(acc.run_ts)
             if probed > edge and (plan := handoffs.plan(account, now))["reason"].startswith("backoff_"):
@@ -158,4 +175,4 @@ def _after(at: datetime, wait_s: float) -> datetime | None:
     return later(at, wait)
 
 
-__all__ = ["CHECKS", "TOLERANCE_S", "Ahead", "Check", "dated_ahead"]
+__all__ = ["CHECKS", "RESET_AHEAD_MAX_S", "TOLERANCE_S", "Ahead", "Check", "dated_ahead"]

@@ -68,7 +68,7 @@ from typing import Any, Literal, NamedTuple
 import msgspec
 
 from eventlog.events import FIRST_YEAR, LAST_YEAR, parse_time
-from projections.ahead import Ahead, Check, dated_ahead
+from projections.ahead import RESET_AHEAD_MAX_S, Ahead, Check, dated_ahead
 from projections.base import elapsed_s, micros, num, summary
 from projections.catchup import BadRerun, Rerun, skipped_today, why_not
 from projections.controls import Control, timeline
@@ -617,7 +617,7 @@ def line_cmd(facts: LogFacts, line: int) -> str:
 AHEAD_KIND: dict[Check, Kind] = {
     "watcher_late": "watcher", "claim_stale": "handoff", "pending_age": "handoff", "probe_backoff": "account",
     "job_unpicked": "lane", "status_quiet": "lane", "job_picked": "lane", "retry_due": "session",
-    "catchup_skip": "catchup",
+    "catchup_skip": "catchup", "limit_reset": "account",
 }
 
 #: Each check of :mod:`projections.ahead`: what the line is, what its time silences, and what ends it.
@@ -644,7 +644,16 @@ _AHEAD_WORDS: dict[Check, tuple[str, str, str]] = {
                   "its next failure or ready worker with a true time ends this"),
     "catchup_skip": ("the latest skip of job {id}", "it is no skip of today, so it is no catch-up candidate today",
                      "its next marker with a true time ends this"),
+    "limit_reset": ("the reset_at of the latest limit (limit_recorded) of account {id}",
+                    f"no quota window is longer than a week, so a reset more than "
+                    f"{duration_words(RESET_AHEAD_MAX_S)} ahead is a mistake; the account is not probed, and none "
+                    "of its handoffs comes back, before {until}",
+                    "a limit_recorded of the account with the true reset_at ends this (explain prints one that "
+                    "probes now)"),
 }
+
+#: What is wrong with a time ahead, when it is not the clock of the line's writer.
+_AHEAD_WRONG: dict[Check, str] = {"limit_reset": "The reset time is wrong (a typo of the year?)"}
 
 
 def ahead_words(a: Ahead, line: bool = True) -> str:
@@ -924,9 +933,9 @@ class _Judge:
     def ahead_item(self, a: Ahead) -> Item:
         """Which line, of what, how far ahead, the check it silences, what ends it, and how to see the id's lines."""
         where = f"line {a.line}" if a.line else f"{AHEAD_KIND[a.check]} {a.id}"
-        return self.item("dated_ahead", where, f"{ahead_words(a, line=False)}. The clock of the writer of that "
-                         f"line is ahead (or the time is a typo): fix it; {_AHEAD_WORDS[a.check][2]}",
-                         explain_cmd(self.log, a.id), a.ts, a.until)
+        wrong = _AHEAD_WRONG.get(a.check, "The clock of the writer of that line is ahead (or the time is a typo)")
+        return self.item("dated_ahead", where, f"{ahead_words(a, line=False)}. {wrong}: fix it; "
+                         f"{_AHEAD_WORDS[a.check][2]}", explain_cmd(self.log, a.id), a.ts, a.until)
 
     # -- the log ----------------------------------------------------------------------------------
 
@@ -1387,8 +1396,15 @@ def _account_verdict(judge: _Judge, name: str) -> Verdict:
              acc.confidence}, "last_probe": {"outcome": acc.last_outcome, "ts": acc.last_probe_ts},
              "run": {"kind": acc.run_kind, "probes": acc.run, "latest": acc.run_ts}}
     until = plan["next_probe_at"] if not plan["probe"] else None
+    cmds = []
+    for a in judge.ahead_of("account", name):
+        if a.check == "limit_reset" and judge.text is not None:  # the correction: no known reset, probe now
+            cmds.append(append_cmd(judge.log, {
+                "type": "limit_recorded", "account": name, "limited_at": judge.text, "reset_at": None,
+                "source": f"corrected by hand: reset_at {a.ts} (line {a.line}) lay "
+                          f"{duration_words(a.ahead_s)} ahead", "confidence": "unknown"}))
     return _verdict(judge, "account", name, plan["reason"], says, judge.account(name), acc.last_probe_ts,
-                    until=until, facts=facts)
+                    until=until, next_cmds=cmds, facts=facts)
 
 
 def _watcher_verdict(judge: _Judge, name: str) -> Verdict:

@@ -25,7 +25,7 @@ from tests.opskit import RULES, held_series, selectors
 from tests.serving import start_server
 from tests.test_follow import _metric, _wait_for, following
 from tests.test_next_runs import typed
-from tests.test_prom import promtool
+from tests.test_prom import promtool, replayed, value
 from tests.test_serve import read_events
 
 #: The reviewer's typo: 2062 for 2026.
@@ -227,3 +227,38 @@ def test_a_skip_ahead_but_of_today_is_still_todays_skip(tmp_path: Path) -> None:
     assert ahead_items(view) == [] and view["totals"]["log"]["dated_ahead"] == 0
     [candidate] = [it for g in view["groups"] if g["reason_code"] == "candidate" for it in g["items"]]
     assert candidate["id"] == "j1"
+
+
+def test_a_reset_at_typed_decades_ahead_is_named_with_the_account_and_a_correction_that_works(
+    tmp_path: Path,
+) -> None:
+    """The reviewers' ledger line: reset_at 2062 for 2026 held the account's probe for decades in silence. No quota
+    window is longer than a week (seed 000), so a reset_at more than 8 days ahead is named (``limit_reset``); one a
+    week ahead is a weekly limit, and is not."""
+    limit = {"type": "limit_recorded", "ts": at(-1), "account": "acct-a", "limited_at": at(-1),
+             "reset_at": "2062-08-03T17:00:00+09:00", "source": "parsed-limit-message", "confidence": "explicit"}
+    weekly = {**limit, "account": "acct-b", "reset_at": at(7 * 24)}
+    log = write_log(tmp_path / "work.jsonl", [
+        CREATED, limit, {**CREATED, "handoff_id": "h2", "account": "acct-b"}, weekly,
+    ])
+    out, view = status_json(log)
+    assert out.returncode == 1
+    [item] = ahead_items(view)
+    assert item["id"] == "line 2" and item["since"] == limit["reset_at"] and item["until"] == limit["reset_at"]
+    assert "the reset_at of the latest limit (limit_recorded) of account acct-a" in item["reason"]
+    assert "is dated 2062-08-03T17:00:00+09:00" in item["reason"] and "more than 8 d ahead" in item["reason"]
+    assert "The reset time is wrong" in item["reason"]
+    assert item["next"] == f"eventlog explain {log} acct-a"
+    _dump, prom = replayed(log, live=True)
+    assert value(prom, "recovery_dated_ahead", check="limit_reset") == 1
+    # explain names the line and prints a correction that probes now; pasted, it ends the item
+    shown = typed(item["next"], tmp_path)
+    assert shown.returncode == 0 and f"{log}:2: " in shown.stdout and "waits for its reset at 2062" in shown.stdout
+    [fix] = [line.split("next: ", 1)[1] for line in shown.stdout.splitlines()
+             if "next: " in line and "limit_recorded" in line]
+    fixed = typed(fix, tmp_path)
+    assert fixed.returncode == 0, fixed.stderr
+    out, view = status_json(log)
+    assert ahead_items(view) == []
+    account = json.loads(run_cli("explain", str(log), "acct-a", "--json").stdout)["verdicts"][0]
+    assert account["code"] == "due" and account["facts"]["limit"] == {"reset_at": None, "confidence": "unknown"}
