@@ -1062,7 +1062,9 @@ def rerun_end_words(r: Rerun) -> str:
 def needs_human_words(reason: str | None) -> str:
     """Why a handoff was handed to a person, in words (a ``needs_human`` event's own words as written)."""
     if reason == REASON_CONFLICT:
-        return "the handshake found the tree changed by someone else (conflict); nothing was edited"
+        return ("the handshake found the tree changed by someone else (conflict); nothing was edited. A requeue "
+                "alone meets the same conflict: bring the tree back to its saved head and requeue, or settle it "
+                "by hand and skip it")
     if reason == REASON_UNKNOWN_EFFECT:
         return "a resume failed and may have had an effect (effect unknown)"
     if reason == REASON_UNCONFIRMED:
@@ -1073,6 +1075,17 @@ def needs_human_words(reason: str | None) -> str:
                 "nothing happened outside, and retrying alone does not bring it back; fix what its errors name, "
                 "then release it (or skip it)")
     return reason or "no reason given"
+
+
+def conflict_words(h: Handoff) -> str:
+    """What is true after a conflict: the next attempt checks the tree against the same saved head, so it goes
+    back only once the tree is where the handoff left it; else a person settles it and skips it."""
+    where = f" of {h.repo}" if h.repo else ""
+    saved = (f"HEAD at its saved head {h.head}" + (f" on {h.branch}" if h.branch else "") if h.head
+             else "HEAD where it was (the handoff saved no head)")
+    return (f"the saved head cannot change, so every new attempt meets the same conflict while the tree{where} is "
+            f"not as the handoff left it: either bring it back ({saved}, no uncommitted changes; keep the other "
+            "change on a branch of its own) and requeue it, or settle the work by hand and skip it with the reason")
 
 
 def session_code(s: Session) -> str | None:
@@ -1349,6 +1362,10 @@ def _handoff_verdict(judge: _Judge, hid: str) -> Verdict:
     if h.state == NEEDS_HUMAN and h.reason == REASON_FAILING:
         cmds = [handoff_cmd(log, "release", hid, "<what was fixed>"),
                 handoff_cmd(log, "skip", hid, "<why it is closed>")]
+    elif h.state == NEEDS_HUMAN and h.reason == REASON_CONFLICT:
+        says += "; " + conflict_words(h)
+        cmds = [handoff_cmd(log, "requeue", hid, "<the tree is back at the saved head: how>"),
+                handoff_cmd(log, "skip", hid, "<settled by hand: how>")]
     elif h.state == NEEDS_HUMAN:
         cmds = [handoff_cmd(log, "requeue", hid, "<why it may go back>"),
                 handoff_cmd(log, "skip", hid, "<why it is closed>")]

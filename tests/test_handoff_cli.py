@@ -173,3 +173,25 @@ def test_bad_lines_of_the_log_are_named(tmp_path: Path) -> None:
     assert out.returncode == 0
     assert out.stderr == f"eventlog: {log}: 1 bad line(s) skipped: {NAIVE_REASON}\n"
     assert lines(log)[-1]["type"] == "skip"
+
+
+def test_a_conflicts_next_steps_say_what_is_true(tmp_path: Path) -> None:
+    """A requeue alone meets the same conflict (the saved head cannot change): status and explain say to bring the
+    tree back to the saved head and requeue, or settle it by hand and skip, never a bare requeue."""
+    created = {**CREATED, "repo": "/srv/app", "branch": "main", "head": "abc1234"}
+    conflict = {"type": "conflict", "ts": t("10:00:02"), "handoff_id": "h1", "attempt": 1,
+                "detail": "HEAD moved from abc1234 to def5678 since the handoff was saved; nothing edited"}
+    log = write_log(tmp_path / "log.jsonl", [created, CLAIMED, REQUESTED, conflict])
+    out = run_cli("status", str(log), "--at", t("11:00:00"), "--json")
+    [item] = [it for g in json.loads(out.stdout)["groups"] for it in g["items"]]
+    assert item["reason_code"] == "needs_human"
+    assert "A requeue alone meets the same conflict: bring the tree back to its saved head and requeue, or " \
+           "settle it by hand and skip it" in item["reason"]
+    out = run_cli("explain", str(log), "h1", "--at", t("11:00:00"), "--json")
+    [verdict] = json.loads(out.stdout)["verdicts"]
+    assert "bring it back (HEAD at its saved head abc1234 on main, no uncommitted changes" in verdict["says"]
+    assert "of /srv/app" in verdict["says"]
+    assert verdict["next"] == [
+        f"eventlog handoff requeue {log} h1 --reason '<the tree is back at the saved head: how>'",
+        f"eventlog handoff skip {log} h1 --reason '<settled by hand: how>'",
+    ]
