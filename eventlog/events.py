@@ -183,6 +183,9 @@ class WatcherRun(Event, tag="watcher_run"):
     #: runner writes it): every view judges stale claims by the last heartbeat that states one, so it agrees
     #: with the watcher.
     stale_after_s: Annotated[float, msgspec.Meta(ge=0)] | None = None
+    #: A person retired this watcher for good (``eventlog failback LOG --retire NAME``): its final heartbeat;
+    #: optional. The views stop judging it late until a pass of that name runs again; the dump is the spec's.
+    retired: bool = False
 
 
 # --- lanes (seed 001) --------------------------------------------------------
@@ -470,7 +473,8 @@ EVENT_TYPES: dict[str, type[Event]] = {
 #: ignored, as an unknown field is (spec section 1), never a bad line (:func:`eventlog.reader.without_foreign_values`,
 #: the one place the rule is applied; docs/DECISIONS.md, "Fields the project adds").
 PROJECT_FIELDS: dict[type[Event], tuple[str, ...]] = {
-    WatcherRun: ("detail", "stale_after_s"),
+    ResumeFailed: ("actor",),
+    WatcherRun: ("detail", "stale_after_s", "retired"),
     LaneCheck: ("unpicked_s", "quiet_s", "exit", "detail"),
     CatchupKicked: ("timeout_s", "kill_grace_s"),
 }

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -110,6 +110,7 @@ def exposition(
     reruns: Mapping[str, int] | None = None,
     lanes_error: bool | None = None,
     deadline_passed: int | None = None,
+    retired: Collection[str] = (),
 ) -> str:
     """The text exposition of one dump.
 
@@ -126,7 +127,9 @@ def exposition(
     out when None: not judged live); ``reruns``: catch-up re-runs that did not end well, by kind (``failed``,
     ``no_end``: ``projections.catchup.Catchup.bad_reruns``; left out when None); ``lanes_error``: the lanes
     runner's last pass ended in error (``Lanes.last_pass``); ``deadline_passed``: handoffs still out (pending,
-    claimed) whose deadline passed as of the dump's ``as_of`` (``Handoffs.past_deadline``).
+    claimed) whose deadline passed as of the dump's ``as_of`` (``Handoffs.past_deadline``); ``retired``: watchers
+    a person retired, left out of the per-watcher families (so ``RecoveryWatcherDead`` stops for them; the dump
+    still lists them).
     """
     out = _Text(str(dump.get("log", "")))
     one: Labels = {}
@@ -173,7 +176,7 @@ def exposition(
         out.gauge("recovery_handoff_deadline_passed", "Handoffs still out (pending, claimed, resume_requested) whose "
                   "deadline has passed: nothing ends them on a timer, a person decides (status: deadline_passed).",
                   [(one, deadline_passed)])
-    _watchers(out, dump["handoffs"])
+    _watchers(out, dump["handoffs"], retired)
 
     now = dump["lanes"].get("now") or {"results": []}
     lanes = [({"product": str(r["product"]), "kind": kind}, int(bool(r["stalled"]) and r.get("kind") == kind))
@@ -239,7 +242,9 @@ def of_replay(replay: Replay, dump: dict[str, Any], tick_s: float | None = None,
     as_of = dump.get("as_of")
     retrying = None
     late = None
+    retired: list[str] = []
     if handoffs is not None:
+        retired = [name for name, beat in handoffs.state.watchers.items() if beat.retired]
         late = len(handoffs.past_deadline(datetime.fromisoformat(as_of))) if as_of is not None else 0
     if sessions is not None:
         retrying = len(sessions.retry_under_way(datetime.fromisoformat(as_of))) if as_of is not None else 0
@@ -255,7 +260,7 @@ def of_replay(replay: Replay, dump: dict[str, Any], tick_s: float | None = None,
                       torn_tail_stuck=replay.stuck_tail is not None,
                       unfinished_batch=0 if replay.uncommitted is None else replay.uncommitted.lines,
                       not_a_log=no_event_log(str(dump.get("log", "")), replay) is not None, ahead=ahead,
-                      reruns=reruns, deadline_passed=late)
+                      reruns=reruns, deadline_passed=late, retired=retired)
 
 
 def _handoffs(out: _Text, h: dict[str, Any], durations: Mapping[str, Sequence[float]] | None) -> None:
@@ -291,12 +296,13 @@ def _handoffs(out: _Text, h: dict[str, Any], durations: Mapping[str, Sequence[fl
               [({"reason": r}, plans[r]) for r in PLAN_REASONS])
 
 
-def _watchers(out: _Text, h: dict[str, Any]) -> None:
-    watchers = sorted(h.get("watchers", {}).items())
+def _watchers(out: _Text, h: dict[str, Any], retired: Collection[str]) -> None:
+    watchers = sorted((name, w) for name, w in h.get("watchers", {}).items() if name not in retired)
     out.gauge("recovery_watcher_late", "1 when the failback watcher is late (the spec's rule: the last "
               "watcher_run of any watcher, or none while handoffs are pending).",
               [({}, int(bool(h["watcher"]["late"])))])
-    out.gauge("recovery_watcher_last_run_timestamp_seconds", "When each watcher last wrote its heartbeat.",
+    out.gauge("recovery_watcher_last_run_timestamp_seconds", "When each watcher last wrote its heartbeat (a watcher "
+              "a person retired is left out of this and the next three).",
               [s for name, w in watchers for s in _when({"watcher": name}, w["last_run"])])
     out.gauge("recovery_watcher_period_seconds", "Each watcher's period, as its last heartbeat says.",
               [({"watcher": name}, w["period_s"]) for name, w in watchers])

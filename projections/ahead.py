@@ -100,6 +100,8 @@ def dated_ahead(runner: Runner, now: datetime, tolerance_s: float = TOLERANCE_S)
     found = _Found(now, edge)
     handoffs = runner.handoffs
     for name, beat in handoffs.state.watchers.items():
+        if beat.retired:  # no view judges it late
+            continue
         found.check("watcher_late", name, beat.line, beat.at, beat.ts, 2 * beat.period_s)
     stale_s = handoffs.stale_after_s
     for hid, h in handoffs.items.items():

@@ -42,7 +42,9 @@ Decisions where the spec is silent (the lead's):
 - the watcher is late when T minus the last ``watcher_run`` (log order) is
   strictly more than twice its ``period_s``, or there is none while a handoff
   is pending; each watcher name also keeps its own last ``watcher_run``
-  (:class:`Heartbeat`), late by the same age rule alone;
+  (:class:`Heartbeat`), late by the same age rule alone (in the dump; the
+  views leave out a watcher a person retired, ``watcher_run`` ``retired``,
+  until it runs again);
 - ``needs_human_reasons`` counts handoffs in ``needs_human`` by their reason;
 - each handoff counts its resume attempts in a row that ended ``resume_failed``
   with effect none (``Handoff.failing``; views and the runner only): any other
@@ -271,6 +273,9 @@ class Heartbeat(msgspec.Struct, gc=False):
     detail: str | None = None
     #: Its line (0: not known, a state saved before lines were kept): a pass's bad lines after it are new.
     line: int = 0
+    #: A person retired the watcher with this heartbeat (``watcher_run`` ``retired``): the views leave it out of
+    #: "late" and "in error" (the dump's ``watchers`` entry stays as its heartbeats say).
+    retired: bool = False
 
     def late(self, as_of: datetime) -> bool:
         """Older than twice its period as of ``as_of`` (the spec's rule for the last heartbeat, per watcher)."""
@@ -705,7 +710,7 @@ class Handoffs:
         self.state.watcher_at = at
         self.state.watcher_text = ev.ts
         self.state.watcher_period_s = ev.period_s
-        self.state.watchers[ev.watcher] = Heartbeat(at, ev.ts, ev.period_s, ev.exit, ev.detail, line)
+        self.state.watchers[ev.watcher] = Heartbeat(at, ev.ts, ev.period_s, ev.exit, ev.detail, line, ev.retired)
         if ev.stale_after_s is not None:
             self.state.watcher_stale_after_s = ev.stale_after_s
         return None

@@ -142,7 +142,8 @@ REASONS: tuple[Reason, ...] = (
     Reason("handoffs", "backoff_estimate", "Accounts whose estimated reset proved wrong", False),
     Reason("watchers", "watcher_error", "Watchers whose last pass ended in error", False),
     Reason("watchers", "watcher_late", "Watchers that stopped reporting", False),
-    Reason("watchers", "no_watcher", "Pending handoffs, and no watcher ever ran", False),
+    Reason("watchers", "no_watcher", "Pending handoffs, and no watcher runs (none ever ran, or all are retired)",
+           False),
     Reason("lanes", "lanes_error", "The lanes runner's last pass ended in error", False),
     Reason("lanes", "job_unpicked", "Finished jobs nobody picked up", False),
     Reason("lanes", "status_quiet", "Lanes whose progress went quiet", False),
@@ -307,12 +308,14 @@ class HandoffTotals(msgspec.Struct, kw_only=True):
 
 
 class WatcherTotals(msgspec.Struct, kw_only=True):
-    """How many watchers wrote a heartbeat, how many are late or ended their last pass in error."""
+    """How many watchers wrote a heartbeat, how many are late or ended their last pass in error, how many a person
+    retired (they are neither late nor in error)."""
 
     watchers: int
     late: int
     error: int
     last_run: str | None
+    retired: int = 0
 
 
 class LaneTotals(msgspec.Struct, kw_only=True):
@@ -558,6 +561,11 @@ def failback_cmd(log: str, name: str, period_s: int, stale_after_s: float) -> st
                                                 f"--resume-cmd {YOUR_RESUME}"])
 
 
+def retire_cmd(log: str, name: str) -> str:
+    """``eventlog failback LOG --retire NAME --reason ...``: a person says watcher NAME stopped for good."""
+    return command("eventlog failback", [log], [opt("--retire", name), "--reason '<why it stopped for good>'"])
+
+
 #: How to run the lanes runner (its enqueue command is the person's: no command in a view has a blank to fill in).
 LANES_HELP = "eventlog lanes --help"
 #: How to feed a lane's state (its files are the person's).
@@ -766,9 +774,11 @@ class _Judge:
     # -- watchers ---------------------------------------------------------------------------------
 
     def watcher(self, name: str) -> list[Item]:
-        """A watcher whose last pass ended in error, or that is late."""
+        """A watcher whose last pass ended in error, or that is late (none for a watcher a person retired)."""
         beat = self.runner.handoffs.state.watchers[name]
         out: list[Item] = []
+        if beat.retired:
+            return out
         if beat.exit == "error":
             out.append(self.item("watcher_error", name,
                                  f"its last pass ({beat.ts}) ended in error: {beat.detail or 'no detail given'}",
@@ -781,16 +791,18 @@ class _Judge:
         return out
 
     def no_watcher(self) -> list[Item]:
-        """Pending handoffs and no ``watcher_run`` at all (the spec's "none while pending")."""
+        """Pending handoffs and no ``watcher_run`` at all (the spec's "none while pending"), or only watchers a
+        person retired."""
         state = self.runner.handoffs.state
-        if state.watcher_at is not None:
+        if any(not beat.retired for beat in state.watchers.values()):
             return []
         pending = [(micros(h.created_at), h.line, h.created_ts) for h in state.items.values() if h.state == PENDING]
         if not pending:
             return []
         *_, oldest = min(pending)
-        return [self.item("no_watcher", "failback", f"{len(pending)} handoff(s) pending and no watcher_run in the "
-                          "log: nothing brings them back", "eventlog failback --help", oldest)]
+        why = ("every watcher in the log is retired" if state.watchers else "no watcher_run in the log")
+        return [self.item("no_watcher", "failback", f"{len(pending)} handoff(s) pending and {why}: nothing brings "
+                          "them back", "eventlog failback --help", oldest)]
 
     # -- lanes ------------------------------------------------------------------------------------
 
@@ -1224,7 +1236,8 @@ def totals(runner: Runner, judge: _Judge, groups: list[Group]) -> Totals:
     beats = h.state.watchers
     if beats:
         out.watchers = WatcherTotals(watchers=len(beats), late=count.get("watcher_late", 0),
-                                     error=count.get("watcher_error", 0), last_run=h.state.watcher_text)
+                                     error=count.get("watcher_error", 0), last_run=h.state.watcher_text,
+                                     retired=sum(beat.retired for beat in beats.values()))
     lanes = runner.lanes
     if lanes.lanes or lanes.last_pass is not None:
         results = lanes.judge(judge.at, judge.text)["results"]
@@ -1432,6 +1445,10 @@ def _watcher_verdict(judge: _Judge, name: str) -> Verdict:
         return _verdict(judge, "watcher", name, "no_heartbeat", f"it made {claims} claim(s) but wrote no "
                         "heartbeat (watcher_run): whether it still runs cannot be judged", [],
                         facts={"name": name, "claims": claims, "last_run": None})
+    if beat.retired:
+        return _verdict(judge, "watcher", name, "retired", f"retired at {beat.ts} ({beat.detail or 'no reason'}): "
+                        "no longer judged late or in error; a pass under this name brings it back", [], beat.ts,
+                        facts=beat.item(judge.at) | {"name": name, "claims": claims, "retired": True})
     late = beat.late(judge.at)
     says = (f"last run {beat.ts}, exit {beat.exit}, every "
             f"{duration_words(beat.period_s)}: " + ("late (more than twice its period)" if late else "on time"))
@@ -1441,6 +1458,9 @@ def _watcher_verdict(judge: _Judge, name: str) -> Verdict:
     handoffs = judge.runner.handoffs
     cmds = [failback_cmd(judge.log, name, beat.period_s, handoffs.stale_after_s)] if late or beat.exit == "error" \
         else []
+    if late:  # or it stopped for good (a renamed host, a one-off pass): a person says so
+        says += "; if it stopped for good (a renamed host, a one-off pass), retire it"
+        cmds.append(retire_cmd(judge.log, name))
     return _verdict(judge, "watcher", name, code, says, judge.watcher(name), beat.ts, next_cmds=cmds,
                     facts=beat.item(judge.at) | {"name": name, "claims": claims})
 

@@ -71,7 +71,8 @@ def test_a_stopped_watcher_s_explain_gives_a_pass_that_runs(tmp_path: Path) -> N
     assert late["id"] == "w1"
     explained = json.loads(typed(late["next"] + " --json", tmp_path).stdout)
     [verdict] = [v for v in explained["verdicts"] if v["kind"] == "watcher"]
-    [command] = verdict["next"]
+    [command, retire] = verdict["next"]  # run a pass now, or say it stopped for good
+    assert retire == f"eventlog failback {shlex.quote(str(log))} --retire w1 --reason '<why it stopped for good>'"
     assert "--watcher w1" in command and "--period 900s" in command and "--stale-after 7200s" in command
     again = typed(command, tmp_path, probe=probe, resume=resume)
     assert again.returncode == 0, again.stdout + again.stderr

@@ -102,7 +102,8 @@ def test_every_alert_has_a_severity_a_summary_and_a_command_to_type_next() -> No
 
 
 #: What the placeholders of an alert's commands stand for, as a person would fill them in.
-PLACEHOLDERS = {"{{ $labels.log }}": L, "{{ $labels.product }}": "sashiko-repair", "LOG": L, "SESSION_ID": "s-1",
+PLACEHOLDERS = {"{{ $labels.log }}": L, "{{ $labels.product }}": "sashiko-repair",
+                "{{ $labels.watcher }}": "watcher-a", "LOG": L, "SESSION_ID": "s-1",
                 "HANDOFF_ID": "h1", "ACCOUNT": "cloud-account-a", "PRODUCT": "sashiko-repair", "ID": "h1",
                 "DECISION": "close", "N": "3", "KEY": "k1", "TEXT": "why", "CMD": "probe", "LABEL": "com.lily.a",
                 "...": "x"}

@@ -6,20 +6,23 @@ import argparse
 import socket
 from typing import Any
 
+from eventlog.appender import AppendError
 from eventlog.cli.common import (
     UsageError,
     add_judging,
     add_log,
+    append_failed,
     command_parser,
     duration,
     error,
     judging,
+    mark_done,
     report,
     stoppable,
     whole_duration,
 )
 from eventlog.probe import EXPECTED
-from eventlog.runners import failback
+from eventlog.runners import failback, handoff
 from eventlog.runners.process import split_command
 
 DESCRIPTION = """\
@@ -69,7 +72,14 @@ not at all; the heartbeat says exit error with a detail that names the signal,
 and what was cut short is said on stderr.
 
 It acts as of now; --at TIME (or 'log') pins its clock, for tests.
-Why it exits 1 is on stderr, one line each."""
+Why it exits 1 is on stderr, one line each.
+
+  eventlog failback LOG --retire NAME --reason TEXT
+runs no pass: a person says watcher NAME stopped for good (a renamed host, a
+one-off --watcher pass). It appends NAME's final heartbeat (watcher_run with
+retired: true, its last period, exit ok, the reason and --actor); status,
+explain, serve and follow --prom then no longer call it late (the dump keeps
+the spec's rule). A later pass under that name brings it back."""
 
 EXITS = """\
 0  the pass ran and nothing new needs a person
@@ -80,7 +90,10 @@ EXITS = """\
    SIGINT) or it sent work to a person (a resume that failed with effect
    unknown, a conflict, a stale resume_requested, a resume that failed with
    effect none 3 times in a row). Older bad lines are only named on stderr
-2  bad usage, or no such log"""
+2  bad usage, or no such log
+With --retire: 0 retired (now, or already: nothing written), 1 the log could
+not be written, 2 bad usage (an empty --reason or a '<...>' placeholder), no
+such log, or no line names the watcher"""
 
 
 def register(sub: Any) -> None:
@@ -88,8 +101,10 @@ def register(sub: Any) -> None:
     p = command_parser(sub, "failback", help="one failback watcher pass: probe, claim, resume, verify",
                        description=DESCRIPTION, exits=EXITS)
     add_log(p)
-    p.add_argument("--probe-cmd", required=True, metavar="CMD", help="the small probe (e.g. one that answers PING_OK)")
-    p.add_argument("--resume-cmd", required=True, metavar="CMD", help="resumes a handoff and prints the handshake")
+    p.add_argument("--probe-cmd", metavar="CMD", help="the small probe (e.g. one that answers PING_OK); required for a "
+                   "pass")
+    p.add_argument("--resume-cmd", metavar="CMD",
+                   help="resumes a handoff and prints the handshake; required for a pass")
     p.add_argument("--watcher", default=f"failback@{socket.gethostname()}", metavar="NAME", help="this watcher's name")
     p.add_argument("--period", type=whole_duration, default=900, metavar="DURATION",
                    help="how often the pass runs (15m)")
@@ -103,11 +118,22 @@ def register(sub: Any) -> None:
     p.add_argument("--expect", default=EXPECTED, metavar="TEXT", help=f"a healthy probe's answer ({EXPECTED})")
     add_judging(p)
     p.add_argument("--json", action="store_true", help="print the report as one JSON object")
+    p.add_argument("--retire", metavar="NAME", help="run no pass: watcher NAME stopped for good (needs --reason)")
+    p.add_argument("--reason", metavar="TEXT", help="with --retire: why it stopped for good (kept in the log)")
+    p.add_argument("--actor", default=None, metavar="NAME", help="with --retire: who says so (default: the OS user)")
     p.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    """Check the usage, run one pass, print its report; the problems on stderr."""
+    """Check the usage, run one pass (or retire a watcher), print its report; the problems on stderr."""
+    if args.retire is not None:
+        return _retire(args)
+    if args.reason is not None or args.actor is not None:
+        error("--reason and --actor go with --retire NAME")
+        return 2
+    if args.probe_cmd is None or args.resume_cmd is None:
+        error("a pass needs --probe-cmd and --resume-cmd (or --retire NAME --reason TEXT)")
+        return 2
     try:
         tz, at = judging(args)
         opts = failback.Options(
@@ -131,4 +157,27 @@ def run(args: argparse.Namespace) -> int:
         return 2
     done = stoppable("failback", lambda: failback.run_pass(opts))
     return report(done, args.json, done.text(), done.notes)
+
+
+def _retire(args: argparse.Namespace) -> int:
+    """``eventlog failback LOG --retire NAME --reason TEXT``."""
+    if args.reason is None:
+        error("--retire needs --reason TEXT: why it stopped for good")
+        return 2
+    try:
+        tz, at = judging(args)
+        opts = handoff.Retire(log=args.log, watcher=args.retire, reason=args.reason,
+                              actor=args.actor if args.actor is not None else handoff.os_user(), at=at, assume_tz=tz)
+        opts.check()
+        done = handoff.retire(opts)
+    except (UsageError, ValueError) as err:  # RunnerError is a ValueError
+        error(str(err))
+        return 2
+    except AppendError as err:
+        append_failed(err, args.log, [f"cannot append the final heartbeat of {args.retire}: " +
+                                      "; ".join(err.messages)])
+        return 1
+    if done.event is not None:
+        mark_done(f"{args.log}: watcher {args.retire} retired")
+    return report(done, args.json, done.text())
 

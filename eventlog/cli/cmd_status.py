@@ -205,7 +205,8 @@ def totals_lines(t: Triage) -> list[str]:
                    + (f", past their deadline {h.deadline_passed:,}" if h.deadline_passed else "")
                    + f"; return p50 {p50}, p95 {p95}; {_plural(h.accounts, 'account')}")
     if (w := tot.watchers) is not None:
-        out.append(f"Watchers: {w.watchers:,}, late {w.late:,}, last pass in error {w.error:,}; "
+        retired = f", retired {w.retired:,}" if w.retired else ""
+        out.append(f"Watchers: {w.watchers:,}, late {w.late:,}, last pass in error {w.error:,}{retired}; "
                    f"last run {w.last_run or 'never'}")
     if (la := tot.lanes) is not None:
         last = f"; last lanes pass {la.last_pass} ({la.last_pass_exit})" if la.last_pass is not None else ""

@@ -1,4 +1,4 @@
-"""What a person does with one handoff, and with an account a probe said is broken (seed 000).
+"""What a person does with one handoff, with an account a probe said is broken, and with a watcher gone (seed 000).
 
 The seed asks "古いclaimから戻る方法があるか" and that a handoff is never closed by a
 timer: a person releases, requeues or skips it with a reason. Each is one checked
@@ -28,6 +28,11 @@ requeue) is refused with the reason.
 fixed: it runs the probe once, whatever the plan says, and appends its
 ``probe_result`` (and ``limit_recorded`` as the watcher would). An outcome
 other than ``auth_error`` ends the account's ``needs_person`` plan.
+
+:func:`retire` is how a person says a failback watcher stopped for good (a
+renamed host, a one-off ``--watcher w1`` pass): it appends the watcher's final
+heartbeat, a ``watcher_run`` with ``retired: true``, after which the views no
+longer call it late (a pass under that name brings it back).
 """
 
 from __future__ import annotations
@@ -178,6 +183,77 @@ def _with_bad_lines(message: str, log: str, replay: Replay) -> str:
     return "; ".join([message, *_bad_lines_said(log, replay)])
 
 
+# --- a watcher stopped for good --------------------------------------------------------------
+
+
+@dataclass(kw_only=True)
+class Retire:
+    """A person's word that failback watcher ``watcher`` stopped for good (a renamed host, a one-off pass)."""
+
+    log: str
+    watcher: str
+    reason: str
+    actor: str = field(default_factory=os_user)
+    at: At = NOW
+    assume_tz: tzinfo | None = None
+
+    def check(self) -> None:
+        """RunnerError when it cannot be done with these options (nothing is written then)."""
+        if not self.watcher:
+            raise RunnerError("--retire names no watcher")
+        check_said("--reason", self.reason)
+        require_log(self.log, self.assume_tz)
+
+
+class RetireReport(msgspec.Struct, kw_only=True):
+    """The final heartbeat written (``event``), or the line of the one that already retired the watcher."""
+
+    log: str
+    watcher: str
+    event: dict[str, Any] | None = None
+    already: int | None = None
+    bad_lines: BadLines = msgspec.field(default_factory=BadLines)
+    problems: list[str] = msgspec.field(default_factory=list)
+
+    @property
+    def status(self) -> int:
+        """0: retired (now or already)."""
+        return 0
+
+    def text(self) -> list[str]:
+        """For people."""
+        if self.event is None:
+            return [f"watcher {self.watcher} was already retired (line {self.already}); nothing written"]
+        return [f"watcher {self.watcher} retired ({self.event['detail']}): views no longer judge it late; a pass "
+                "under this name brings it back"]
+
+
+def retire(opts: Retire) -> RetireReport:
+    """Append watcher ``opts.watcher``'s final heartbeat: a ``watcher_run`` with ``retired: true`` (at its last
+    period, exit ok, with ``actor`` and the reason in ``detail``); call ``opts.check()`` first.
+
+    RunnerError when no line of the log names that watcher; AppendError when the log cannot be written.
+    """
+    with open_log(opts.log, assume_tz=opts.assume_tz) as log:
+        replay = log.state()
+        state = folder(replay).handoffs.state
+        beat = state.watchers.get(opts.watcher)
+        if beat is None and opts.watcher not in state.claims_by:
+            raise RunnerError(_with_bad_lines(f"{opts.log}: no watcher_run or claim names watcher {opts.watcher!r}",
+                                              opts.log, replay))
+        report = RetireReport(log=opts.log, watcher=opts.watcher, bad_lines=bad_lines(replay))
+        report.problems += _bad_lines_said(opts.log, replay)
+        if beat is not None and beat.retired:
+            report.already = beat.line
+            return report
+        event = {"type": "watcher_run", "ts": opts.at.clock(replay.last_at)().isoformat(), "watcher": opts.watcher,
+                 "exit": "ok", "period_s": beat.period_s if beat is not None else 900, "retired": True,
+                 "detail": f"retired by {opts.actor}: {opts.reason}", "actor": opts.actor}
+        log.append([event])
+        report.event = event
+    return report
+
+
 # --- a probe by hand ------------------------------------------------------------------------
 
 
@@ -269,6 +345,6 @@ def probe_once(opts: ProbeOnce) -> ProbeReport:
 
 
 __all__ = [
-    "ACTIONS", "KILL_GRACE_S", "Act", "ActReport", "Action", "ProbeOnce", "ProbeReport", "act", "os_user", "planned",
-    "probe_once",
+    "ACTIONS", "KILL_GRACE_S", "Act", "ActReport", "Action", "ProbeOnce", "ProbeReport", "Retire", "RetireReport",
+    "act", "os_user", "planned", "probe_once", "retire",
 ]

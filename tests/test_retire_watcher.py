@@ -1,0 +1,140 @@
+"""A watcher that stopped for good can be retired by a person, after which the views stop calling it late.
+
+The reviewers' story: a one-off ``--watcher w1`` pass (the README's transcript) or a renamed host left a watcher
+"late" in ``status`` for ever, and ``RecoveryWatcherDead`` fired for ever, with no way to say it is gone. Now
+``eventlog failback LOG --retire NAME --reason TEXT`` writes its final heartbeat (``watcher_run`` with ``retired``);
+``status``, ``explain``, ``serve`` and ``follow --prom`` leave it out; the dump keeps the spec's rule; a pass under
+that name brings it back. Run as a user runs them.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tests.conftest import run_cli, write_log
+from tests.opskit import RULES, held_series, selectors
+from tests.test_next_runs import typed
+from tests.test_prom import promtool, replayed
+
+
+def ago(hours: float) -> str:
+    return (datetime.now(UTC).replace(microsecond=0) - timedelta(hours=hours)).isoformat()
+
+
+def beat(watcher: str, hours_ago: float) -> dict[str, Any]:
+    return {"type": "watcher_run", "ts": ago(hours_ago), "watcher": watcher, "exit": "ok", "period_s": 900}
+
+
+def story(tmp_path: Path) -> Path:
+    """w1 ran once three days ago (a one-off pass); w2 runs every 15 minutes."""
+    return write_log(tmp_path / "work.jsonl", [
+        {"type": "handoff_created", "ts": ago(80), "handoff_id": "h1", "account": "cloud-account-a"},
+        beat("w1", 72), beat("w2", 0.1),
+    ])
+
+
+def codes(log: Path) -> dict[str, list[str]]:
+    out = run_cli("status", str(log), "--json")
+    return {g["reason_code"]: [it["id"] for it in g["items"]] for g in json.loads(out.stdout)["groups"]}
+
+
+def watcher_dead_fires(log: Path, tmp_path: Path) -> list[str]:
+    """The watchers RecoveryWatcherDead fires for on the series follow writes now (through promtool)."""
+    dump, text = replayed(log, live=True)
+    rules = yaml.safe_load(RULES.read_text())
+    used = {name for g in rules["groups"] for rule in g["rules"] for name, _m in selectors(rule["expr"])}
+    t0 = datetime.fromisoformat(dump["as_of"]).timestamp()
+    fed = held_series(text, t0, used, 10, 60)
+    firing = sorted({s["series"].split('watcher="')[1].split('"')[0] for s in fed
+                     if s["series"].startswith("recovery_watcher_last_run_timestamp_seconds")
+                     and "w1" in s["series"]})
+    for group in rules["groups"]:
+        for rule in group["rules"]:
+            rule.pop("annotations", None)
+    case = {"interval": "1m", "input_series": fed, "alert_rule_test": [
+        {"eval_time": "1m", "alertname": "RecoveryWatcherDead", "exp_alerts": [
+            {"exp_labels": {"log": str(log), "watcher": name, "severity": "critical", "domain": "handoffs"}}
+            for name in firing]}]}
+    (tmp_path / "rules.yml").write_text(yaml.safe_dump(rules))
+    (tmp_path / "t.yml").write_text(json.dumps({"rule_files": ["rules.yml"], "evaluation_interval": "1m",
+                                                "tests": [case]}))
+    checked = subprocess.run([promtool(), "test", "rules", "t.yml"], cwd=tmp_path, capture_output=True, text=True,
+                             timeout=120)
+    assert checked.returncode == 0, (checked.stdout + checked.stderr)[-4000:]
+    return firing
+
+
+def test_a_retired_watcher_is_late_no_more(tmp_path: Path) -> None:
+    log = story(tmp_path)
+    assert codes(log) == {"watcher_late": ["w1"]}
+    assert watcher_dead_fires(log, tmp_path) == ["w1"]
+    # the late watcher's explain names the command; pasted as printed, its placeholder is refused
+    explained = json.loads(run_cli("explain", str(log), "w1", "--json").stdout)
+    [verdict] = explained["verdicts"]
+    retire = f"eventlog failback {log} --retire w1 --reason '<why it stopped for good>'"
+    assert retire in verdict["next"] and "retire it" in verdict["says"]
+    pasted = typed(retire, tmp_path)
+    assert pasted.returncode == 2 and "placeholder" in pasted.stderr, pasted.stderr
+    before = log.read_bytes()
+    done = typed(retire.replace("'<why it stopped for good>'", shlex.quote("a one-off pass from the README")),
+                 tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("watcher w1 retired (retired by ")
+    final = json.loads(log.read_bytes()[len(before):])
+    assert final == {**final, "type": "watcher_run", "watcher": "w1", "exit": "ok", "period_s": 900, "retired": True}
+
+    # every view leaves it out; its explain says so
+    assert codes(log) == {}
+    status = json.loads(run_cli("status", str(log), "--json").stdout)
+    assert status["totals"]["watchers"] == {**status["totals"]["watchers"], "watchers": 2, "late": 0, "retired": 1}
+    [verdict] = json.loads(run_cli("explain", str(log), "w1", "--json").stdout)["verdicts"]
+    assert verdict["code"] == "retired" and verdict["next"] == []
+    assert watcher_dead_fires(log, tmp_path) == []
+    _dump, text = replayed(log, live=True)
+    assert 'watcher="w2"' in text and 'watcher="w1"' not in text
+    # the dump keeps the spec's rule: the retiring line is a watcher_run, and w1's entry is as its heartbeats say
+    dump = json.loads(run_cli("replay", str(log)).stdout)["handoffs"]
+    assert dump["watcher"] == {"last_run": final["ts"], "late": False}
+    assert set(dump["watchers"]["w1"]) == {"last_run", "period_s", "exit", "detail", "late"}
+
+    # twice: nothing more is written
+    again = run_cli("failback", str(log), "--retire", "w1", "--reason", "gone")
+    assert again.returncode == 0 and "already retired" in again.stdout
+    assert json.loads(log.read_bytes()[len(before):]) == final
+    # a pass under that name brings it back (and it is judged again)
+    write_log(tmp_path / "more.jsonl", [beat("w1", 72 - 1)])
+    with log.open("a", encoding="utf-8") as f:
+        f.write((tmp_path / "more.jsonl").read_text())
+    assert codes(log) == {"watcher_late": ["w1"]}
+
+
+def test_with_every_watcher_retired_pending_work_is_no_all_clear(tmp_path: Path) -> None:
+    log = story(tmp_path)
+    for name in ("w1", "w2"):
+        out = run_cli("failback", str(log), "--retire", name, "--reason", "moved to the new host", "--actor", "ops")
+        assert out.returncode == 0, out.stderr
+    assert codes(log) == {"no_watcher": ["failback"]}
+    out = run_cli("status", str(log))
+    assert "1 handoff(s) pending and every watcher in the log is retired: nothing brings them back" in out.stdout
+
+
+def test_retire_usage(tmp_path: Path) -> None:
+    log = story(tmp_path)
+    before = log.read_bytes()
+    for args, said in (
+        (["--retire", "nobody", "--reason", "x"], "no watcher_run or claim names watcher 'nobody'"),
+        (["--retire", "w1"], "--retire needs --reason"),
+        (["--retire", "w1", "--reason", " "], "--reason is empty"),
+        (["--reason", "x"], "--reason and --actor go with --retire NAME"),
+        ([], "a pass needs --probe-cmd and --resume-cmd"),
+    ):
+        out = run_cli("failback", str(log), *args)
+        assert out.returncode == 2 and said in out.stderr, (args, out.stderr)
+    assert log.read_bytes() == before
