@@ -299,6 +299,8 @@ class HandoffTotals(msgspec.Struct, kw_only=True):
     live_claims: int
     needs_human: int
     skipped: int
+    #: The skipped ones by their reason (seed 000: skipした件数と理由), most first, then by reason.
+    skip_reasons: dict[str, int]
     stale: int
     #: Handoffs still out (pending, claimed) whose deadline passed as of T (the ``deadline_passed`` items).
     deadline_passed: int
@@ -1213,11 +1215,14 @@ def totals(runner: Runner, judge: _Judge, groups: list[Group]) -> Totals:
     h = runner.handoffs
     if h.items or h.accounts:
         by_state: dict[str, int] = {}
+        skips: dict[str, int] = {}
         started = 0
         oldest: int | None = None
         for item in h.items.values():
             by_state[item.state] = by_state.get(item.state, 0) + 1
             started += item.local_started
+            if item.state == SKIPPED:
+                skips[item.reason or ""] = skips.get(item.reason or "", 0) + 1
             if item.state == PENDING:
                 created = micros(item.created_at)
                 if oldest is None or created < oldest:
@@ -1230,6 +1235,7 @@ def totals(runner: Runner, judge: _Judge, groups: list[Group]) -> Totals:
             total=len(h.items), failover_started=started, returned=by_state.get(RETURNED, 0),
             pending=by_state.get(PENDING, 0), oldest_pending_age_s=age, live_claims=h.live,
             needs_human=by_state.get(NEEDS_HUMAN, 0), skipped=by_state.get(SKIPPED, 0),
+            skip_reasons=dict(sorted(skips.items(), key=lambda kv: (-kv[1], natural_key(kv[0])))),
             stale=count.get("stale_unknown_effect", 0) + count.get("stale_retryable", 0),
             deadline_passed=count.get("deadline_passed", 0), return_p50_s=ret["p50"], return_p95_s=ret["p95"],
             accounts=len(h.accounts))

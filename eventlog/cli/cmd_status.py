@@ -201,7 +201,7 @@ def totals_lines(t: Triage) -> list[str]:
         oldest = f" (oldest {duration_words(h.oldest_pending_age_s)})" if h.oldest_pending_age_s is not None else ""
         out.append(f"Handoffs: failover {h.failover_started:,}/{h.total:,}, failback {h.returned:,}/{h.total:,}; "
                    f"pending {h.pending:,}{oldest}, claimed {h.live_claims:,}, handed to a person "
-                   f"{h.needs_human:,}, skipped {h.skipped:,}, stale {h.stale:,}"
+                   f"{h.needs_human:,}, skipped {h.skipped:,}{_by_reason(h.skip_reasons)}, stale {h.stale:,}"
                    + (f", past their deadline {h.deadline_passed:,}" if h.deadline_passed else "")
                    + f"; return p50 {p50}, p95 {p95}; {_plural(h.accounts, 'account')}")
     if (w := tot.watchers) is not None:
@@ -235,6 +235,28 @@ def totals_lines(t: Triage) -> list[str]:
     out.append(f"Log: {_plural(lg.events, 'event')}, {_plural(lg.bad_lines, 'bad line')}, "
                f"{lg.rejected:,} rejected{torn}{refused}{ahead}")
     return out
+
+
+#: How many skip reasons the totals line names (``--json`` has every one), and how much of each.
+SKIP_REASONS_SHOWN = 5
+_REASON_CHARS = 60
+
+
+def _by_reason(counts: dict[str, int]) -> str:
+    """`` (expired 69, obsolete 29)``: the first few reasons, most first (empty when there is none)."""
+    if not counts:
+        return ""
+    shown = [f"{_short(reason)} {n:,}" for reason, n in list(counts.items())[:SKIP_REASONS_SHOWN]]
+    more = len(counts) - SKIP_REASONS_SHOWN
+    if more > 0:
+        shown.append(f"{_plural(more, 'more reason')}: --json")
+    return f" ({', '.join(shown)})"
+
+
+def _short(reason: str) -> str:
+    """A reason on one line, cut to a screen's share."""
+    flat = " ".join(reason.split()) or "(empty)"
+    return flat if len(flat) <= _REASON_CHARS else flat[:_REASON_CHARS - 3] + "..."
 
 
 def _for(seconds: float) -> str:
