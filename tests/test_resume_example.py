@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shlex
 import subprocess
 import sys
 import time
@@ -121,3 +123,39 @@ def test_a_session_that_cannot_start_is_effect_none_and_pending_again(tmp_path: 
     assert failed == {**failed, "type": "resume_failed", "effect": "none",
                       "error": "cannot start the session: no-such-cloud-cli not found"}
     assert json.loads(run_cli("replay", str(log)).stdout)["handoffs"]["items"]["h1"]["state"] == "pending"
+
+
+def test_the_readmes_transcript_works_as_written(tmp_path: Path) -> None:
+    """README, "The resume handshake": the append example's handoff (no repo), then the transcript's own lines in
+    one shell, with only what is the user's own stood in: HOME (its ``~/src/app`` is a clean checkout here), the
+    probe, and the cloud session (no ``claude`` here). It failed with "no working tree at ''" while the transcript
+    set no REPO_DIR."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    [append] = re.findall(r"^\$ (echo '\{\"type\":\"handoff_created\".*\}' \| eventlog append work\.jsonl)$",
+                          readme, re.M)
+    section = readme.split("### The resume handshake", 1)[1].split("```console\n", 1)[1].split("```", 1)[0]
+    commands = [line[2:].split("   #")[0].split("    #")[0] for line in section.splitlines()
+                if line.startswith("$ ")]
+    exports = [c for c in commands if c.startswith("export ")]
+    [failback_line] = [c for c in commands if c.startswith("eventlog failback ")]
+    assert "\\" in failback_line  # continued on the next line as shown: join it as a shell does
+    joined = section.split("$ eventlog failback ", 1)[1].split("\n")
+    failback_cmd = "eventlog failback " + joined[0].rstrip("\\").rstrip() + " " + joined[1].strip()
+    head = make_repo(tmp_path / "src" / "app")
+    go = tmp_path / "go"
+    session = f"while [ ! -e {go} ]; do sleep 0.05; done"
+    probe = f"{sys.executable} {PROBE} ok"
+    script = "\n".join([append, *exports, f"export CLOUD_SESSION={shlex.quote(session)}",  # the stand-in session
+                        failback_cmd.replace("""'claude -p "reply PING_OK"'""", shlex.quote(probe))
+                        .replace("examples/failback/", f"{ROOT}/examples/failback/") + " --json"])
+    env = {**os.environ, "HOME": str(tmp_path), "TMPDIR": str(tmp_path),
+           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    env.pop("REPO_DIR", None)
+    out = subprocess.run(["bash", "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60,
+                         check=False)
+    assert out.returncode == 0, out.stdout + out.stderr
+    report = json.loads(out.stdout.splitlines()[-1])  # after the append's own line
+    assert report["resumed"][0]["result"] == "started", report["resumed"]
+    go.touch()
+    verified = wait_for_line(tmp_path / "work.jsonl", "verified")
+    assert verified == {**verified, "handoff_id": "h1", "attempt": 1, "branch": "main", "head": head, "dirty": False}
