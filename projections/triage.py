@@ -76,6 +76,7 @@ from projections.handoffs import (
     CLAIMED,
     LIVE,
     NEEDS_HUMAN,
+    OPEN,
     PENDING,
     REASON_CONFLICT,
     REASON_FAILING,
@@ -739,10 +740,14 @@ class _Judge:
                                  "release and retry", release, h.last_ts))
         return out
 
+    def past_deadline(self, h: Handoff) -> bool:
+        """Whether ``h`` has a deadline and T is after it (as instants)."""
+        return h.deadline_us is not None and self.known and h.deadline_us < micros(self.at)
+
     def deadline(self, hid: str, h: Handoff) -> list[Item]:
         """A handoff still out (pending or claimed) whose deadline passed as of T: a person is told (seed 000:
         nothing ends by the deadline alone), and skips it with the reason if it will not be done."""
-        if h.deadline_us is None or h.deadline_ts is None or not self.known or h.deadline_us >= micros(self.at):
+        if not self.past_deadline(h) or (h.state != PENDING and h.state not in LIVE):
             return []
         where = {PENDING: "pending", CLAIMED: f"claimed by {h.watcher} (attempt {h.attempt})",
                  REQUESTED: f"resume requested (attempt {h.attempt} by {h.watcher})"}[h.state]
@@ -1395,10 +1400,10 @@ def _handoff_verdict(judge: _Judge, hid: str) -> Verdict:
         order = judge.runner.handoffs.claim_order()
         facts["claim_position"] = order.index(hid) + 1
         says += f" (number {order.index(hid) + 1} of {len(order)} in claim order)"
-    if judge.deadline(hid, h):
+    if h.state in OPEN and judge.past_deadline(h):
         says += (f"; its deadline {h.deadline_ts} passed {judge.ago(h.deadline_ts)} ago: nothing ends it on a timer; "
-                 "if it will not be done, skip it with the reason (a watcher still claims it meanwhile)")
-        if stale != "unknown_effect":  # that one already offers skip
+                 "if it will not be done, skip it with the reason")
+        if h.state != NEEDS_HUMAN and stale != "unknown_effect":  # those already offer skip
             cmds.append(handoff_cmd(log, "skip", hid, "<why it will not be done>"))
     return _verdict(judge, "handoff", hid, h.state, says, judge.handoff(hid), h.last_ts, next_cmds=cmds, facts=facts)
 

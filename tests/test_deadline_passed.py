@@ -49,6 +49,8 @@ def story() -> list[dict[str, Any]]:
         created("h11", days(-20)),
         {"type": "claimed", "ts": days(-1 / 24 / 6), "handoff_id": "h11", "watcher": "w1", "attempt": 1},
         {"type": "watcher_run", "ts": days(-1 / 24 / 6), "watcher": "w1", "exit": "ok", "period_s": 900},
+        created("h12", days(-10)),  # with a person already: its own item holds it
+        {"type": "needs_human", "ts": days(-9), "handoff_id": "h12", "reason": "waiting for the customer"},
     ]
 
 
@@ -62,6 +64,7 @@ def test_status_names_each_handoff_out_past_its_deadline(tmp_path: Path) -> None
     assert out.returncode == 1
     found = groups(out)
     assert [it["id"] for it in found["deadline_passed"]] == ["h7", "h11"]
+    assert [it["id"] for it in found["needs_human"]] == ["h12"]
     h7, h11 = found["deadline_passed"]
     assert h7["since"] == DEADLINE and h7["needs_decision"] is True
     assert 34 * 86400 - 60 < h7["for_s"] < 34 * 86400 + 60
@@ -98,6 +101,13 @@ def test_explain_says_what_a_person_can_do_and_the_skip_works_pasted(tmp_path: P
     assert done.returncode == 0, done.stderr
     after = groups(run_cli("status", str(log), "--json"))
     assert [it["id"] for it in after["deadline_passed"]] == ["h11"]
+    # one with a person says so too, and offers what its reason offers (no second skip)
+    out = run_cli("explain", str(log), "h12", "--json")
+    assert out.returncode == 0, out.stderr
+    [verdict] = json.loads(out.stdout)["verdicts"]
+    assert "its deadline" in verdict["says"] and "passed 10 d ago" in verdict["says"]
+    assert [cmd.split(" --reason")[0] for cmd in verdict["next"]] == [
+        f"eventlog handoff requeue {log} h12", f"eventlog handoff skip {log} h12"]
 
 
 def test_serve_and_follow_prom_count_it_and_its_alert_fires(tmp_path: Path) -> None:
