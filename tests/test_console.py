@@ -166,6 +166,8 @@ def test_console_shows_what_needs_a_person_live_and_sends_decisions(browser: Any
     assert any(line.startswith("s-early-gone (for ") for line in needs)
     assert "watcher_late" in {g["reason_code"] for g in status["groups"]}
     assert browser.find_element(By.ID, "count").text == str(status["needs_person"])
+    headline = browser.find_element(By.ID, "headline").text  # the totals; skips counted by reason, in words
+    assert "skip reasons (" in headline and "[object Object]" not in headline, headline
     items = server.client("viewer").get("/v1/dump").json()["sessions"]["items"]
     waiting = [sid for sid, it in items.items() if it["admission_state"] == "recovery_required"
                or (it["attention"] == "CONTEXT_GAP" and it["admission_state"] != "closed")]

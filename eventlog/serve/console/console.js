@@ -337,7 +337,9 @@ function renderStatus(payload) {
   const rows = [];
   for (const [domain, numbers] of Object.entries(status.totals)) {
     const parts = Object.entries(numbers).filter(([, v]) => v !== null).map(([k, v]) =>
-      k.replace(/_/g, " ").replace(/ s$/, "") + " " + (k.endsWith("_s") && typeof v === "number" ? durationWords(v) : v));
+      k.replace(/_/g, " ").replace(/ s$/, "") + " " + (k.endsWith("_s") && typeof v === "number" ? durationWords(v)
+        : typeof v === "object" ? "(" + (Object.entries(v).map(([r, n]) => r + " " + n).join(", ") || "none") + ")"
+          : v));
     rows.push(el("dt", domain), el("dd", parts.join(", ")));
   }
   dl.replaceChildren(...rows);
