@@ -32,16 +32,14 @@ def days(n: float) -> str:
         datetime.fromisoformat("2026-01-01T00:00:00+09:00").tzinfo).isoformat()
 
 
-DEADLINE = days(-34)
-
-
 def story() -> list[dict[str, Any]]:
-    """h7 is the reviewers' handoff; the others are not past their deadline, or not out any more."""
+    """h7 is the reviewers' handoff; the others are not past their deadline, or not out any more. Its times are
+    taken when it is written (not at import), so the ages hold however long a suite runs before it."""
     def created(hid: str, deadline: str | None, age_days: float = 41) -> dict[str, Any]:
         return {"type": "handoff_created", "ts": days(-age_days), "handoff_id": hid, "account": "cloud-account-a",
                 **({"deadline": deadline} if deadline else {})}
     return [
-        created("h7", DEADLINE),
+        created("h7", days(-34)),
         created("h8", days(3)),  # not yet
         created("h9", None),  # no deadline
         created("h10", days(-30)),
@@ -59,17 +57,19 @@ def groups(out: subprocess.CompletedProcess[str]) -> dict[str, list[dict[str, An
 
 
 def test_status_names_each_handoff_out_past_its_deadline(tmp_path: Path) -> None:
-    log = write_log(tmp_path / "work.jsonl", story())
+    events = story()
+    deadline = events[0]["deadline"]
+    log = write_log(tmp_path / "work.jsonl", events)
     out = run_cli("status", str(log), "--json")
     assert out.returncode == 1
     found = groups(out)
     assert [it["id"] for it in found["deadline_passed"]] == ["h7", "h11"]
     assert [it["id"] for it in found["needs_human"]] == ["h12"]
     h7, h11 = found["deadline_passed"]
-    assert h7["since"] == DEADLINE and h7["needs_decision"] is True
+    assert h7["since"] == deadline and h7["needs_decision"] is True
     assert 34 * 86400 - 60 < h7["for_s"] < 34 * 86400 + 60
     assert h7["reason"].startswith("pending, created 41 d ago; its deadline "
-                                   f"{DEADLINE} passed 34 d ago and nothing ends it on a timer")
+                                   f"{deadline} passed 34 d ago and nothing ends it on a timer")
     assert h7["next"] == f"eventlog explain {log} h7"
     assert h11["reason"].startswith("claimed by w1 (attempt 1), created 41 d ago")
     assert json.loads(out.stdout)["totals"]["handoffs"]["deadline_passed"] == 2
@@ -85,15 +85,17 @@ def test_status_names_each_handoff_out_past_its_deadline(tmp_path: Path) -> None
 
 
 def test_explain_says_what_a_person_can_do_and_the_skip_works_pasted(tmp_path: Path) -> None:
-    log = write_log(tmp_path / "work.jsonl", story())
+    events = story()
+    deadline = events[0]["deadline"]
+    log = write_log(tmp_path / "work.jsonl", events)
     out = run_cli("explain", str(log), "h7", "--json")
     assert out.returncode == 0, out.stderr
     [verdict] = json.loads(out.stdout)["verdicts"]
-    assert f"its deadline {DEADLINE} passed 34 d ago" in verdict["says"]
+    assert f"its deadline {deadline} passed 34 d ago" in verdict["says"]
     assert [it["reason_code"] for it in verdict["needs_person"]] == ["deadline_passed"]
     [skip] = [cmd for cmd in verdict["next"] if cmd.startswith("eventlog handoff skip ")]
     assert skip == f"eventlog handoff skip {log} h7 --reason '<why it will not be done>'"
-    assert verdict["facts"]["deadline"] == DEADLINE
+    assert verdict["facts"]["deadline"] == deadline
     # pasted as printed, the placeholder is refused; with the person's reason it closes h7 (counted by it)
     pasted = typed(skip, tmp_path)
     assert pasted.returncode == 2 and "placeholder" in pasted.stderr, pasted.stderr
