@@ -241,3 +241,23 @@ def test_a_catchup_kick_with_a_foreign_bound_is_applied_and_judged_by_the_spec_d
             expected = items
     assert items == expected
     assert "rerun_no_end" in {group["reason_code"] for group in items["groups"]}  # 60 min: past 45 + 1 + 5
+
+
+@pytest.mark.parametrize(("event", "field", "value"), [
+    ({**HEARTBEAT, "ts": "2026-08-03T06:00:00+09:00", "watcher": "w-old", "exit": "ok"}, "retired", "yes"),
+    ({**HEARTBEAT, "ts": "2026-08-03T06:00:00+09:00", "watcher": "w-old", "exit": "ok"}, "retired", 1),
+    ({"type": "resume_failed", "ts": T, "handoff_id": "h1", "attempt": 1, "error": "x", "effect": "none"},
+     "actor", {"name": "ops"}),
+], ids=str)
+def test_a_views_only_project_field_holding_another_value_changes_no_view(
+        tmp_path: Path, event: dict[str, Any], field: str, value: Any) -> None:
+    """``watcher_run.retired`` and ``resume_failed.actor`` are read by the views only: another value is no bad
+    line, and ``status`` says what it says of the same line with an unknown field instead."""
+    seen = []
+    for line in ({**event, f"x_{field}": value}, {**event, field: value}):
+        log = write_log(tmp_path / "log.jsonl", [*SCENE, line])  # one path: the commands name it
+        assert replayed(log)["bad_lines"] == []
+        status = run_cli("status", str(log), "--json", "--at", T)
+        assert status.returncode in (0, 1), status.stderr
+        seen.append(json.loads(status.stdout))
+    assert seen[0] == seen[1]
