@@ -25,7 +25,7 @@ from tests.opskit import RULES, held_series, selectors
 from tests.serving import start_server
 from tests.test_follow import _metric, _wait_for, following
 from tests.test_next_runs import typed
-from tests.test_prom import promtool, replayed, value
+from tests.test_prom import promtool, promtool_passes, replayed, value
 from tests.test_serve import read_events
 
 #: The reviewer's typo: 2062 for 2026.
@@ -153,15 +153,7 @@ def test_follow_prom_counts_it_and_its_alert_fires_where_the_watcher_dead_one_ca
          "exp_alerts": [{"exp_labels": {**labels, "check": "watcher_late", "domain": "ledger"}}]},
         {"eval_time": "50m", "alertname": "RecoveryWatcherDead", "exp_alerts": []},
     ]}
-    for group in rules["groups"]:
-        for rule in group["rules"]:
-            rule.pop("annotations", None)
-    (tmp_path / "rules.yml").write_text(yaml.safe_dump(rules))
-    (tmp_path / "t.yml").write_text(json.dumps({"rule_files": ["rules.yml"], "evaluation_interval": "1m",
-                                                "tests": [case]}))
-    checked = subprocess.run([promtool(), "test", "rules", "t.yml"], cwd=tmp_path, capture_output=True, text=True,
-                             timeout=120)
-    assert checked.returncode == 0, (checked.stdout + checked.stderr)[-4000:]
+    promtool_passes(tmp_path, rules, case)
 
 
 def test_serve_shows_it_on_status_the_console_and_metrics(tmp_path: Path) -> None:

@@ -23,7 +23,7 @@ from tests.opskit import RULES, held_series, selectors
 from tests.serving import start_server
 from tests.test_follow import _metric, _wait_for, following
 from tests.test_next_runs import typed
-from tests.test_prom import promtool
+from tests.test_prom import promtool, promtool_passes
 
 
 def days(n: float) -> str:
@@ -136,12 +136,4 @@ def test_serve_and_follow_prom_count_it_and_its_alert_fires(tmp_path: Path) -> N
         {"eval_time": "1m", "alertname": "RecoveryHandoffPastDeadline", "exp_alerts": [
             {"exp_labels": {"log": str(log), "severity": "warning", "domain": "handoffs"}}]},
     ]}
-    for group in rules["groups"]:
-        for rule in group["rules"]:
-            rule.pop("annotations", None)
-    (tmp_path / "rules.yml").write_text(yaml.safe_dump(rules))
-    (tmp_path / "t.yml").write_text(json.dumps({"rule_files": ["rules.yml"], "evaluation_interval": "1m",
-                                                "tests": [case]}))
-    checked = subprocess.run([promtool(), "test", "rules", "t.yml"], cwd=tmp_path, capture_output=True, text=True,
-                             timeout=120)
-    assert checked.returncode == 0, (checked.stdout + checked.stderr)[-4000:]
+    promtool_passes(tmp_path, rules, case)

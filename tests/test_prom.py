@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from eventlog.cli.common import replay_log
@@ -28,6 +29,19 @@ FIXTURES = sorted(p for p in FIX.glob("*.jsonl"))
 def promtool() -> str:
     """promtool's path (Debian's prometheus ships it); a loud skip outside CI, a failure in CI."""
     return system_tool("promtool", "prometheus")
+
+
+def promtool_passes(workdir: Path, rules: dict[str, Any], case: dict[str, Any]) -> None:
+    """``promtool test rules`` of one test CASE against RULES (their annotations dropped) passes, in WORKDIR."""
+    for group in rules["groups"]:
+        for rule in group["rules"]:
+            rule.pop("annotations", None)
+    (workdir / "rules.yml").write_text(yaml.safe_dump(rules))
+    (workdir / "t.yml").write_text(json.dumps({"rule_files": ["rules.yml"], "evaluation_interval": "1m",
+                                               "tests": [case]}))
+    checked = subprocess.run([promtool(), "test", "rules", "t.yml"], cwd=workdir, capture_output=True, text=True,
+                             timeout=120)
+    assert checked.returncode == 0, (checked.stdout + checked.stderr)[-4000:]
 
 
 def replayed(log: Path, at: str | None = None, tick_s: float | None = 5, live: bool = False

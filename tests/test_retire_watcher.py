@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import shlex
-import subprocess
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -21,7 +20,7 @@ import yaml
 from tests.conftest import run_cli, write_log
 from tests.opskit import RULES, held_series, selectors
 from tests.test_next_runs import typed
-from tests.test_prom import promtool, replayed
+from tests.test_prom import promtool_passes, replayed
 
 
 def ago(hours: float) -> str:
@@ -55,19 +54,11 @@ def watcher_dead_fires(log: Path, tmp_path: Path) -> list[str]:
     firing = sorted({s["series"].split('watcher="')[1].split('"')[0] for s in fed
                      if s["series"].startswith("recovery_watcher_last_run_timestamp_seconds")
                      and "w1" in s["series"]})
-    for group in rules["groups"]:
-        for rule in group["rules"]:
-            rule.pop("annotations", None)
     case = {"interval": "1m", "input_series": fed, "alert_rule_test": [
         {"eval_time": "1m", "alertname": "RecoveryWatcherDead", "exp_alerts": [
             {"exp_labels": {"log": str(log), "watcher": name, "severity": "critical", "domain": "handoffs"}}
             for name in firing]}]}
-    (tmp_path / "rules.yml").write_text(yaml.safe_dump(rules))
-    (tmp_path / "t.yml").write_text(json.dumps({"rule_files": ["rules.yml"], "evaluation_interval": "1m",
-                                                "tests": [case]}))
-    checked = subprocess.run([promtool(), "test", "rules", "t.yml"], cwd=tmp_path, capture_output=True, text=True,
-                             timeout=120)
-    assert checked.returncode == 0, (checked.stdout + checked.stderr)[-4000:]
+    promtool_passes(tmp_path, rules, case)
     return firing
 
 

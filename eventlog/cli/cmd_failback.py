@@ -6,17 +6,16 @@ import argparse
 import socket
 from typing import Any
 
-from eventlog.appender import AppendError
 from eventlog.cli.common import (
     UsageError,
     add_judging,
     add_log,
-    append_failed,
     command_parser,
     duration,
     error,
     judging,
     mark_done,
+    person_acts,
     report,
     stoppable,
     whole_duration,
@@ -164,19 +163,16 @@ def _retire(args: argparse.Namespace) -> int:
     if args.reason is None:
         error("--retire needs --reason TEXT: why it stopped for good")
         return 2
-    try:
+    def retire() -> handoff.RetireReport:
         tz, at = judging(args)
         opts = handoff.Retire(log=args.log, watcher=args.retire, reason=args.reason,
                               actor=args.actor if args.actor is not None else handoff.os_user(), at=at, assume_tz=tz)
         opts.check()
-        done = handoff.retire(opts)
-    except (UsageError, ValueError) as err:  # RunnerError is a ValueError
-        error(str(err))
-        return 2
-    except AppendError as err:
-        append_failed(err, args.log, [f"cannot append the final heartbeat of {args.retire}: " +
-                                      "; ".join(err.messages)])
-        return 1
+        return handoff.retire(opts)
+
+    done = person_acts(args.log, f"the final heartbeat of {args.retire}", retire)
+    if isinstance(done, int):
+        return done
     if done.event is not None:
         mark_done(f"{args.log}: watcher {args.retire} retired")
     return report(done, args.json, done.text())

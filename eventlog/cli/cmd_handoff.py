@@ -5,17 +5,16 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from eventlog.appender import AppendError
 from eventlog.cli.common import (
     UsageError,
     add_judging,
     add_log,
-    append_failed,
     command_parser,
     duration,
     error,
     judging,
     mark_done,
+    person_acts,
     report,
     stoppable,
 )
@@ -103,19 +102,16 @@ def _common(p: argparse.ArgumentParser) -> None:
 
 def run_action(args: argparse.Namespace) -> int:
     """``eventlog handoff release|requeue|skip``."""
-    try:
+    def act() -> handoff.ActReport:
         tz, at = judging(args)
         opts = handoff.Act(log=args.log, handoff_id=args.handoff_id, action=args.action, reason=args.reason,
                            actor=args.actor, at=at, assume_tz=tz)
         opts.check()
-        done = handoff.act(opts)
-    except (UsageError, ValueError) as err:  # RunnerError is a ValueError
-        error(str(err))
-        return 2
-    except AppendError as err:
-        append_failed(err, args.log, [f"cannot append the {args.action} of {args.handoff_id}: " +
-                                      "; ".join(err.messages)])
-        return 1
+        return handoff.act(opts)
+
+    done = person_acts(args.log, f"the {args.action} of {args.handoff_id}", act)
+    if isinstance(done, int):
+        return done
     for line in done.text():
         mark_done(f"{args.log}: {line}")
     return report(done, args.json, done.text())

@@ -12,7 +12,7 @@ import sys
 import time
 from collections.abc import Callable, Mapping
 from datetime import tzinfo
-from typing import Any
+from typing import Any, TypeVar
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import msgspec
@@ -24,6 +24,8 @@ from eventlog.logs import is_url, open_log
 from eventlog.printable import escape
 from eventlog.replay import Progress, Replay
 from projections.runner import Runner
+
+R = TypeVar("R")
 
 
 class UsageError(Exception):
@@ -332,6 +334,20 @@ def append_failed(err: AppendError, log: str, messages: list[str] | None = None)
     for message in err.said(log, messages):
         error(message)
     return err.exit_code
+
+
+def person_acts(log: str, what: str, act: Callable[[], R]) -> R | int:
+    """Do a person's command that appends one line (``act`` builds its options, checks them and writes): its
+    report, or the exit status once stderr says why not: 2 bad usage or input (nothing written), 1 ``what``
+    could not be appended to ``log``."""
+    try:
+        return act()
+    except (UsageError, ValueError) as err:  # RunnerError is a ValueError
+        error(str(err))
+        return 2
+    except AppendError as err:
+        append_failed(err, log, [f"cannot append {what}: " + "; ".join(err.messages)])
+        return 1
 
 
 # --- logs ------------------------------------------------------------------------------------
