@@ -232,27 +232,26 @@ def of_replay(replay: Replay, dump: dict[str, Any], tick_s: float | None = None,
 
     ``live``: the dump is judged as of the wall clock now, so the times ahead of it are counted.
     """
+    as_of = dump.get("as_of")
+    at = datetime.fromisoformat(as_of) if as_of is not None else None  # the live verdicts below: judged at T
     ahead = None
-    if live and isinstance(replay.folder, Runner) and dump.get("as_of") is not None:
-        ahead = dated_ahead(replay.folder, datetime.fromisoformat(dump["as_of"]))
+    if live and isinstance(replay.folder, Runner) and at is not None:
+        ahead = dated_ahead(replay.folder, at)
     handoffs = getattr(replay.folder, "handoffs", None)
     durations = handoffs.durations() if handoffs is not None else None
     sessions = getattr(replay.folder, "sessions", None)
     unrecorded = len(sessions.unrecorded()) if sessions is not None else None
-    as_of = dump.get("as_of")
-    retrying = None
-    late = None
+    retrying = late = None
     retired: list[str] = []
     if handoffs is not None:
         retired = [name for name, beat in handoffs.state.watchers.items() if beat.retired]
-        late = len(handoffs.past_deadline(datetime.fromisoformat(as_of))) if as_of is not None else 0
+        late = len(handoffs.past_deadline(at)) if at is not None else 0
     if sessions is not None:
-        retrying = len(sessions.retry_under_way(datetime.fromisoformat(as_of))) if as_of is not None else 0
+        retrying = len(sessions.retry_under_way(at)) if at is not None else 0
     catchup = getattr(replay.folder, "catchup", None)
     reruns = None
     if catchup is not None:
-        bad = catchup.bad_reruns(datetime.fromisoformat(as_of)) if as_of is not None else []
-        reruns = Counter(RERUN_KINDS[b.kind] for b in bad)
+        reruns = Counter(RERUN_KINDS[b.kind] for b in (catchup.bad_reruns(at) if at is not None else []))
     lanes = getattr(replay.folder, "lanes", None)
     lanes_error = None if lanes is None else lanes.last_pass is not None and lanes.last_pass.exit == "error"
     return exposition(dump, durations=durations, last_event_at=replay.last_at, tick_s=tick_s, unrecorded=unrecorded,
