@@ -1189,8 +1189,9 @@ def follow(
     note = follower.start()
     if note:
         report(note)
-    on_change(follower)
+    # Subscribed before the first dump is written: once a dump is out, a lost server is always the loop's to say.
     sub = follower.log._run(follower._subscribe(follower.state.read_to + 1))
+    on_change(follower)
     saved = written = time.monotonic()
     unsaved: str | None = None
     behind = False
