@@ -91,6 +91,9 @@ class Released(Event, tag="released"):
 
     handoff_id: str
     reason: str
+    #: Who wrote it by hand (``eventlog handoff release|requeue``); optional, the runner's own release of a stale
+    #: claim has none. A person's release starts the failures in a row again (``resume_failing``).
+    actor: str | None = None
 
 
 class ResumeRequested(Event, tag="resume_requested"):
@@ -473,6 +476,7 @@ EVENT_TYPES: dict[str, type[Event]] = {
 #: ignored, as an unknown field is (spec section 1), never a bad line (:func:`eventlog.reader.without_foreign_values`,
 #: the one place the rule is applied; docs/DECISIONS.md, "Fields the project adds").
 PROJECT_FIELDS: dict[type[Event], tuple[str, ...]] = {
+    Released: ("actor",),
     ResumeFailed: ("actor",),
     WatcherRun: ("detail", "stale_after_s", "retired"),
     LaneCheck: ("unpicked_s", "quiet_s", "exit", "detail"),

@@ -111,6 +111,7 @@ def exposition(
     lanes_error: bool | None = None,
     deadline_passed: int | None = None,
     retired: Collection[str] = (),
+    no_watcher: bool | None = None,
 ) -> str:
     """The text exposition of one dump.
 
@@ -129,7 +130,8 @@ def exposition(
     runner's last pass ended in error (``Lanes.last_pass``); ``deadline_passed``: handoffs still out (pending,
     claimed) whose deadline passed as of the dump's ``as_of`` (``Handoffs.past_deadline``); ``retired``: watchers
     a person retired, left out of the per-watcher families (so ``RecoveryWatcherDead`` stops for them; the dump
-    still lists them).
+    still lists them); ``no_watcher``: handoffs are pending and no watcher runs, none ever ran or every one is
+    retired (``Handoffs.unwatched``; left out when None).
     """
     out = _Text(str(dump.get("log", "")))
     one: Labels = {}
@@ -177,6 +179,10 @@ def exposition(
                   "deadline has passed: nothing ends them on a timer, a person decides (status: deadline_passed).",
                   [(one, deadline_passed)])
     _watchers(out, dump["handoffs"], retired)
+    if no_watcher is not None:
+        out.gauge("recovery_no_watcher", "1 when handoffs are pending and no watcher runs: none ever ran, or a person "
+                  "retired every one (retired ones do not count), so nothing brings them back (status: no_watcher).",
+                  [(one, int(no_watcher))])
 
     now = dump["lanes"].get("now") or {"results": []}
     lanes = [({"product": str(r["product"]), "kind": kind}, int(bool(r["stalled"]) and r.get("kind") == kind))
@@ -241,9 +247,10 @@ def of_replay(replay: Replay, dump: dict[str, Any], tick_s: float | None = None,
     durations = handoffs.durations() if handoffs is not None else None
     sessions = getattr(replay.folder, "sessions", None)
     unrecorded = len(sessions.unrecorded()) if sessions is not None else None
-    retrying = late = None
+    retrying = late = unwatched = None
     retired: list[str] = []
     if handoffs is not None:
+        unwatched = handoffs.unwatched()
         retired = [name for name, beat in handoffs.state.watchers.items() if beat.retired]
         late = len(handoffs.past_deadline(at)) if at is not None else 0
     if sessions is not None:
@@ -259,7 +266,8 @@ def of_replay(replay: Replay, dump: dict[str, Any], tick_s: float | None = None,
                       torn_tail_stuck=replay.stuck_tail is not None,
                       unfinished_batch=0 if replay.uncommitted is None else replay.uncommitted.lines,
                       not_a_log=no_event_log(str(dump.get("log", "")), replay) is not None, ahead=ahead,
-                      reruns=reruns, deadline_passed=late, retired=retired)
+                      reruns=reruns, deadline_passed=late, retired=retired,
+                      no_watcher=unwatched)
 
 
 def _handoffs(out: _Text, h: dict[str, Any], durations: Mapping[str, Sequence[float]] | None) -> None:

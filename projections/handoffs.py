@@ -48,8 +48,9 @@ Decisions where the spec is silent (the lead's):
 - ``needs_human_reasons`` counts handoffs in ``needs_human`` by their reason;
 - each handoff counts its resume attempts in a row that ended ``resume_failed``
   with effect none (``Handoff.failing``; views and the runner only): any other
-  end of an attempt, any ``needs_human`` and a person's requeue of a request
-  (a ``resume_failed`` with ``actor``) start it again; at
+  end of an attempt, any ``needs_human`` and a person's release or requeue
+  (a ``released`` or ``resume_failed`` with ``actor``) start it again; the
+  runner's own release of a stale claim neither counts nor breaks it; at
   :data:`RESUME_FAILING_AFTER` the failback runner hands the handoff to a
   person (``resume_failing``).
 
@@ -129,6 +130,8 @@ STATES: tuple[HandoffState, ...] = (PENDING, CLAIMED, REQUESTED, RETURNED, NEEDS
 OPEN = frozenset({PENDING, CLAIMED, REQUESTED, NEEDS_HUMAN})
 #: Claims that hold a slot of ``max_inflight``.
 LIVE = frozenset({CLAIMED, REQUESTED})
+#: Still out, waiting to come back: a passed deadline is named for these (``deadline_passed``).
+OUT = LIVE | {PENDING}
 ANY = frozenset(STATES)
 
 #: event type -> the states it applies to. Where it leads is in the handler.
@@ -224,11 +227,21 @@ class Handoff(msgspec.Struct, gc=False, array_like=True):
     awaiting_answer: bool = False
     #: Its stream's revision: the events applied to it (spec section 2; :class:`projections.runner.EntityRevisions`).
     revision: int = 1
-    #: Its resume attempts in a row that ended ``resume_failed`` with effect none (views and the runner only):
-    #: any other end of an attempt, a ``needs_human`` and a person's requeue of a request start it again at 0.
-    failing: int = 0
+    #: Its resume attempts in a row that ended ``resume_failed`` with effect none, in order (views and the runner
+    #: only): any other end of an attempt, a ``needs_human`` and a person's release or requeue (its event carries
+    #: ``actor``) start it again; the runner's own release of a stale claim neither counts nor breaks it.
+    failed_attempts: tuple[int, ...] = ()
     #: Its ``deadline`` as written (printed with its offset; None: none).
     deadline_ts: str | None = None
+
+    def deadline_before(self, as_of: datetime) -> bool:
+        """Whether it has a ``deadline`` and ``as_of`` is after it (as instants): the one past-deadline rule."""
+        return self.deadline_us is not None and self.deadline_us < micros(as_of)
+
+    @property
+    def failing(self) -> int:
+        """How many resume attempts in a row failed with effect none (:attr:`failed_attempts`)."""
+        return len(self.failed_attempts)
 
 
 class Account(msgspec.Struct, gc=False):
@@ -394,9 +407,7 @@ class Handoffs:
     def past_deadline(self, as_of: datetime) -> list[str]:
         """Open handoffs still waiting to come back (pending, claimed, resume_requested) whose ``deadline`` is before
         ``as_of``, sorted. Nothing expires on a timer (spec): a person is told, and skips one that will not be done."""
-        now = micros(as_of)
-        return sorted(hid for hid, h in self.state.items.items()
-                      if h.deadline_us is not None and h.deadline_us < now and (h.state == PENDING or h.state in LIVE))
+        return sorted(hid for hid, h in self.state.items.items() if h.state in OUT and h.deadline_before(as_of))
 
     def claim_order(self) -> list[str]:
         """Every pending handoff in claim order (spec: deadline, importance, attempts, age)."""
@@ -468,6 +479,13 @@ class Handoffs:
         if self.state.watcher_at is None:
             return any(acc.pending for acc in self.state.accounts.values())
         return elapsed_s(as_of, self.state.watcher_at) > 2 * self.state.watcher_period_s
+
+    def unwatched(self) -> bool:
+        """Handoffs are pending and no watcher runs: none ever ran, or a person retired every one (the views'
+        ``no_watcher``; the dump's ``watcher.late`` reads a retired watcher's final heartbeat as the spec says)."""
+        state = self.state
+        return (all(beat.retired for beat in state.watchers.values())
+                and any(acc.pending for acc in state.accounts.values()))
 
     # -- the view ---------------------------------------------------------------------------
 
@@ -614,6 +632,8 @@ class Handoffs:
         self._move(h, PENDING, line, at, ev.ts)
         h.watcher = None
         h.reason = None
+        if ev.actor is not None:  # a person's: a new run; the runner's own (a stale claim) neither counts nor breaks
+            h.failed_attempts = ()
         return None
 
     def _resume_requested(self, ev: ResumeRequested, line: int, at: datetime) -> FoldResult:
@@ -634,11 +654,12 @@ class Handoffs:
         if ev.effect == "none":
             self._move(h, PENDING, line, at, ev.ts)
             h.watcher = None
-            h.failing = 0 if ev.actor is not None else h.failing + 1  # a person's requeue starts again
+            # a person's requeue of a request (``actor``) starts the run again
+            h.failed_attempts = () if ev.actor is not None else (*h.failed_attempts, ev.attempt)
         else:
             self._move(h, NEEDS_HUMAN, line, at, ev.ts)
             h.reason = REASON_UNKNOWN_EFFECT
-            h.failing = 0
+            h.failed_attempts = ()
         return None
 
     def _verified(self, ev: Verified, line: int, at: datetime) -> FoldResult:
@@ -646,7 +667,7 @@ class Handoffs:
         if isinstance(h, Rejected):
             return h
         self._move(h, RETURNED, line, at, ev.ts)
-        h.failing = 0
+        h.failed_attempts = ()
         latency = self.state.latency
         latency.created_to_returned.append(elapsed_s(at, h.created_at))
         if h.first_requested_at is not None:
@@ -659,7 +680,7 @@ class Handoffs:
             return h
         self._move(h, NEEDS_HUMAN, line, at, ev.ts)
         h.reason = REASON_CONFLICT
-        h.failing = 0
+        h.failed_attempts = ()
         return None
 
     def _needs_human(self, ev: NeedsHuman, line: int, at: datetime) -> FoldResult:
@@ -670,7 +691,7 @@ class Handoffs:
         self._move(h, NEEDS_HUMAN, line, at, ev.ts)
         h.reason = ev.reason
         h.awaiting_answer = awaiting
-        h.failing = 0  # with a person now: a send-back starts a new run
+        h.failed_attempts = ()  # with a person now: a send-back starts a new run
         return None
 
     def _skip(self, ev: Skip, line: int, at: datetime) -> FoldResult:

@@ -77,6 +77,7 @@ from projections.handoffs import (
     LIVE,
     NEEDS_HUMAN,
     OPEN,
+    OUT,
     PENDING,
     REASON_CONFLICT,
     REASON_FAILING,
@@ -742,12 +743,12 @@ class _Judge:
 
     def past_deadline(self, h: Handoff) -> bool:
         """Whether ``h`` has a deadline and T is after it (as instants)."""
-        return h.deadline_us is not None and self.known and h.deadline_us < micros(self.at)
+        return self.known and h.deadline_before(self.at)
 
     def deadline(self, hid: str, h: Handoff) -> list[Item]:
         """A handoff still out (pending or claimed) whose deadline passed as of T: a person is told (seed 000:
         nothing ends by the deadline alone), and skips it with the reason if it will not be done."""
-        if not self.past_deadline(h) or (h.state != PENDING and h.state not in LIVE):
+        if h.state not in OUT or not self.past_deadline(h):
             return []
         where = {PENDING: "pending", CLAIMED: f"claimed by {h.watcher} (attempt {h.attempt})",
                  REQUESTED: f"resume requested (attempt {h.attempt} by {h.watcher})"}[h.state]
@@ -800,12 +801,10 @@ class _Judge:
     def no_watcher(self) -> list[Item]:
         """Pending handoffs and no ``watcher_run`` at all (the spec's "none while pending"), or only watchers a
         person retired."""
+        if not self.runner.handoffs.unwatched():
+            return []
         state = self.runner.handoffs.state
-        if any(not beat.retired for beat in state.watchers.values()):
-            return []
         pending = [(micros(h.created_at), h.line, h.created_ts) for h in state.items.values() if h.state == PENDING]
-        if not pending:
-            return []
         *_, oldest = min(pending)
         why = ("every watcher in the log is retired" if state.watchers else "no watcher_run in the log")
         return [self.item("no_watcher", "failback", f"{len(pending)} handoff(s) pending and {why}: nothing brings "

@@ -33,7 +33,14 @@ def follow_prom(tmp_path: Path, tick: str = "1s") -> str:
     """
     log = tmp_path / "all.jsonl"
     log.write_bytes(b"".join(p.read_bytes() for p in sorted((ROOT / "fixtures").glob("*.jsonl"))))
+    return follow_file(log, tmp_path, tick)
+
+
+def follow_file(log: Path, tmp_path: Path, tick: str = "1s") -> str:
+    """The Prometheus file a real ``eventlog follow LOG --dump D --prom P`` writes first (judged now)."""
     dump, prom = tmp_path / "dump.json", tmp_path / "m.prom"
+    for old in (dump, prom):
+        old.unlink(missing_ok=True)
     proc = subprocess.Popen(
         [sys.executable, "-m", "eventlog", "follow", str(log), "--dump", str(dump), "--prom", str(prom),
          "--tick", tick], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,

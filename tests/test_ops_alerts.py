@@ -294,6 +294,8 @@ def expected_alerts(dump: dict[str, Any]) -> set[tuple[str, frozenset[tuple[str,
             out.add(one("RecoveryWatcherErrored", watcher=name))
     if h["watcher"]["late"]:
         out.add(one("RecoveryWatcherLate"))
+    if h["by_state"].get("pending") and not h["watchers"]:  # no fixture retires a watcher (the dump cannot say)
+        out.add(one("RecoveryNoWatcher"))
     for kind, alert in (("retryable", "RecoveryClaimStuck"), ("unknown_effect", "RecoveryResumeUnknownEffect")):
         if h["stale_claims"].get(kind):
             out.add(one(alert, kind=kind))

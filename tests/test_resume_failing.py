@@ -10,6 +10,7 @@ back. Run as a user runs them: each pass a cron line, ``--at`` its time.
 from __future__ import annotations
 
 import json
+import shlex
 import sys
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -150,3 +151,56 @@ def test_failures_the_cloud_side_reported_are_handed_over_before_any_claim(tmp_p
     assert out.returncode == 1
     assert "h1: its resume failed with effect none 3 times in a row (attempts 1-3): handed to a person" in out.stderr
     assert [e["type"] for e in lines(log)[-2:]] == ["needs_human", "watcher_run"]  # no probe, no claim
+
+
+def claim_by_hand(log: Path, attempt: int, minutes: float) -> None:
+    """A watcher claims attempt ATTEMPT at MINUTES and is never heard of again (a claim that goes stale)."""
+    claimed = {"type": "claimed", "handoff_id": "h1", "watcher": "w-gone", "attempt": attempt, "ts": at(minutes)}
+    appended = run_cli("append", str(log), stdin=json.dumps(claimed) + "\n")
+    assert appended.returncode == 0, appended.stderr
+
+
+def test_a_persons_release_starts_the_count_again_and_the_hint_pastes(tmp_path: Path) -> None:
+    """A person's release of a claim (its line carries actor) starts the run again, as --help says; the stderr
+    hint is one command a shell takes as printed, with the log path holding a space."""
+    (tmp_path / "sp ace").mkdir()
+    log = created(tmp_path / "sp ace" / "f 3.jsonl")
+    resume = failing_resume(tmp_path)
+    for minutes in (15, 30):
+        assert failback(log, resume, minutes).returncode == 0
+    claim_by_hand(log, 3, 35)
+    released = run_cli("handoff", "release", str(log), "h1", "--reason", "that watcher's host is gone",
+                       "--at", at(40))
+    assert released.returncode == 0, released.stderr
+    [verdict] = json.loads(run_cli("explain", str(log), "h1", "--at", at(41), "--json").stdout)["verdicts"]
+    assert verdict["facts"]["failing_in_a_row"] == 0
+    for minutes in (45, 60):  # attempts 4 and 5: two in a row since the person's release
+        out = failback(log, resume, minutes)
+        assert out.returncode == 0 and out.stderr == "", out.stderr
+    out = failback(log, resume, 75)
+    assert out.returncode == 1, out.stdout
+    [said] = out.stderr.splitlines()
+    assert "3 times in a row (attempts 4-6)" in said, said
+    hint = f"eventlog handoff release {shlex.quote(str(log))} h1 --reason '<what was fixed>'"
+    assert said.endswith(f"once the cause is fixed, {hint} sends it back"), said
+    assert shlex.split(hint)[3] == str(log)  # pasted, the log is one word
+    [verdict] = json.loads(run_cli("explain", str(log), "h1", "--at", at(76), "--json").stdout)["verdicts"]
+    assert hint in verdict["next"]  # the same command explain offers
+
+
+def test_the_runners_own_release_of_a_stale_claim_neither_counts_nor_breaks_the_run(tmp_path: Path) -> None:
+    """Attempts 1 and 2 fail, attempt 3's claim goes stale and the pass releases it (no actor), attempt 4 fails:
+    three in a row, and the detail names the attempts that failed, not 2-4."""
+    log = created(tmp_path / "work.jsonl")
+    resume = failing_resume(tmp_path)
+    for minutes in (15, 30):
+        assert failback(log, resume, minutes).returncode == 0
+    claim_by_hand(log, 3, 35)
+    out = failback(log, resume, 35 + 130)  # past --stale-after's 2 h default: released, not retried this pass
+    assert out.returncode == 0 and "released stale claim h1" in out.stdout, out.stdout + out.stderr
+    assert "actor" not in next(e for e in lines(log) if e["type"] == "released")
+    out = failback(log, resume, 35 + 145)
+    assert out.returncode == 1, out.stdout
+    assert "3 times in a row (attempts 1, 2 and 4)" in out.stderr, out.stderr
+    handed = next(e for e in lines(log) if e["type"] == "needs_human")
+    assert handed["detail"].startswith("its resume failed with effect none 3 times in a row (attempts 1, 2 and 4)")

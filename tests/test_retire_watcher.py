@@ -18,7 +18,7 @@ from typing import Any
 import yaml
 
 from tests.conftest import run_cli, write_log
-from tests.opskit import RULES, held_series, selectors
+from tests.opskit import RULES, follow_file, held_series, selectors
 from tests.test_next_runs import typed
 from tests.test_prom import promtool_passes, replayed
 
@@ -114,6 +114,52 @@ def test_with_every_watcher_retired_pending_work_is_no_all_clear(tmp_path: Path)
     assert codes(log) == {"no_watcher": ["failback"]}
     out = run_cli("status", str(log))
     assert "1 handoff(s) pending and every watcher in the log is retired: nothing brings them back" in out.stdout
+
+
+def alerts_on_follow(log: Path, tmp_path: Path, names: tuple[str, ...]) -> set[str]:
+    """Which of the watcher alerts ``names`` fire on the file a real ``follow --prom`` writes now (promtool)."""
+    text = follow_file(log, tmp_path)
+    rules = yaml.safe_load(RULES.read_text())
+    used = {name for g in rules["groups"] for rule in g["rules"] for name, _m in selectors(rule["expr"])}
+    t0 = datetime.fromisoformat(json.loads((tmp_path / "dump.json").read_text())["as_of"]).timestamp()
+    fed = held_series(text, t0, used, 10, 60)
+    firing = set()
+    for name in names:  # each one either fires (with its labels) or not: promtool says which
+        labels = {"log": str(log), "severity": "critical" if name != "RecoveryWatcherLate" else "warning",
+                  "domain": "handoffs", **({"watcher": "w1"} if name == "RecoveryWatcherDead" else {})}
+        case = {"interval": "1m", "input_series": fed, "alert_rule_test": [
+            {"eval_time": "1m", "alertname": name, "exp_alerts": [{"exp_labels": labels}]}]}
+        try:
+            promtool_passes(tmp_path, yaml.safe_load(RULES.read_text()), case)
+        except AssertionError:
+            continue
+        firing.add(name)
+    return firing
+
+
+def test_retiring_the_last_watcher_fires_no_watcher_where_the_late_alerts_go_quiet(tmp_path: Path) -> None:
+    """The reviewers' story: h1 pending, w1 (every 15 min) last ran 30 days ago. Retiring it made follow --prom
+    go from recovery_watcher_late 1 to 0 while status said no_watcher: now recovery_no_watcher says it and
+    RecoveryNoWatcher fires."""
+    log = write_log(tmp_path / "work.jsonl", [
+        {"type": "handoff_created", "ts": ago(24 * 31), "handoff_id": "h1", "account": "cloud-account-a"},
+        beat("w1", 24 * 30)])
+    names = ("RecoveryWatcherLate", "RecoveryWatcherDead", "RecoveryNoWatcher")
+    assert alerts_on_follow(log, tmp_path, names) == {"RecoveryWatcherLate", "RecoveryWatcherDead"}
+    assert "recovery_no_watcher{log=" + json.dumps(str(log)) + "} 0" in follow_file(log, tmp_path)
+
+    out = run_cli("failback", str(log), "--retire", "w1", "--reason", "host renamed")
+    assert out.returncode == 0, out.stderr
+    assert run_cli("status", str(log)).returncode == 1 and codes(log) == {"no_watcher": ["failback"]}
+    text = follow_file(log, tmp_path)
+    assert "recovery_no_watcher{log=" + json.dumps(str(log)) + "} 1" in text
+    assert "recovery_watcher_late{log=" + json.dumps(str(log)) + "} 0" in text  # the spec's rule: a heartbeat
+    assert alerts_on_follow(log, tmp_path, names) == {"RecoveryNoWatcher"}
+
+    # a pass under any name runs again: no_watcher ends
+    with log.open("a", encoding="utf-8") as f:
+        f.write(json.dumps(beat("w2", 0)) + "\n")
+    assert "recovery_no_watcher{log=" + json.dumps(str(log)) + "} 0" in follow_file(log, tmp_path)
 
 
 def test_retire_usage(tmp_path: Path) -> None:

@@ -32,10 +32,11 @@ something is pending and a slot is free), claim in claim order, journal
 resume_requested, run the resume command and record its answer, then write the
 heartbeat (watcher_run, exit ok or error).
 
-A handoff whose resume failed with effect none 3 times in a row (its attempts
-one after the other; a person's send-back or any other end of an attempt
-starts the count again) is not claimed again: the pass hands it to a person
-(needs_human, resume_failing). Once the cause is fixed, `eventlog handoff
+A handoff whose resume failed with effect none 3 times in a row (any other
+end of an attempt, or a person's handoff release or requeue, starts the count
+again; a stale claim the pass itself released neither counts nor breaks it) is
+not claimed again: the pass hands it to a person (needs_human, resume_failing,
+naming the attempts that failed). Once the cause is fixed, `eventlog handoff
 release LOG ID --reason TEXT` sends it back.
 
 The resume command prints its answer as the last JSON object on stdout:
@@ -78,7 +79,8 @@ runs no pass: a person says watcher NAME stopped for good (a renamed host, a
 one-off --watcher pass). It appends NAME's final heartbeat (watcher_run with
 retired: true, its last period, exit ok, the reason and --actor); status,
 explain, serve and follow --prom then no longer call it late (the dump keeps
-the spec's rule). A later pass under that name brings it back."""
+the spec's rule). A later pass under that name brings it back. Pending
+handoffs with every watcher retired are still named (no_watcher)."""
 
 EXITS = """\
 0  the pass ran and nothing new needs a person

@@ -116,7 +116,7 @@ from eventlog.logs import Log, LogUnavailable, is_url, open_log
 from eventlog.probe import EXPECTED, Verdict, judge
 from eventlog.reader import NESTED_TOO_DEEP, deeper_at
 from eventlog.runners.common import PassBadLines, RunnerError, check_bounds, folder, require_log
-from eventlog.runners.process import Interrupted, Ran, excerpt, run
+from eventlog.runners.process import DETAIL_CHARS, Interrupted, Ran, excerpt, run
 from projections.base import elapsed_s
 from projections.handoffs import (
     GUESSED,
@@ -128,11 +128,10 @@ from projections.handoffs import (
     Handoffs,
 )
 from projections.runner import Runner
+from projections.triage import handoff_cmd
 
 #: SIGTERM to SIGKILL for a command over its timeout.
 KILL_GRACE_S = 5.0
-#: The longest ``detail`` of the heartbeat (the pass's errors; a longer one is cut and says so).
-HEARTBEAT_DETAIL_CHARS = 500
 #: How long a pass starts commands (``--budget``): with the default ``--timeout`` (2m) a pass ends within ~7m.
 BUDGET_S = 300.0
 
@@ -282,8 +281,9 @@ class Report(msgspec.Struct, kw_only=True):
                           f"more than {opts.stale_after_s:g} s: effect unknown, handed to a person "
                           "(resume_unconfirmed); its slot is free" for u in self.unconfirmed]
         self.problems += [f"{f['handoff_id']}: {f['detail']}: handed to a person (resume_failing), not retried again; "
-                          f"once the cause is fixed, eventlog handoff release {opts.log} {f['handoff_id']} --reason "
-                          "TEXT sends it back" for f in self.failing]
+                          "once the cause is fixed, "
+                          f"{handoff_cmd(opts.log, 'release', f['handoff_id'], '<what was fixed>')} sends it back"
+                          for f in self.failing]
         self.problems += [f"account {a['account']}: the probe said auth_error ({a['detail']}): no probe until a "
                           "person fixes it and probes by hand (eventlog handoff probe)" for a in self.auth_errors]
         return self
@@ -374,7 +374,7 @@ def _run_pass(opts: Options, log: Log, started: float) -> Report:
         "stale_after_s": opts.stale_after_s,
     }
     if report.errors:
-        heartbeat["detail"] = excerpt("; ".join(report.errors), HEARTBEAT_DETAIL_CHARS)
+        heartbeat["detail"] = excerpt("; ".join(report.errors), DETAIL_CHARS)
     try:
         log.append([heartbeat])
         report.heartbeat = heartbeat["ts"]
@@ -502,13 +502,25 @@ def _hand_over_failing(hid: str, item: Handoff, error: str | None, revision: int
                        append: Append, report: Report) -> None:
     """Hand a pending handoff whose resume failed with effect none too often in a row to a person
     (``needs_human``, ``resume_failing``), at the revision read: one that moved meanwhile is left alone."""
-    detail = (f"its resume failed with effect none {item.failing} times in a row (attempts "
-              f"{item.attempt - item.failing + 1}-{item.attempt})" + (f"; the last: {error}" if error else ""))
+    detail = excerpt(f"its resume failed with effect none {item.failing} times in a row "
+                     f"({attempts_words(item.failed_attempts)})" + (f"; the last: {error}" if error else ""),
+                     DETAIL_CHARS)
     event = {"type": "needs_human", "ts": stamp(), "handoff_id": hid, "reason": REASON_FAILING,
-             "attempt": item.attempt, "detail": detail[:500]}
+             "attempt": item.attempt, "detail": detail}
     if append([event], revision):
         report.failing.append({"handoff_id": hid, "attempt": item.attempt, "failures": item.failing,
                                "detail": detail})
+
+
+def attempts_words(attempts: Sequence[int]) -> str:
+    """The attempts that failed, as a person reads them: ``attempts 1-3``, or ``attempts 1, 2 and 4`` when another
+    (a stale claim the runner released) came between."""
+    first, last = attempts[0], attempts[-1]
+    if len(attempts) == 1:
+        return f"attempt {first}"
+    if list(attempts) == list(range(first, last + 1)):
+        return f"attempts {first}-{last}"
+    return "attempts " + ", ".join(map(str, attempts[:-1])) + f" and {last}"
 
 
 def _env(log: str, watcher: str, values: dict[str, str]) -> dict[str, str]:

@@ -79,7 +79,7 @@ from eventlog.runners.common import (
     require_log,
     runner_lock,
 )
-from eventlog.runners.process import Interrupted, excerpt, run
+from eventlog.runners.process import DETAIL_CHARS, Interrupted, excerpt, run
 from projections.ahead import dated_ahead
 from projections.lanes import CheckRecord, Lanes
 from projections.runner import in_units, thresholds
@@ -93,8 +93,6 @@ QUIET_S = 8 * 3600.0
 ENQUEUE_TIMEOUT_S = 300.0
 #: SIGTERM to SIGKILL for an enqueue command over its timeout.
 KILL_GRACE_S = 5.0
-#: How much of the pass's problems its ``lane_check`` keeps as ``detail`` (as failback's heartbeat).
-DETAIL_CHARS = 500
 
 
 def _check_thresholds(unpicked_s: float | None, quiet_s: float | None) -> None:

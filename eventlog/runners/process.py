@@ -99,6 +99,9 @@ _SHELL_COULD_NOT_RUN = frozenset({126, 127})
 
 #: The most characters of a command's output a runner copies into a line of the log or a message.
 EXCERPT_CHARS = 200
+#: The most characters of a ``detail`` a runner writes of its own (failback's heartbeat, the lanes runner's
+#: ``lane_check``, a ``needs_human``): always cut by :func:`excerpt`, so a longer one says it was cut.
+DETAIL_CHARS = 500
 
 
 def excerpt(text: str, limit: int = EXCERPT_CHARS, *, end: bool = False) -> str:
@@ -331,5 +334,5 @@ def _text(data: bytes) -> str:
     return data.decode("utf-8", "replace")
 
 
-__all__ = ["AFTER_EXIT_S", "DRAIN_S", "EXCERPT_CHARS", "STOP_SIGNALS", "Interrupted", "Ran", "check_stop", "excerpt",
-           "run", "split_command", "started", "stop_on_signals", "waiting"]
+__all__ = ["AFTER_EXIT_S", "DETAIL_CHARS", "DRAIN_S", "EXCERPT_CHARS", "STOP_SIGNALS", "Interrupted", "Ran",
+           "check_stop", "excerpt", "run", "split_command", "started", "stop_on_signals", "waiting"]
