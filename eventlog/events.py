@@ -298,6 +298,12 @@ class JobRan(Event, tag="job_ran"):
     exit: Int64
 
 
+#: How a catch-up re-run was kicked (``catchup_kicked.kicked_by``): the runner's ``--scheduler`` or ``--kick-cmd``.
+KickedBy = Literal["launchd", "systemd", "systemd_user", "kick_cmd"]
+#: A launchd domain target as ``launchctl`` takes it (launchctl(1)): ``system``, or ``gui|user|login|pid/NUMBER``.
+LAUNCHD_DOMAIN: Final = r"^(system|(gui|user|login|pid)/[0-9]+)$"
+
+
 class CatchupKicked(Event, tag="catchup_kicked"):
     """Catch-up started a re-run of the job."""
 
@@ -307,6 +313,13 @@ class CatchupKicked(Event, tag="catchup_kicked"):
     #: them, the spec's 2700 s and 30 s.
     timeout_s: Annotated[float, msgspec.Meta(gt=0)] | None = None
     kill_grace_s: Annotated[float, msgspec.Meta(ge=0)] | None = None
+    #: The project's too: how the runner kicked it (``--scheduler launchd``, ``systemd``, ``systemd --systemd-user``
+    #: or ``--kick-cmd``), so a view offers the command that runs or checks the job where it runs. A name from a
+    #: closed set, never a command: a view prints no command taken from a log. Without it: not known (no OS command).
+    kicked_by: KickedBy | None = None
+    #: With ``kicked_by`` ``launchd``: the ``--launchd-domain`` given (``system``, ``gui/UID``, ...); without it,
+    #: the runner's own ``gui/UID``, which a view writes ``gui/$(id -u)``.
+    launchd_domain: Annotated[str, msgspec.Meta(pattern=LAUNCHD_DOMAIN)] | None = None
 
 
 class CatchupFinished(Event, tag="catchup_finished"):
@@ -480,7 +493,7 @@ PROJECT_FIELDS: dict[type[Event], tuple[str, ...]] = {
     ResumeFailed: ("actor",),
     WatcherRun: ("detail", "stale_after_s", "retired"),
     LaneCheck: ("unpicked_s", "quiet_s", "exit", "detail"),
-    CatchupKicked: ("timeout_s", "kill_grace_s"),
+    CatchupKicked: ("timeout_s", "kill_grace_s", "kicked_by", "launchd_domain"),
 }
 
 #: The field that names an event's stream, in the order the spec lists them.

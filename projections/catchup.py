@@ -53,6 +53,7 @@ from eventlog.events import (
     JobRan,
     JobRegistered,
     JobSkipped,
+    KickedBy,
     parse_time,
 )
 from projections.base import FoldResult, Handler, micros
@@ -96,6 +97,9 @@ class Rerun(msgspec.Struct, gc=False):
     #: :attr:`grace` give the spec's then).
     timeout_s: float | None = None
     kill_grace_s: float | None = None
+    #: The kick's ``kicked_by`` and ``launchd_domain`` as written (None: not written, how it was kicked is unknown).
+    kicked_by: KickedBy | None = None
+    launchd_domain: str | None = None
     finished_ts: str | None = None
     finished_line: int = 0
     outcome: Literal["exited", "timeout_killed"] | None = None
@@ -138,6 +142,11 @@ class Rerun(msgspec.Struct, gc=False):
             return False
         end = parse_time(self.finished_ts) if self.finished_ts is not None else self.deadline()
         return parse_time(self.kicked_ts) <= at and (end is None or at <= end)
+
+
+def systemd_unit(label: str) -> str:
+    """The service unit a label names under systemd (``.service`` added unless it ends so)."""
+    return label if label.endswith(".service") else f"{label}.service"
 
 
 RerunKind = Literal["rerun_failed", "rerun_no_end"]
@@ -420,7 +429,8 @@ class Catchup:
             marker.kicked = True
             marker.kicked_ts = ev.ts
         self.state.reruns[ev.label] = Rerun(kicked_ts=ev.ts, kicked_line=line, timeout_s=ev.timeout_s,
-                                            kill_grace_s=ev.kill_grace_s)
+                                            kill_grace_s=ev.kill_grace_s, kicked_by=ev.kicked_by,
+                                            launchd_domain=ev.launchd_domain)
         return None
 
     def _catchup_finished(self, ev: CatchupFinished, line: int, at: datetime) -> FoldResult:

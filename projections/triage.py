@@ -70,7 +70,7 @@ import msgspec
 from eventlog.events import FIRST_YEAR, LAST_YEAR, parse_time
 from projections.ahead import RESET_AHEAD_MAX_S, Ahead, Check, dated_ahead
 from projections.base import elapsed_s, micros, num, summary
-from projections.catchup import BadRerun, Rerun, skipped_today, why_not
+from projections.catchup import END_MARGIN_S, BadRerun, Rerun, skipped_today, systemd_unit, why_not
 from projections.controls import Control, timeline
 from projections.handoffs import (
     CLAIMED,
@@ -587,9 +587,25 @@ def catchup_cmd(log: str, at: str | None = None) -> str:
     return command("eventlog catchup", [log], ["--dry-run", *([opt("--at", at)] if at is not None else [])])
 
 
-def kickstart_cmd(label: str) -> str:
-    """``launchctl kickstart gui/$(id -u)/LABEL``: run a launchd job by hand now (the shell fills in the uid)."""
-    return f"launchctl kickstart gui/$(id -u)/{q(label)}"
+class ByHand(NamedTuple):
+    """The commands that run a re-run's job by hand now and show whether it runs, where its catch-up kicked it."""
+
+    run: str
+    check: str
+
+
+def by_hand_cmds(label: str, r: Rerun) -> ByHand | None:
+    """For how the catch-up kicked it (``catchup_kicked.kicked_by``): ``launchctl kickstart DOMAIN/LABEL`` and
+    ``launchctl list LABEL`` (no domain written: ``gui/$(id -u)``, the shell fills in the uid), or ``systemctl
+    [--user] start UNIT`` and ``systemctl [--user] is-active UNIT``. None for a kick command, or when it is not
+    written (an older line): no OS command fits, and a view prints no command taken from the log."""
+    if r.kicked_by == "launchd":
+        target = q(f"{r.launchd_domain}/{label}") if r.launchd_domain else f"gui/$(id -u)/{q(label)}"
+        return ByHand(f"launchctl kickstart {target}", f"launchctl list {q(label)}")
+    if r.kicked_by in ("systemd", "systemd_user"):
+        ctl, unit = "systemctl" + (" --user" if r.kicked_by == "systemd_user" else ""), q(systemd_unit(label))
+        return ByHand(f"{ctl} start {unit}", f"{ctl} is-active {unit}")
+    return None
 
 
 def rerun_end_cmd(log: str, label: str) -> str:
@@ -1056,7 +1072,8 @@ def rerun_words(b: BadRerun) -> str:
     if b.kind == "rerun_no_end":
         deadline = r.deadline()
         return (f"{kicked} and no end was ever written (no catchup_finished), though its timeout "
-                f"({duration_words(r.timeout)}) and twice its kill grace ({duration_words(r.grace)}) passed by "
+                f"({duration_words(r.timeout)}), twice its kill grace ({duration_words(2 * r.grace)}) and "
+                f"{duration_words(END_MARGIN_S)} more passed by "
                 f"{'?' if deadline is None else deadline.isoformat()}: the catch-up that ran it died or could not "
                 "stop it, and the job may still run")
     return f"{kicked}: {rerun_end_words(r)}"
@@ -1566,20 +1583,30 @@ def _catchup_verdict(judge: _Judge, label: str) -> Verdict:
 
 
 def _bad_rerun_verdict(judge: _Judge, b: BadRerun, facts: dict[str, Any]) -> Verdict:
-    """A job whose catch-up re-run ended badly or never reported its end: what happened, and how to run it by hand."""
+    """A job whose catch-up re-run ended badly or never reported its end: what happened, and how to run it by hand
+    where it runs (:func:`by_hand_cmds`; in words when the catch-up ran a kick command, or how is not written)."""
     label, r = b.label, b.rerun
-    by_hand = (f"re-run it by hand once you know why: {kickstart_cmd(label)} under launchd (under systemd: "
-               f"systemctl start {q(label)}.service; with a --kick-cmd: that command with {q(label)}); this clears "
-               "once the job runs again (a job_ran or job_skipped marker, or a catch-up re-run that exits 0)")
-    cmds = [kickstart_cmd(label)]
+    cmds = by_hand_cmds(label, r)
+    if cmds is not None:
+        run, check = f"re-run it by hand once you know why: {cmds.run}", f" ({cmds.check})"
+    else:
+        kick = f"its --kick-cmd, that command with {q(label)} as its last argument"
+        run = "re-run it by hand once you know why, the way the catch-up does: " + (
+            kick if r.kicked_by == "kick_cmd" else
+            f"its catchup_kicked does not say how it kicked (an older line): with {kick}; with its --scheduler, "
+            "through that scheduler")
+        check = " (where the catch-up runs it)"
+    by_hand = (f"{run}; this clears once the job runs again (a job_ran or job_skipped marker, or a catch-up re-run "
+               "that exits 0)")
+    next_cmds = [] if cmds is None else [cmds.run]
     if b.kind == "rerun_no_end":
-        by_hand = (f"first make sure it no longer runs (launchctl list {q(label)}), then record that it ended "
+        by_hand = (f"first make sure it no longer runs{check}, then record that it ended "
                    f"({rerun_end_cmd(judge.log, label)}): until then no catch-up of a --kick-cmd kicks anything "
                    "(re-runs never overlap); then " + by_hand)
-        cmds.insert(0, rerun_end_cmd(judge.log, label))
+        next_cmds = [*([] if cmds is None else [cmds.check]), rerun_end_cmd(judge.log, label), *next_cmds]
     since = r.kicked_ts if b.kind == "rerun_no_end" else r.finished_ts
     return _verdict(judge, "catchup", label, b.kind, f"{rerun_words(b)}; {by_hand}", [judge.rerun(b)], since,
-                    next_cmds=cmds, facts=facts)
+                    next_cmds=next_cmds, facts=facts)
 
 
 def _session_verdict(judge: _Judge, sid: str) -> Verdict:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -127,7 +128,7 @@ def test_a_rerun_that_exited_3_is_named_everywhere_until_the_job_runs_again(jobs
     assert item["since"] == AT and item["next"] == f"eventlog explain {j.log} com.x"
     verdict = j.explain("com.x")
     assert verdict["code"] == "rerun_failed"
-    assert verdict["next"] == ["launchctl kickstart gui/$(id -u)/com.x"]
+    assert verdict["next"] == []  # a kick command's re-run: no OS command fits (in words: run it as the kick does)
     assert "this clears once the job runs again" in verdict["says"]
 
     # the next timer pass has no candidate, and still names it: exit 1 (the unit stays failed), dry run too
@@ -208,7 +209,7 @@ def test_a_runner_killed_mid_rerun_leaves_an_open_kick_that_blocks_the_kick_cmd_
         runner.communicate()
     kicked = j.events()[4:]
     assert kicked == [{"type": "catchup_kicked", "ts": AT, "label": "com.x", "timeout_s": 20.0, "kill_grace_s": 2.0,
-                       "seq": 5}]
+                       "kicked_by": "kick_cmd", "seq": 5}]
     # within its timeout, two kill graces and 5 min it may still run: no item, and explain says so
     within = (datetime.fromisoformat(AT) + timedelta(seconds=20 + 4 + 299)).isoformat()
     past = (datetime.fromisoformat(AT) + timedelta(seconds=20 + 4 + 300)).isoformat()
@@ -328,3 +329,87 @@ def test_a_link_to_the_log_shares_its_lock(jobs_dir: Path) -> None:
             first.kill()
         first.communicate()
     assert len((jobs_dir / "pids").read_text().split()) == 2  # then one after the other
+
+
+#: How a catch-up kicks (its flags), and the program of every OS command a view may offer for it (None: none).
+METHODS = [
+    (("--scheduler", "launchd", "--launchd-domain", "gui/501"), ["launchctl"]),
+    (("--scheduler", "systemd"), ["systemctl"]),
+    (("--scheduler", "systemd", "--systemd-user"), ["systemctl", "--user"]),
+    (("--kick-cmd", "exit3"), None),
+]
+
+
+@pytest.mark.parametrize(("method", "program"), METHODS, ids=lambda v: " ".join(v or ["none"]))
+def test_explain_offers_the_commands_of_the_scheduler_that_kicked_the_rerun(
+        tmp_path: Path, method: tuple[str, ...], program: list[str] | None) -> None:
+    fake = Fake(tmp_path)
+    fake.plan(com_lily_a="exit:3", com_lily_b="exit:0")
+    kick = tmp_path / "exit3"
+    kick.write_text("#!/bin/sh\nexit 3\n")
+    kick.chmod(0o755)
+    flags = [str(kick) if arg == "exit3" else arg for arg in method]
+    try:
+        out = run_cli("catchup", str(fake.log), "--probe-cmd", "echo PING_OK", *flags, "--poll", "0.05s", "--at", AT,
+                      env={k: fake.env[k] for k in ("PATH", "FAKE_SCHEDULER_DIR")})
+        assert out.returncode == 1 and "com.lily.a: " in out.stderr, out.stderr
+        lines = fake.log.read_text().splitlines()
+        # the same re-run, its end never written (the runner was killed): rerun_no_end once its deadline passed
+        no_end = tmp_path / "no_end.jsonl"
+        no_end.write_text("".join(line + "\n" for line in lines if '"catchup_finished"' not in line))
+        for log, code in ((fake.log, "rerun_failed"), (no_end, "rerun_no_end")):
+            items = {i["id"]: i for g in json.loads(run_cli("status", str(log), "--at", LATER, "--json").stdout)[
+                "groups"] for i in g["items"]}
+            assert items["com.lily.a"]["reason_code"] == code
+            assert items["com.lily.a"]["next"] == f"eventlog explain {log} com.lily.a"
+            [verdict] = json.loads(run_cli("explain", str(log), "com.lily.a", "--at", LATER, "--json").stdout)[
+                "verdicts"]
+            assert verdict["code"] == code
+            os_cmds = [cmd for cmd in verdict["next"] if not cmd.startswith(("eventlog ", "printf "))]
+            if program is None:  # a kick command: no OS command, in next or in words
+                assert os_cmds == [] and "launchctl" not in verdict["says"] and "systemctl" not in verdict["says"]
+                assert "the way the catch-up does: its --kick-cmd, that command with com.lily.a as its last " \
+                       "argument" in verdict["says"]
+                continue
+            assert len(os_cmds) == (2 if code == "rerun_no_end" else 1)
+            for cmd in os_cmds:  # each one the program of the method, and it works where it is pasted
+                assert shlex.split(cmd)[:len(program)] == program, cmd
+                assert cmd in verdict["says"]
+                pasted = subprocess.run(["bash", "-c", cmd], capture_output=True, text=True, env=fake.env,
+                                        check=False, timeout=30)
+                assert pasted.returncode == 0 or pasted.stdout == "inactive\n", (cmd, pasted.stderr)
+                assert fake.calls()[-1]["argv"] == shlex.split(cmd)[1:]
+            if program[0] == "launchctl":
+                assert "launchctl kickstart gui/501/com.lily.a" in os_cmds
+    finally:
+        fake.stop_leftovers()
+
+
+def test_a_rerun_no_end_says_the_times_its_rule_adds(jobs_dir: Path) -> None:
+    j = Jobs(jobs_dir)
+    j.append({"type": "catchup_kicked", "ts": AT, "label": "com.x", "timeout_s": 600, "kill_grace_s": 45})
+    verdict = j.explain("com.x")
+    assert verdict["code"] == "rerun_no_end"
+    assert "though its timeout (10 min), twice its kill grace (1 min 30 s) and 5 min more passed by " \
+           "2026-08-21T10:16:30+09:00" in verdict["says"]
+
+
+@pytest.mark.parametrize("fields", [{}, {"kicked_by": "sh -c 'touch /tmp/x'"}, {"kicked_by": 5},
+                                    {"kicked_by": "launchd", "launchd_domain": "gui/501/x; touch /tmp/x #"}],
+                         ids=json.dumps)
+def test_a_kick_that_does_not_say_how_as_the_project_writes_it_offers_no_os_command(
+        jobs_dir: Path, fields: dict[str, Any]) -> None:
+    """An older line (no ``kicked_by``), or another writer's value: kept and ignored; no command from the log."""
+    j = Jobs(jobs_dir)
+    j.append({"type": "catchup_kicked", "ts": AT, "label": "com.x", **fields},
+             {"type": "catchup_finished", "ts": AT, "label": "com.x", "outcome": "exited", "exit": 3})
+    assert json.loads(run_cli("replay", str(j.log)).stdout)["bad_lines"] == []
+    verdict = j.explain("com.x")
+    assert verdict["code"] == "rerun_failed"
+    if "launchd_domain" in fields:  # launchd, its foreign domain ignored: the runner's own gui/UID
+        assert verdict["next"] == ["launchctl kickstart gui/$(id -u)/com.x"]
+    else:
+        assert verdict["next"] == []
+        assert "its catchup_kicked does not say how it kicked (an older line): with its --kick-cmd, that command " \
+               "with com.x as its last argument; with its --scheduler, through that scheduler" in verdict["says"]
+    assert "touch" not in json.dumps(verdict["next"]) and "touch" not in verdict["says"]

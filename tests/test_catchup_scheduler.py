@@ -312,3 +312,11 @@ def test_run_job_interrupted_while_kicking_stops_what_it_may_have_started() -> N
     with pytest.raises(KeyboardInterrupt):
         run_job(job, "x", timeout_s=10, grace_s=5, poll_s=1, sleep=lambda s: None, monotonic=lambda: clock[0])
     assert job.calls == [("kick", 0.0), ("SIGTERM", 0.0)] and not job.alive
+
+
+def test_a_launchd_domain_launchctl_does_not_name_so_is_bad_usage(fake: Fake) -> None:
+    """The domain is written on each ``catchup_kicked`` and offered back in a command: only launchctl's forms."""
+    fake.plan(com_lily_a="exit:0", com_lily_b="exit:0")
+    out = fake.catchup("launchd", "--launchd-domain", "gui/501/x; rm -rf ~")
+    assert out.returncode == 2 and "not a launchd domain" in out.stderr
+    assert fake.calls() == [] and fake.tail() == []

@@ -407,8 +407,8 @@ def test_explain_catch_up_labels_say_why() -> None:
     code, text = says("catchup_markers.jsonl", "com.lily.kicked")  # a re-run killed at its timeout: no silence
     assert code == "rerun_failed" and text.startswith(
         "catch-up re-ran it at 2026-08-21T10:00:00+09:00 (line 28): it ran over its timeout and was killed at "
-        "2026-08-21T10:05:00+09:00 (line 29); re-run it by hand once you know why: launchctl kickstart "
-        "gui/$(id -u)/com.lily.kicked under launchd")
+        "2026-08-21T10:05:00+09:00 (line 29); re-run it by hand once you know why, the way the catch-up does: its "
+        "catchup_kicked does not say how it kicked (an older line)")
     code, text = says("catchup_circuit_open.jsonl", "com.lily.test")
     assert code == "candidate" and "circuit is open until 2026-08-21T10:30:00+09:00" in text
     slots = {label: says("catchup_slots.jsonl", label) for label in ids_of(FIX / "catchup_slots.jsonl")}

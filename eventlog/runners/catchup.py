@@ -33,7 +33,10 @@
     in its own process group, to be stopped).
 
   ``catchup_kicked`` carries the pass's ``timeout_s`` and ``kill_grace_s``
-  (the project's fields: by then its end must be written). A re-run that
+  (the project's fields: by then its end must be written) and how it kicks,
+  ``kicked_by`` (``launchd`` with its ``launchd_domain``, ``systemd``,
+  ``systemd_user`` or ``kick_cmd``: a name, never the command), so a view
+  offers the command that runs the job where it runs. A re-run that
   cannot be started is recorded as ``exited`` with exit 127 (the shell's "not
   found"); a kick call that timed out is first checked with the scheduler
   (it may have started). **No end is recorded that did not happen**: a job
@@ -367,7 +370,8 @@ def _rerun_all(opts: Options, log: Log, clock: Clock, report: Report, labels: li
                 continue
             check_stop()
             log.append([{"type": "catchup_kicked", "ts": clock().isoformat(), "label": label,
-                         "timeout_s": opts.timeout_s, "kill_grace_s": opts.kill_grace_s}])
+                         "timeout_s": opts.timeout_s, "kill_grace_s": opts.kill_grace_s,
+                         **(opts.scheduler.kicked_by() if opts.scheduler else {"kicked_by": "kick_cmd"})}])
             try:
                 ran = _rerun(opts, label)
             except Interrupted as stop:

@@ -33,13 +33,16 @@ short, and the job is stopped as over its timeout.
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from eventlog.events import LAUNCHD_DOMAIN
 from eventlog.runners.process import Ran, check_stop, run, started, waiting
+from projections.catchup import systemd_unit
 
 #: Bound on one ``launchctl``/``systemctl`` call.
 CALL_TIMEOUT_S = 30.0
@@ -98,6 +101,10 @@ class Scheduler(Protocol):
         """The shell command a person types to SIGKILL the job."""
         ...
 
+    def kicked_by(self) -> dict[str, str]:
+        """How it kicks, as ``catchup_kicked`` records it (its ``kicked_by``, and ``launchd_domain``)."""
+        ...
+
 
 def _call(argv: list[str]) -> str:
     ran = run(argv, timeout_s=CALL_TIMEOUT_S, grace_s=1.0, capture_stdout=True, capture_stderr=True, stoppable=False)
@@ -142,6 +149,10 @@ class Launchd:
         """``launchctl kill SIGKILL DOMAIN/LABEL``."""
         return shlex.join(["launchctl", "kill", "SIGKILL", self.target(label)])
 
+    def kicked_by(self) -> dict[str, str]:
+        """``launchd`` and the domain."""
+        return {"kicked_by": "launchd", "launchd_domain": self.domain}
+
 
 _SYSTEMD_RUNNING = frozenset({"activating", "deactivating", "reloading", "refreshing"})
 #: ``ExecMainCode`` values that mean a signal ended the main process (CLD_KILLED, CLD_DUMPED).
@@ -159,10 +170,7 @@ class Systemd:
     def _systemctl(self, *args: str) -> str:
         return _call(["systemctl", *(["--user"] if self.user else []), *args])
 
-    @staticmethod
-    def unit(label: str) -> str:
-        """The service unit a label names (``.service`` added unless it ends so)."""
-        return label if label.endswith(".service") else f"{label}.service"
+    unit = staticmethod(systemd_unit)
 
     def state(self, label: str) -> JobState:
         """From ``systemctl show``."""
@@ -189,6 +197,10 @@ class Systemd:
         """``systemctl [--user] kill --signal=SIGKILL UNIT``."""
         return shlex.join(["systemctl", *(["--user"] if self.user else []), "kill", "--signal=SIGKILL",
                            self.unit(label)])
+
+    def kicked_by(self) -> dict[str, str]:
+        """``systemd``, or ``systemd_user`` for the user's manager."""
+        return {"kicked_by": "systemd_user" if self.user else "systemd"}
 
 
 def run_job(
@@ -293,7 +305,11 @@ def _stop(
 
 
 def scheduler(name: str, *, launchd_domain: str | None = None, systemd_user: bool = False) -> Scheduler:
-    """The scheduler named ``launchd`` or ``systemd`` (ValueError for another name)."""
+    """The scheduler named ``launchd`` or ``systemd`` (ValueError for another name, or a domain launchctl does not
+    name so: :data:`eventlog.events.LAUNCHD_DOMAIN`)."""
+    if launchd_domain is not None and not re.fullmatch(LAUNCHD_DOMAIN, launchd_domain):
+        raise ValueError(f"--launchd-domain {launchd_domain!r}: not a launchd domain (system, gui/UID, user/UID, "
+                         "login/ASID or pid/PID)")
     if name == "launchd":
         return Launchd(domain=launchd_domain) if launchd_domain else Launchd()
     if name == "systemd":

@@ -183,6 +183,9 @@ def systemctl(argv: list[str]) -> int:
         print(f"InvocationID={read(f'{label}.inv', '')}\nActiveState={state}\nMainPID={pid or 0}\n"
               f"ExecMainCode={2 if status < 0 else 1}\nExecMainStatus={abs(status)}")
         return 0
+    if args[0] == "is-active":  # systemctl(1): the state on stdout, exit 0 only when active
+        print("active" if pid else "inactive")
+        return 0 if pid else 3
     if args[0] == "kill":
         if pid is not None:
             os.kill(pid, getattr(signal, args[1].removeprefix("--signal=")))
