@@ -40,7 +40,7 @@ from eventlog.events import (
     type_name,
 )
 from eventlog.prom import exposition
-from eventlog.reader import Reader, validate_object
+from eventlog.reader import Reader, validate_object, without_foreign_values
 from eventlog.replay import Replay, fast_block
 from eventlog.runners.sessions import describe
 from projections.base import elapsed_s, micros
@@ -315,11 +315,16 @@ def _expected(part: list[dict[str, Any]]) -> list[Event]:
 
 
 def read_as_good(lines: list[bytes]) -> bool:
-    """Whether the reader, line by line, finds every line good and none marks a batch."""
+    """Whether the reader, line by line, finds every line good and none marks a batch, nor holds another writer's
+    value in a field the project adds (the reader keeps and ignores it; the block path decodes the project's types,
+    so such a rare line goes line by line: docs/DECISIONS.md, "Fields the project adds")."""
     reader = Reader()
     for n, raw in enumerate(lines, 1):
         one = reader.decode(raw, n)
         if isinstance(one, str) or one[0].batch_end is not None:
+            return False
+        obj = json.loads(raw)
+        if without_foreign_values(type(one[0]), obj) is not obj:
             return False
     return True
 
@@ -355,6 +360,8 @@ def test_a_block_of_ordinary_lines_is_read_at_once_as_the_reader_reads_each_line
 
 
 @given(logs(), st.booleans(), st.booleans())
+@example([{"type": "catchup_kicked", "label": "h1", "ts": "1900-01-01T00:00:00+00:00", "timeout_s": None,
+           "launchd_domain": "h1"}], False, False)  # another writer's value in a field the project adds (CI)
 @settings(max_examples=150, deadline=None)
 def test_a_block_that_writes_v_or_leaves_seq_out_is_read_at_once_as_the_reader_reads_it(
         events: list[dict[str, Any]], with_v: bool, with_seq: bool) -> None:
