@@ -63,6 +63,7 @@ import re
 import shlex
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
+from decimal import Decimal
 from typing import Any, Literal, NamedTuple
 
 import msgspec
@@ -454,6 +455,21 @@ def duration_words(seconds: float) -> str:
     return " ".join(words)
 
 
+_OPTION_UNITS = (("d", 86400), ("h", 3600), ("m", 60))
+
+
+def duration_option(seconds: float) -> str:
+    """A duration as a command's option takes it back exactly (``eventlog.cli.common.parse_duration``): ``90m``,
+    ``8h``, ``2d`` when a whole number of that unit, else its seconds written out (``0.00001s``, never ``1e-05s``)."""
+    value = float(seconds)
+    if value.is_integer():
+        for unit, size in _OPTION_UNITS:
+            if value and value % size == 0:
+                return f"{int(value) // size}{unit}"
+        return f"{int(value)}s"
+    return f"{Decimal(repr(value)):f}s"
+
+
 _DIGITS = re.compile(r"(\d+)")
 
 
@@ -561,7 +577,8 @@ def probe_cmd(log: str, account: str) -> str:
 def failback_cmd(log: str, name: str, period_s: int, stale_after_s: float) -> str:
     """One failback pass of watcher NAME at its period and stale age; the person fills in its commands."""
     return command("eventlog failback", [log], [opt("--watcher", name), f"--period {period_s}s",
-                                                f"--stale-after {stale_after_s:g}s", f"--probe-cmd {YOUR_PROBE}",
+                                                f"--stale-after {duration_option(stale_after_s)}",
+                                                f"--probe-cmd {YOUR_PROBE}",
                                                 f"--resume-cmd {YOUR_RESUME}"])
 
 
@@ -579,7 +596,8 @@ OBSERVE_HELP = "eventlog observe lane --help"
 def lanes_words(unpicked_s: float, quiet_s: float) -> str:
     """How to send a lane's resume now, in words: the person's enqueue command goes where no view can put it."""
     return (f"to send one now, run eventlog lanes on this log with your enqueue command as --enqueue-cmd, and "
-            f"--unpicked {unpicked_s:g}s --quiet {quiet_s:g}s (the thresholds the views judge by)")
+            f"--unpicked {duration_option(unpicked_s)} --quiet {duration_option(quiet_s)} "
+            "(the thresholds the views judge by)")
 
 
 def catchup_cmd(log: str, at: str | None = None) -> str:
@@ -1639,6 +1657,6 @@ def _session_verdict(judge: _Judge, sid: str) -> Verdict:
 
 __all__ = [
     "DOMAINS", "KIND_OF_FIELD", "REASONS", "SHOWN", "BadLineFact", "Domain", "Group", "Item", "Kind", "LinesVanished",
-    "LogFacts", "Reason", "Totals", "Triage", "UnfinishedBatch", "Verdict", "dir_cmd", "duration_words",
-    "explain", "natural_key", "not_applied", "session_needs", "status_cmd", "triage",
+    "LogFacts", "Reason", "Totals", "Triage", "UnfinishedBatch", "Verdict", "dir_cmd", "duration_option",
+    "duration_words", "explain", "natural_key", "not_applied", "session_needs", "status_cmd", "triage",
 ]

@@ -106,7 +106,7 @@ def test_a_zero_threshold_in_a_check_is_judged_by_the_default_and_never_offered_
     out = run_cli("explain", str(log), "repair", "--at", T)
     assert out.returncode == 0, out.stderr
     assert "(unpicked after 1 h 30 min)" in out.stdout
-    assert "--unpicked 5400s --quiet 28800s" in out.stdout and "--unpicked 0s" not in out.stdout
+    assert "--unpicked 90m --quiet 8h" in out.stdout and "--unpicked 0" not in out.stdout
     assert run_cli("stalls", str(log), "--at", T, "--unpicked", "0s").returncode == 2  # why 0 is no threshold
     docs, repair = replayed(log)["lanes"]["checks"][-1]["results"]
     assert not docs["stalled"]  # 3 h 50 min: within the seed's 8 h

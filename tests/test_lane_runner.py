@@ -244,7 +244,7 @@ def test_stalls_thresholds_take_durations_and_the_old_flags_say_they_are_old() -
     assert run_cli("stalls", seed, *at, "--quiet", "1d7h").returncode == 1
     old = run_cli("stalls", seed, *at, "--quiet-hours", "32")
     assert old.returncode == 0
-    assert old.stderr == "eventlog: --quiet-hours is deprecated: use --quiet (here: --quiet 115200s)\n"
+    assert old.stderr == "eventlog: --quiet-hours is deprecated: use --quiet (here: --quiet 32h)\n"
     bad = run_cli("stalls", seed, *at, "--quiet", "8 hours")
     assert bad.returncode == 2 and "is not a duration" in bad.stderr
 

@@ -131,3 +131,25 @@ def test_a_stated_threshold_no_runner_writes_is_kept_and_ignored(tmp_path: Path)
     lanes = replayed(log, T)
     assert [r.get("kind") for r in lanes["checks"][-1]["results"]] == ["job-unpicked"]
 
+
+
+def test_the_thresholds_a_view_prints_paste_back_exactly(tmp_path: Path) -> None:
+    """A stalled lane's next step repeats the runner's thresholds as options. Printed ``{:g}``, 5400.5 s came out
+    ``5400.5s`` but 1234567 s as ``1.23457e+06s`` and 0.00001 s as ``1e-05s``: neither is a duration the options
+    take, and the first is not even the same number. Each must paste back as the value the runner judged with."""
+    log = finished_two_hours_ago(tmp_path)
+    record = tmp_path / "calls.jsonl"
+    late = "2026-08-20T12:00:00+09:00"  # past both thresholds
+    with log.open("a") as f:  # as a runner run with these thresholds states them
+        f.write(json.dumps({"type": "lane_check", "ts": T, "unpicked_s": 1234567, "quiet_s": 0.00001,
+                            "exit": "error", "detail": "enqueue failed"}) + "\n")
+    out = run_cli("explain", str(log), "repair", "--at", late, "--json")
+    assert out.returncode == 0, out.stderr
+    [verdict] = [v for v in json.loads(out.stdout)["verdicts"] if v["kind"] == "lane"]
+    words = verdict["says"].split("--unpicked ", 1)[1].split(" (the thresholds", 1)[0]
+    unpicked, quiet = words.split(" --quiet ")
+    assert "e" not in unpicked + quiet, words
+    # pasted into the runner, they are the thresholds its check states again
+    assert lanes_run(log, record, "--unpicked", unpicked, "--quiet", quiet, "--at", late)["enqueued"]
+    check = read(log)[-1]
+    assert check["type"] == "lane_check" and check["unpicked_s"] == 1234567 and check["quiet_s"] == 0.00001

@@ -73,7 +73,7 @@ def test_a_stopped_watcher_s_explain_gives_a_pass_that_runs(tmp_path: Path) -> N
     [verdict] = [v for v in explained["verdicts"] if v["kind"] == "watcher"]
     [command, retire] = verdict["next"]  # run a pass now, or say it stopped for good
     assert retire == f"eventlog failback {shlex.quote(str(log))} --retire w1 --reason '<why it stopped for good>'"
-    assert "--watcher w1" in command and "--period 900s" in command and "--stale-after 7200s" in command
+    assert "--watcher w1" in command and "--period 900s" in command and "--stale-after 2h" in command
     again = typed(command, tmp_path, probe=probe, resume=resume)
     assert again.returncode == 0, again.stdout + again.stderr
     assert "watcher_run" in log.read_text().splitlines()[-1]
@@ -98,7 +98,7 @@ def test_a_quiet_lane_s_commands_run_as_printed_and_its_words_say_what_sends_the
     explained = json.loads(typed(item["next"] + " --json", tmp_path).stdout)
     [verdict] = [v for v in explained["verdicts"] if v["kind"] == "lane"]
     assert "sashiko-repair: status-quiet: --enqueue-cmd failed (exit 1)" in verdict["says"]
-    assert "your enqueue command as --enqueue-cmd, and --unpicked 5400s --quiet 28800s" in verdict["says"]
+    assert "your enqueue command as --enqueue-cmd, and --unpicked 90m --quiet 8h" in verdict["says"]
     before = log.read_bytes()
     printed = verdict["next"] + [i["next"] for i in items(log)]
     assert printed and not [command for command in printed if "<" in command]
@@ -108,7 +108,7 @@ def test_a_quiet_lane_s_commands_run_as_printed_and_its_words_say_what_sends_the
     assert log.read_bytes() == before
     # what the words say, with the person's own enqueue command: the resume goes out
     done = typed(f"eventlog lanes {shlex.quote(str(log))} --enqueue-cmd {shlex.quote(f'sh {enqueue}')} "
-                 "--unpicked 5400s --quiet 28800s", tmp_path)
+                 "--unpicked 90m --quiet 8h", tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
     assert sent.read_text().split() == ["sashiko-repair", "status-quiet"]
 

@@ -167,7 +167,9 @@ class Deprecated(argparse.Action):
                 parser.error(f"{option_string}: {values!r} is not a number")
             if not math.isfinite(value) or value < 0:
                 parser.error(f"{option_string}: {values!r} must be 0 or more")
-        shown = f"{value:g}s" if self.scale is not None else value
+        from projections.triage import duration_option  # only for a deprecated flag
+
+        shown = duration_option(value) if self.scale is not None else value
         error(f"{option_string} is deprecated: use {self.new} (here: {self.new} {shown})")
         setattr(namespace, self.dest, value)
 
