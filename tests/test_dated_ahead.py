@@ -254,3 +254,18 @@ def test_a_reset_at_typed_decades_ahead_is_named_with_the_account_and_a_correcti
     assert ahead_items(view) == []
     account = json.loads(run_cli("explain", str(log), "acct-a", "--json").stdout)["verdicts"][0]
     assert account["code"] == "due" and account["facts"]["limit"] == {"reset_at": None, "confidence": "unknown"}
+
+
+def test_append_takes_a_reset_at_typed_years_ahead_and_says_so_on_stderr(tmp_path: Path) -> None:
+    """The same typo written through ``append``: taken (it is a valid time), but said at once, where the person who
+    typed it is looking, not only later on the status screen. A weekly limit's reset a week ahead says nothing."""
+    log = write_log(tmp_path / "work.jsonl", [CREATED])
+    typo = {"type": "limit_recorded", "ts": at(-1), "account": "acct-a", "limited_at": at(-1),
+            "reset_at": "2062-08-03T17:00:00+09:00", "source": "parsed-limit-message", "confidence": "explicit"}
+    weekly = {**typo, "account": "acct-b", "reset_at": at(7 * 24)}
+    out = run_cli("append", str(log), stdin="".join(json.dumps(e) + "\n" for e in (weekly, typo)))
+    assert out.returncode == 0, out.stderr
+    [said] = [line for line in out.stderr.splitlines() if "ahead of now" in line]
+    assert "stdin line 2 (seq 3) says account 'acct-a' resets at 2062-08-03T17:00:00+09:00" in said
+    assert "no probe of it is made before then" in said and f"eventlog status {log}" in said
+    assert "2062-08-03T17:00:00+09:00" in log.read_text()  # written as given

@@ -25,7 +25,7 @@ from eventlog.cli.common import (
 from eventlog.clock import now
 from eventlog.events import parse_time, schema
 from eventlog.logs import LogUnavailable, open_log
-from projections.ahead import TOLERANCE_S
+from projections.ahead import RESET_AHEAD_MAX_S, TOLERANCE_S
 from projections.base import elapsed_s
 from projections.triage import duration_words, status_cmd
 
@@ -44,7 +44,9 @@ ZONE and written with its offset; the log's own lines are read in ZONE too.
 A ts more than {ahead} ahead of now is written as given (a writer's clock may
 run ahead of another's), and said on stderr: a check that waits on it (a
 watcher late, a claim stale, a lane stalled) cannot fire until the clock passes
-it.""".replace("{ahead}", duration_words(TOLERANCE_S))
+it. So is a limit_recorded whose reset_at lies more than {reset} ahead (no
+quota window is that long: a typo of the year holds the account's probe).""".replace(
+    "{ahead}", duration_words(TOLERANCE_S)).replace("{reset}", duration_words(RESET_AHEAD_MAX_S))
 
 APPEND_EXITS = """\
 0  written
@@ -108,19 +110,24 @@ def run(args: argparse.Namespace) -> int:
 
 
 def dated_ahead(given: Input, first_seq: int, log: str) -> list[str]:
-    """A warning for each event written to ``log`` whose ``ts`` lies more than the tolerance ahead of now (its input
-    line, its ``seq``, how far ahead)."""
+    """A warning for each event written to ``log`` whose ``ts`` lies more than the tolerance ahead of now, or whose
+    limit ``reset_at`` more than :data:`projections.ahead.RESET_AHEAD_MAX_S` (its input line, its ``seq``, how far
+    ahead): written as given, as the views will name them."""
     at = now()
     edge = at + timedelta(seconds=TOLERANCE_S)
+    reset_edge = at + timedelta(seconds=RESET_AHEAD_MAX_S)
     out = []
     for i, (line, event) in enumerate(zip(given.lines, given.events, strict=True)):
+        where = f"{given.source} line {line} (seq {first_seq + i})"
         ts = event.get("ts")
-        if not isinstance(ts, str):
-            continue  # none given: the appender set it to now
-        when = parse_time(ts)
-        if when > edge:
-            out.append(f"{given.source} line {line} (seq {first_seq + i}) is dated {ts}, "
-                       f"{duration_words(elapsed_s(when, at))} ahead of now: written as given, but a check "
-                       "that waits on it (a watcher late, a claim stale, a lane stalled) cannot fire until the clock "
-                       f"passes it; is the writer's clock right? ({status_cmd(log)} names what it silences)")
+        if isinstance(ts, str) and (when := parse_time(ts)) > edge:  # (none given: the appender set it to now)
+            out.append(f"{where} is dated {ts}, {duration_words(elapsed_s(when, at))} ahead of now: written as "
+                       "given, but a check that waits on it (a watcher late, a claim stale, a lane stalled) cannot "
+                       f"fire until the clock passes it; is the writer's clock right? ({status_cmd(log)} names what "
+                       "it silences)")
+        reset = event.get("reset_at") if event.get("type") == "limit_recorded" else None
+        if isinstance(reset, str) and (when := parse_time(reset)) > reset_edge:
+            out.append(f"{where} says account {event.get('account')!r} resets at {reset}, "
+                       f"{duration_words(elapsed_s(when, at))} ahead of now: written as given, but no probe of it "
+                       f"is made before then; a typo of the year? ({status_cmd(log)} names it, with the correction)")
     return out
