@@ -221,3 +221,32 @@ def test_a_dump_that_cannot_be_written_is_named_not_the_log(tmp_path: Path, wher
     assert out.stderr == f"eventlog: cannot write {dump}: {why}\n"
     out = run_cli("follow", str(log), "--dump", str(tmp_path / "d.json"), "--prom", str(dump))  # the same for --prom
     assert (out.returncode, out.stderr) == (2, f"eventlog: cannot write {dump}: {why}\n")
+
+
+def test_what_a_killed_follow_left_beside_its_outputs_is_removed_and_said(tmp_path: Path) -> None:
+    """A follow killed mid-write (kill -9, a power cut) leaves its temporary file beside the dump, the metrics or
+    the snapshot; every restart by the timer would leave more. The next follow removes its own leftovers (untouched
+    for a minute) and says so; a file of the same shape written just now, and any other file, are left."""
+    log = tmp_path / "work.jsonl"
+    log.write_text(LINE % 1)
+    old = time.time() - 3600
+    left = [tmp_path / f".{name}.0123456789abcdef.tmp" for name in ("dump.json", "m.prom")]
+    fresh, other = tmp_path / ".dump.json.fedcba9876543210.tmp", tmp_path / ".dump.json.notmine.tmp"
+    for path in [*left, fresh, other]:
+        path.write_text("{")
+    for path in [*left, other]:
+        os.utime(path, (old, old))
+    dump, prom = tmp_path / "dump.json", tmp_path / "m.prom"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "eventlog", "follow", str(log), "--dump", str(dump), "--prom", str(prom),
+         "--tick", "1h"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        assert _wait_for(lambda: dump.exists() and prom.exists())
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
+    assert not any(path.exists() for path in left) and fresh.exists() and other.exists()
+    for path, output in zip(left, (dump, prom), strict=True):
+        assert f"removed {path}, left by a follow stopped while writing {output}" in err

@@ -6,6 +6,7 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
+from eventlog import snapshot
 from eventlog.cli.common import (
     UsageError,
     add_judging,
@@ -105,6 +106,15 @@ def _write_output(path: str, text: str) -> None:
         raise OutputError(f"cannot write {path}: {why_not_written(path, err)}") from err
 
 
+def sweep(*outputs: str | None) -> None:
+    """Remove what an earlier follow, killed mid-write, left beside its outputs (:func:`eventlog.snapshot.
+    remove_leftovers`: its own temporary files, untouched for a minute); each one is said on stderr."""
+    for path in outputs:
+        if path:
+            for left in snapshot.remove_leftovers(path):
+                error(f"removed {left}, left by a follow stopped while writing {path}")
+
+
 def run_follow(args: argparse.Namespace) -> int:
     """Follow LOG until SIGINT/SIGTERM; exit 0 then."""
     try:
@@ -114,6 +124,7 @@ def run_follow(args: argparse.Namespace) -> int:
         return 2
 
     write = follow_writer(args.dump, args.prom, at, args.tick)
+    sweep(args.dump, args.prom, args.snapshot)
     if is_url(args.log):
         return _follow_stream(args, tz, write)
     never = unusable(args.log)  # a FIFO would block in open() for good, deaf to SIGTERM
