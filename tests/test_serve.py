@@ -715,3 +715,32 @@ def test_signals_stop_it_cleanly_after_requests_in_flight(server: Server, sig: i
     stream.__exit__(None, None, None)
     assert server.proc.wait(30) == 0
     assert "Traceback" not in server.output()
+
+
+def test_a_relative_log_is_named_in_full_in_every_command_served(tmp_path: Path) -> None:
+    """``eventlog serve work.jsonl`` (the README's way) printed ``next: eventlog explain work.jsonl h1`` into the
+    console: pasted anywhere but serve's own directory, ``cannot read work.jsonl``, exit 2. The person reading the
+    console is almost never there; each command must work pasted (OUTPUTS.md: one shell command to copy)."""
+    from tests.test_next_runs import typed
+
+    home = tmp_path / "served"
+    home.mkdir()
+    (home / "work.jsonl").write_text("".join(json.dumps(e) + "\n" for e in [  # handed to a person
+        {"type": "handoff_created", "ts": "2026-08-03T09:00:00+09:00", "handoff_id": "h1", "account": "acct-a"},
+        {"type": "needs_human", "ts": "2026-08-03T09:05:00+09:00", "handoff_id": "h1", "reason": "conflict"},
+    ]))
+    server = start_server("work.jsonl", tmp_path, cwd=home)
+    try:
+        status = server.client().get("/v1/status").json()
+    finally:
+        assert server.stop() == 0
+    commands = [i["next"] for g in status["groups"] for i in g["items"]]
+    assert commands, status
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    full = str(home / "work.jsonl")
+    assert any(full in command for command in commands), commands
+    for command in commands:
+        assert "work.jsonl" not in command.replace(full, ""), command
+        done = typed(command, elsewhere)
+        assert done.returncode in (0, 1), (command, done.stderr)

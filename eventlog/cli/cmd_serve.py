@@ -174,6 +174,8 @@ def run_serve(args: argparse.Namespace) -> int:
     except (UsageError, keyfile.KeyError_) as err:
         error(str(err))
         return 2
+    if not logs.is_url(args.log):  # the commands it prints are pasted wherever the console is read
+        args.log = os.path.abspath(args.log)
     unusable = logs.unusable(args.log)
     if unusable is not None:
         error(f"{unusable}; not serving it")
