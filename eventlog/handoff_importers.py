@@ -36,19 +36,30 @@ is that a ``.resumed`` marker proves nothing came back. The mapping
 
 A marker of a handoff the log has moved on (claimed, returned, skipped) is
 left alone and counted as superseded: the log knows more than the file.
+
+Each file is applied once (:class:`HandoffsKnown`): a ``.resumed`` whose
+``needs_human`` the log holds (that handoff, reason ``legacy_resumed_unverified``,
+``ts`` the marker's mtime as an instant) is already there whatever the handoff's
+state, so a person's requeue is not undone by the next import; a marker with
+another mtime (placed again) is a new one. A second ``ID.json`` of one id
+(``h01 (copy).json``) is a problem, left out with its markers
+(:func:`one_file_per_id`). An ``ID.json`` of a handoff the log holds whose
+fields say otherwise is named field by field (:func:`changed_fields`): the log
+keeps its own, as no event changes a handoff once created.
 """
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, tzinfo
 from typing import Any, NamedTuple
 
-from eventlog.events import Event, LimitRecorded
+from eventlog.events import Event, LimitRecorded, NeedsHuman
 from eventlog.importers import appendable, instant, json_value, not_utf8, time_text, utf8
-from projections.handoffs import NEEDS_HUMAN, PENDING, SKIPPED, Handoffs
+from projections.handoffs import NEEDS_HUMAN, PENDING, SKIPPED, Handoff, Handoffs
 
 #: The reason a legacy ``.resumed`` marker is handed to a person with.
 LEGACY_RESUMED = "legacy_resumed_unverified"
@@ -199,6 +210,8 @@ class Legacy:
     files: str = ""
     #: The events its ``ID.json`` gives (``handoff_created`` first), or none when there is no file.
     record: list[dict[str, Any]] = field(default_factory=list)
+    #: Whether ``ID.json`` gives ``createdAt`` (else its mtime stands in, and is not compared with the log's).
+    dated: bool = False
     #: ``ts`` of the ``.resumed`` marker.
     resumed: str | None = None
     #: ``ts`` and reason of the ``.skip`` marker.
@@ -239,10 +252,11 @@ def record_events(hid: str, obj: dict[str, Any], created_default: str, account: 
 
 def read_handoff_dir(directory: str, account: str | None = None, tz: tzinfo | None = None
                      ) -> tuple[list[Legacy], list[str]]:
-    """The legacy handoffs of ``directory`` (sorted by id), and the files that could not be read.
+    """The legacy handoffs of ``directory`` (sorted by file name), and the files that could not be read.
 
     A file whose name or text is not UTF-8, whose JSON is nested deeper than the log allows (64 levels),
-    or whose events the appender would refuse (a field of 2 MiB) is one of them.
+    or whose events the appender would refuse (a field of 2 MiB) is one of them; so is each ``ID.json``
+    of a handoff id another one gives too, but the one kept (:func:`one_file_per_id`).
     """
     found: dict[str, Legacy] = {}
     problems: list[str] = []
@@ -266,6 +280,7 @@ def read_handoff_dir(directory: str, account: str | None = None, tz: tzinfo | No
                 record = record_events(legacy.handoff_id, obj, mtime(path, tz), account, tz)
                 if appendable(path, problems, *record):
                     legacy.record = record
+                    legacy.dated = _get(obj, "createdAt", "created_at") is not None
             elif ext == "resumed":
                 legacy.resumed = mtime(path, tz)
             else:
@@ -275,7 +290,50 @@ def read_handoff_dir(directory: str, account: str | None = None, tz: tzinfo | No
             found[stem] = legacy
         except (OSError, ValueError) as err:
             problems.append(f"{path}: {getattr(err, 'strerror', None) or err}")
-    return [found[k] for k in sorted(found)], problems
+    return one_file_per_id([found[k] for k in sorted(found)], problems), problems
+
+
+def one_file_per_id(legacy: list[Legacy], problems: list[str]) -> list[Legacy]:
+    """``legacy`` with one ``ID.json`` per handoff id: the file named after the id (``h01.json``), else the first
+    by name; every other file giving that id (``h01 (copy).json``) is named in ``problems`` with the one kept,
+    and left out with its markers.
+
+    Its ``handoff_created`` would be a second one of that id, which the log rejects; which file is meant is
+    the person's to say.
+    """
+    kept: dict[str, Legacy] = {}
+    for item in legacy:
+        if item.record and (item.handoff_id not in kept or os.path.basename(item.files) == item.handoff_id):
+            kept[item.handoff_id] = item
+    for item in legacy:
+        owner = kept.get(item.handoff_id)
+        if item.record and owner is not None and owner is not item:
+            problems.append(f"{item.files}.json: handoffId {item.handoff_id} is given by {owner.files}.json already: "
+                            "left out, with its markers (remove the copy, or give it its own handoffId)")
+    return [item for item in legacy if not item.record or kept.get(item.handoff_id) is item]
+
+
+@dataclass
+class HandoffsKnown:
+    """What a log holds that an import of the legacy files must not repeat."""
+
+    #: Its handoffs, as the projection folds them.
+    handoffs: Handoffs = field(default_factory=Handoffs)
+    #: The ``.resumed`` markers already applied: (handoff id, the marker's mtime as an instant), read off each
+    #: applied ``needs_human`` of reason :data:`LEGACY_RESUMED` (its ``ts`` is the marker's mtime).
+    resumed: set[tuple[str, int]] = field(default_factory=set)
+
+
+def handoffs_known(events: Iterable[tuple[Event, datetime]]) -> HandoffsKnown:
+    """Fold a log's decoded events into :class:`HandoffsKnown`."""
+    out = HandoffsKnown()
+    h = out.handoffs
+    for line, (ev, at) in enumerate(events, 1):
+        handler = h.handlers.get(type(ev))
+        if handler is not None and handler(h, ev, line, at) is None and isinstance(ev, NeedsHuman) \
+                and ev.reason == LEGACY_RESUMED:
+            out.resumed.add((ev.handoff_id, instant(at)))
+    return out
 
 
 @dataclass
@@ -288,6 +346,10 @@ class HandoffPlan:
     already: int = 0
     superseded: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+    #: Each field of an ``ID.json`` that says other than the log's ``handoff_created`` (:func:`changed_fields`) ...
+    changed: list[str] = field(default_factory=list)
+    #: ... and each such handoff: its id, its ``ID.json``, its state in the log.
+    changed_handoffs: list[tuple[str, str, str]] = field(default_factory=list)
 
     def add(self, where: str, marker: dict[str, Any]) -> bool:
         """Add the event of the marker file ``where``, unless the appender would refuse it (then named in problems)."""
@@ -298,36 +360,64 @@ class HandoffPlan:
         return True
 
 
-def handoff_events(legacy: Iterable[Legacy], log: Handoffs) -> HandoffPlan:
-    """The events the legacy handoffs add to what ``log`` (its handoffs projection) holds (see the module docstring)."""
+def _shown(value: Any) -> str:
+    return "none" if value is None else json.dumps(value, ensure_ascii=False)
+
+
+def changed_fields(item: Legacy, known: Handoff) -> list[str]:
+    """Each field of ``item``'s ``handoff_created`` that differs from the log's (``known``), as ``FILE: field:
+    the log has X, the file Y``: account, deadline (as instants), importance, repo, branch, head, and
+    ``createdAt`` when the file gives one (an mtime standing in is no statement of the file's)."""
+    ev = item.record[0]
+    deadline = ev.get("deadline")
+    pairs: list[tuple[str, Any, Any, bool]] = [
+        ("account", known.account, ev["account"], known.account == ev["account"]),
+        ("deadline", known.deadline_ts, deadline, known.deadline_us == (
+            None if deadline is None else instant(datetime.fromisoformat(deadline)))),
+        ("importance", known.importance, ev.get("importance", 0), known.importance == ev.get("importance", 0)),
+        *((name, getattr(known, name), ev.get(name), getattr(known, name) == ev.get(name))
+          for name in ("repo", "branch", "head")),
+    ]
+    if item.dated:
+        pairs.append(("createdAt", known.created_ts, ev["ts"],
+                      instant(known.created_at) == instant(datetime.fromisoformat(ev["ts"]))))
+    return [f"{item.files}.json: {name}: the log has {_shown(held)}, the file {_shown(given)}"
+            for name, held, given, same in pairs if not same]
+
+
+def handoff_events(legacy: Iterable[Legacy], log: HandoffsKnown) -> HandoffPlan:
+    """The events the legacy handoffs add to what ``log`` holds (see the module docstring)."""
     plan = HandoffPlan()
     for item in legacy:
         hid = item.handoff_id
-        known = log.items.get(hid)
+        known = log.handoffs.items.get(hid)
         state = None if known is None else known.state
         if item.record and known is None:
             plan.new += item.record
             plan.created += 1
             state = PENDING
-        elif item.record:
-            started = [e for e in item.record if e["type"] == "local_started"]
-            if started and not known.local_started:  # type: ignore[union-attr]
-                plan.new += started
-            else:
+        elif item.record and known is not None:
+            started = [e for e in item.record if e["type"] == "local_started" and not known.local_started]
+            plan.new += started
+            changed = changed_fields(item, known)
+            if changed:
+                plan.changed += changed
+                plan.changed_handoffs.append((hid, f"{item.files}.json", known.state))
+            if not started and not changed:
                 plan.already += 1
         if state is None:  # no ID.json read (one that could not be read is named already) and none in the log
             if item.resumed is not None or item.skip is not None:
                 plan.problems.append(f"{hid}: a marker but no {hid}.json and no such handoff in the log")
             continue
         if item.resumed is not None:
-            if state == PENDING:
+            if (hid, instant(datetime.fromisoformat(item.resumed))) in log.resumed or state in (NEEDS_HUMAN, SKIPPED):
+                plan.already += 1
+            elif state == PENDING:
                 if plan.add(f"{item.files}.resumed", {
                         "type": "needs_human", "ts": item.resumed, "handoff_id": hid, "reason": LEGACY_RESUMED,
                         "detail": f"the old watcher left {hid}.resumed before it started the cloud session: nothing "
                         "verified that the work came back"}):
                     state = NEEDS_HUMAN
-            elif state in (NEEDS_HUMAN, SKIPPED):
-                plan.already += 1
             else:
                 plan.superseded.append(f"{hid}.resumed: {hid} is {state} in the log")
         if item.skip is not None:
@@ -341,5 +431,6 @@ def handoff_events(legacy: Iterable[Legacy], log: Handoffs) -> HandoffPlan:
     return plan
 
 
-__all__ = ["LEGACY_RESUMED", "HandoffPlan", "Legacy", "LimitPlan", "LimitsKnown", "Unread", "handoff_events",
-           "ledger_entries", "limit_event", "limits_known", "new_limits", "read_handoff_dir", "record_events"]
+__all__ = ["LEGACY_RESUMED", "HandoffPlan", "HandoffsKnown", "Legacy", "LimitPlan", "LimitsKnown", "Unread",
+           "changed_fields", "handoff_events", "handoffs_known", "ledger_entries", "limit_event", "limits_known",
+           "new_limits", "one_file_per_id", "read_handoff_dir", "record_events"]

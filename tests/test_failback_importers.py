@@ -162,6 +162,95 @@ def test_legacy_files_map_conservatively_and_the_log_is_the_fixture(tmp_path: Pa
     assert len(lines(log)) == len(written)
 
 
+def seed_dir(tmp: Path) -> Path:
+    """The user review's directory: h01 (deadline, importance), and h02, started locally, with a .resumed marker."""
+    d = tmp / "hd"
+    d.mkdir()
+    put(d / "h01.json", json.dumps({"handoffId": "h01", "account": "cloud-account-a", "createdAt": t("01:00:00"),
+                                    "deadline": t("23:00:00"), "importance": 1}))
+    put(d / "h02.json", json.dumps({"handoffId": "h02", "account": "cloud-account-a", "createdAt": t("01:10:00"),
+                                    "localStarted": True}))
+    put(d / "h02.resumed", "", t("18:00:00"))
+    return d
+
+
+def test_a_person_requeue_is_not_undone_by_the_next_import(tmp_path: Path) -> None:
+    """A .resumed marker is applied once: the log's needs_human dated with its mtime is its effect (DECISIONS.md)."""
+    log, d = tmp_path / "g2.jsonl", seed_dir(tmp_path)
+    assert run_cli("import", "handoff-files", str(log), str(d), *TOKYO).returncode == 0
+    assert replay(log)["handoffs"]["items"]["h02"]["state"] == "needs_human"
+    explain = run_cli("explain", str(log), "h02")
+    assert f"eventlog handoff requeue {log} h02 --reason" in explain.stdout, explain.stdout
+    requeue = run_cli("handoff", "requeue", str(log), "h02", "--reason", "checked by hand: nothing came back")
+    assert requeue.returncode == 0, requeue.stderr
+    written = lines(log)
+    for zone in (TOKYO, TOKYO, ("--assume-tz", "UTC")):  # the marker's mtime in another zone is the same instant
+        again = run_cli("import", "handoff-files", str(log), str(d), *zone)
+        assert again.returncode == 0, again.stderr
+        assert again.stdout == "0 event(s) imported, 3 already in the log\n"  # 2 files, 1 marker
+        assert lines(log) == written
+    assert replay(log)["handoffs"]["items"]["h02"]["state"] == "pending"
+    # A marker placed again (a new mtime: the old watcher started the cloud session once more) is a new one.
+    put(d / "h02.resumed", "", t("21:00:00"))
+    out = run_cli("import", "handoff-files", str(log), str(d), *TOKYO, "--json")
+    assert json.loads(out.stdout)["imported"] == 1 and lines(log)[-1] == {
+        **lines(log)[-1], "type": "needs_human", "ts": t("21:00:00"), "reason": "legacy_resumed_unverified"}
+    assert run_cli("import", "handoff-files", str(log), str(d), *TOKYO).stdout.startswith("0 event(s) imported")
+
+
+def test_a_second_file_of_one_handoff_id_is_named_and_the_rest_imported(tmp_path: Path) -> None:
+    log, d = tmp_path / "g3.jsonl", seed_dir(tmp_path)
+    original = json.loads((d / "h01.json").read_text())
+    put(d / "h01 (copy).json", json.dumps({**original, "importance": 7}))
+    put(d / "a-copy.json", json.dumps({**original, "importance": 8}))  # sorts first; h01.json is still the one kept
+    put(d / "h01 (copy).resumed", "", t("19:00:00"))
+    for run in (1, 2):
+        out = run_cli("import", "handoff-files", str(log), str(d), *TOKYO, "--json")
+        assert out.returncode == 1, out.stderr
+        said = [f"{d / name}.json: handoffId h01 is given by {d / 'h01'}.json already: left out, with its markers "
+                "(remove the copy, or give it its own handoffId)" for name in ("a-copy", "h01 (copy)")]
+        report = json.loads(out.stdout)
+        assert report["problems"] == said and out.stderr.splitlines() == [f"eventlog: {x}" for x in said]
+        assert report["imported"] == (4 if run == 1 else 0)
+    assert [(e["type"], e["handoff_id"]) for e in lines(log)] == [
+        ("handoff_created", "h01"), ("handoff_created", "h02"), ("local_started", "h02"), ("needs_human", "h02")]
+    assert lines(log)[0]["importance"] == 1
+    assert replay(log)["handoffs"]["items"]["h01"]["state"] == "pending"  # the copy's .resumed was not applied
+
+
+def test_a_changed_field_of_a_handoff_file_is_named_not_already(tmp_path: Path) -> None:
+    log, d = tmp_path / "g2.jsonl", seed_dir(tmp_path)
+    assert run_cli("import", "handoff-files", str(log), str(d), *TOKYO).returncode == 0
+    written = lines(log)
+    # The same deadline in another offset is the same instant: not a change.
+    put(d / "h01.json", json.dumps({"handoffId": "h01", "account": "cloud-account-b", "createdAt": t("01:00:00"),
+                                    "deadline": "2026-08-03T14:00:00+00:00", "importance": 5}))
+    put(d / "h02.json", json.dumps({"handoffId": "h02", "account": "cloud-account-a", "createdAt": t("01:10:00"),
+                                    "localStarted": True, "deadline": t("20:00:00")}))
+    out = run_cli("import", "handoff-files", str(log), str(d), *TOKYO, "--json")
+    assert out.returncode == 1, out.stderr
+    report = json.loads(out.stdout)
+    assert report["changed"] == [
+        f"{d / 'h01'}.json: account: the log has \"cloud-account-a\", the file \"cloud-account-b\"",
+        f"{d / 'h01'}.json: importance: the log has 1, the file 5",
+        f"{d / 'h02'}.json: deadline: the log has none, the file \"{t('20:00:00')}\"",
+    ]
+    assert report["already"] == 1 and report["imported"] == 0  # h02.resumed only: both files differ
+    assert lines(log) == written  # the log keeps its own
+    people = run_cli("import", "handoff-files", str(log), str(d), *TOKYO)
+    assert people.stdout == ("0 event(s) imported, 1 already in the log, 3 field(s) differing from the log "
+                             "(kept as the log has them)\n")
+    assert f"eventlog: changed: {d / 'h01'}.json: importance: the log has 1, the file 5" in people.stderr
+    assert (f"eventlog: h01: the log keeps its values (no event changes a handoff's fields once created): to take "
+            f"the file's, eventlog handoff skip {log} h01 --reason '<why it is handed off anew>' and hand the work "
+            f"off again under a new handoffId; else put the log's values back in {d / 'h01'}.json") in people.stderr
+    assert run_cli("handoff", "skip", str(log), "h01", "--reason", "handed off anew as h01b").returncode == 0
+    closed = run_cli("import", "handoff-files", str(log), str(d), *TOKYO)
+    assert closed.returncode == 1
+    assert (f"h01 is skipped: its fields order no claim any more; put the log's values back in {d / 'h01'}.json "
+            "to silence this") in closed.stderr
+
+
 def test_a_marker_of_a_handoff_the_log_moved_on_is_left(tmp_path: Path) -> None:
     log = write_log(tmp_path / "work.jsonl", [
         {"type": "handoff_created", "ts": t("01:00:00"), "handoff_id": "h1", "account": "cloud-account-a"},

@@ -39,8 +39,9 @@ input again adds nothing.
 EXITS = """\
 0  done (a DIR with nothing to import at all is said on stderr)
 1  some input could not be read or turned into an event (the rest is imported, each
-   named on stderr), lines of LOG are bad (how many and the first three named on
-   stderr, counted in bad_lines; the rest is imported), or LOG could not be written
+   named on stderr; for handoff-files, also an ID.json that says other than LOG),
+   lines of LOG are bad (how many and the first three named on stderr, counted in
+   bad_lines; the rest is imported), or LOG could not be written
 2  bad usage, or LOG cannot be read
 3  a conflict (an event the log refuses)"""
 
@@ -132,7 +133,14 @@ The old watcher's files in DIR, per handoff ID (seed 000):
                before the cloud session started, so it proves nothing came back
   ID.skip      skip, its first line the reason (legacy .skip marker when empty)
 A marker applies only to a handoff pending (or, for .skip, needs_human) in the log;
-one the log moved on is left and said. Importing again adds nothing."""
+one the log moved on is left and said. A .resumed whose needs_human the log holds
+(same handoff, dated with its mtime) is applied already, even after a person
+requeued the handoff: importing again adds nothing. A second ID.json of one
+handoffId (h01 (copy).json) is named and left out with its markers: the file named
+after the id is kept, else the first by name. A field of an ID.json the log holds
+already that says otherwise (account, deadline, importance, repo, branch, head,
+createdAt) is named with both values (exit 1): the log keeps its own, as no event
+changes a handoff once created."""
 
 CIRCUIT = """\
 The quota guard's circuit state file: one JSON object with open_until (an epoch in
@@ -218,7 +226,9 @@ def _run(args: argparse.Namespace, do: Any) -> int:
 def _lines(done: Any) -> tuple[list[str], list[str]]:
     """An import report's line for people, and its notes."""
     if isinstance(done, imports.ImportReport):
-        return [done.summary()], [*done.notes, *(f"left: {x}" for x in done.left)]
+        changed = done.changed if isinstance(done, imports.HandoffFilesReport) else []
+        return [done.summary()], [*(f"left: {x}" for x in done.left), *(f"changed: {x}" for x in changed),
+                                  *done.notes]
     if isinstance(done, imports.LaunchdReport):
         return [f"{len(done.registered)} job(s) registered, {done.unchanged} unchanged"
                 + (f", {len(done.problems)} problem(s)" if done.problems else "")], done.notes

@@ -40,7 +40,8 @@ from eventlog.logs import open_log
 from eventlog.reader import validate_object
 from eventlog.runners.common import BadLines, RunnerError, log_events, name_bad_lines, runner_lock
 from projections.controls import Control, fold_result, fold_stage
-from projections.handoffs import Handoffs
+from projections.handoffs import OPEN
+from projections.triage import handoff_cmd
 
 
 @dataclass(kw_only=True)
@@ -362,28 +363,48 @@ class HandoffFilesImport:
     assume_tz: tzinfo | None = None
 
 
-def import_handoff_files(opts: HandoffFilesImport) -> ImportReport:
+class HandoffFilesReport(ImportReport, kw_only=True):
+    """:class:`ImportReport`, and ``changed``: each field of an ``ID.json`` that says other than the log's
+    ``handoff_created`` (``FILE: field: the log has X, the file Y``). The log keeps its own: no event changes a
+    handoff's fields once created (a second ``handoff_created`` is rejected)."""
+
+    changed: list[str] = msgspec.field(default_factory=list)
+
+    @property
+    def status(self) -> int:
+        """1 when an input could not be read or used, a file says other than the log, or the log has bad lines."""
+        return 1 if self.problems or self.changed else 0
+
+    def summary(self) -> str:
+        """One line for people."""
+        changed = f", {len(self.changed)} field(s) differing from the log (kept as the log has them)" \
+            if self.changed else ""
+        return super().summary() + changed
+
+
+def import_handoff_files(opts: HandoffFilesImport) -> HandoffFilesReport:
     """The legacy handoffs and markers the log does not hold yet (mapping: ``eventlog.handoff_importers``)."""
     legacy, problems, notes = _read_dir(opts.directory, "handoff file (ID.json, ID.resumed, ID.skip)",
                                         lambda d: handoff_importers.read_handoff_dir(d, opts.account, opts.assume_tz))
     bad: list[dict[str, Any]] = []
     with runner_lock(opts.log, "import", wait=True):
-        plan = handoff_importers.handoff_events(legacy, _handoffs(log_events(opts.log, bad=bad)))
+        plan = handoff_importers.handoff_events(legacy, handoff_importers.handoffs_known(log_events(opts.log, bad=bad)))
         _append(opts.log, plan.new)
-    report = ImportReport(imported=len(plan.new), already=plan.already, left=plan.superseded,
-                          problems=problems + plan.problems, events=plan.new, notes=notes)
+    report = HandoffFilesReport(imported=len(plan.new), already=plan.already, left=plan.superseded,
+                                problems=problems + plan.problems, events=plan.new, changed=plan.changed,
+                                notes=notes + [_keeps(opts.log, *h) for h in plan.changed_handoffs])
     name_bad_lines(report, opts.log, bad)
     return report
 
 
-def _handoffs(events: Iterable[tuple[Event, datetime]]) -> Handoffs:
-    """The handoffs projection of a log's decoded ``events``."""
-    h = Handoffs()
-    for line, (ev, at) in enumerate(events, 1):
-        handler = h.handlers.get(type(ev))
-        if handler is not None:
-            handler(h, ev, line, at)
-    return h
+def _keeps(log: str, hid: str, file: str, state: str) -> str:
+    """What a person does about a handoff whose ``ID.json`` says other than the log: no command changes its fields."""
+    if state not in OPEN:
+        return (f"{hid} is {state}: its fields order no claim any more; put the log's values back in {file} to "
+                "silence this")
+    return (f"{hid}: the log keeps its values (no event changes a handoff's fields once created): to take the "
+            f"file's, {handoff_cmd(log, 'skip', hid, '<why it is handed off anew>')} and hand the work off again "
+            f"under a new handoffId; else put the log's values back in {file}")
 
 
 @dataclass(kw_only=True)
@@ -425,7 +446,8 @@ def import_circuit(opts: CircuitImport) -> ImportReport:
 
 
 __all__ = [
-    "CircuitImport", "FilesImport", "HandoffFilesImport", "ImportReport", "LaunchdImport", "LaunchdReport",
-    "LedgerImport", "QuotaLogImport", "QuotaLogReport", "WorkerLogImport", "WorkerLogReport", "import_circuit",
-    "import_handoff_files", "import_launchd", "import_ledger", "import_quota_log", "import_worker_log",
+    "CircuitImport", "FilesImport", "HandoffFilesImport", "HandoffFilesReport", "ImportReport", "LaunchdImport",
+    "LaunchdReport", "LedgerImport", "QuotaLogImport", "QuotaLogReport", "WorkerLogImport", "WorkerLogReport",
+    "import_circuit", "import_handoff_files", "import_launchd", "import_ledger", "import_quota_log",
+    "import_worker_log",
 ]
