@@ -174,8 +174,6 @@ def run_serve(args: argparse.Namespace) -> int:
     except (UsageError, keyfile.KeyError_) as err:
         error(str(err))
         return 2
-    if not logs.is_url(args.log):  # the commands it prints are pasted wherever the console is read
-        args.log = os.path.abspath(args.log)
     unusable = logs.unusable(args.log)
     if unusable is not None:
         error(f"{unusable}; not serving it")
@@ -195,7 +193,9 @@ def run_serve(args: argparse.Namespace) -> int:
     error(f"serving {args.log} on http://{shown}:{port}/ (console at /, API at /v1/)")
     sys.stderr.flush()
     try:
-        serve(args.log, args.keys, sock, assume_tz=tz, tick_s=args.tick, access_log=args.access_log)
+        # the commands it serves are pasted wherever the console is read: LOG in full
+        served = args.log if logs.is_url(args.log) else os.path.abspath(args.log)
+        serve(served, args.keys, sock, assume_tz=tz, tick_s=args.tick, access_log=args.access_log)
     except LogUnavailable as err:
         error(str(err))
         return 2
