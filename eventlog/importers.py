@@ -3,7 +3,10 @@
 - :func:`read_launchd` turns ``*.plist`` files into ``job_registered`` events:
   ``guarded`` when ``ProgramArguments`` holds the guard's name (the seed's
   ``is_guarded``), ``calendar`` from ``StartCalendarInterval`` (a dict or a
-  list of dicts), ``interval_s`` from ``StartInterval``.
+  list of dicts), ``interval_s`` from ``StartInterval``. What it cannot settle
+  is named and not registered: a schedule value ``int()`` cannot read, and
+  (:func:`registrations`) a ``Label`` that several plists hold; :func:`gone`
+  names the labels a log registers that no plist holds any more.
 - :func:`read_markers` turns ``CLAUDE_QUOTA_JOB_SKIPPED job=L reason=R
   remaining=Ns ts=EPOCH`` and ``CLAUDE_QUOTA_JOB_RAN job=L exit=N ts=EPOCH``
   lines into ``job_skipped`` and ``job_ran`` events, ``ts`` being the epoch
@@ -45,7 +48,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta, tzinfo
-from typing import Any, TextIO
+from typing import Any, NamedTuple, TextIO
 
 from eventlog.appender import refusal
 from eventlog.events import (
@@ -195,48 +198,43 @@ def is_guarded(plist: dict[str, Any], pattern: str = GUARD_PATTERN) -> bool:
     return isinstance(arguments, list) and any(pattern in str(value) for value in arguments)
 
 
-def _whole(value: Any) -> int | None:
-    """``int(value)`` as the seed converts it, or None when that fails or leaves a signed 64-bit integer."""
+def _whole(value: Any, what: str) -> int:
+    """``int(value)`` as the seed converts it; ValueError naming ``what`` and the value when that fails or leaves a
+    signed 64-bit integer."""
     try:
         whole = int(value)
     except (TypeError, ValueError, OverflowError):
-        return None
-    return whole if INT64_MIN <= whole <= INT64_MAX else None
+        raise ValueError(f"{what} {value!r} is not an integer") from None
+    if not INT64_MIN <= whole <= INT64_MAX:
+        raise ValueError(f"{what} {value!r} is no 64-bit integer")
+    return whole
 
 
-def calendar_entry(raw: Any) -> dict[str, int]:
-    """One ``StartCalendarInterval`` entry as the log writes it.
+def calendar_entry(raw: Any, what: str = "StartCalendarInterval") -> dict[str, int]:
+    """One ``StartCalendarInterval`` entry (``what`` names it) as the log writes it: launchd's five keys.
 
-    Only launchd's five keys are kept. A value ``int()`` cannot read drops the
-    key; a dropped or missing ``Hour`` (and an entry that is not a dict, kept
-    as ``{}``) makes the job never a candidate, as ``calendar_slot_passed``
-    returns False for it.
+    ValueError naming the key and its value when an entry is no dictionary or a value is one ``int()``
+    cannot read: the seed's ``calendar_slot_passed`` never makes such a job a candidate, but written
+    without the value (``{}``, or without its ``Minute``) the entry would say another schedule.
     """
     if not isinstance(raw, dict):
-        return {}
-    out: dict[str, int] = {}
-    for key in CALENDAR_KEYS:
-        if key in raw:
-            value = _whole(raw[key])
-            if value is not None:
-                out[key] = value
-    return out
+        raise ValueError(f"{what} {raw!r} is not a dictionary")
+    return {key: _whole(raw[key], f"{what}: {key}") for key in CALENDAR_KEYS if key in raw}
 
 
 def registration(plist: dict[str, Any], label: str, pattern: str = GUARD_PATTERN) -> dict[str, Any]:
-    """The ``job_registered`` event of one plist."""
+    """The ``job_registered`` event of one plist; ValueError naming a schedule value it cannot hold."""
     raw = plist.get("StartCalendarInterval")
     calendar: list[dict[str, int]] | None
     if isinstance(raw, dict):
         calendar = [calendar_entry(raw)]
     elif isinstance(raw, list):
-        calendar = [calendar_entry(entry) for entry in raw]
-    else:
+        calendar = [calendar_entry(entry, f"StartCalendarInterval entry {n}") for n, entry in enumerate(raw, 1)]
+    elif raw is None:
         calendar = None
-    interval_s: int | None = None
-    if "StartInterval" in plist:
-        # Any StartInterval makes the job never a candidate (the seed); 0 stands in for an unreadable one.
-        interval_s = _whole(plist["StartInterval"]) or 0
+    else:
+        raise ValueError(f"StartCalendarInterval {raw!r} is neither a dictionary nor an array")
+    interval_s = None if "StartInterval" not in plist else _whole(plist["StartInterval"], "StartInterval")
     return {
         "type": "job_registered",
         "label": label,
@@ -246,13 +244,22 @@ def registration(plist: dict[str, Any], label: str, pattern: str = GUARD_PATTERN
     }
 
 
-def read_launchd(directory: str, pattern: str = GUARD_PATTERN) -> tuple[list[dict[str, Any]], list[str]]:
-    """``job_registered`` events of every ``*.plist`` in ``directory`` (sorted by file name), and problems.
+class Plist(NamedTuple):
+    """A plist with a ``Label``: its path, and its ``job_registered`` (None: it could not become one, named)."""
 
-    A plist that cannot be read, has no string ``Label``, or whose event the appender would refuse (a
-    label of 2 MiB) is a problem and is left out.
+    label: str
+    path: str
+    event: dict[str, Any] | None
+
+
+def read_launchd(directory: str, pattern: str = GUARD_PATTERN) -> tuple[list[Plist], list[str]]:
+    """Every ``*.plist`` of ``directory`` that has a ``Label`` (sorted by file name), and problems.
+
+    A plist that cannot be read or has no string ``Label`` is a problem and is left out; one whose schedule
+    holds a value the log cannot (:func:`registration`) or whose event the appender would refuse (a label of
+    2 MiB) is a problem too, kept with no event (its label is there: its job is not gone).
     """
-    events: list[dict[str, Any]] = []
+    found: list[Plist] = []
     problems: list[str] = []
     for name in sorted(os.listdir(directory)):
         if not name.endswith(".plist"):
@@ -271,10 +278,35 @@ def read_launchd(directory: str, pattern: str = GUARD_PATTERN) -> tuple[list[dic
         if not isinstance(label, str) or not label:
             problems.append(f"{path}: no Label")
             continue
-        ev = registration(plist, label, pattern)
-        if appendable(path, problems, ev):
-            events.append(ev)
+        try:
+            ev: dict[str, Any] | None = registration(plist, label, pattern)
+        except ValueError as err:
+            problems.append(f"{path}: {err}: {label} is not registered")
+            ev = None
+        found.append(Plist(label, path, ev if ev is not None and appendable(path, problems, ev) else None))
+    return found, problems
+
+
+def registrations(plists: Iterable[Plist]) -> tuple[list[dict[str, Any]], list[str]]:
+    """The ``job_registered`` of each label one plist names, and a problem for each label several name.
+
+    Such a label registers none of its plists: launchd loads one of them (which one, a directory listing
+    cannot tell), and registering each in turn would flip the label's calendar on every import.
+    """
+    paths: dict[str, list[str]] = {}
+    for p in plists:
+        paths.setdefault(p.label, []).append(p.path)
+    events = [p.event for p in plists if p.event is not None and len(paths[p.label]) == 1]
+    problems = [f"{', '.join(files)}: {len(files)} plists with the Label {label}: none is registered (launchd "
+                "loads only one of them; the log keeps its earlier registration, if any): remove all but one, or "
+                "give each its own Label"
+                for label, files in paths.items() if len(files) > 1]
     return events, problems
+
+
+def gone(plists: Iterable[Plist], log: Known) -> list[str]:
+    """The labels ``log`` registers that no plist names (sorted): their plists were removed, or are elsewhere."""
+    return sorted(set(log.registrations) - {p.label for p in plists})
 
 
 # --- the guard's markers ---------------------------------------------------------------

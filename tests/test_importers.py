@@ -56,8 +56,10 @@ def agents(directory: Path) -> Path:
 
 
 def test_read_launchd(tmp_path: Path) -> None:
-    events, problems = importers.read_launchd(str(agents(tmp_path / "LaunchAgents")))
+    plists, problems = importers.read_launchd(str(agents(tmp_path / "LaunchAgents")))
     assert problems == []
+    events, unsettled = importers.registrations(plists)
+    assert unsettled == []
     assert events == [
         {"type": "job_registered", "label": "com.lily.daily-brief", "guarded": True,
          "calendar": [{"Hour": 8, "Minute": 0}, {"Hour": 10, "Minute": 30}], "interval_s": None},
@@ -74,17 +76,23 @@ def test_guard_pattern_and_odd_plists(tmp_path: Path) -> None:
     d = tmp_path / "agents"
     d.mkdir()
     plist(d, "a.plist", {"Label": "a", "ProgramArguments": ["/opt/my-guard", "x"],
-                         "StartCalendarInterval": ["9am", {"Hour": "9", "Minute": "half"}]})
+                         "StartCalendarInterval": [{"Hour": "9", "Minute": 30.0}]})
     plist(d, "b.plist", {"ProgramArguments": ["x"]})
     (d / "c.plist").write_bytes(b"garbage")
-    events, problems = importers.read_launchd(str(d), "my-guard")
-    # a non-dict entry stays as {} and an unreadable Minute is dropped: the job is kept, as the seed
-    # would read it (an entry without Hour: never a candidate).
-    assert events == [{"type": "job_registered", "label": "a", "guarded": True,
-                       "calendar": [{}, {"Hour": 9}], "interval_s": None}]
-    assert len(problems) == 2
+    plist(d, "d.plist", {"Label": "d", "StartCalendarInterval": ["9am", {"Hour": "9", "Minute": "half"}]})
+    plists, problems = importers.read_launchd(str(d), "my-guard")
+    # what int() reads is read as the seed reads it; a value it cannot read, or an entry that is no
+    # dictionary, is named and its job left unregistered (written as {} it would say "every minute")
+    assert plists == [
+        importers.Plist("a", str(d / "a.plist"), {"type": "job_registered", "label": "a", "guarded": True,
+                                                  "calendar": [{"Hour": 9, "Minute": 30}], "interval_s": None}),
+        importers.Plist("d", str(d / "d.plist"), None),
+    ]
+    assert len(problems) == 3
     assert "b.plist: no Label" in problems[0]
     assert "c.plist" in problems[1]
+    assert problems[2] == (f"{d / 'd.plist'}: StartCalendarInterval entry 1 '9am' is not a dictionary: "
+                           "d is not registered")
 
 
 def test_import_launchd_twice_adds_nothing(tmp_path: Path) -> None:

@@ -98,9 +98,15 @@ def test_a_launchd_hour_of_3000000000_is_no_time_of_day_and_crashes_nothing(tmp_
         "</dict></plist>\n")
     log = tmp_path / "jobs.jsonl"
     out = run_cli("import", "launchd", str(log), str(agents))
+    assert out.returncode == 1  # 2**70 is no 64-bit integer: named, and the job is not registered
+    assert f"StartCalendarInterval entry 2: Hour {2**70} is no 64-bit integer" in out.stderr
+    assert not log.exists()
+    (agents / "job.plist").write_text((agents / "job.plist").read_text().replace(
+        f"<dict><key>Hour</key><integer>{2**70}</integer></dict>", ""))
+    out = run_cli("import", "launchd", str(log), str(agents))
     assert out.returncode == 0, out.stderr
     registered = json.loads(log.read_text().splitlines()[0])
-    assert registered["calendar"] == [{"Hour": 3000000000}, {}]  # 2**70 is no 64-bit integer: dropped, as unreadable
+    assert registered["calendar"] == [{"Hour": 3000000000}]
     append(log, {"type": "job_skipped", "ts": "2026-08-03T09:00:00+09:00", "label": "job", "reason": "quota",
                  "remaining_s": 60})
     dump = json.loads(run_cli("replay", str(log), *AT).stdout)

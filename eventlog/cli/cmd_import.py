@@ -37,7 +37,8 @@ input again adds nothing.
                                            circuit state file"""
 
 EXITS = """\
-0  done (a DIR with nothing to import at all is said on stderr)
+0  done (a DIR with nothing to import at all, and a job LOG registers whose plist
+   is gone, are said on stderr)
 1  some input could not be read or turned into an event (the rest is imported, each
    named on stderr; for handoff-files, also an ID.json that says other than LOG),
    lines of LOG are bad (how many and the first three named on stderr, counted in
@@ -62,7 +63,11 @@ def register(sub: Any) -> None:
     ld = command_parser(isub, "launchd", help="job_registered from the *.plist files of DIR", exits=EXITS,
                         description="One job_registered per *.plist of DIR, unless the label's current\n"
                         "registration in LOG is the same: guarded when ProgramArguments holds the\n"
-                        "guard's name, calendar from StartCalendarInterval, interval_s from StartInterval.")
+                        "guard's name, calendar from StartCalendarInterval, interval_s from StartInterval.\n"
+                        "Named on stderr and not registered (exit 1): a schedule value int() cannot read\n"
+                        "(\"Hour\": \"nine\"), an entry that is no dictionary, and a Label several plists\n"
+                        "hold (none of them: launchd loads one). A job LOG registers that no plist holds\n"
+                        "any more is said (\"gone\"; nothing is written: no event retires a job).")
     add_log(ld, "the log to append to (created if absent)")
     ld.add_argument("directory", metavar="DIR", help="e.g. ~/Library/LaunchAgents")
     ld.add_argument("--guard-pattern", default=importers.GUARD_PATTERN, metavar="TEXT",
@@ -231,6 +236,7 @@ def _lines(done: Any) -> tuple[list[str], list[str]]:
                                   *done.notes]
     if isinstance(done, imports.LaunchdReport):
         return [f"{len(done.registered)} job(s) registered, {done.unchanged} unchanged"
+                + (f", {len(done.gone)} registered with no plist" if done.gone else "")
                 + (f", {len(done.problems)} problem(s)" if done.problems else "")], done.notes
     if isinstance(done, imports.WorkerLogReport):
         return [f"{done.imported} event(s) imported, {done.already} already in the log, "

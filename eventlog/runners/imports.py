@@ -54,34 +54,49 @@ class LaunchdImport:
 
 
 class LaunchdReport(msgspec.Struct, kw_only=True):
-    """Labels registered (new or changed), how many were unchanged, and plists that could not be read.
+    """Labels registered (new or changed), how many were unchanged, plists that could not be read or settled,
+    and the labels the log registers that no plist holds (``gone``).
 
-    ``notes``: what a person should know besides (a directory with no plist at all), said on stderr.
+    ``notes``: what a person should know besides (a directory with no plist at all, each label gone), said on
+    stderr.
     """
 
     registered: list[str]
     unchanged: int
     problems: list[str]
     notes: list[str] = msgspec.field(default_factory=list)
+    #: Labels the log registers that no plist of the directory holds (sorted); said in ``notes``.
+    gone: list[str] = msgspec.field(default_factory=list)
     #: The log's bad lines (said in ``problems`` too).
     bad_lines: BadLines = msgspec.field(default_factory=BadLines)
 
     @property
     def status(self) -> int:
-        """1 when a plist could not be read or the log has bad lines, else 0."""
+        """1 when a plist could not be read or registered or the log has bad lines, else 0 (a label gone too)."""
         return 1 if self.problems else 0
 
 
 def import_launchd(opts: LaunchdImport) -> LaunchdReport:
-    """One ``job_registered`` per plist, unless the label's current registration is the same."""
-    events, problems, notes = _read_dir(opts.directory, "*.plist file",
+    """One ``job_registered`` per label one plist holds, unless the label's current registration is the same.
+
+    A label several plists hold is a problem and none of them is registered; a label the log registers that no
+    plist holds is named (``gone``): nothing is written for it, as no event retires a job.
+    """
+    plists, problems, notes = _read_dir(opts.directory, "*.plist file",
                                         lambda d: importers.read_launchd(d, opts.guard_pattern))
+    events, unsettled = importers.registrations(plists)
     bad: list[dict[str, Any]] = []
     with runner_lock(opts.log, "import", wait=True):
-        new = importers.new_registrations(events, importers.known(log_events(opts.log, bad=bad)))
+        log = importers.known(log_events(opts.log, bad=bad))
+        gone = importers.gone(plists, log)
+        new = importers.new_registrations(events, log)
         _append(opts.log, new)
-    report = LaunchdReport(registered=[ev["label"] for ev in new], unchanged=len(events) - len(new), problems=problems,
-                           notes=notes)
+    notes += [f"{label}: registered in {opts.log}, but no plist in {opts.directory} holds this Label (its plist "
+              "removed?). No event retires a job: catch-up still judges it by that registration (it can kick it on "
+              "a day its latest marker is a skip). Put the plist back if the job should run; if it is retired, "
+              f"`eventlog catchup {opts.log} --dry-run` says whether it is a candidate today" for label in gone]
+    report = LaunchdReport(registered=[ev["label"] for ev in new], unchanged=len(events) - len(new),
+                           problems=problems + unsettled, notes=notes, gone=gone)
     name_bad_lines(report, opts.log, bad)
     return report
 

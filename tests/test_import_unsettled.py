@@ -1,0 +1,122 @@
+"""What ``eventlog import`` cannot settle is named, never written as a guess (a user's review of
+``import launchd`` and ``import ledger``, seeds 002 and 000).
+
+- a ``Label`` in two plists: neither registered, both files named, exit 1, and a rerun adds nothing;
+- a job the log registers whose plist is gone: named (no event retires a job), nothing written;
+- a calendar value ``int()`` cannot read: the plist, the key and the value named, the job not registered;
+"""
+
+from __future__ import annotations
+
+import json
+import plistlib
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import run_cli
+
+GUARD = ["/usr/bin/python3", "/Users/lily/bin/claude-quota-guard.py", "--job"]
+
+
+def plist(directory: Path, name: str, label: str, **keys: Any) -> Path:
+    directory.mkdir(exist_ok=True)
+    path = directory / name
+    with open(path, "wb") as f:
+        plistlib.dump({"Label": label, "ProgramArguments": [*GUARD, label], **keys}, f)
+    return path
+
+
+def lines(log: Path) -> list[dict[str, Any]]:
+    return [json.loads(x) for x in log.read_text(encoding="utf-8").splitlines()] if log.exists() else []
+
+
+def launchd(log: Path, d: Path, *more: str) -> Any:
+    return run_cli("import", "launchd", str(log), str(d), *more)
+
+
+# --- launchd: one Label, two plists -----------------------------------------------------------------------
+
+
+def test_a_label_in_two_plists_is_named_registers_neither_and_a_rerun_adds_nothing(tmp_path: Path) -> None:
+    d = tmp_path / "LaunchAgents"
+    first = plist(d, "com.lily.dup.plist", "com.lily.dup", StartCalendarInterval={"Hour": 7})
+    copy = plist(d, "com.lily.dup-copy.plist", "com.lily.dup", StartCalendarInterval={"Hour": 19})
+    plist(d, "com.lily.ok.plist", "com.lily.ok", StartCalendarInterval={"Hour": 9})
+    log = tmp_path / "jobs.jsonl"
+    for _ in range(3):
+        out = launchd(log, d)
+        assert out.returncode == 1, out.stderr  # an input that could not be turned into an event
+        said = [x for x in out.stderr.splitlines() if "com.lily.dup" in x]
+        assert len(said) == 1 and str(first) in said[0] and str(copy) in said[0], out.stderr
+        assert [e["label"] for e in lines(log)] == ["com.lily.ok"]  # neither calendar is guessed
+    report = json.loads(launchd(log, d, "--json").stdout)
+    assert report["registered"] == [] and report["unchanged"] == 1
+    assert any(str(first) in p and str(copy) in p for p in report["problems"])
+
+
+def test_a_label_registered_before_its_plist_was_copied_keeps_its_registration(tmp_path: Path) -> None:
+    d = tmp_path / "LaunchAgents"
+    plist(d, "com.lily.dup.plist", "com.lily.dup", StartCalendarInterval={"Hour": 7})
+    log = tmp_path / "jobs.jsonl"
+    assert launchd(log, d).returncode == 0
+    plist(d, "com.lily.dup-copy.plist", "com.lily.dup", StartCalendarInterval={"Hour": 19})
+    for _ in range(2):
+        out = launchd(log, d)
+        assert out.returncode == 1 and "com.lily.dup-copy.plist" in out.stderr
+        assert [e["calendar"] for e in lines(log)] == [[{"Hour": 7}]]  # no flip to 19:00 and back
+
+
+# --- launchd: a plist removed ------------------------------------------------------------------------------
+
+
+def test_a_job_whose_plist_is_gone_is_named_and_nothing_is_written(tmp_path: Path) -> None:
+    d = tmp_path / "LaunchAgents"
+    gone = plist(d, "com.lily.gone.plist", "com.lily.gone", StartCalendarInterval={"Hour": 9})
+    plist(d, "com.lily.ok.plist", "com.lily.ok", StartCalendarInterval={"Hour": 9})
+    log = tmp_path / "jobs.jsonl"
+    assert launchd(log, d).returncode == 0
+    before = log.read_bytes()
+    gone.unlink()
+    out = launchd(log, d)
+    assert out.returncode == 0, out.stderr  # nothing failed: the log cannot record it (no event retires a job)
+    said = [x for x in out.stderr.splitlines() if "com.lily.gone" in x]
+    assert len(said) == 1 and "no plist" in said[0] and "catchup" in said[0], out.stderr
+    assert "com.lily.ok" not in out.stderr
+    assert json.loads(launchd(log, d, "--json").stdout)["gone"] == ["com.lily.gone"]
+    assert log.read_bytes() == before
+
+
+# --- launchd: a calendar value that cannot be read -----------------------------------------------------------
+
+
+@pytest.mark.parametrize(("keys", "named"), [
+    ({"StartCalendarInterval": {"Hour": "nine"}}, ["Hour", "'nine'"]),
+    ({"StartCalendarInterval": [{"Hour": 9}, {"Hour": 18, "Minute": "half"}]}, ["entry 2", "Minute", "'half'"]),
+    ({"StartCalendarInterval": ["9am"]}, ["entry 1", "'9am'", "not a dictionary"]),
+    ({"StartCalendarInterval": "9am"}, ["StartCalendarInterval", "'9am'"]),
+    ({"StartInterval": "often"}, ["StartInterval", "'often'"]),
+])
+def test_a_calendar_value_that_cannot_be_read_is_named_and_the_job_not_registered(
+        tmp_path: Path, keys: dict[str, Any], named: list[str]) -> None:
+    d = tmp_path / "LaunchAgents"
+    bad = plist(d, "com.lily.bad.plist", "com.lily.bad", **keys)
+    plist(d, "com.lily.ok.plist", "com.lily.ok", StartCalendarInterval={"Hour": 9})
+    log = tmp_path / "jobs.jsonl"
+    out = launchd(log, d)
+    assert out.returncode == 1
+    said = [x for x in out.stderr.splitlines() if str(bad) in x]
+    assert len(said) == 1 and all(word in said[0] for word in named), out.stderr
+    assert [e["label"] for e in lines(log)] == ["com.lily.ok"]  # not registered with a calendar it does not have
+    assert "no plist" not in out.stderr  # its plist is there
+
+
+def test_a_plist_broken_after_its_registration_leaves_the_registration_and_says_so(tmp_path: Path) -> None:
+    d = tmp_path / "LaunchAgents"
+    plist(d, "com.lily.job.plist", "com.lily.job", StartCalendarInterval={"Hour": 9})
+    log = tmp_path / "jobs.jsonl"
+    assert launchd(log, d).returncode == 0
+    plist(d, "com.lily.job.plist", "com.lily.job", StartCalendarInterval={"Hour": "nine"})
+    out = launchd(log, d)
+    assert out.returncode == 1 and "'nine'" in out.stderr
+    assert [e["calendar"] for e in lines(log)] == [[{"Hour": 9}]]
