@@ -242,7 +242,11 @@ def record_events(hid: str, obj: dict[str, Any], created_default: str, account: 
     out = [ev]
     started = _get(obj, "localStartedAt", "local_started_at")
     error = _get(obj, "localStartError", "local_start_error")
-    if started is not None or _get(obj, "localStarted", "local_started") is True:
+    flag = _get(obj, "localStarted", "local_started")
+    if flag is not None and not isinstance(flag, bool):  # "true" in quotes: never read as either
+        name = "localStarted" if "localStarted" in obj else "local_started"
+        raise ValueError(f"{name} {flag!r} is not true or false")
+    if started is not None or flag is True:
         out.append({"type": "local_started", "ts": created if started is None else time_text(started, tz),
                     "handoff_id": hid})
     elif error is not None:

@@ -4,6 +4,7 @@
 - a ``Label`` in two plists: neither registered, both files named, exit 1, and a rerun adds nothing;
 - a job the log registers whose plist is gone: named (no event retires a job), nothing written;
 - a calendar value ``int()`` cannot read: the plist, the key and the value named, the job not registered;
+- ``localStarted`` that is not a boolean in a handoff file: the file, the field and the value named;
 """
 
 from __future__ import annotations
@@ -120,3 +121,19 @@ def test_a_plist_broken_after_its_registration_leaves_the_registration_and_says_
     out = launchd(log, d)
     assert out.returncode == 1 and "'nine'" in out.stderr
     assert [e["calendar"] for e in lines(log)] == [[{"Hour": 9}]]
+
+
+# --- handoff-files: localStarted ---------------------------------------------------------------------------
+
+
+def test_local_started_that_is_not_a_boolean_is_named(tmp_path: Path) -> None:
+    d = tmp_path / "handoffs"
+    d.mkdir()
+    record = d / "h1.json"
+    record.write_text(json.dumps({"handoffId": "h1", "account": "a", "createdAt": "2026-08-03T01:20:00+09:00",
+                                  "localStarted": "true"}))
+    log = tmp_path / "work.jsonl"
+    out = run_cli("import", "handoff-files", str(log), str(d))
+    assert out.returncode == 1, out.stderr
+    said = [x for x in out.stderr.splitlines() if str(record) in x]
+    assert len(said) == 1 and "localStarted" in said[0] and "'true'" in said[0], out.stderr

@@ -132,7 +132,8 @@ HANDOFF_FILES = """\
 The old watcher's files in DIR, per handoff ID (seed 000):
   ID.json      handoff_created (handoffId, account, createdAt or the mtime, deadline,
                importance, repo, branch, head), and local_started when it says the
-               local session started (localStartedAt, or localStarted: true), or
+               local session started (localStartedAt, or localStarted: true; a
+               localStarted that is not true or false is named), or
                local_start_failed with its localStartError
   ID.resumed   needs_human, reason legacy_resumed_unverified: the marker was placed
                before the cloud session started, so it proves nothing came back
