@@ -5,6 +5,7 @@
 - a job the log registers whose plist is gone: named (no event retires a job), nothing written;
 - a calendar value ``int()`` cannot read: the plist, the key and the value named, the job not registered;
 - ``localStarted`` that is not a boolean in a handoff file: the file, the field and the value named;
+- a ledger file with no entry: said;
 """
 
 from __future__ import annotations
@@ -137,3 +138,18 @@ def test_local_started_that_is_not_a_boolean_is_named(tmp_path: Path) -> None:
     assert out.returncode == 1, out.stderr
     said = [x for x in out.stderr.splitlines() if str(record) in x]
     assert len(said) == 1 and "localStarted" in said[0] and "'true'" in said[0], out.stderr
+
+
+# --- ledger: a file with no entry ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("text", ["", "\n  \n"])
+def test_an_empty_ledger_is_said(tmp_path: Path, text: str) -> None:
+    ledger = tmp_path / "account-ledger.json"
+    ledger.write_text(text)
+    log = tmp_path / "work.jsonl"
+    out = run_cli("import", "ledger", str(log), str(ledger))
+    assert out.returncode == 0  # nothing could not be read: a ledger with no limit yet (the help's exit codes)
+    assert f"{ledger}: empty" in out.stderr, out.stderr
+    assert json.loads(run_cli("import", "ledger", str(log), str(ledger), "--json").stdout)["notes"] == [
+        out.stderr.strip().removeprefix("eventlog: ")]

@@ -37,8 +37,8 @@ input again adds nothing.
                                            circuit state file"""
 
 EXITS = """\
-0  done (a DIR with nothing to import at all, and a job LOG registers whose plist
-   is gone, are said on stderr)
+0  done (a DIR with nothing to import at all, a ledger FILE with no entry, and a job
+   LOG registers whose plist is gone are said on stderr)
 1  some input could not be read or turned into an event (the rest is imported, each
    named on stderr; for handoff-files, also an ID.json that says other than LOG),
    lines of LOG are bad (how many and the first three named on stderr, counted in
@@ -126,7 +126,7 @@ order. An entry the log holds already is not appended again, nor one older than
 its account's latest limit in the log; an entry that cannot be read or become an
 event (a line that is not JSON, not UTF-8 or nested deeper than 64 levels; one too
 long to write) is named on stderr (FILE:LINE, or FILE: entry N) and the rest
-imported."""
+imported. A FILE with no entry (empty) is said on stderr; it is no error."""
 
 HANDOFF_FILES = """\
 The old watcher's files in DIR, per handoff ID (seed 000):

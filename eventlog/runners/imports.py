@@ -339,7 +339,10 @@ class ImportReport(msgspec.Struct, kw_only=True):
 
 
 def import_ledger(opts: LedgerImport) -> ImportReport:
-    """One ``limit_recorded`` per ledger entry the log does not hold, unless older than its account's latest."""
+    """One ``limit_recorded`` per ledger entry the log does not hold, unless older than its account's latest.
+
+    A file with no entry (empty, blank lines, ``[]``) is said in ``notes``: no error, nothing imported from it.
+    """
     report = ImportReport()
     events: list[dict[str, Any]] = []
     for path in opts.files:
@@ -349,6 +352,8 @@ def import_ledger(opts: LedgerImport) -> ImportReport:
         except (OSError, ValueError) as err:
             report.problems.append(f"cannot read {path}: {getattr(err, 'strerror', None) or err}")
             continue
+        if not entries:  # nothing failed (a handler with no limit yet), but a wrong or truncated file is noticed
+            report.notes.append(f"{path}: empty (no ledger entry): nothing to import from it (is it the right file?)")
         for where, entry in entries:
             try:
                 ev = handoff_importers.limit_event(entry, opts.assume_tz)
