@@ -6,6 +6,7 @@
 - a calendar value ``int()`` cannot read: the plist, the key and the value named, the job not registered;
 - ``localStarted`` that is not a boolean in a handoff file: the file, the field and the value named;
 - a ledger file with no entry: said;
+- LOG a directory: exit 2 ("LOG cannot be read") for every import.
 """
 
 from __future__ import annotations
@@ -153,3 +154,34 @@ def test_an_empty_ledger_is_said(tmp_path: Path, text: str) -> None:
     assert f"{ledger}: empty" in out.stderr, out.stderr
     assert json.loads(run_cli("import", "ledger", str(log), str(ledger), "--json").stdout)["notes"] == [
         out.stderr.strip().removeprefix("eventlog: ")]
+
+
+# --- every import: LOG a directory ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("source", ["launchd", "quota-log", "worker-log", "ledger", "handoff-files", "circuit"])
+def test_log_a_directory_is_exit_2_for_every_import(tmp_path: Path, source: str) -> None:
+    agents = tmp_path / "agents"
+    plist(agents, "com.lily.ok.plist", "com.lily.ok", StartCalendarInterval={"Hour": 9})
+    handoffs = tmp_path / "handoffs"
+    handoffs.mkdir()
+    (handoffs / "h1.json").write_text('{"account": "a", "createdAt": "2026-08-03T01:20:00+09:00"}')
+    inputs = {
+        "launchd": agents,
+        "quota-log": tmp_path / "guard.err",
+        "worker-log": tmp_path / "worker.log",
+        "ledger": tmp_path / "ledger.json",
+        "handoff-files": handoffs,
+        "circuit": tmp_path / "state.json",
+    }
+    (tmp_path / "guard.err").write_text("CLAUDE_QUOTA_JOB_RAN job=a exit=0 ts=1787270405\n")
+    (tmp_path / "worker.log").write_text("{}\n")
+    (tmp_path / "ledger.json").write_text('{"account": "a", "limitedAt": "2026-08-03T01:20:00+09:00", '
+                                          '"resetAt": null, "source": "s", "confidence": "unknown"}')
+    (tmp_path / "state.json").write_text('{"open_until": "2026-08-03T05:00:00+09:00", "reason": "quota"}')
+    logdir = tmp_path / "logdir"
+    logdir.mkdir()
+    out = run_cli("import", source, str(logdir), str(inputs[source]))
+    assert out.returncode == 2, out.stderr
+    assert f"{logdir} is a directory, not a log file" in out.stderr
+    assert list(logdir.iterdir()) == []

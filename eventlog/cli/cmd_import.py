@@ -43,7 +43,7 @@ EXITS = """\
    named on stderr; for handoff-files, also an ID.json that says other than LOG),
    lines of LOG are bad (how many and the first three named on stderr, counted in
    bad_lines; the rest is imported), or LOG could not be written
-2  bad usage, or LOG cannot be read
+2  bad usage, or LOG cannot be read (a directory included)
 3  a conflict (an event the log refuses)"""
 
 

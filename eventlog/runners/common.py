@@ -228,6 +228,13 @@ def folder(replay: Replay) -> Runner:
     return runner
 
 
+def not_a_directory(target: str) -> None:
+    """RunnerError when a LOG argument names a directory: a log that cannot be read (bad usage, exit 2), said
+    before anything is read, locked or written."""
+    if os.path.isdir(target):
+        raise RunnerError(f"{target} is a directory, not a log file")
+
+
 def require_log(target: str, assume_tz: tzinfo | None = None) -> None:
     """RunnerError unless the log a LOG argument names is there (a file, or a stream that exists)."""
     try:
@@ -235,8 +242,7 @@ def require_log(target: str, assume_tz: tzinfo | None = None) -> None:
             there = log.exists()
     except LogUnavailable as err:
         raise RunnerError(str(err)) from err
-    if os.path.isdir(target):
-        raise RunnerError(f"{target} is a directory, not a log file")
+    not_a_directory(target)
     if not there:
         raise RunnerError(f"cannot read {target}: no such log")
 
@@ -303,6 +309,7 @@ def _wait_for_lock(fd: int, path: str) -> None:
 __all__ = [
     "BAD_LINES_SHOWN", "BadLines", "Named", "NamedBadLine", "PassBadLines", "RunnerError", "bad_lines",
     "bad_lines_said", "check_bounds", "folder",
-    "id_pattern", "log_events", "name_bad_lines", "named_problem", "naming", "refuses_appends", "require_log",
+    "id_pattern", "log_events", "name_bad_lines", "named_problem", "naming", "not_a_directory", "refuses_appends",
+    "require_log",
     "runner_lock",
 ]

@@ -38,7 +38,14 @@ from eventlog.events import (
 from eventlog.fold import FoldResult, Rejected
 from eventlog.logs import open_log
 from eventlog.reader import validate_object
-from eventlog.runners.common import BadLines, RunnerError, log_events, name_bad_lines, runner_lock
+from eventlog.runners.common import (
+    BadLines,
+    RunnerError,
+    log_events,
+    name_bad_lines,
+    not_a_directory,
+    runner_lock,
+)
 from projections.controls import Control, fold_result, fold_stage
 from projections.handoffs import OPEN
 from projections.triage import handoff_cmd
@@ -82,6 +89,7 @@ def import_launchd(opts: LaunchdImport) -> LaunchdReport:
     A label several plists hold is a problem and none of them is registered; a label the log registers that no
     plist holds is named (``gone``): nothing is written for it, as no event retires a job.
     """
+    not_a_directory(opts.log)
     plists, problems, notes = _read_dir(opts.directory, "*.plist file",
                                         lambda d: importers.read_launchd(d, opts.guard_pattern))
     events, unsettled = importers.registrations(plists)
@@ -155,6 +163,7 @@ class QuotaLogReport(msgspec.Struct, kw_only=True):
 
 def import_quota_log(opts: QuotaLogImport) -> QuotaLogReport:
     """The markers not in the log yet and not older than their job's latest, in time order."""
+    not_a_directory(opts.log)
     events: list[dict[str, Any]] = []
     problems: list[str] = []
     for path in opts.files:
@@ -224,6 +233,7 @@ def import_worker_log(opts: WorkerLogImport) -> WorkerLogReport:
     candidate the timeline's rules would reject (``projections.controls``) is
     skipped and named rather than refusing the whole import.
     """
+    not_a_directory(opts.log)
     found = worker_log.Read()
     problems: list[str] = []
     for path in opts.files:
@@ -343,6 +353,7 @@ def import_ledger(opts: LedgerImport) -> ImportReport:
 
     A file with no entry (empty, blank lines, ``[]``) is said in ``notes``: no error, nothing imported from it.
     """
+    not_a_directory(opts.log)
     report = ImportReport()
     events: list[dict[str, Any]] = []
     for path in opts.files:
@@ -404,6 +415,7 @@ class HandoffFilesReport(ImportReport, kw_only=True):
 
 def import_handoff_files(opts: HandoffFilesImport) -> HandoffFilesReport:
     """The legacy handoffs and markers the log does not hold yet (mapping: ``eventlog.handoff_importers``)."""
+    not_a_directory(opts.log)
     legacy, problems, notes = _read_dir(opts.directory, "handoff file (ID.json, ID.resumed, ID.skip)",
                                         lambda d: handoff_importers.read_handoff_dir(d, opts.account, opts.assume_tz))
     bad: list[dict[str, Any]] = []
@@ -439,6 +451,7 @@ class CircuitImport:
 
 def import_circuit(opts: CircuitImport) -> ImportReport:
     """``circuit_opened`` or ``circuit_closed`` when the state file says other than the log's latest circuit event."""
+    not_a_directory(opts.log)
     report = ImportReport()
     try:
         with open(opts.file, "rb") as f:

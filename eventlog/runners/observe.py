@@ -39,7 +39,14 @@ from eventlog.clock import NOW, At
 from eventlog.importers import appendable, instant, not_utf8, open_text
 from eventlog.logs import open_log
 from eventlog.observe import FINISHED, LaneKnown, compile_finished, finished_lines, lane_known, progress_state
-from eventlog.runners.common import BadLines, RunnerError, log_events, name_bad_lines, runner_lock
+from eventlog.runners.common import (
+    BadLines,
+    RunnerError,
+    log_events,
+    name_bad_lines,
+    not_a_directory,
+    runner_lock,
+)
 from eventlog.runners.process import run
 
 #: Bound on one ``git`` call.
@@ -72,8 +79,7 @@ class LaneObservation:
             raise RunnerError(f"PRODUCT {self.product!a}: {bad}")
         if not any((self.worker_log, self.repo, self.progress, self.stop_file)):
             raise RunnerError("nothing to observe: give --worker-log, --repo, --progress or --stop-file")
-        if os.path.isdir(self.log):
-            raise RunnerError(f"{self.log} is a directory, not a log file")
+        not_a_directory(self.log)
         try:
             return compile_finished(self.finished_regex)
         except ValueError as err:
