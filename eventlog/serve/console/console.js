@@ -42,6 +42,7 @@ function setConn(state, text) {
 }
 
 function askKey(message) {
+  setConn("idle", message ? "key refused" : "no key");
   $(MAIN).hidden = true;
   $("keybox").hidden = false;
   $("forget").hidden = true;
@@ -50,6 +51,18 @@ function askKey(message) {
   e.hidden = !message;
   setText("keyerror", message || "");
   $("key").focus();
+}
+
+// Why `k` cannot be a key, or null. A key (`eventlog keys add`: rlk_ and URL-safe base64) is visible ASCII; a
+// header cannot even carry a character past U+00FF (fetch throws before sending, as if the server were down),
+// and full-width IME input or a zero-width space pasted along are easy to miss.
+function keyProblem(k) {
+  const bad = /[^\x21-\x7e]/u.exec(k);
+  if (bad === null) return null;
+  const c = bad[0].codePointAt(0);
+  return "this is not a valid key: character " + ([...k.slice(0, bad.index)].length + 1) + " is U+"
+    + c.toString(16).toUpperCase().padStart(4, "0") + ", and a key is only ASCII letters, digits, - and _ "
+    + "(rlk_..., as eventlog keys add printed it)";
 }
 
 function authHeaders(extra) {
@@ -142,6 +155,12 @@ setInterval(() => {
 function live(url, on, onMissing) {
   let stopped = false;
   async function connect() {
+    const refused = keyProblem(key());
+    if (refused !== null) {
+      sessionStorage.removeItem(KEY);
+      stopped = true;
+      return askKey(refused);
+    }
     setConn("connecting", "connecting…");
     let response;
     try {
@@ -586,8 +605,11 @@ function start() {
 
 $("keybox").addEventListener("submit", (event) => {
   event.preventDefault();
-  sessionStorage.setItem(KEY, $("key").value.trim());
+  const typed = $("key").value.trim();
   $("key").value = "";
+  const refused = keyProblem(typed);
+  if (refused !== null) return askKey(refused);
+  sessionStorage.setItem(KEY, typed);
   start();
 });
 $("forget").addEventListener("click", () => {
