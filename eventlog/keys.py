@@ -3,14 +3,20 @@
 A key file is one JSON object ``{"keys": [{"name", "scopes", "sha256"}]}`` of
 mode 0600. :func:`add_key` makes a new random key, stores only its SHA-256
 (a key is 256 random bits, so a fast hash is enough: there is nothing to guess
-from it), its name and its scopes, and returns the key itself once.
+from it), its name and its scopes, and returns the key itself once. Whoever can
+write the file can put in a key of their own under any name and act as that name:
+:func:`access` names each way a user other than its owner could (the file's mode,
+its directory's), and :func:`serving` (the server's read), ``add`` and ``remove``
+refuse such a file.
 :func:`load` checks every entry of a file by the rule ``add`` follows
 (:func:`entry_problems`): one bad entry of a hand-edited file makes it unusable.
 :func:`list_keys` gives the names and scopes (never the hashes);
 :func:`remove_key` takes one out. Both writers replace the file atomically
 (readers, a running server included, see the old file or the new one), each
 holding the file's directory locked from reading to renaming (:func:`_editing`),
-so an add and a remove at once cannot bring back the key removed.
+so an add and a remove at once cannot bring back the key removed. They write the
+file a symlink names (a server reading it by either path sees the change), and
+refuse a file with more than one hard link (the others would keep the old keys).
 :meth:`Keys.find` hashes a presented key and compares it with every stored hash
 (``hmac.compare_digest``, no early exit), so timing tells nothing about them.
 """
@@ -18,17 +24,21 @@ so an add and a remove at once cannot bring back the key removed.
 from __future__ import annotations
 
 import fcntl
+import grp
 import hashlib
 import hmac
 import os
 import re
 import secrets
+import stat
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from typing import NamedTuple
 
 import msgspec
 
 from eventlog.snapshot import write_atomic
+from projections.triage import command, q
 
 #: What a key may be allowed to do (spec: Operator HTTP API).
 SCOPES = ("read", "events:append", "sessions:recover")
@@ -93,12 +103,118 @@ def load(path: str) -> Keys:
     hand-edited file) makes the whole file unusable, as a file that is no JSON does, each one named.
     """
     keys = _read(path)
-    problems = [f"entry {n} (name {k.name!r}): {why}" for n, k in enumerate(keys, 1)
-                for why in entry_problems(k, keys[:n - 1])]
-    if problems:
-        raise KeyError_(f"key file {path}: {'; '.join(problems)} (fix the file, or take the entry out with "
-                        "eventlog keys remove FILE NAME)")
+    bad = [(n, k, why) for n, k in enumerate(keys, 1) for why in entry_problems(k, keys[:n - 1])]
+    if bad:
+        problems = "; ".join(f"entry {n} (name {k.name!r}): {why}" for n, k, why in bad)
+        names = dict.fromkeys(k.name for _, k, _ in bad)
+        remove = "; ".join(command("eventlog keys remove", [path, name]) for name in names)
+        raise KeyError_(f"key file {path}: {problems} (fix the file, or take out every key of "
+                        f"{'that name' if len(names) == 1 else 'those names'}: {remove})")
     return Keys(keys)
+
+
+#: What a user who can change a key file could do, and what refuses it (:func:`access`).
+_FORGE = "any of them could put in a key of their own under any name and act as that name"
+_REFUSED = "serve, keys add and keys remove refuse it until"
+
+
+class Access(NamedTuple):
+    """Who besides its owner may change or read a key file (:func:`access`): one message each, saying the risk."""
+
+    #: Its group or other users can write the file, or replace it (its directory): they could put in a key
+    #: of their own under any name and act as it. ``serve``, ``add`` and ``remove`` refuse it.
+    writable: list[str]
+    #: Its group or other users can read it: the names, scopes and hashes (a hash does not give a key away).
+    readable: list[str]
+
+
+def access(path: str) -> Access:
+    """Who besides its owner may change or read the key file ``path``, each said with the ``chmod`` that ends it.
+
+    The file's mode (group or other write bits; read bits), and the directory holding it, and the one
+    holding the file a symlink names: a directory its group or other users can write (without the sticky
+    bit) lets them put another file in its place. A file that is not there is only judged by its directory.
+    """
+    writable, readable = [], []
+    try:
+        st = os.stat(path)
+    except OSError:
+        st = None
+    if st is not None and stat.S_ISREG(st.st_mode):
+        mode = stat.S_IMODE(st.st_mode)
+        who = _who(mode, stat.S_IWGRP, stat.S_IWOTH, st.st_gid)
+        if who is not None:
+            writable.append(f"key file {path} has mode {mode:04o}: {who} can write it, so {_FORGE}; {_REFUSED} "
+                            f"`chmod 600 {q(path)}` (then check its keys, `eventlog keys list {q(path)}`: anyone "
+                            "could have changed them)")
+        else:
+            who = _who(mode, stat.S_IRGRP, stat.S_IROTH, st.st_gid)
+            if who is not None:
+                readable.append(f"key file {path} has mode {mode:04o}: {who} can read it: the names and scopes "
+                                f"of the keys, and their hashes (which do not give a key away); `chmod 600 "
+                                f"{q(path)}` keeps them to its owner")
+    for directory in _directories(path):
+        try:
+            dst = os.stat(directory)
+        except OSError:
+            continue
+        mode = stat.S_IMODE(dst.st_mode)
+        who = None if mode & stat.S_ISVTX else _who(mode, stat.S_IWGRP, stat.S_IWOTH, dst.st_gid)
+        if who is not None:
+            writable.append(f"the directory {directory} of key file {path} has mode {mode:04o}: {who} can put "
+                            f"another file in its place, so {_FORGE}; {_REFUSED} `chmod go-w {q(directory)}`")
+    return Access(writable, readable)
+
+
+def _directories(path: str) -> list[str]:
+    """The directories whose users may replace the key file ``path``: its own and that of the file it links to."""
+    return list(dict.fromkeys([os.path.dirname(os.path.abspath(path)), os.path.dirname(os.path.realpath(path))]))
+
+
+def stamp(path: str) -> tuple[int, ...]:
+    """What changes when the key file ``path`` or who may change it (:func:`access`) changes: another file, size,
+    mtime, ctime (a ``chmod``), or another mode of a directory holding it. OSError when the file is not there."""
+    st = os.stat(path)
+    marks = [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_mode]
+    for directory in _directories(path):
+        try:
+            dst = os.stat(directory)
+            marks += [dst.st_ino, dst.st_mode]
+        except OSError:
+            marks += [-1, -1]
+    return tuple(marks)
+
+
+def _who(mode: int, group_bit: int, other_bit: int, gid: int) -> str | None:
+    """Who besides the owner ``mode`` lets do what ``group_bit`` and ``other_bit`` allow (None: nobody)."""
+    group, others = mode & group_bit, mode & other_bit
+    if group and others:
+        return "every user of this host"
+    try:
+        name = grp.getgrgid(gid).gr_name
+    except KeyError:
+        name = str(gid)
+    if group:
+        return f"every member of the group {name}"
+    if others:
+        return f"every user outside the group {name}"
+    return None
+
+
+def serving(path: str) -> tuple[Keys, list[str]]:
+    """The keys ``eventlog serve`` may use and what to warn about (:attr:`Access.readable`); KeyError_ naming
+    the reason when the file cannot be used: it cannot be read, an entry is bad (:func:`load`), or a user
+    other than its owner can change it (:attr:`Access.writable`, with the ``chmod`` to type)."""
+    seen = access(path)
+    if seen.writable:
+        raise KeyError_("; ".join(seen.writable))
+    return load(path), seen.readable
+
+
+def named(path: str) -> str:
+    """``path`` as messages name it: with the file it links to when it is a symlink."""
+    real = os.path.realpath(path)
+    return path if real == os.path.abspath(path) else f"{path} (a link to {real})"
 
 
 def entry_problems(key: Key, before: Sequence[Key] = ()) -> list[str]:
@@ -143,13 +259,13 @@ def add_key(path: str, name: str, scopes: Sequence[str]) -> str:
     """
     key = PREFIX + secrets.token_urlsafe(32)
     entry = Key(name=name, scopes=list(scopes), sha256=digest(key))
-    with _editing(path):
-        existing = load(path).keys if os.path.exists(path) else []
+    with _editing(path) as real:
+        existing = load(path).keys if os.path.exists(real) else []
         problems = entry_problems(entry, existing)
         if problems:
             raise KeyError_(f"key {name!r} for {path}: {'; '.join(problems)}")
         entry.scopes = sorted(set(scopes), key=SCOPES.index)
-        _save(path, [*existing, entry])
+        _save(path, real, [*existing, entry])
     return key
 
 
@@ -164,43 +280,56 @@ def remove_key(path: str, name: str) -> Listed:
     A server reading the file refuses the key from its next request on.
     KeyError_ when the file has no key of that name or cannot be used.
     """
-    with _editing(path):
+    with _editing(path) as real:
         existing = _read(path)  # an entry load() refuses can be taken out by its name
         kept = [k for k in existing if k.name != name]
         if len(kept) == len(existing):
             raise KeyError_(f"key file {path} has no key named {name!r}")
-        _save(path, kept)
+        _save(path, real, kept)
     gone = next(k for k in existing if k.name == name)
     return Listed(gone.name, list(gone.scopes))
 
 
 @contextmanager
-def _editing(path: str) -> Iterator[None]:
-    """Hold the directory of the key file locked (``flock``, waiting for another edit) while it is edited.
+def _editing(path: str) -> Iterator[str]:
+    """Hold the directory of the key file locked (``flock``, waiting for another edit) while it is edited; the
+    file to write: ``path`` with its symlinks resolved (a rewrite of the link itself would leave the file it
+    names, which a server may read, with the old keys).
 
     The file itself is replaced by a rename, so a lock on it would be on the old
-    file: its directory stays. KeyError_ when the directory cannot be opened.
+    file: its directory stays. KeyError_ when the directory cannot be opened, when
+    a user other than its owner can change the file (:func:`access`), or when the
+    file has other hard links (the rename would replace this one only).
     """
-    directory = os.path.dirname(os.path.abspath(path))
+    real = os.path.realpath(path)
     try:
-        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        fd = os.open(os.path.dirname(real), os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     except OSError as err:
-        raise KeyError_(f"cannot write key file {path}: {err.strerror or err}") from err
+        raise KeyError_(f"cannot write key file {named(path)}: {err.strerror or err}") from err
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
+        writable = access(path).writable
+        if writable:
+            raise KeyError_("; ".join(writable))
+        links = os.stat(real).st_nlink if os.path.exists(real) else 1
+        if links > 1:
+            raise KeyError_(f"key file {named(path)} has {links} hard links: a rewrite would replace this name "
+                            "only, and a server reading another would keep the old keys; keep only one "
+                            f"(`find / -xdev -samefile {q(real)}` lists them)")
+        yield real
     finally:
         os.close(fd)
 
 
-def _save(path: str, keys: list[Key]) -> None:
-    """Replace the file with ``keys`` (mode 0600); KeyError_ when it cannot be written."""
+def _save(path: str, real: str, keys: list[Key]) -> None:
+    """Replace the file ``real`` (``path`` resolved) with ``keys`` (mode 0600); KeyError_ when it cannot be written."""
     try:
-        write_atomic(path, msgspec.json.format(msgspec.json.encode(KeyFile(keys))) + b"\n", mode=0o600)
-        os.chmod(path, 0o600)  # an existing file keeps no wider mode than this
+        write_atomic(real, msgspec.json.format(msgspec.json.encode(KeyFile(keys))) + b"\n", mode=0o600)
+        os.chmod(real, 0o600)  # an existing file keeps no wider mode than this
     except OSError as err:
-        raise KeyError_(f"cannot write key file {path}: {err.strerror or err}") from err
+        raise KeyError_(f"cannot write key file {named(path)}: {err.strerror or err}") from err
 
 
-__all__ = ["PREFIX", "SCOPES", "Key", "KeyError_", "KeyFile", "Keys", "Listed", "add_key", "digest",
-           "entry_problems", "list_keys", "load", "remove_key"]
+__all__ = ["PREFIX", "SCOPES", "Access", "Key", "KeyError_", "KeyFile", "Keys", "Listed", "access", "add_key",
+           "digest", "entry_problems", "list_keys", "load", "named", "remove_key", "serving",
+           "stamp"]

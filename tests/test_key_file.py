@@ -94,7 +94,7 @@ def test_a_running_server_refuses_every_key_while_its_file_has_a_bad_entry(tmp_p
             answer = c.post("/v1/sessions/s-unk/recovery-decisions", headers={"Idempotency-Key": "k1"},
                             json={"decision": "close", "expected_revision": 1, "reason": "x"})
             assert answer.status_code == 503, answer.text
-            assert answer.json()["code"] == "LOG_UNAVAILABLE" and BAD[0][1] in answer.json()["message"]
+            assert answer.json()["code"] == "KEY_FILE_UNUSABLE" and BAD[0][1] in answer.json()["message"]
         assert BAD[0][1] in server.stderr.read_text()
         assert log.read_bytes() == LOG.read_bytes()      # nothing was written
 

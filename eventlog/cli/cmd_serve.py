@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import os
-import stat
 import sys
 from typing import Any
 
@@ -32,7 +30,9 @@ Follow LOG in memory (as follow does) and answer the operators' HTTP API and the
 console on http://HOST:PORT/ (spec: Operator HTTP API). Every route but /healthz
 and the console's pages needs Authorization: Bearer KEY with a key of --keys
 (made by `eventlog keys add`; FILE is read again when it changes, so a key
-removed by `eventlog keys remove` is refused at once); a decision is appended
+removed by `eventlog keys remove` is refused at once, and a FILE that cannot be
+used, missing or one its group or other users can write, is 503 until it can
+be: said on stderr); a decision is appended
 with actor = the key's name. Views are judged as of now (a judgement is reused
 for at most a second while the log has not moved) unless ?at=TIME or ?at=log.
 Serve plain HTTP on 127.0.0.1 and put a TLS reverse proxy in front (README).
@@ -46,37 +46,44 @@ after the requests in flight are answered."""
 
 SERVE_EXITS = """\
 0  stopped by SIGINT or SIGTERM
-2  bad usage, an unusable key file or LOG (a directory, a FIFO or a device, a file that
-   cannot be read, or one in a directory that does not exist), or the address cannot be
-   listened on"""
+2  bad usage, an unusable key file (one that cannot be read, a bad entry, or one its group
+   or other users can write, or whose directory they can) or LOG (a directory, a FIFO or a
+   device, a file that cannot be read, or one in a directory that does not exist), or the
+   address cannot be listened on"""
 
 KEYS_ADD = """\
 Add a new random key named NAME with the given scopes to FILE (created with mode
 0600) and print the key once on stdout: only its SHA-256, the name and the scopes
 are stored. Scopes: read, events:append, sessions:recover. NAME is the actor of
-the decisions sent with the key."""
+the decisions sent with the key. A FILE that is a symlink: the file it names is
+written."""
 
 KEYS_ADD_EXITS = """\
 0  added (the key is printed)
-2  bad usage, a bad name or scope, a name already in FILE, or a FILE that cannot be used"""
+2  bad usage, a bad name or scope, a name already in FILE, or a FILE that cannot be used
+   (also: its group or other users can write it or its directory, or it has other hard
+   links)"""
 
 KEYS_LIST = """\
 Print the name and scopes of every key of FILE, one key a line (--json: one
 object). The keys themselves are never stored, and their hashes are not
-printed."""
+printed. Who else can write FILE (serve refuses it then) or read it is said on
+stderr."""
 
 KEYS_LIST_EXITS = """\
 0  listed (also when FILE has no key)
 2  bad usage, or a FILE that cannot be used"""
 
 KEYS_REMOVE = """\
-Remove the key named NAME from FILE (rewritten atomically, mode 0600). A running
-eventlog serve reads FILE again when it changes: from its next request on, the
-key is refused (401)."""
+Remove the key named NAME from FILE (rewritten atomically, mode 0600; a FILE
+that is a symlink: the file it names). A running eventlog serve reads FILE again
+when it changes: from its next request on, the key is refused (401). A NAME that
+starts with - is given after --."""
 
 KEYS_REMOVE_EXITS = """\
 0  removed
-2  bad usage, no key named NAME in FILE, or a FILE that cannot be used"""
+2  bad usage, no key named NAME in FILE, or a FILE that cannot be used (also: its group
+   or other users can write it or its directory, or it has other hard links)"""
 
 KEYS_EXITS = """\
 0  done (see each ACTION's --help)
@@ -129,7 +136,7 @@ def run_keys_add(args: argparse.Namespace) -> int:
     mark_done(f"key {args.name!r} added to {args.file}, but it was never shown and cannot be used: remove it "
               f"({command('eventlog keys remove', [args.file, args.name])}) and add it again")
     print(key)
-    error(f"added key {args.name!r} ({', '.join(sorted(set(args.scope)))}) to {args.file}; "
+    error(f"added key {args.name!r} ({', '.join(sorted(set(args.scope)))}) to {keyfile.named(args.file)}; "
           "it is shown only this once")
     return 0
 
@@ -137,6 +144,9 @@ def run_keys_add(args: argparse.Namespace) -> int:
 def run_keys_list(args: argparse.Namespace) -> int:
     """Print each key's name and scopes (``--json``: ``{"file", "keys": [{"name", "scopes"}]}``); exit 2 when
     FILE cannot be used."""
+    seen = keyfile.access(args.file)
+    for said in [*seen.writable, *seen.readable]:
+        error(said)
     try:
         keys = keyfile.list_keys(args.file)
     except keyfile.KeyError_ as err:
@@ -159,8 +169,8 @@ def run_keys_remove(args: argparse.Namespace) -> int:
     except keyfile.KeyError_ as err:
         error(str(err))
         return 2
-    error(f"removed key {gone.name!r} ({', '.join(gone.scopes)}) from {args.file}; a running serve refuses it "
-          "from its next request on")
+    error(f"removed key {gone.name!r} ({', '.join(gone.scopes)}) from {keyfile.named(args.file)}; a running "
+          "serve refuses it from its next request on")
     return 0
 
 
@@ -170,7 +180,7 @@ def run_serve(args: argparse.Namespace) -> int:
 
     try:
         tz = zone(args.assume_tz)
-        keys = keyfile.load(args.keys)
+        keys, warnings = keyfile.serving(args.keys)
     except (UsageError, keyfile.KeyError_) as err:
         error(str(err))
         return 2
@@ -178,9 +188,8 @@ def run_serve(args: argparse.Namespace) -> int:
     if unusable is not None:
         error(f"{unusable}; not serving it")
         return 2
-    mode = stat.S_IMODE(os.stat(args.keys).st_mode)
-    if mode & 0o077:
-        error(f"key file {args.keys} has mode {mode:04o}: others may read it; chmod 600 {args.keys}")
+    for warning in warnings:
+        error(warning)
     if not keys.keys:
         error(f"key file {args.keys} has no key: every request but /healthz will be refused (401)")
     try:

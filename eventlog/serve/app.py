@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import io
 import logging
-import os
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -99,40 +98,66 @@ def problem(status: int, code: str, message: str, headers: dict[str, str] | None
 # --- keys -------------------------------------------------------------------------
 
 
+class KeysUnusable(Exception):
+    """The key file cannot be used now (503 ``KEY_FILE_UNUSABLE``): no request that needs a key is let in."""
+
+
 class KeyStore:
-    """The key file, read again when it changes (a key added or removed takes effect without a restart)."""
+    """The key file, read again when it changes (a key added or removed takes effect without a restart).
+
+    Changed is another :func:`~eventlog.keys.stamp` than at the last read (a ``chmod`` of the file or of its
+    directory too); a file that could not be stat'ed is read again as soon as it can be, changed or not. Each
+    change of what is wrong (unusable, or readable by others) is said once in the server's log (the first
+    read's, ``eventlog serve`` says at start), and so is a file that can be used again.
+    """
 
     def __init__(self, path: str) -> None:
         self.path = path
-        self._stamp: tuple[int, int, int] | None = None
+        self._stamp: tuple[int, ...] | None = None
         self._keys = keyfile.Keys()
         self._error: str | None = None
-        self.current()
+        self._warnings: list[str] = []
+        self._read()
 
     def current(self) -> keyfile.Keys:
-        """The keys now; Unavailable when the file cannot be used (no request is let in then)."""
-        try:
-            st = os.stat(self.path)
-            stamp = (st.st_ino, st.st_size, st.st_mtime_ns)
-        except OSError as err:
-            stamp, self._error = None, f"key file {self.path}: {err.strerror}"
-        if stamp is not None and stamp != self._stamp:
-            try:
-                self._keys, self._error = keyfile.load(self.path), None
-            except keyfile.KeyError_ as err:
-                self._keys, self._error = keyfile.Keys(), str(err)
-                log.error("%s", err)
-            self._stamp = stamp
+        """The keys now; KeysUnusable when the file cannot be used (no request is let in then)."""
+        error, warnings = self._error, self._warnings
+        self._read()
+        if self._error is not None and self._error != error:
+            log.error("%s", self._error)
+        elif self._error is None and error is not None:
+            log.warning("key file %s can be used again (%d key(s))", self.path, len(self._keys.keys))
+        for warning in self._warnings:
+            if warning not in warnings:
+                log.warning("%s", warning)
         if self._error is not None:
-            raise Unavailable(self._error)
+            raise KeysUnusable(self._error)
         return self._keys
+
+    def _read(self) -> None:
+        """Read the file again when it changed or could not be stat'ed last time."""
+        try:
+            stamp = keyfile.stamp(self.path)
+        except OSError as err:
+            self._stamp = None  # the same file put back is read again
+            self._keys, self._warnings = keyfile.Keys(), []
+            self._error = f"cannot read key file {self.path}: {err.strerror or err}"
+            return
+        if stamp == self._stamp:
+            return
+        self._stamp = stamp
+        try:
+            (self._keys, self._warnings), self._error = keyfile.serving(self.path), None
+        except keyfile.KeyError_ as err:
+            self._keys, self._warnings, self._error = keyfile.Keys(), [], str(err)
 
 
 Endpoint = Callable[[Request], Awaitable[Response]]
 
 
 def guarded(scope: str | None) -> Callable[[Endpoint], Endpoint]:
-    """The route needs a key with ``scope`` (None: no key); a 503 when the log or the keys are unusable."""
+    """The route needs a key with ``scope`` (None: no key); a 503 when the log (``LOG_UNAVAILABLE``) or the key
+    file (``KEY_FILE_UNUSABLE``) cannot be used."""
 
     def wrap(fn: Endpoint) -> Endpoint:
         async def endpoint(request: Request) -> Response:
@@ -142,6 +167,8 @@ def guarded(scope: str | None) -> Callable[[Endpoint], Endpoint]:
                     if refused is not None:
                         return refused
                 return await fn(request)
+            except KeysUnusable as err:
+                return problem(503, "KEY_FILE_UNUSABLE", str(err))
             except Unavailable as err:
                 return problem(503, "LOG_UNAVAILABLE", str(err))
 
@@ -176,7 +203,7 @@ def still_authorized(request: Request) -> bool:
         return True
     try:
         return authorize(request, scope) is None
-    except Unavailable:  # the key file cannot be used now: no key holds
+    except KeysUnusable:  # the key file cannot be used now: no key holds
         return False
 
 
