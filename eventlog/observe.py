@@ -15,13 +15,17 @@ and appends only what changed; the parsing and the comparison are here:
   an offset is read in the zone given, and is a problem without one
   (:func:`eventlog.importers.read_time`).
 - :func:`progress_state`: ``running`` or ``idle`` as the progress file says
-  it. A file that is one JSON object is read as JSON, in any layout: its
-  top-level ``state`` (``{"state": "idle"}`` on one line, as a program writes
-  it; a ``state`` nested deeper is not the lane's). Any other file is read by
-  its lines: a ``state: idle`` line (YAML, ``state=idle``, or a JSON-like
-  ``"state": "idle"`` line). None when the file says neither (the observer
-  then writes ``running``: a progress file that is being written is a running
-  lane).
+  it, in any case (``Idle``). A file that is one JSON object is read as JSON,
+  in any layout: its top-level ``state`` (``{"state": "idle"}`` on one line,
+  as a program writes it; a ``state`` nested deeper is not the lane's). Any
+  other file is read by its first state line: ``state`` at the start of a
+  line, or of a Markdown bullet (``-``, ``*``, ``+``), then ``:`` or ``=``
+  and the state; the word ``state`` in any case, and it and the state may be
+  quoted (``"``, ``'``, a backtick) or in emphasis (``**State:** idle``).
+  So ``state: idle`` (YAML), ``state=idle``, ``"state": "idle",``,
+  ``- state: idle``, ``State: Idle``, ``- **State:** idle``. None when the
+  file says neither (the observer then writes ``running``: a progress file
+  that is being written is a running lane).
 - :class:`LaneKnown` / :func:`lane_known`: the product's latest
   ``job_finished`` (and every one's instant and job id), ``repo_commit`` head,
   ``status_updated`` instant and state, and whether it is stopped, by log order.
@@ -48,7 +52,10 @@ from eventlog.importers import instant, not_utf8, read_time
 #: The worker log's "job finished" line read by default.
 FINISHED = r"JOB_FINISHED(?:\s+job=(?P<job_id>\S+))?\s+ts=(?P<ts>\S+)"
 
-_STATE = re.compile(r"""(?m)^\s*["']?state["']?\s*[:=]\s*["']?(running|idle)\b""")
+#: Emphasis, and quotes, around the word ``state`` or the state (Markdown's ``**State:**``, a backtick).
+_EMPH, _QUOTE = r"[*_]{0,2}", r"[\"'`]?"
+_STATE = re.compile(rf"(?im)^\s*(?:[-*+]\s+)?{_EMPH}{_QUOTE}state{_QUOTE}{_EMPH}\s*[:=]{_EMPH}\s*{_QUOTE}{_EMPH}"
+                    r"(running|idle)\b")
 #: The states a progress file may say.
 _STATES = ("running", "idle")
 
@@ -102,17 +109,18 @@ def compile_finished(regex: str) -> re.Pattern[str]:
 def progress_state(text: str) -> str | None:
     """``running`` or ``idle`` as the progress file says it, or None when it says neither.
 
-    A JSON object is read as JSON (its top-level ``state`` only); any other text by its ``state:`` lines.
+    A JSON object is read as JSON (its top-level ``state`` only); any other text by its first state line (the
+    module's docstring says which). The state in any case.
     """
     try:
         doc = json.loads(text.removeprefix("\ufeff"))
     except ValueError:  # not JSON (YAML, key=value, Markdown, or cut short): its lines say it
         m = _STATE.search(text)
-        return m.group(1) if m else None
+        return m.group(1).lower() if m else None
     if not isinstance(doc, dict):
         return None
     state = doc.get("state")
-    return state if state in _STATES else None
+    return state.lower() if isinstance(state, str) and state.lower() in _STATES else None
 
 
 @dataclass

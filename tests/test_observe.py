@@ -134,6 +134,14 @@ def test_only_what_changed_is_appended(tmp_path: Path) -> None:
         ("state: idle\n", "idle"),  # YAML
         ("# sashiko-repair\n\nstate=idle\n", "idle"),
         ('"state": "idle",\n', "idle"),  # a JSON-like line in a file that is no JSON object
+        ("# sashiko-repair\n\n- state: idle\n- task: fix-42\n", "idle"),  # a Markdown bullet
+        ("* State: Idle\n", "idle"),
+        ("+ STATE: idle\n", "idle"),
+        ("State: idle\n", "idle"),
+        ("- **State:** idle\n", "idle"),
+        ("- **state**: `idle`\n", "idle"),
+        ("- state: running\n", "running"),
+        ("- the state: idle is what we want\n", "running"),  # not a state line: none said, running
     ],
 )
 def test_the_progress_file_s_idle_state_is_read_in_any_layout(tmp_path: Path, text: str, state: str) -> None:
@@ -233,3 +241,4 @@ def test_bad_lines_of_the_log_are_named_and_exit_1(tmp_path: Path) -> None:
     assert [e["type"] for e in lane.events()] == ["job_finished", "status_updated"]  # the rest is still observed
     again = run_cli("observe", "lane", str(lane.log), "sashiko-repair", "--progress", str(lane.progress))
     assert again.returncode == 1 and again.stdout == "sashiko-repair: nothing written; 1 problem(s), on stderr\n"
+
