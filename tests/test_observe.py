@@ -242,3 +242,28 @@ def test_bad_lines_of_the_log_are_named_and_exit_1(tmp_path: Path) -> None:
     again = run_cli("observe", "lane", str(lane.log), "sashiko-repair", "--progress", str(lane.progress))
     assert again.returncode == 1 and again.stdout == "sashiko-repair: nothing written; 1 problem(s), on stderr\n"
 
+
+@pytest.mark.parametrize("stopped", [True, False])
+def test_a_stop_file_that_cannot_be_checked_is_named_and_changes_nothing(tmp_path: Path, stopped: bool) -> None:
+    """Seed 001: a lane stopped on purpose gets no resume. A stop file that cannot be checked (a symlink to
+    itself: ELOOP) is not a stop file gone: lifting the stop on it would send the lane a resume."""
+    lane = Lane(tmp_path)
+    if stopped:
+        touch(lane.stop, "", t("12:00:00"))
+        assert lane.observe().returncode == 0
+        assert "lane_stopped" in [e["type"] for e in lane.events()]
+    lane.stop.unlink(missing_ok=True)
+    lane.stop.symlink_to(lane.stop.name)  # STOP -> STOP
+    before = lane.events()
+    out = lane.observe(at=t("14:00:00"))
+    assert out.returncode == 1
+    assert out.stderr == (f"eventlog: cannot check the stop file {lane.stop}: Too many levels of symbolic links "
+                          "(the lane's stop is left as the log has it)\n")
+    assert [e["type"] for e in lane.events()[len(before):]] == ([] if stopped else ["repo_commit", "status_updated"])
+    assert not any(e["type"] in ("lane_started", "lane_stopped") for e in lane.events()[len(before):])
+    # A stop file that does not exist is no problem: the stop is lifted.
+    lane.stop.unlink()
+    again = lane.observe(at=t("15:00:00"))
+    assert again.returncode == 0, again.stderr
+    assert [e["type"] for e in lane.events()][-1:] == (["lane_started"] if stopped else ["status_updated"])
+

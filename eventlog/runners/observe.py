@@ -14,7 +14,10 @@ Seed 001's inputs, each optional (at least one is given):
   ``status_updated`` at the mtime (state ``running`` unless the file says
   ``idle``);
 - the stop file (``stop_file``): there while the lane is not stopped in the log
-  -> ``lane_stopped`` at its mtime; gone while it is -> ``lane_started`` now.
+  -> ``lane_stopped`` at its mtime; gone (it does not exist) while it is ->
+  ``lane_started`` now. One that cannot be checked (a symlink loop, no
+  permission, an I/O error) is a problem, and the stop stays as the log has
+  it: a lane stopped on purpose is never resumed on a guess.
 
 New events are appended in time order, in one checked append, under
 ``LOG.observe.lock``; nothing changed, nothing written: safe every 10 minutes
@@ -133,7 +136,7 @@ def observe_lane(opts: LaneObservation) -> ObserveReport:
         if opts.progress:
             new += _status(opts, known, report)
         if opts.stop_file:
-            new += _stop(opts, known)
+            new += _stop(opts, known, report)
         new.sort(key=lambda pair: instant(pair[0]))
         events = [ev for _, ev in new]
         if events:
@@ -200,8 +203,9 @@ def _commit(opts: LaneObservation, known: LaneKnown, report: ObserveReport) -> l
     return [_event("repo_commit", opts.product, at, head=head)]
 
 
-def _mtime(path: str, tz: tzinfo | None) -> datetime:
-    value = datetime.fromtimestamp(os.stat(path).st_mtime, tz)
+def _mtime(path: str, tz: tzinfo | None, st: os.stat_result | None = None) -> datetime:
+    """The mtime of ``path`` (of ``st``, its stat when given) in ``tz`` (None: the local zone)."""
+    value = datetime.fromtimestamp((st or os.stat(path)).st_mtime, tz)
     return value if tz is not None else value.astimezone()
 
 
@@ -219,12 +223,19 @@ def _status(opts: LaneObservation, known: LaneKnown, report: ObserveReport) -> l
     return [_event("status_updated", opts.product, at, state=state)]
 
 
-def _stop(opts: LaneObservation, known: LaneKnown) -> list[tuple[datetime, dict[str, Any]]]:
+def _stop(opts: LaneObservation, known: LaneKnown, report: ObserveReport) -> list[tuple[datetime, dict[str, Any]]]:
     assert opts.stop_file is not None
-    there = os.path.exists(opts.stop_file)
-    if there and not known.stopped:
-        return [_event("lane_stopped", opts.product, _mtime(opts.stop_file, opts.assume_tz))]
-    if not there and known.stopped:
+    try:
+        st: os.stat_result | None = os.stat(opts.stop_file)
+    except FileNotFoundError:  # it does not exist (a symlink to nothing neither): not stopped
+        st = None
+    except OSError as err:  # ELOOP, EACCES, EIO, ENOTDIR: it may be there
+        report.problems.append(f"cannot check the stop file {opts.stop_file}: {err.strerror or err} "
+                               "(the lane's stop is left as the log has it)")
+        return []
+    if st is not None and not known.stopped:
+        return [_event("lane_stopped", opts.product, _mtime(opts.stop_file, opts.assume_tz, st))]
+    if st is None and known.stopped:
         return [_event("lane_started", opts.product, opts.at.clock(None)())]
     return []
 
