@@ -267,3 +267,19 @@ def test_a_stop_file_that_cannot_be_checked_is_named_and_changes_nothing(tmp_pat
     assert again.returncode == 0, again.stderr
     assert [e["type"] for e in lane.events()][-1:] == (["lane_started"] if stopped else ["status_updated"])
 
+
+def test_finished_lines_older_than_the_lane_s_latest_are_counted(tmp_path: Path) -> None:
+    """A job finished at 12:00 but written after one of 12:54 was observed is not appended (appended after
+    it, it would become the latest by log order), and the report says so, as imports count "older"."""
+    lane = Lane(tmp_path)
+    finish(lane, f"JOB_FINISHED job=fix-42 ts={t('12:54:00')}")
+    assert lane.observe().returncode == 0
+    finish(lane, f"JOB_FINISHED job=fix-43 ts={t('12:00:00')}")
+    out = lane.observe("--json", at=t("13:10:00"))
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["older"] == [f"{lane.worker_log}:3"]
+    assert [e.get("job_id") for e in lane.events() if e["type"] == "job_finished"] == ["fix-42"]
+    words = lane.observe(at=t("13:20:00"))
+    assert words.returncode == 0 and words.stdout == (
+        "sashiko-repair: nothing changed, nothing written; 1 finished line(s) older than the lane's latest "
+        f"job_finished, not appended: {lane.worker_log}:3\n")

@@ -4,7 +4,9 @@ Seed 001's inputs, each optional (at least one is given):
 
 - the worker log (``worker_log``): every "job finished" line newer than the
   lane's latest ``job_finished`` in the log becomes a ``job_finished`` at that
-  line's time, with its job id (format: :mod:`eventlog.observe`);
+  line's time, with its job id (format: :mod:`eventlog.observe`); one older
+  than it is counted (``older``), not appended (appended after it, it would
+  become the latest by log order);
 - the product repository (``repo``, ``ref``: ``HEAD``): ``git rev-parse``;
   a head other than the lane's latest ``repo_commit`` becomes a ``repo_commit``
   at the time the ref moved there (its reflog entry; the commit's committer
@@ -90,13 +92,16 @@ class LaneObservation:
 
 
 class ObserveReport(msgspec.Struct, kw_only=True):
-    """What was appended (in order), the log's bad lines, and the sources that could not be read."""
+    """What was appended (in order), the log's bad lines, the sources that could not be read, and the worker
+    log's lines older than the lane's latest ``job_finished`` (``FILE:LINE``)."""
 
     log: str
     product: str
     appended: list[dict[str, Any]] = msgspec.field(default_factory=list)
     bad_lines: BadLines = msgspec.field(default_factory=BadLines)
     problems: list[str] = msgspec.field(default_factory=list)
+    #: "Job finished" lines older than the lane's latest ``job_finished`` in the log: not appended.
+    older: list[str] = msgspec.field(default_factory=list)
 
     @property
     def status(self) -> int:
@@ -105,12 +110,14 @@ class ObserveReport(msgspec.Struct, kw_only=True):
 
     def text(self) -> list[str]:
         """For people."""
+        left = (f"{len(self.older)} finished line(s) older than the lane's latest job_finished, not appended: "
+                f"{', '.join(self.older)}") if self.older else ""
         if not self.appended:
-            if self.problems:
-                return [f"{self.product}: nothing written; {len(self.problems)} problem(s), on stderr"]
-            return [f"{self.product}: nothing changed, nothing written"]
+            done = (f"nothing written; {len(self.problems)} problem(s), on stderr" if self.problems
+                    else "nothing changed, nothing written")
+            return [f"{self.product}: {done}" + (f"; {left}" if left else "")]
         return [f"{self.product}: {e['type']} at {e['ts']}" + (f" ({_what(e)})" if _what(e) else "")
-                for e in self.appended]
+                for e in self.appended] + ([f"{self.product}: {left}"] if left else [])
 
 
 def _what(ev: dict[str, Any]) -> str:
@@ -168,8 +175,11 @@ def _finished(opts: LaneObservation, pattern: re.Pattern[str], known: LaneKnown,
         if not appendable(f"{opts.worker_log}:{item.line}", report.problems, event[1]):
             continue  # named on every pass while the worker log holds it, as a line whose time is unreadable
         key = (instant(item.at), item.job_id)
-        if key in seen or (known.latest_finished is not None and key[0] < known.latest_finished):
-            continue  # already there, or older than the latest: appended now it would become the latest
+        if key in seen:
+            continue
+        if known.latest_finished is not None and key[0] < known.latest_finished:
+            report.older.append(f"{opts.worker_log}:{item.line}")  # appended now, it would become the latest
+            continue
         seen.add(key)
         out.append(event)
     return out
