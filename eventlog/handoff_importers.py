@@ -58,7 +58,7 @@ from datetime import datetime, tzinfo
 from typing import Any, NamedTuple
 
 from eventlog.events import Event, LimitRecorded, NeedsHuman
-from eventlog.importers import appendable, instant, json_value, not_utf8, time_text, utf8
+from eventlog.importers import EndedLines, appendable, instant, json_value, not_utf8, time_text, utf8, whole_json
 from projections.handoffs import NEEDS_HUMAN, PENDING, SKIPPED, Handoff, Handoffs
 
 #: The reason a legacy ``.resumed`` marker is handed to a person with.
@@ -90,12 +90,15 @@ class Unread(NamedTuple):
     reason: str
 
 
-def ledger_entries(data: bytes, source: str) -> list[tuple[str, Any]]:
-    """The entries of the ledger file ``source`` (its bytes ``data``), each with where it is, in file order.
+def ledger_entries(data: bytes, source: str) -> tuple[list[tuple[str, Any]], int | None]:
+    """The entries of the ledger file ``source`` (its bytes ``data``), each with where it is, in file order, and
+    the number of a last line held back as not ended yet (None: none).
 
     One JSON value (an object or a list: ``SOURCE: entry N``), or JSON Lines
     (``SOURCE:LINE``), where a line that cannot be read is an :class:`Unread`
-    saying why (:func:`~eventlog.importers.json_value`), in its place.
+    saying why (:func:`~eventlog.importers.json_value`), in its place, but for
+    a last line without its newline that is no whole JSON value yet: it is being
+    written, and held back (:class:`~eventlog.importers.EndedLines`).
     ValueError when the file is neither: no line of it is JSON.
     """
     try:
@@ -104,9 +107,10 @@ def ledger_entries(data: bytes, source: str) -> list[tuple[str, Any]]:
         whole = str(err)
     else:
         values = value if isinstance(value, list) else [value]
-        return [(f"{source}: entry {number}", entry) for number, entry in enumerate(values, 1)]
+        return [(f"{source}: entry {number}", entry) for number, entry in enumerate(values, 1)], None
     entries: list[tuple[str, Any]] = []
-    for number, line in enumerate(data.splitlines(), 1):
+    lines = EndedLines(data.splitlines(keepends=True), whole_json)
+    for number, line in enumerate(lines, 1):
         if line.strip():
             try:
                 entries.append((f"{source}:{number}", json_value(line)))
@@ -114,7 +118,7 @@ def ledger_entries(data: bytes, source: str) -> list[tuple[str, Any]]:
                 entries.append((f"{source}:{number}", Unread(str(err))))
     if entries and all(isinstance(entry, Unread) for _, entry in entries):
         raise ValueError(f"neither one JSON value nor JSON Lines: {whole}")
-    return entries
+    return entries, lines.unfinished
 
 
 def limit_event(entry: Any, tz: tzinfo | None) -> dict[str, Any]:

@@ -14,6 +14,11 @@
 - :func:`read_time` reads the times users' files hold (an epoch or ISO 8601)
   for every importer and observer; :func:`read_circuit` the guard's circuit
   state file (``import circuit``).
+- :class:`EndedLines` is how every line reader (``import quota-log``,
+  ``worker-log``, ``ledger``, the worker log of ``observe lane``) reads a
+  file another program may be writing: a last line without its newline is
+  not read yet (:func:`unfinished_problem` when it stays so), and is read
+  once it ends.
 - :func:`appendable`, :func:`open_text`, :func:`not_utf8` and
   :func:`json_value` are what every importer shares to name an input that
   cannot become an event (``FILE:LINE: reason``, in the log reader's words)
@@ -45,10 +50,10 @@ import math
 import os
 import plistlib
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta, tzinfo
-from typing import Any, NamedTuple, TextIO
+from typing import Any, AnyStr, Generic, NamedTuple, TextIO
 
 from eventlog.appender import refusal
 from eventlog.events import (
@@ -128,6 +133,66 @@ def time_text(value: str | float, tz: tzinfo | None) -> str:
     if isinstance(value, str) and not _EPOCH_TEXT.fullmatch(value) and datetime.fromisoformat(value).tzinfo is not None:
         return value
     return at.isoformat()
+
+
+# --- what every line reader shares: only the lines a writer has ended ---------------------
+
+
+#: How long the last line of a file may lack its newline while its writer is at it: a file unchanged for
+#: longer was left so (its writer stopped mid-line, or it lacks its last newline), and a person is told.
+UNFINISHED_S = 60.0
+
+
+def _never(line: Any) -> bool:
+    return False
+
+
+class EndedLines(Generic[AnyStr]):
+    """The lines of a file (as :func:`open_text` or ``open(path, "rb")`` gives them) that their writer has ended.
+
+    A last line without its newline may be half written, and a half-written
+    line can still match its format: ``ts=17961`` of ``ts=1796100000`` is a
+    time in 1970, ``ts=2026-08-05T13`` of ``13:54`` is 13:00. It is held back,
+    not read (:attr:`unfinished`: its number), unless it is blank or ``whole``
+    says it is complete by itself (:func:`whole_json`: a JSON Lines line ends
+    with its value); it is read once it ends. The others keep their numbers.
+    """
+
+    def __init__(self, lines: Iterable[AnyStr], whole: Callable[[AnyStr], bool] = _never) -> None:
+        self._lines: Iterable[AnyStr] = lines
+        self._whole: Callable[[AnyStr], bool] = whole
+        #: The number of the last line, held back (None: every line ended).
+        self.unfinished: int | None = None
+
+    def __iter__(self) -> Iterator[AnyStr]:
+        for number, line in enumerate(self._lines, 1):
+            if line[-1:] in ("\n", "\r", b"\n", b"\r") or not line.strip() or self._whole(line):
+                yield line  # a blank last line holds nothing yet: nothing to hold back
+            else:  # only the last line of a file can lack its newline
+                self.unfinished = number
+
+
+def whole_json(line: bytes) -> bool:
+    """Whether ``line`` is one whole JSON value (bytes that are not UTF-8 and nesting aside: its reader names
+    them). An object, a list, a string or a literal ends with its last character, so a line that decodes to
+    one is no half-written line; a number may go on (``12`` of ``123``)."""
+    if deeper_at(line) is not None:
+        return True
+    try:
+        value = json.loads(line.decode("utf-8", "replace"))
+    except ValueError:
+        return False
+    return isinstance(value, bool) or not isinstance(value, int | float)
+
+
+def unfinished_problem(where: str, mtime: float, now: float) -> str | None:
+    """The problem a last line held back by :class:`EndedLines` (``where``: ``FILE:LINE``) is when its file
+    (last changed at ``mtime``, seconds since the epoch) has not changed for :data:`UNFINISHED_S` by ``now``;
+    None while it may be a write at work."""
+    if now - mtime < UNFINISHED_S:
+        return None
+    return (f"{where}: the last line has no newline and the file has not changed for a minute: not read "
+            "(a writer stopped mid-line?); it is read once it ends with a newline")
 
 
 # --- what every importer shares: naming an input that cannot become an event -------------

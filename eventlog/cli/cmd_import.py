@@ -21,10 +21,15 @@ from eventlog.cli.common import (
     zone,
 )
 from eventlog.runners import imports
+from eventlog.runners.common import unfinished_words
 
 DESCRIPTION = """\
 Append what users already have to LOG (created when absent); importing the same
-input again adds nothing.
+input again adds nothing. The line readers (quota-log, worker-log, ledger) read a
+line once it is ended: a last line without its newline may be half written (a cut
+ts=1796100000 is a time in 1970), so it is counted in unfinished (FILE:LINE), not
+read, and read once it ends (a JSON line ends with its value); left so for a
+minute, it is named on stderr too.
 
   eventlog import launchd LOG DIR          job_registered from DIR's *.plist files
   eventlog import quota-log LOG FILE...    job_skipped/job_ran from CLAUDE_QUOTA_JOB_* markers
@@ -38,11 +43,13 @@ input again adds nothing.
 
 EXITS = """\
 0  done (a DIR with nothing to import at all, a ledger FILE with no entry, and a job
-   LOG registers whose plist is gone are said on stderr)
+   LOG registers whose plist is gone are said on stderr; a last line being written
+   is counted in unfinished, and read once it ends)
 1  some input could not be read or turned into an event (the rest is imported, each
-   named on stderr; for handoff-files, also an ID.json that says other than LOG),
-   lines of LOG are bad (how many and the first three named on stderr, counted in
-   bad_lines; the rest is imported), or LOG could not be written
+   named on stderr; for handoff-files, also an ID.json that says other than LOG), a
+   FILE's last line has had no newline for a minute (not read), lines of LOG are bad
+   (how many and the first three named on stderr, counted in bad_lines; the rest is
+   imported), or LOG could not be written
 2  bad usage, or LOG cannot be read (a directory included)
 3  a conflict (an event the log refuses)"""
 
@@ -239,12 +246,13 @@ def _lines(done: Any) -> tuple[list[str], list[str]]:
         return [f"{len(done.registered)} job(s) registered, {done.unchanged} unchanged"
                 + (f", {len(done.gone)} registered with no plist" if done.gone else "")
                 + (f", {len(done.problems)} problem(s)" if done.problems else "")], done.notes
+    left = f", {unfinished_words(done.unfinished)}" if done.unfinished else ""
     if isinstance(done, imports.WorkerLogReport):
         return [f"{done.imported} event(s) imported, {done.already} already in the log, "
                 f"{len(done.skipped)} line(s) skipped, {done.other} line(s) of other messages, "
                 f"{done.not_json} line(s) not JSON"
-                + (f" (first: {', '.join(done.not_json_first)})" if done.not_json_first else "")], [
+                + (f" (first: {', '.join(done.not_json_first)})" if done.not_json_first else "") + left], [
             f"skipped {s}" for s in done.skipped]
     return [f"{done.imported} marker(s) imported, {done.already} already in the log, "
             f"{done.older} older than their job's latest marker in the log"
-            + (f", {len(done.problems)} problem(s)" if done.problems else "")], []
+            + (f", {len(done.problems)} problem(s)" if done.problems else "") + left], []

@@ -7,14 +7,16 @@ import fcntl
 import json
 import os
 import re
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime, tzinfo
-from typing import Any, Protocol
+from typing import IO, Any, Protocol
 
 import msgspec
 
 from eventlog.events import Event
+from eventlog.importers import unfinished_problem
 from eventlog.logs import Log, LogUnavailable, is_url, lock_path, no_event_log, open_log
 from eventlog.reader import Reader
 from eventlog.replay import Replay
@@ -180,6 +182,31 @@ def bad_lines_said(log: str, ident: str | None, bad: BadLines, named: Sequence[N
     if named and ident is not None:
         said.append(named_problem(log, ident, named) + then)
     return [line for line in said if line]
+
+
+class Unfinishing(Protocol):
+    """A report of a line reader: the last lines it held back (``FILE:LINE``), and its problems."""
+
+    unfinished: list[str]
+    problems: list[str]
+
+
+def count_unfinished(report: Unfinishing, path: str, f: IO[Any], line: int | None) -> None:
+    """Count the last line of ``path`` (open as ``f``) held back as not ended (``line``: its number, None: none;
+    :class:`eventlog.importers.EndedLines`) in ``report.unfinished``, and say it among the problems when the
+    file has not changed for a minute (:func:`eventlog.importers.unfinished_problem`)."""
+    if line is None:
+        return
+    where = f"{path}:{line}"
+    report.unfinished.append(where)
+    said = unfinished_problem(where, os.fstat(f.fileno()).st_mtime, time.time())
+    if said is not None:
+        report.problems.append(said)
+
+
+def unfinished_words(unfinished: Sequence[str]) -> str:
+    """The lines held back as not ended, for people (empty when none)."""
+    return f"{len(unfinished)} line(s) not ended yet, read once they end: {', '.join(unfinished)}" if unfinished else ""
 
 
 class Named(Protocol):

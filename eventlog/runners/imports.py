@@ -8,7 +8,11 @@ adds nothing), and append it, under ``LOG.import.lock`` (two imports at once
 do not add the same twice). The log is created when absent.
 
 Every report has ``problems`` (inputs that could not be read; the rest is
-imported) and ``status``: 1 when there is any, else 0. Each also counts the
+imported) and ``status``: 1 when there is any, else 0. The line readers
+(``quota-log``, ``worker-log``, ``ledger``) read only the lines their writer
+has ended (:class:`eventlog.importers.EndedLines`): a last line without its
+newline is counted in ``unfinished`` (``FILE:LINE``) and read once it ends; a
+problem too when its file has not changed for a minute. Each also counts the
 log's own bad lines in ``bad_lines`` and says them among its problems: what
 such a line held cannot be skipped, so a person is told (the rest is imported). They raise RunnerError
 for bad usage, OSError when the log cannot be read, and AppendError when
@@ -41,10 +45,12 @@ from eventlog.reader import validate_object
 from eventlog.runners.common import (
     BadLines,
     RunnerError,
+    count_unfinished,
     log_events,
     name_bad_lines,
     not_a_directory,
     runner_lock,
+    unfinished_words,
 )
 from projections.controls import Control, fold_result, fold_stage
 from projections.handoffs import OPEN
@@ -146,12 +152,15 @@ class QuotaLogImport(FilesImport):
 
 
 class QuotaLogReport(msgspec.Struct, kw_only=True):
-    """Markers imported, already in the log, older than their job's latest; inputs that could not be read."""
+    """Markers imported, already in the log, older than their job's latest; last lines not ended yet; inputs
+    that could not be read."""
 
-    imported: int
-    already: int
-    older: int
-    problems: list[str]
+    imported: int = 0
+    already: int = 0
+    older: int = 0
+    problems: list[str] = msgspec.field(default_factory=list)
+    #: The last lines not ended yet (``FILE:LINE``): not read, read once they end.
+    unfinished: list[str] = msgspec.field(default_factory=list)
     #: The log's bad lines (said in ``problems`` too).
     bad_lines: BadLines = msgspec.field(default_factory=BadLines)
 
@@ -165,21 +174,23 @@ def import_quota_log(opts: QuotaLogImport) -> QuotaLogReport:
     """The markers not in the log yet and not older than their job's latest, in time order."""
     not_a_directory(opts.log)
     events: list[dict[str, Any]] = []
-    problems: list[str] = []
+    report = QuotaLogReport()
     for path in opts.files:
         try:
             with importers.open_text(path) as f:
-                found, unread = importers.read_markers(f, path, opts.assume_tz)
+                lines = importers.EndedLines(f)
+                found, unread = importers.read_markers(lines, path, opts.assume_tz)
+                count_unfinished(report, path, f, lines.unfinished)
         except OSError as err:
-            problems.append(f"cannot read {path}: {err.strerror or err}")
+            report.problems.append(f"cannot read {path}: {err.strerror or err}")
             continue
         events.extend(found)
-        problems.extend(unread)
+        report.problems.extend(unread)
     bad: list[dict[str, Any]] = []
     with runner_lock(opts.log, "import", wait=True):
         plan = importers.new_markers(events, importers.known(log_events(opts.log, bad=bad)))
         _append(opts.log, plan.new)
-    report = QuotaLogReport(imported=len(plan.new), already=plan.already, older=plan.older, problems=problems)
+    report.imported, report.already, report.older = len(plan.new), plan.already, plan.older
     name_bad_lines(report, opts.log, bad)
     return report
 
@@ -207,17 +218,20 @@ class WorkerLogReport(msgspec.Struct, kw_only=True):
     read at all, each named;
     ``other``: JSON lines of other messages; ``not_json``: lines that are no JSON
     object (counted, the first three named in ``not_json_first``); ``problems``:
-    inputs that could not be read, and the log's bad lines (counted in ``bad_lines``).
+    inputs that could not be read, and the log's bad lines (counted in ``bad_lines``);
+    ``unfinished``: last lines not ended yet (``FILE:LINE``: a newline, or the end of
+    their JSON value, to come), read once they end.
     """
 
-    imported: int
-    already: int
-    skipped: list[str]
-    other: int
-    not_json: int
-    not_json_first: list[str]
-    problems: list[str]
+    imported: int = 0
+    already: int = 0
+    skipped: list[str] = msgspec.field(default_factory=list)
+    other: int = 0
+    not_json: int = 0
+    not_json_first: list[str] = msgspec.field(default_factory=list)
+    problems: list[str] = msgspec.field(default_factory=list)
     bad_lines: BadLines = msgspec.field(default_factory=BadLines)
+    unfinished: list[str] = msgspec.field(default_factory=list)
 
     @property
     def status(self) -> int:
@@ -235,13 +249,15 @@ def import_worker_log(opts: WorkerLogImport) -> WorkerLogReport:
     """
     not_a_directory(opts.log)
     found = worker_log.Read()
-    problems: list[str] = []
+    report = WorkerLogReport()
     for path in opts.files:
         try:
             with open(path, "rb") as f:
-                worker_log.read(f, path, opts.assume_tz, into=found)
+                lines = importers.EndedLines(f, importers.whole_json)
+                worker_log.read(lines, path, opts.assume_tz, into=found)
+                count_unfinished(report, path, f, lines.unfinished)
         except OSError as err:
-            problems.append(f"cannot read {path}: {err.strerror or err}")
+            report.problems.append(f"cannot read {path}: {err.strerror or err}")
     bad: list[dict[str, Any]] = []
     with runner_lock(opts.log, "import", wait=True):
         held = _held(log_events(opts.log, bad=bad))
@@ -259,8 +275,8 @@ def import_worker_log(opts: WorkerLogImport) -> WorkerLogReport:
             held.keys.add(key)
             new.append(ev)
         _append(opts.log, new)
-    report = WorkerLogReport(imported=len(new), already=already, skipped=found.skipped, other=found.other,
-                             not_json=len(found.not_json), not_json_first=found.not_json[:3], problems=problems)
+    report.imported, report.already, report.skipped, report.other = len(new), already, found.skipped, found.other
+    report.not_json, report.not_json_first = len(found.not_json), found.not_json[:3]
     name_bad_lines(report, opts.log, bad)
     return report
 
@@ -335,6 +351,8 @@ class ImportReport(msgspec.Struct, kw_only=True):
     #: The events appended, in order.
     events: list[dict[str, Any]] = msgspec.field(default_factory=list)
     bad_lines: BadLines = msgspec.field(default_factory=BadLines)
+    #: The last lines of a JSON Lines ledger not ended yet (``FILE:LINE``): not read, read once they end.
+    unfinished: list[str] = msgspec.field(default_factory=list)
 
     @property
     def status(self) -> int:
@@ -345,7 +363,8 @@ class ImportReport(msgspec.Struct, kw_only=True):
         """One line for people."""
         left = f", {len(self.left)} left as the log has them" if self.left else ""
         return f"{self.imported} event(s) imported, {self.already} already in the log{left}" + (
-            f", {len(self.problems)} problem(s)" if self.problems else "")
+            f", {len(self.problems)} problem(s)" if self.problems else "") + (
+            f", {unfinished_words(self.unfinished)}" if self.unfinished else "")
 
 
 def import_ledger(opts: LedgerImport) -> ImportReport:
@@ -359,7 +378,8 @@ def import_ledger(opts: LedgerImport) -> ImportReport:
     for path in opts.files:
         try:
             with open(path, "rb") as f:
-                entries = handoff_importers.ledger_entries(f.read(), path)
+                entries, unfinished = handoff_importers.ledger_entries(f.read(), path)
+                count_unfinished(report, path, f, unfinished)
         except (OSError, ValueError) as err:
             report.problems.append(f"cannot read {path}: {getattr(err, 'strerror', None) or err}")
             continue

@@ -6,7 +6,9 @@ Seed 001's inputs, each optional (at least one is given):
   lane's latest ``job_finished`` in the log becomes a ``job_finished`` at that
   line's time, with its job id (format: :mod:`eventlog.observe`); one older
   than it is counted (``older``), not appended (appended after it, it would
-  become the latest by log order);
+  become the latest by log order); a last line without its newline is not
+  read yet (``unfinished``; :class:`eventlog.importers.EndedLines`): a cut
+  time is an earlier time;
 - the product repository (``repo``, ``ref``: ``HEAD``): ``git rev-parse``;
   a head other than the lane's latest ``repo_commit`` becomes a ``repo_commit``
   at the time the ref moved there (its reflog entry; the commit's committer
@@ -27,7 +29,8 @@ from cron. A source that cannot be read is a problem (``status`` 1) and the
 others are still observed; so are bad lines of the log (named, ``status`` 1).
 A worker log line that cannot become an event (its time unreadable, a byte
 that is not UTF-8 in its time or job id, an event the appender would refuse)
-is named ``FILE:LINE: reason`` on every pass, and the others are observed.
+is named ``FILE:LINE: reason`` on every pass, and the others are observed; so
+is a last line left without its newline for a minute.
 """
 
 from __future__ import annotations
@@ -41,16 +44,18 @@ from typing import Any
 import msgspec
 
 from eventlog.clock import NOW, At
-from eventlog.importers import appendable, instant, not_utf8, open_text
+from eventlog.importers import EndedLines, appendable, instant, not_utf8, open_text
 from eventlog.logs import open_log
 from eventlog.observe import FINISHED, LaneKnown, compile_finished, finished_lines, lane_known, progress_state
 from eventlog.runners.common import (
     BadLines,
     RunnerError,
+    count_unfinished,
     log_events,
     name_bad_lines,
     not_a_directory,
     runner_lock,
+    unfinished_words,
 )
 from eventlog.runners.process import run
 
@@ -93,7 +98,7 @@ class LaneObservation:
 
 class ObserveReport(msgspec.Struct, kw_only=True):
     """What was appended (in order), the log's bad lines, the sources that could not be read, and the worker
-    log's lines older than the lane's latest ``job_finished`` (``FILE:LINE``)."""
+    log's lines left for now: older than the lane's latest ``job_finished``, or not ended yet (``FILE:LINE``)."""
 
     log: str
     product: str
@@ -102,6 +107,8 @@ class ObserveReport(msgspec.Struct, kw_only=True):
     problems: list[str] = msgspec.field(default_factory=list)
     #: "Job finished" lines older than the lane's latest ``job_finished`` in the log: not appended.
     older: list[str] = msgspec.field(default_factory=list)
+    #: A last line without its newline: not read yet, read once it ends.
+    unfinished: list[str] = msgspec.field(default_factory=list)
 
     @property
     def status(self) -> int:
@@ -110,8 +117,9 @@ class ObserveReport(msgspec.Struct, kw_only=True):
 
     def text(self) -> list[str]:
         """For people."""
-        left = (f"{len(self.older)} finished line(s) older than the lane's latest job_finished, not appended: "
-                f"{', '.join(self.older)}") if self.older else ""
+        older = (f"{len(self.older)} finished line(s) older than the lane's latest job_finished, not appended: "
+                 f"{', '.join(self.older)}") if self.older else ""
+        left = "; ".join(filter(None, (older, unfinished_words(self.unfinished))))
         if not self.appended:
             done = (f"nothing written; {len(self.problems)} problem(s), on stderr" if self.problems
                     else "nothing changed, nothing written")
@@ -162,7 +170,9 @@ def _finished(opts: LaneObservation, pattern: re.Pattern[str], known: LaneKnown,
     assert opts.worker_log is not None
     try:
         with open_text(opts.worker_log) as f:
-            found, bad = finished_lines(f, opts.worker_log, pattern, opts.assume_tz)
+            lines = EndedLines(f)
+            found, bad = finished_lines(lines, opts.worker_log, pattern, opts.assume_tz)
+            count_unfinished(report, opts.worker_log, f, lines.unfinished)
     except OSError as err:
         report.problems.append(f"cannot read the worker log {opts.worker_log}: {err.strerror or err}")
         return []
