@@ -29,16 +29,23 @@ nothing written, so it is safe every 10 minutes from cron.
   --worker-log FILE   job_finished for each "job finished" line newer than the
                       lane's latest: by default JOB_FINISHED job=ID ts=TIME (TIME an
                       epoch or ISO 8601; job= optional), or --finished-regex with
-                      named groups ts and (optionally) job_id
+                      named groups ts and (optionally) job_id. A line older than the
+                      lane's latest is counted (older), not appended; a last line
+                      without its newline is not read until it ends (unfinished)
   --repo DIR          repo_commit when git rev-parse REF (--ref, HEAD) differs from
                       the lane's latest head, at the time the ref moved there (its
                       reflog; the committer date without one)
   --progress FILE     status_updated at the file's mtime when newer than the lane's
                       latest, with state idle when the file says so, else running:
-                      a JSON object's top-level "state" (any layout), else a
-                      state: idle line (YAML, state=idle)
+                      a JSON object's top-level "state" (any layout), else the first
+                      state line: state, State or STATE at the start of a line or of
+                      a Markdown bullet (-, *, +), then : or = and the state in any
+                      case, either maybe quoted or in emphasis: state: idle,
+                      state=idle, "state": "idle", - state: idle, State: Idle,
+                      - **State:** idle
   --stop-file FILE    lane_stopped (at its mtime) when it appears, lane_started (now)
-                      when it is gone
+                      when it does not exist; one that cannot be checked (a symlink
+                      loop, no permission) is a problem: the stop stays as LOG says
 
 An option given an empty value is not given (--worker-log= observes no worker
 log; --finished-regex= and --ref= are their defaults), so a unit can pass each
@@ -49,7 +56,8 @@ Times without an offset (worker log lines) and mtimes are written in --assume-tz
 
 EXITS = """\
 0  observed (appended what changed, or nothing)
-1  a source could not be read (the others were observed), LOG has bad lines (named;
+1  a source could not be read or checked (the others were observed), the worker log's
+   last line has had no newline for a minute (not read), LOG has bad lines (named;
    the rest was observed), LOG could not be written, or SIGTERM or SIGINT stopped it
    (git's process group is stopped; nothing appended)
 2  bad usage, or LOG cannot be read
