@@ -12,8 +12,9 @@ A file holds one such object, a list of them, or one a line (JSON Lines);
 becomes a ``limit_recorded`` at its ``limitedAt``. :func:`new_limits` keeps
 what the log does not hold: an entry already there (same account, instants,
 confidence and source) is not appended again, nor one older than the
-account's latest limit in the log (appended after it, it would become the
-latest by log order).
+account's latest limit in the log not dated ahead of now (appended after it, it
+would become the latest by log order), nor one whose ``limitedAt`` is dated
+ahead of now itself (a limit not hit yet: a typo of the year), each named.
 
 **The legacy handoff files.** The old watcher kept, per handoff, ``ID.json``
 (the handoff, written at failover) and two markers: ``ID.resumed``, which it
@@ -58,7 +59,18 @@ from datetime import datetime, tzinfo
 from typing import Any, NamedTuple
 
 from eventlog.events import Event, LimitRecorded, NeedsHuman
-from eventlog.importers import EndedLines, appendable, instant, json_value, not_utf8, time_text, utf8, whole_json
+from eventlog.importers import (
+    EndedLines,
+    ahead_edge,
+    appendable,
+    instant,
+    json_value,
+    not_ahead,
+    not_utf8,
+    time_text,
+    utf8,
+    whole_json,
+)
 from projections.handoffs import NEEDS_HUMAN, PENDING, SKIPPED, Handoff, Handoffs
 
 #: The reason a legacy ``.resumed`` marker is handed to a person with.
@@ -153,21 +165,25 @@ def _limit_key(account: str, limited_at: datetime, reset_at: datetime | None, co
 
 @dataclass
 class LimitsKnown:
-    """The limits a log holds: each one's key, and each account's latest ``limited_at`` (by log order)."""
+    """The limits a log holds: each one's key, and each account's latest ``limited_at`` not dated ahead of now (by log
+    order; its instant and the time as written)."""
 
     keys: set[tuple[Any, ...]] = field(default_factory=set)
-    latest: dict[str, int] = field(default_factory=dict)
+    latest: dict[str, tuple[int, str]] = field(default_factory=dict)
 
 
-def limits_known(events: Iterable[tuple[Event, datetime]]) -> LimitsKnown:
-    """Fold a log's ``limit_recorded`` events into :class:`LimitsKnown`."""
+def limits_known(events: Iterable[tuple[Event, datetime]], now: datetime) -> LimitsKnown:
+    """Fold a log's ``limit_recorded`` events into :class:`LimitsKnown`: a limit dated ahead of ``now``
+    (:func:`~eventlog.importers.ahead_edge`) is never an account's latest."""
     out = LimitsKnown()
+    edge = ahead_edge(now)
     for ev, _at in events:
         if isinstance(ev, LimitRecorded):
             limited = datetime.fromisoformat(ev.limited_at)
             reset = None if ev.reset_at is None else datetime.fromisoformat(ev.reset_at)
             out.keys.add(_limit_key(ev.account, limited, reset, ev.confidence, ev.source))
-            out.latest[ev.account] = instant(limited)
+            if instant(limited) <= edge:
+                out.latest[ev.account] = (instant(limited), ev.limited_at)
     return out
 
 
@@ -177,27 +193,33 @@ class LimitPlan:
 
     new: list[dict[str, Any]] = field(default_factory=list)
     already: int = 0
-    #: The limits older than their account's latest in the log, each said.
+    #: The limits older than their account's latest in the log, each named (``WHERE: why``).
     older: list[str] = field(default_factory=list)
+    #: The limits dated ahead of now, each named (:func:`~eventlog.importers.not_ahead`).
+    ahead: list[str] = field(default_factory=list)
 
 
-def new_limits(events: Iterable[dict[str, Any]], log: LimitsKnown) -> LimitPlan:
-    """The ledger's limits the log does not hold and that are not older than their account's latest."""
+def new_limits(events: Iterable[tuple[str, dict[str, Any]]], log: LimitsKnown, now: datetime) -> LimitPlan:
+    """The ledger's limits (each with where it is) the log does not hold, not older than their account's latest not
+    dated ahead, and not dated ahead of ``now`` themselves."""
     plan = LimitPlan()
-    timed = sorted(((datetime.fromisoformat(ev["limited_at"]), ev) for ev in events), key=lambda p: instant(p[0]))
-    for limited, ev in timed:
+    timed = sorted(((datetime.fromisoformat(ev["limited_at"]), where, ev) for where, ev in events),
+                   key=lambda p: instant(p[0]))
+    for limited, where, ev in timed:
+        if not not_ahead(where, plan.ahead, ev["limited_at"], limited, now):
+            continue
         reset = None if ev["reset_at"] is None else datetime.fromisoformat(ev["reset_at"])
         key = _limit_key(ev["account"], limited, reset, ev["confidence"], ev["source"])
         if key in log.keys:
             plan.already += 1
             continue
         latest = log.latest.get(ev["account"])
-        if latest is not None and instant(limited) < latest:
-            plan.older.append(f"{ev['account']}: the limit of {ev['limited_at']} is older than the account's "
-                              "latest in the log")
+        if latest is not None and instant(limited) < latest[0]:
+            plan.older.append(f"{where}: the limit of account {ev['account']} at {ev['limited_at']} is older than "
+                              f"the account's latest in the log ({latest[1]})")
             continue
         log.keys.add(key)
-        log.latest[ev["account"]] = instant(limited)
+        log.latest[ev["account"]] = (instant(limited), ev["limited_at"])
         plan.new.append(ev)
     return plan
 

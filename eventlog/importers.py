@@ -37,10 +37,21 @@
     ``--tz`` adds nothing either);
   * a marker earlier than the latest marker of its job already in the log is
     not appended: appended after it, it would become the job's latest marker
-    by log order although it is older (the spec judges by log order).
+    by log order although it is older (the spec judges by log order). It is
+    counted and named (``FILE:LINE``, and the latest it is older than).
 
   New markers are appended in time order (a stable sort: markers of one
   instant keep the order of the files and lines they came from).
+
+- Records dated ahead of now (:func:`ahead_edge`: more than the views'
+  tolerance, ``projections.ahead.TOLERANCE_S``), a typo of the year or a
+  writer's clock ahead, are shared by every importer and observer:
+
+  * one the log holds is never the mark a new record is compared with: the
+    latest *not dated ahead* is (so ``ts=1896166005``, 2030, imported once does
+    not make every later true marker "older");
+  * one in the input is not appended, and is named (:func:`not_ahead`): a
+    check that waits on it could not fire before the clock passes it.
 """
 
 from __future__ import annotations
@@ -68,6 +79,8 @@ from eventlog.events import (
     JobSkipped,
 )
 from eventlog.reader import NESTED_TOO_DEEP, deeper_at
+from projections.ahead import TOLERANCE_S
+from projections.triage import duration_words
 
 #: The name the seed's ``is_guarded`` looks for in ``ProgramArguments``.
 GUARD_PATTERN = "claude-quota-guard"
@@ -125,6 +138,27 @@ def read_time(value: str | float, tz: tzinfo | None) -> datetime:
     if not FIRST_YEAR <= at.year <= LAST_YEAR:
         raise ValueError(f"time {value!r} is outside the years {FIRST_YEAR} to {LAST_YEAR}")
     return at
+
+
+def ahead_edge(now: datetime) -> int:
+    """The instant past which a record's time is dated ahead of ``now``: now plus the tolerance the views judge by
+    (``projections.ahead.TOLERANCE_S``, 5 min: hosts' clocks drift by seconds)."""
+    return instant(now) + round(TOLERANCE_S * 1_000_000)
+
+
+def not_ahead(where: str, problems: list[str], ts: str, at: datetime, now: datetime) -> bool:
+    """Whether the record ``where``, dated ``ts`` (``at``), is not dated ahead of ``now`` (:func:`ahead_edge`).
+
+    One that is, is named in ``problems`` as ``WHERE: reason``; the caller leaves it out and goes on: appended,
+    a check that waits on it could not fire before the clock passes it (``projections.ahead``).
+    """
+    at_i = instant(at)
+    if at_i <= ahead_edge(now):
+        return True
+    problems.append(f"{where}: dated {ts}, {duration_words((at_i - instant(now)) / 1e6)} ahead of now, which "
+                    "nothing that happened can be (a typo of the year, or its writer's clock ahead?): not appended; "
+                    "fix the time")
+    return False
 
 
 def time_text(value: str | float, tz: tzinfo | None) -> str:
@@ -394,9 +428,9 @@ def _time(epoch: str, tz: tzinfo | None) -> datetime:
 
 
 def read_markers(lines: Iterable[str], source: str, tz: tzinfo | None = None
-                 ) -> tuple[list[dict[str, Any]], list[str]]:
+                 ) -> tuple[list[tuple[str, dict[str, Any]]], list[str]]:
     """``job_skipped``/``job_ran`` events of every marker in ``lines`` (of the file ``source``), in the order met,
-    and problems, each naming ``SOURCE:LINE``.
+    each with where it is (``SOURCE:LINE``), and problems, each naming ``SOURCE:LINE``.
 
     ``ts`` is the marker's epoch in ``tz`` (None: the local zone). A marker whose
     epoch is no representable time, that holds a byte that is not UTF-8 (lines
@@ -404,7 +438,7 @@ def read_markers(lines: Iterable[str], source: str, tz: tzinfo | None = None
     reason of 2 MiB), and a marker's name followed by text not in its format, is
     a problem and is left out.
     """
-    events: list[dict[str, Any]] = []
+    events: list[tuple[str, dict[str, Any]]] = []
     problems: list[str] = []
     for number, line in enumerate(lines, 1):
         where = f"{source}:{number}"
@@ -442,7 +476,7 @@ def read_markers(lines: Iterable[str], source: str, tz: tzinfo | None = None
                 problems.append(f"{where}: a {name} marker not in the guard's format ({_FORMATS[name]}): "
                                 f"{line.strip()[:200]!r}")
         found.sort(key=lambda pair: pair[0])  # two markers on one line keep their order on the line
-        events.extend(ev for _, ev in found)
+        events.extend((where, ev) for _, ev in found)
     return events, problems
 
 
@@ -478,20 +512,26 @@ class Known:
     registrations: dict[str, tuple[Any, ...]] = field(default_factory=dict)
     #: (type, label, instant) of every marker.
     markers: set[tuple[str, str, int]] = field(default_factory=set)
-    #: label -> instant of its latest marker (by log order).
-    latest: dict[str, int] = field(default_factory=dict)
+    #: label -> instant and time (as written) of its latest marker not dated ahead of now (by log order).
+    latest: dict[str, tuple[int, str]] = field(default_factory=dict)
 
 
-def known(events: Iterable[tuple[Event, datetime]]) -> Known:
-    """Fold the registrations and markers of a log's decoded events (``runners.common.log_events``)."""
+def known(events: Iterable[tuple[Event, datetime]], now: datetime | None = None) -> Known:
+    """Fold the registrations and markers of a log's decoded events (``runners.common.log_events``).
+
+    ``now``: a marker dated ahead of it (:func:`ahead_edge`) is never a job's latest (None: none is judged ahead).
+    """
     out = Known()
+    edge = None if now is None else ahead_edge(now)
     for ev, at in events:
         if isinstance(ev, JobRegistered):
             out.registrations[ev.label] = _registration_key(ev.guarded, ev.calendar, ev.interval_s)
         elif isinstance(ev, JobSkipped | JobRan):
             kind = "job_skipped" if isinstance(ev, JobSkipped) else "job_ran"
-            out.markers.add((kind, ev.label, instant(at)))
-            out.latest[ev.label] = instant(at)
+            at_i = instant(at)
+            out.markers.add((kind, ev.label, at_i))
+            if edge is None or at_i <= edge:
+                out.latest[ev.label] = (at_i, ev.ts)
     return out
 
 
@@ -513,23 +553,35 @@ class MarkerPlan:
     new: list[dict[str, Any]]
     already: int = 0
     older: int = 0
+    #: The markers older than their job's latest in the log, each named (``FILE:LINE: why``).
+    left: list[str] = field(default_factory=list)
+    #: The markers dated ahead of now, each named (:func:`not_ahead`).
+    ahead: list[str] = field(default_factory=list)
 
 
-def new_markers(events: Iterable[dict[str, Any]], log: Known) -> MarkerPlan:
-    """The markers not in the log yet and not older than their job's latest, in time order."""
-    timed = sorted(((instant(datetime.fromisoformat(ev["ts"])), ev) for ev in events), key=lambda pair: pair[0])
+def new_markers(events: Iterable[tuple[str, dict[str, Any]]], log: Known, now: datetime) -> MarkerPlan:
+    """The markers (each with where it is) not in the log yet, not older than their job's latest not dated ahead,
+    and not dated ahead of ``now`` themselves, in time order."""
+    timed = sorted(((datetime.fromisoformat(ev["ts"]), where, ev) for where, ev in events),
+                   key=lambda item: instant(item[0]))
     plan = MarkerPlan(new=[])
-    for at, ev in timed:
+    for when, where, ev in timed:
+        if not not_ahead(where, plan.ahead, ev["ts"], when, now):
+            continue
+        at = instant(when)
         key = (ev["type"], ev["label"], at)
         if key in log.markers:
             plan.already += 1
             continue
         latest = log.latest.get(ev["label"])
-        if latest is not None and at < latest:
+        if latest is not None and at < latest[0]:
             plan.older += 1
+            plan.left.append(f"{where}: the {ev['type']} of job {ev['label']} at {ev['ts']} is older than the "
+                             f"job's latest marker in the log ({latest[1]}): appended after it, it would be taken "
+                             "for the latest")
             continue
         log.markers.add(key)
-        log.latest[ev["label"]] = at
+        log.latest[ev["label"]] = (at, ev["ts"])
         plan.new.append(ev)
     return plan
 

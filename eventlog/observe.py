@@ -28,7 +28,10 @@ and appends only what changed; the parsing and the comparison are here:
   that is being written is a running lane).
 - :class:`LaneKnown` / :func:`lane_known`: the product's latest
   ``job_finished`` (and every one's instant and job id), ``repo_commit`` head,
-  ``status_updated`` instant and state, and whether it is stopped, by log order.
+  ``status_updated`` instant and state, and whether it is stopped, by log order;
+  a ``job_finished`` or ``status_updated`` dated ahead of now
+  (:func:`eventlog.importers.ahead_edge`) is never the latest a new one is
+  compared with (the latest not dated ahead is).
 """
 
 from __future__ import annotations
@@ -47,7 +50,7 @@ from eventlog.events import (
     RepoCommit,
     StatusUpdated,
 )
-from eventlog.importers import instant, not_utf8, read_time
+from eventlog.importers import ahead_edge, instant, not_utf8, read_time
 
 #: The worker log's "job finished" line read by default.
 FINISHED = r"JOB_FINISHED(?:\s+job=(?P<job_id>\S+))?\s+ts=(?P<ts>\S+)"
@@ -125,29 +128,36 @@ def progress_state(text: str) -> str | None:
 
 @dataclass
 class LaneKnown:
-    """What the log knows of one lane (latest by log order)."""
+    """What the log knows of one lane (latest by log order; of ``job_finished`` and ``status_updated``, the latest not
+    dated ahead of now)."""
 
     #: (instant, job id) of every ``job_finished``.
     finished: set[tuple[int, str | None]] = field(default_factory=set)
-    latest_finished: int | None = None
+    #: The instant and time (as written) of the latest ``job_finished`` not dated ahead.
+    latest_finished: tuple[int, str] | None = None
     head: str | None = None
     status: tuple[int, str] | None = None
     stopped: bool = False
 
 
-def lane_known(events: Iterable[tuple[Event, datetime]], product: str) -> LaneKnown:
-    """Fold the product's lane events of a log (decoded, with their times) into :class:`LaneKnown`."""
+def lane_known(events: Iterable[tuple[Event, datetime]], product: str, now: datetime) -> LaneKnown:
+    """Fold the product's lane events of a log (decoded, with their times) into :class:`LaneKnown`, judging what is
+    dated ahead of ``now``."""
     out = LaneKnown()
+    edge = ahead_edge(now)
     for ev, at in events:
         if getattr(ev, "product", None) != product:
             continue
+        at_i = instant(at)
         if isinstance(ev, JobFinished):
-            out.finished.add((instant(at), ev.job_id))
-            out.latest_finished = instant(at)
+            out.finished.add((at_i, ev.job_id))
+            if at_i <= edge:
+                out.latest_finished = (at_i, ev.ts)
         elif isinstance(ev, RepoCommit):
             out.head = ev.head
         elif isinstance(ev, StatusUpdated):
-            out.status = (instant(at), ev.state)
+            if at_i <= edge:
+                out.status = (at_i, ev.state)
         elif isinstance(ev, LaneStopped | LaneStarted):
             out.stopped = isinstance(ev, LaneStopped)
     return out

@@ -88,8 +88,8 @@ def test_a_list_or_json_lines_in_time_order_older_ones_left(tmp_path: Path) -> N
     put(tmp_path / "b.jsonl", json.dumps(older) + "\n\n" + json.dumps(other) + "\n")
     out = run_cli("import", "ledger", str(log), str(tmp_path / "b.jsonl"))
     assert out.returncode == 0
-    assert out.stderr == (f"eventlog: left: cloud-account-a: the limit of {t('05:00:00')} is older than the "
-                          "account's latest in the log\n")
+    assert out.stderr == (f"eventlog: left: {tmp_path / 'b.jsonl'}:1: the limit of account cloud-account-a at "
+                          f"{t('05:00:00')} is older than the account's latest in the log ({t('09:00:00')})\n")
     assert [(e["account"], e["limited_at"]) for e in lines(log)[2:]] == [("cloud-account-b", t("05:00:00"))]
 
 

@@ -158,8 +158,9 @@ def test_read_markers() -> None:
         f"CLAUDE_QUOTA_JOB_RAN job=com.lily.y exit=-1 ts={skip}\n",
         "CLAUDE_QUOTA_JOB_RAN job=com.lily.y exit=0 ts=99999999999999999\n",
     ]
-    events, problems = importers.read_markers(lines, "guard.err", ZoneInfo("Asia/Tokyo"))
-    assert events == [
+    found, problems = importers.read_markers(lines, "guard.err", ZoneInfo("Asia/Tokyo"))
+    assert [where for where, _ in found] == ["guard.err:1", "guard.err:3", "guard.err:4", "guard.err:5"]
+    assert [ev for _, ev in found] == [
         {"type": "job_skipped", "ts": "2026-08-21T09:00:05+09:00", "label": "com.lily.test", "reason": "quota",
          "remaining_s": 1800},
         {"type": "job_ran", "ts": "2026-08-21T10:00:05+09:00", "label": "com.lily.test", "exit": 0},
@@ -169,7 +170,7 @@ def test_read_markers() -> None:
     ]
     assert problems == ["guard.err:6: ts=99999999999999999 is out of range (years 1900 to 9000)"]
     utc, _ = importers.read_markers(lines[:1], "guard.err", UTC)
-    assert utc[0]["ts"] == "2026-08-21T00:00:05+00:00"
+    assert utc[0][1]["ts"] == "2026-08-21T00:00:05+00:00"
 
 
 def test_a_marker_that_cannot_be_read_is_a_problem_not_a_silent_drop(tmp_path: Path) -> None:
@@ -213,7 +214,7 @@ def test_import_quota_log_local_zone_and_twice(tmp_path: Path) -> None:
     # another zone writes the same instants: still nothing new
     out = run_cli("import", "quota-log", str(log), str(stderr_log), str(other), "--assume-tz", "UTC", "--json")
     assert json.loads(out.stdout) == {"imported": 0, "already": 2, "older": 0, "problems": [], "unfinished": [],
-                                      "bad_lines": {"count": 0, "first": []}}
+                                      "bad_lines": {"count": 0, "first": []}, "left": [], "dated_ahead": 0}
     assert len(read(log)) == 2
 
 

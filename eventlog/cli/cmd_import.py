@@ -22,6 +22,8 @@ from eventlog.cli.common import (
 )
 from eventlog.runners import imports
 from eventlog.runners.common import unfinished_words
+from projections.ahead import TOLERANCE_S
+from projections.triage import duration_words
 
 DESCRIPTION = """\
 Append what users already have to LOG (created when absent); importing the same
@@ -42,16 +44,25 @@ minute, it is named on stderr too.
                                            circuit state file"""
 
 EXITS = """\
-0  done (a DIR with nothing to import at all, a ledger FILE with no entry, and a job
-   LOG registers whose plist is gone are said on stderr; a last line being written
-   is counted in unfinished, and read once it ends)
-1  some input could not be read or turned into an event (the rest is imported, each
-   named on stderr; for handoff-files, also an ID.json that says other than LOG), a
-   FILE's last line has had no newline for a minute (not read), lines of LOG are bad
-   (how many and the first three named on stderr, counted in bad_lines; the rest is
-   imported), or LOG could not be written
+0  done (a DIR with nothing to import at all, a ledger FILE with no entry, a job LOG
+   registers whose plist is gone, and each input left because LOG knows better
+   ("left: ...") are said on stderr; a last line being written is counted in
+   unfinished, and read once it ends)
+1  some input could not be read or turned into an event, or (quota-log, ledger) is
+   dated more than {ahead} ahead of now (the rest is imported, each named on stderr;
+   for handoff-files, also an ID.json that says other than LOG), a FILE's last line
+   has had no newline for a minute (not read), lines of LOG are bad (how many and the
+   first three named on stderr, counted in bad_lines; the rest is imported), or LOG
+   could not be written
 2  bad usage, or LOG cannot be read (a directory included)
-3  a conflict (an event the log refuses)"""
+3  a conflict (an event the log refuses)""".replace("{ahead}", duration_words(TOLERANCE_S))
+
+#: How quota-log and ledger treat a record dated ahead of now (their help texts).
+AHEAD = """\
+A record more than {ahead} ahead of now (2062 typed for 2026, a clock ahead) is not
+appended and is named on stderr (counted in dated_ahead); one LOG holds is never
+the latest a new record is compared with, so it keeps no record with a true time
+out.""".replace("{ahead}", duration_words(TOLERANCE_S))
 
 
 class _OldLog(argparse.Action):
@@ -87,9 +98,11 @@ def register(sub: Any) -> None:
                         exits=EXITS,
                         description="job_skipped/job_ran from the CLAUDE_QUOTA_JOB_SKIPPED and\n"
                         "CLAUDE_QUOTA_JOB_RAN lines of FILEs, in time order; a marker already in LOG\n"
-                        "(the same instant), or older than its job's latest marker in LOG, is not appended.\n"
+                        "(the same instant) is not appended, nor one older than its job's latest marker\n"
+                        "in LOG (counted in older, named on stderr: left FILE:LINE).\n"
                         "A marker that cannot become an event (a time out of range, a byte that is not\n"
-                        "UTF-8, a line too long to write) is named FILE:LINE on stderr; the rest is imported.")
+                        "UTF-8, a line too long to write) is named FILE:LINE on stderr; the rest is imported.\n"
+                        + AHEAD)
     add_log(ql, "the log to append to (created if absent)")
     ql.add_argument("files", nargs="+", metavar="FILE")
     ql.add_argument("--assume-tz", metavar="ZONE", help="zone of the written ts (default: the local zone)")
@@ -130,10 +143,12 @@ a list of them, or one a line, each
   {"account", "limitedAt", "resetAt" (or null), "source", "confidence"}
 (snake_case keys too). Each becomes a limit_recorded at its limitedAt, in time
 order. An entry the log holds already is not appended again, nor one older than
-its account's latest limit in the log; an entry that cannot be read or become an
-event (a line that is not JSON, not UTF-8 or nested deeper than 64 levels; one too
-long to write) is named on stderr (FILE:LINE, or FILE: entry N) and the rest
-imported. A FILE with no entry (empty) is said on stderr; it is no error."""
+its account's latest limit in the log (named on stderr: left FILE:LINE); an entry
+that cannot be read or become an event (a line that is not JSON, not UTF-8 or
+nested deeper than 64 levels; one too long to write) is named on stderr (FILE:LINE,
+or FILE: entry N) and the rest imported. A FILE with no entry (empty) is said on
+stderr; it is no error. A limit's time is its limitedAt.
+""" + AHEAD
 
 HANDOFF_FILES = """\
 The old watcher's files in DIR, per handoff ID (seed 000):
@@ -255,4 +270,5 @@ def _lines(done: Any) -> tuple[list[str], list[str]]:
             f"skipped {s}" for s in done.skipped]
     return [f"{done.imported} marker(s) imported, {done.already} already in the log, "
             f"{done.older} older than their job's latest marker in the log"
-            + (f", {len(done.problems)} problem(s)" if done.problems else "") + left], []
+            + (f", {done.dated_ahead} dated ahead of now" if done.dated_ahead else "")
+            + (f", {len(done.problems)} problem(s)" if done.problems else "") + left], [f"left: {x}" for x in done.left]

@@ -20,18 +20,21 @@ from eventlog.cli.common import (
 )
 from eventlog.observe import FINISHED
 from eventlog.runners import observe
+from projections.ahead import TOLERANCE_S
+from projections.triage import duration_words
 
 DESCRIPTION = """\
 Read what a lane leaves on disk (seed 001) and append to LOG (created if absent)
 only what changed since the log's latest events of PRODUCT: nothing changed,
 nothing written, so it is safe every 10 minutes from cron.
 
-  --worker-log FILE   job_finished for each "job finished" line newer than the
+  --worker-log FILE   job_finished for each "job finished" line not older than the
                       lane's latest: by default JOB_FINISHED job=ID ts=TIME (TIME an
                       epoch or ISO 8601; job= optional), or --finished-regex with
                       named groups ts and (optionally) job_id. A line older than the
-                      lane's latest is counted (older), not appended; a last line
-                      without its newline is not read until it ends (unfinished)
+                      lane's latest is counted (older: FILE:LINE), not appended; a
+                      last line without its newline is not read until it ends
+                      (unfinished)
   --repo DIR          repo_commit when git rev-parse REF (--ref, HEAD) differs from
                       the lane's latest head, at the time the ref moved there (its
                       reflog; the committer date without one)
@@ -52,14 +55,21 @@ log; --finished-regex= and --ref= are their defaults), so a unit can pass each
 source from a variable a lane leaves unset (ops/systemd/lane.env).
 
 Times without an offset (worker log lines) and mtimes are written in --assume-tz
-(default: the local zone)."""
+(default: the local zone).
+
+A worker log line or a progress file mtime more than {ahead} ahead of now (--at;
+2062 typed for 2026, a clock ahead) is not appended and is named on stderr
+(counted in dated_ahead); a job_finished or status_updated LOG holds dated ahead
+is never the lane's latest, so it keeps no line with a true time out.""".replace(
+    "{ahead}", duration_words(TOLERANCE_S))
 
 EXITS = """\
 0  observed (appended what changed, or nothing)
-1  a source could not be read or checked (the others were observed), the worker log's
-   last line has had no newline for a minute (not read), LOG has bad lines (named;
-   the rest was observed), LOG could not be written, or SIGTERM or SIGINT stopped it
-   (git's process group is stopped; nothing appended)
+1  a source could not be read or checked, or a time of it lies ahead of now (the
+   others were observed), the worker log's last line has had no newline for a minute
+   (not read), LOG has bad lines (named; the rest was observed), LOG could not be
+   written, or SIGTERM or SIGINT stopped it (git's process group is stopped; nothing
+   appended)
 2  bad usage, or LOG cannot be read
 3  a conflict (an event the log refuses)"""
 

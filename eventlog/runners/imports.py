@@ -30,6 +30,7 @@ from typing import Any, TypeVar
 import msgspec
 
 from eventlog import handoff_importers, importers, worker_log
+from eventlog.clock import now
 from eventlog.events import (
     ENVELOPE_FIELDS,
     CircuitClosed,
@@ -152,8 +153,9 @@ class QuotaLogImport(FilesImport):
 
 
 class QuotaLogReport(msgspec.Struct, kw_only=True):
-    """Markers imported, already in the log, older than their job's latest; last lines not ended yet; inputs
-    that could not be read."""
+    """Markers imported, already in the log, older than their job's latest (each named in ``left``), dated ahead of
+    now (``dated_ahead``, each named in ``problems``); last lines not ended yet; inputs that could not be read or
+    used."""
 
     imported: int = 0
     already: int = 0
@@ -163,17 +165,23 @@ class QuotaLogReport(msgspec.Struct, kw_only=True):
     unfinished: list[str] = msgspec.field(default_factory=list)
     #: The log's bad lines (said in ``problems`` too).
     bad_lines: BadLines = msgspec.field(default_factory=BadLines)
+    #: The markers older than their job's latest in the log, each named (``FILE:LINE: why``; said on stderr).
+    left: list[str] = msgspec.field(default_factory=list)
+    #: How many markers were dated ahead of now (not appended; each named in ``problems``).
+    dated_ahead: int = 0
 
     @property
     def status(self) -> int:
-        """1 when an input could not be read or the log has bad lines, else 0."""
+        """1 when an input could not be read or used (a marker dated ahead of now included), or the log has bad
+        lines, else 0."""
         return 1 if self.problems else 0
 
 
 def import_quota_log(opts: QuotaLogImport) -> QuotaLogReport:
-    """The markers not in the log yet and not older than their job's latest, in time order."""
+    """The markers not in the log yet, not older than their job's latest not dated ahead, and not dated ahead of now
+    themselves, in time order (``eventlog.importers.new_markers``)."""
     not_a_directory(opts.log)
-    events: list[dict[str, Any]] = []
+    events: list[tuple[str, dict[str, Any]]] = []
     report = QuotaLogReport()
     for path in opts.files:
         try:
@@ -188,9 +196,12 @@ def import_quota_log(opts: QuotaLogImport) -> QuotaLogReport:
         report.problems.extend(unread)
     bad: list[dict[str, Any]] = []
     with runner_lock(opts.log, "import", wait=True):
-        plan = importers.new_markers(events, importers.known(log_events(opts.log, bad=bad)))
+        at = now()
+        plan = importers.new_markers(events, importers.known(log_events(opts.log, bad=bad), at), at)
         _append(opts.log, plan.new)
     report.imported, report.already, report.older = len(plan.new), plan.already, plan.older
+    report.left, report.dated_ahead = plan.left, len(plan.ahead)
+    report.problems += plan.ahead
     name_bad_lines(report, opts.log, bad)
     return report
 
@@ -338,8 +349,9 @@ class ImportReport(msgspec.Struct, kw_only=True):
     """What an import appended (``imported``), what the log held already, and what it left and why.
 
     ``left``: what was not appended because the log knows better (a limit older than the account's
-    latest, a marker of a handoff the log moved on); ``problems``: inputs that could not be read or
-    turned into events, each named (the rest is imported), and the log's bad lines (``bad_lines``).
+    latest, a marker of a handoff the log moved on), each named; ``problems``: inputs that could not be
+    read or turned into events, or are dated ahead of now (counted in ``dated_ahead``), each named (the
+    rest is imported), and the log's bad lines (``bad_lines``).
     """
 
     imported: int = 0
@@ -353,6 +365,8 @@ class ImportReport(msgspec.Struct, kw_only=True):
     bad_lines: BadLines = msgspec.field(default_factory=BadLines)
     #: The last lines of a JSON Lines ledger not ended yet (``FILE:LINE``): not read, read once they end.
     unfinished: list[str] = msgspec.field(default_factory=list)
+    #: How many inputs were dated ahead of now (not appended; each named in ``problems``).
+    dated_ahead: int = 0
 
     @property
     def status(self) -> int:
@@ -362,19 +376,21 @@ class ImportReport(msgspec.Struct, kw_only=True):
     def summary(self) -> str:
         """One line for people."""
         left = f", {len(self.left)} left as the log has them" if self.left else ""
-        return f"{self.imported} event(s) imported, {self.already} already in the log{left}" + (
+        ahead = f", {self.dated_ahead} dated ahead of now" if self.dated_ahead else ""
+        return f"{self.imported} event(s) imported, {self.already} already in the log{left}{ahead}" + (
             f", {len(self.problems)} problem(s)" if self.problems else "") + (
             f", {unfinished_words(self.unfinished)}" if self.unfinished else "")
 
 
 def import_ledger(opts: LedgerImport) -> ImportReport:
-    """One ``limit_recorded`` per ledger entry the log does not hold, unless older than its account's latest.
+    """One ``limit_recorded`` per ledger entry the log does not hold, unless older than its account's latest not dated
+    ahead, or dated ahead of now itself (``eventlog.handoff_importers.new_limits``).
 
     A file with no entry (empty, blank lines, ``[]``) is said in ``notes``: no error, nothing imported from it.
     """
     not_a_directory(opts.log)
     report = ImportReport()
-    events: list[dict[str, Any]] = []
+    events: list[tuple[str, dict[str, Any]]] = []
     for path in opts.files:
         try:
             with open(path, "rb") as f:
@@ -392,12 +408,16 @@ def import_ledger(opts: LedgerImport) -> ImportReport:
                 report.problems.append(f"{where}: {err}")
                 continue
             if importers.appendable(where, report.problems, ev):
-                events.append(ev)
+                events.append((where, ev))
     bad: list[dict[str, Any]] = []
     with runner_lock(opts.log, "import", wait=True):
-        plan = handoff_importers.new_limits(events, handoff_importers.limits_known(log_events(opts.log, bad=bad)))
+        at = now()
+        plan = handoff_importers.new_limits(
+            events, handoff_importers.limits_known(log_events(opts.log, bad=bad), at), at)
         _append(opts.log, plan.new)
     report.imported, report.already, report.events, report.left = len(plan.new), plan.already, plan.new, plan.older
+    report.problems += plan.ahead
+    report.dated_ahead = len(plan.ahead)
     name_bad_lines(report, opts.log, bad)
     return report
 

@@ -2,13 +2,14 @@
 
 Seed 001's inputs, each optional (at least one is given):
 
-- the worker log (``worker_log``): every "job finished" line newer than the
-  lane's latest ``job_finished`` in the log becomes a ``job_finished`` at that
-  line's time, with its job id (format: :mod:`eventlog.observe`); one older
-  than it is counted (``older``), not appended (appended after it, it would
-  become the latest by log order); a last line without its newline is not
-  read yet (``unfinished``; :class:`eventlog.importers.EndedLines`): a cut
-  time is an earlier time;
+- the worker log (``worker_log``): every "job finished" line not older than
+  the lane's latest ``job_finished`` in the log (not dated ahead of now) becomes
+  a ``job_finished`` at that line's time, with its job id (format:
+  :mod:`eventlog.observe`); one older than it and not in the log is counted
+  (``older``: ``FILE:LINE``), not appended (appended after it, it would become
+  the latest by log order); a last line without its newline is not read yet
+  (``unfinished``; :class:`eventlog.importers.EndedLines`): a cut time is an
+  earlier time;
 - the product repository (``repo``, ``ref``: ``HEAD``): ``git rev-parse``;
   a head other than the lane's latest ``repo_commit`` becomes a ``repo_commit``
   at the time the ref moved there (its reflog entry; the commit's committer
@@ -31,6 +32,14 @@ A worker log line that cannot become an event (its time unreadable, a byte
 that is not UTF-8 in its time or job id, an event the appender would refuse)
 is named ``FILE:LINE: reason`` on every pass, and the others are observed; so
 is a last line left without its newline for a minute.
+
+"Now" is the time ``at`` gives (``--at``, else the clock). A worker log line
+or a progress file's mtime dated ahead of it (more than the views' tolerance,
+:func:`eventlog.importers.ahead_edge`: 2062 typed for 2026, a clock ahead) is
+not appended and is named (``status`` 1, counted in ``dated_ahead``): a check
+that waits on it could not fire before the clock passes it. One the log holds
+already is never the latest a new line is compared with, so it blocks no
+later line with a true time.
 """
 
 from __future__ import annotations
@@ -44,7 +53,7 @@ from typing import Any
 import msgspec
 
 from eventlog.clock import NOW, At
-from eventlog.importers import EndedLines, appendable, instant, not_utf8, open_text
+from eventlog.importers import EndedLines, appendable, instant, not_ahead, not_utf8, open_text
 from eventlog.logs import open_log
 from eventlog.observe import FINISHED, LaneKnown, compile_finished, finished_lines, lane_known, progress_state
 from eventlog.runners.common import (
@@ -97,8 +106,9 @@ class LaneObservation:
 
 
 class ObserveReport(msgspec.Struct, kw_only=True):
-    """What was appended (in order), the log's bad lines, the sources that could not be read, and the worker
-    log's lines left for now: older than the lane's latest ``job_finished``, or not ended yet (``FILE:LINE``)."""
+    """What was appended (in order), the log's bad lines, the sources that could not be read or used (a line or an
+    mtime dated ahead of now included, counted in ``dated_ahead``), and the worker log's lines left for now: older
+    than the lane's latest ``job_finished``, or not ended yet (``FILE:LINE``)."""
 
     log: str
     product: str
@@ -109,10 +119,13 @@ class ObserveReport(msgspec.Struct, kw_only=True):
     older: list[str] = msgspec.field(default_factory=list)
     #: A last line without its newline: not read yet, read once it ends.
     unfinished: list[str] = msgspec.field(default_factory=list)
+    #: How many lines or mtimes were dated ahead of now (not appended; each named in ``problems``).
+    dated_ahead: int = 0
 
     @property
     def status(self) -> int:
-        """1 when a source could not be read or the log has bad lines, else 0."""
+        """1 when a source could not be read or used (a time dated ahead of now included) or the log has bad lines,
+        else 0."""
         return 1 if self.problems else 0
 
     def text(self) -> list[str]:
@@ -141,17 +154,21 @@ def observe_lane(opts: LaneObservation) -> ObserveReport:
     report = ObserveReport(log=opts.log, product=opts.product)
     with runner_lock(opts.log, "observe", wait=True):
         bad: list[dict[str, Any]] = []
-        known = lane_known(log_events(opts.log, opts.assume_tz, bad), opts.product)
+        now = opts.at.clock(None)()
+        known = lane_known(log_events(opts.log, opts.assume_tz, bad), opts.product, now)
         name_bad_lines(report, opts.log, bad)
         new: list[tuple[datetime, dict[str, Any]]] = []
+        ahead: list[str] = []
         if opts.worker_log:
-            new += _finished(opts, pattern, known, report)
+            new += _finished(opts, pattern, known, report, now, ahead)
         if opts.repo:
             new += _commit(opts, known, report)
         if opts.progress:
-            new += _status(opts, known, report)
+            new += _status(opts, known, report, now, ahead)
         if opts.stop_file:
-            new += _stop(opts, known, report)
+            new += _stop(opts, known, report, now)
+        report.problems += ahead
+        report.dated_ahead = len(ahead)
         new.sort(key=lambda pair: instant(pair[0]))
         events = [ev for _, ev in new]
         if events:
@@ -165,8 +182,8 @@ def _event(kind: str, product: str, at: datetime, **fields: Any) -> tuple[dateti
     return at, {"type": kind, "ts": at.isoformat(), "product": product, **fields}
 
 
-def _finished(opts: LaneObservation, pattern: re.Pattern[str], known: LaneKnown,
-              report: ObserveReport) -> list[tuple[datetime, dict[str, Any]]]:
+def _finished(opts: LaneObservation, pattern: re.Pattern[str], known: LaneKnown, report: ObserveReport,
+              now: datetime, ahead: list[str]) -> list[tuple[datetime, dict[str, Any]]]:
     assert opts.worker_log is not None
     try:
         with open_text(opts.worker_log) as f:
@@ -182,13 +199,16 @@ def _finished(opts: LaneObservation, pattern: re.Pattern[str], known: LaneKnown,
     for item in sorted(found, key=lambda f: instant(f.at)):
         fields = {"job_id": item.job_id} if item.job_id else {}
         event = _event("job_finished", opts.product, item.at, **fields)
-        if not appendable(f"{opts.worker_log}:{item.line}", report.problems, event[1]):
+        where = f"{opts.worker_log}:{item.line}"
+        if not appendable(where, report.problems, event[1]) or not not_ahead(where, ahead, event[1]["ts"], item.at,
+                                                                              now):
             continue  # named on every pass while the worker log holds it, as a line whose time is unreadable
         key = (instant(item.at), item.job_id)
         if key in seen:
             continue
-        if known.latest_finished is not None and key[0] < known.latest_finished:
-            report.older.append(f"{opts.worker_log}:{item.line}")  # appended now, it would become the latest
+        latest = known.latest_finished
+        if latest is not None and key[0] < latest[0]:
+            report.older.append(where)  # appended now, it would become the latest
             continue
         seen.add(key)
         out.append(event)
@@ -229,7 +249,8 @@ def _mtime(path: str, tz: tzinfo | None, st: os.stat_result | None = None) -> da
     return value if tz is not None else value.astimezone()
 
 
-def _status(opts: LaneObservation, known: LaneKnown, report: ObserveReport) -> list[tuple[datetime, dict[str, Any]]]:
+def _status(opts: LaneObservation, known: LaneKnown, report: ObserveReport, now: datetime,
+            ahead: list[str]) -> list[tuple[datetime, dict[str, Any]]]:
     assert opts.progress is not None
     try:
         at = _mtime(opts.progress, opts.assume_tz)
@@ -238,12 +259,15 @@ def _status(opts: LaneObservation, known: LaneKnown, report: ObserveReport) -> l
     except OSError as err:
         report.problems.append(f"cannot read the progress file {opts.progress}: {err.strerror or err}")
         return []
+    if not not_ahead(f"the progress file {opts.progress} (its mtime)", ahead, at.isoformat(), at, now):
+        return []
     if known.status is not None and (instant(at) < known.status[0] or (instant(at), state) == known.status):
         return []
     return [_event("status_updated", opts.product, at, state=state)]
 
 
-def _stop(opts: LaneObservation, known: LaneKnown, report: ObserveReport) -> list[tuple[datetime, dict[str, Any]]]:
+def _stop(opts: LaneObservation, known: LaneKnown, report: ObserveReport,
+          now: datetime) -> list[tuple[datetime, dict[str, Any]]]:
     assert opts.stop_file is not None
     try:
         st: os.stat_result | None = os.stat(opts.stop_file)
@@ -256,7 +280,7 @@ def _stop(opts: LaneObservation, known: LaneKnown, report: ObserveReport) -> lis
     if st is not None and not known.stopped:
         return [_event("lane_stopped", opts.product, _mtime(opts.stop_file, opts.assume_tz, st))]
     if st is None and known.stopped:
-        return [_event("lane_started", opts.product, opts.at.clock(None)())]
+        return [_event("lane_started", opts.product, now)]
     return []
 
 
