@@ -26,6 +26,13 @@ the views already use (nothing is folded for it):
   day than now's (a skip dated another day is no skip of today, so it is no
   candidate; one ahead but of today still is, and silences nothing).
 
+- ``limited_at``: the ``limited_at`` of an account's latest ``limit_recorded``
+  (a limit is not hit ahead of now: 2062 typed for 2026). It waits on no
+  time, but it is no true latest limit: an import of the ledger sorted by
+  time put such a limit after the account's true ones, and its ``reset_at``
+  decides the account's probe over theirs (a reset long past: "probe now"
+  while the true limit holds until tomorrow).
+
 Times a line writes as a field (a ``reset_at``, an ``open_until``, a
 ``deadline``) are meant to lie ahead and are not judged against the tolerance.
 One is judged against a wider bound:
@@ -68,7 +75,7 @@ RESET_AHEAD_MAX_S = 8 * 86400.0
 
 #: The check a time ahead silences (the ``check`` label of ``recovery_dated_ahead``).
 Check = Literal["watcher_late", "claim_stale", "pending_age", "probe_backoff", "job_unpicked", "status_quiet",
-                "job_picked", "retry_due", "catchup_skip", "limit_reset"]
+                "job_picked", "retry_due", "catchup_skip", "limited_at", "limit_reset"]
 CHECKS: tuple[Check, ...] = Check.__args__  # type: ignore[attr-defined]
 
 
@@ -112,6 +119,8 @@ def dated_ahead(runner: Runner, now: datetime, tolerance_s: float = TOLERANCE_S)
             found.check("claim_stale", hid, h.last_line, h.last_at, h.last_ts, stale_s)
     reset_edge = later(now.astimezone(UTC), timedelta(seconds=RESET_AHEAD_MAX_S))
     for account, acc in handoffs.accounts.items():
+        if acc.limited_text is not None:  # no time to wait for: no until
+            found.check("limited_at", account, acc.limit_line, parse_time(acc.limited_text), acc.limited_text)
         if acc.reset_at is not None and acc.reset_text is not None and reset_edge is not None \
                 and acc.reset_at > reset_edge:  # it holds the probe (waiting_reset) until then
             found.add("limit_reset", account, acc.limit_line, acc.reset_at, acc.reset_text, acc.reset_text)

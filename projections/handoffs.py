@@ -252,6 +252,8 @@ class Account(msgspec.Struct, gc=False):
     reset_text: str | None = None
     reset_at: datetime | None = None
     confidence: str | None = None
+    #: The latest limit's ``limited_at``, as written (views only: ``projections.ahead``).
+    limited_text: str | None = None
     limit_line: int = 0
     last_ok_line: int = 0
     #: Outcome kind of the current run of probes after the latest limit ("transient", "quota" or None).
@@ -707,6 +709,7 @@ class Handoffs:
         acc.reset_text = ev.reset_at
         acc.reset_at = None if ev.reset_at is None else parse_time(ev.reset_at)
         acc.confidence = ev.confidence
+        acc.limited_text = ev.limited_at
         acc.limit_line = line
         acc.run_kind, acc.run, acc.run_ts = None, 0, None
         return None

@@ -663,7 +663,7 @@ def line_cmd(facts: LogFacts, line: int) -> str:
 AHEAD_KIND: dict[Check, Kind] = {
     "watcher_late": "watcher", "claim_stale": "handoff", "pending_age": "handoff", "probe_backoff": "account",
     "job_unpicked": "lane", "status_quiet": "lane", "job_picked": "lane", "retry_due": "session",
-    "catchup_skip": "catchup", "limit_reset": "account",
+    "catchup_skip": "catchup", "limited_at": "account", "limit_reset": "account",
 }
 
 #: Each check of :mod:`projections.ahead`: what the line is, what its time silences, and what ends it.
@@ -690,6 +690,12 @@ _AHEAD_WORDS: dict[Check, tuple[str, str, str]] = {
                   "its next failure or ready worker with a true time ends this"),
     "catchup_skip": ("the latest skip of job {id}", "it is no skip of today, so it is no catch-up candidate today",
                      "its next marker with a true time ends this"),
+    "limited_at": ("the limited_at of the latest limit (limit_recorded) of account {id}",
+                   "no limit is hit ahead of now, yet as the account's latest limit (by log order) its reset_at "
+                   "decides when the account is probed, over any true limit before it (an import of the ledger "
+                   "sorted by time put such a limit last)",
+                   "a limit_recorded of the account with a true limited_at ends this (the next limit recorded, or "
+                   "the true latest one appended again; explain shows the account's lines)"),
     "limit_reset": ("the reset_at of the latest limit (limit_recorded) of account {id}",
                     f"no quota window is longer than a week, so a reset more than "
                     f"{duration_words(RESET_AHEAD_MAX_S)} ahead is a mistake; the account is not probed, and none "
@@ -699,7 +705,8 @@ _AHEAD_WORDS: dict[Check, tuple[str, str, str]] = {
 }
 
 #: What is wrong with a time ahead, when it is not the clock of the line's writer.
-_AHEAD_WRONG: dict[Check, str] = {"limit_reset": "The reset time is wrong (a typo of the year?)"}
+_AHEAD_WRONG: dict[Check, str] = {"limited_at": "The limit's time is wrong (a typo of the year?)",
+                                  "limit_reset": "The reset time is wrong (a typo of the year?)"}
 
 
 def ahead_words(a: Ahead, line: bool = True) -> str:

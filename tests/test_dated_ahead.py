@@ -64,6 +64,9 @@ STORIES: dict[str, tuple[list[dict[str, Any]], str]] = {
                        "calendar": [{"Hour": 0, "Minute": 0}], "interval_s": None},
                       {"type": "job_skipped", "ts": at(24), "label": "j1", "reason": "quota",
                        "remaining_s": 100}], "j1"),
+    "limited_at": ([CREATED, {"type": "limit_recorded", "ts": TYPO, "account": "acct-a", "limited_at": TYPO,
+                              "reset_at": None, "source": "parsed-limit-message", "confidence": "unknown"}],
+                   "acct-a"),
 }
 
 
@@ -256,6 +259,34 @@ def test_a_reset_at_typed_decades_ahead_is_named_with_the_account_and_a_correcti
     assert account["code"] == "due" and account["facts"]["limit"] == {"reset_at": None, "confidence": "unknown"}
 
 
+def test_a_limited_at_typed_decades_ahead_that_overrides_the_true_limit_is_named(tmp_path: Path) -> None:
+    """The reviewers' ledger: an import sorted by time put the 2062 limit after the true one (limited until tomorrow),
+    so its reset, long past, said "probe now" (seed 000: a limited account is not probed) while status said
+    "Nothing needs a person". It is named (``limited_at``), with the account; the true limit appended again ends it."""
+    true = {"type": "limit_recorded", "ts": at(-1), "account": "acct-a", "limited_at": at(-1), "reset_at": at(20),
+            "source": "parsed-limit-message", "confidence": "explicit"}
+    typo = {**true, "ts": TYPO, "limited_at": TYPO, "reset_at": at(-20)}
+    log = write_log(tmp_path / "work.jsonl", [CREATED, true, typo])
+    out, view = status_json(log)
+    assert out.returncode == 1
+    [item] = ahead_items(view)
+    assert item["id"] == "line 3" and item["since"] == TYPO and item["until"] is None
+    assert "the limited_at of the latest limit (limit_recorded) of account acct-a" in item["reason"]
+    assert "The limit's time is wrong" in item["reason"] and "decides when the account is probed" in item["reason"]
+    _dump, prom = replayed(log, live=True)
+    assert value(prom, "recovery_dated_ahead", check="limited_at") == 1
+    shown = typed(item["next"], tmp_path)
+    assert shown.returncode == 0 and f"{log}:3: " in shown.stdout and "probe now" in shown.stdout
+    # the true limit, written again after it, is the latest: the account waits for its reset, nothing is named
+    again = typed(f"printf '%s\\n' {shlex.quote(json.dumps({k: v for k, v in true.items() if k != 'ts'}))} "
+                  f"| eventlog append {log}", tmp_path)
+    assert again.returncode == 0, again.stderr
+    out, view = status_json(log)
+    assert ahead_items(view) == []
+    account = json.loads(run_cli("explain", str(log), "acct-a", "--json").stdout)["verdicts"][0]
+    assert account["code"] == "waiting_reset"
+
+
 def test_append_takes_a_reset_at_typed_years_ahead_and_says_so_on_stderr(tmp_path: Path) -> None:
     """The same typo written through ``append``: taken (it is a valid time), but said at once, where the person who
     typed it is looking, not only later on the status screen. A weekly limit's reset a week ahead says nothing."""
@@ -269,3 +300,17 @@ def test_append_takes_a_reset_at_typed_years_ahead_and_says_so_on_stderr(tmp_pat
     assert "stdin line 2 (seq 3) says account 'acct-a' resets at 2062-08-03T17:00:00+09:00" in said
     assert "no probe of it is made before then" in said and f"eventlog status {log}" in said
     assert "2062-08-03T17:00:00+09:00" in log.read_text()  # written as given
+
+
+def test_append_takes_a_limited_at_typed_years_ahead_and_says_so_on_stderr(tmp_path: Path) -> None:
+    """A limit appended now (no ts given) that says it was hit in 2062: taken, and said at once, as status names it
+    (``limited_at``); once, when its ts is the same typo."""
+    log = write_log(tmp_path / "work.jsonl", [CREATED])
+    typo = {"type": "limit_recorded", "account": "acct-a", "limited_at": TYPO, "reset_at": None,
+            "source": "parsed-limit-message", "confidence": "unknown"}
+    out = run_cli("append", str(log), stdin=json.dumps(typo) + "\n" + json.dumps({**typo, "ts": TYPO}) + "\n")
+    assert out.returncode == 0, out.stderr
+    first, second = [line for line in out.stderr.splitlines() if "ahead of now" in line]
+    assert f"stdin line 1 (seq 2) says account 'acct-a' was limited at {TYPO}" in first
+    assert "no limit is hit ahead of now" in first and f"eventlog status {log}" in first
+    assert f"stdin line 2 (seq 3) is dated {TYPO}" in second

@@ -45,7 +45,9 @@ A ts more than {ahead} ahead of now is written as given (a writer's clock may
 run ahead of another's), and said on stderr: a check that waits on it (a
 watcher late, a claim stale, a lane stalled) cannot fire until the clock passes
 it. So is a limit_recorded whose reset_at lies more than {reset} ahead (no
-quota window is that long: a typo of the year holds the account's probe).""".replace(
+quota window is that long: a typo of the year holds the account's probe), or
+whose limited_at lies more than {ahead} ahead (no limit is hit ahead of now,
+yet as the account's latest its reset_at decides the account's probe).""".replace(
     "{ahead}", duration_words(TOLERANCE_S)).replace("{reset}", duration_words(RESET_AHEAD_MAX_S))
 
 APPEND_EXITS = """\
@@ -110,9 +112,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def dated_ahead(given: Input, first_seq: int, log: str) -> list[str]:
-    """A warning for each event written to ``log`` whose ``ts`` lies more than the tolerance ahead of now, or whose
-    limit ``reset_at`` more than :data:`projections.ahead.RESET_AHEAD_MAX_S` (its input line, its ``seq``, how far
-    ahead): written as given, as the views will name them."""
+    """A warning for each event written to ``log`` whose ``ts`` (or limit ``limited_at``) lies more than the tolerance
+    ahead of now, or whose limit ``reset_at`` more than :data:`projections.ahead.RESET_AHEAD_MAX_S` (its input line,
+    its ``seq``, how far ahead): written as given, as the views will name them."""
     at = now()
     edge = at + timedelta(seconds=TOLERANCE_S)
     reset_edge = at + timedelta(seconds=RESET_AHEAD_MAX_S)
@@ -125,7 +127,14 @@ def dated_ahead(given: Input, first_seq: int, log: str) -> list[str]:
                        "given, but a check that waits on it (a watcher late, a claim stale, a lane stalled) cannot "
                        f"fire until the clock passes it; is the writer's clock right? ({status_cmd(log)} names what "
                        "it silences)")
-        reset = event.get("reset_at") if event.get("type") == "limit_recorded" else None
+        limit = event.get("type") == "limit_recorded"
+        limited = event.get("limited_at") if limit else None
+        if isinstance(limited, str) and limited != ts and (when := parse_time(limited)) > edge:  # (ts: said above)
+            out.append(f"{where} says account {event.get('account')!r} was limited at {limited}, "
+                       f"{duration_words(elapsed_s(when, at))} ahead of now: written as given, but no limit is hit "
+                       "ahead of now, and as the account's latest limit its reset_at decides the account's probe; a "
+                       f"typo of the year? ({status_cmd(log)} names it)")
+        reset = event.get("reset_at") if limit else None
         if isinstance(reset, str) and (when := parse_time(reset)) > reset_edge:
             out.append(f"{where} says account {event.get('account')!r} resets at {reset}, "
                        f"{duration_words(elapsed_s(when, at))} ahead of now: written as given, but no probe of it "
