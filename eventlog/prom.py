@@ -10,8 +10,8 @@ the ``log`` label. docs/METRICS.md is the reference, with an alert for each.
 :func:`exposition` renders one dump; what a dump does not hold (the latency
 samples, the last event's time, ``follow``'s tick, a torn tail no append cuts,
 an unfinished batch, a file that is no event log, the times a verdict is judged
-from that lie ahead of now, the catch-up re-runs that did not end well) is passed beside it, and :func:`of_replay` takes
-those from a replay. The interrupt timeline's two families are built in
+from that lie ahead of now, the catch-up re-runs that did not end well, the guarded jobs nothing feeds) is passed
+beside it, and :func:`of_replay` takes those from a replay. The interrupt timeline's two families are built in
 ``eventlog.prom_controls``.
 """
 
@@ -108,6 +108,7 @@ def exposition(
     not_a_log: bool | None = None,
     ahead: Sequence[Ahead] | None = None,
     reruns: Mapping[str, int] | None = None,
+    unfed: int | None = None,
     lanes_error: bool | None = None,
     deadline_passed: int | None = None,
     retired: Collection[str] = (),
@@ -126,7 +127,9 @@ def exposition(
     lines); ``not_a_log``: the file is no event log, so no append is taken on it (``eventlog.logs.no_event_log``);
     ``ahead``: the times a verdict is judged from that lie ahead of now (``projections.ahead.dated_ahead``; left
     out when None: not judged live); ``reruns``: catch-up re-runs that did not end well, by kind (``failed``,
-    ``no_end``: ``projections.catchup.Catchup.bad_reruns``; left out when None); ``lanes_error``: the lanes
+    ``no_end``: ``projections.catchup.Catchup.bad_reruns``; left out when None); ``unfed``: guarded jobs whose
+    slot of today passed 2 h ago with no marker of today (``projections.catchup.Catchup.unfed``; left out when
+    None); ``lanes_error``: the lanes
     runner's last pass ended in error (``Lanes.last_pass``); ``deadline_passed``: handoffs still out (pending,
     claimed) whose deadline passed as of the dump's ``as_of`` (``Handoffs.past_deadline``); ``retired``: watchers
     a person retired, left out of the per-watcher families (so ``RecoveryWatcherDead`` stops for them; the dump
@@ -205,6 +208,10 @@ def exposition(
                   "kind (both always listed): failed (killed at its timeout, an exit other than 0 or none; status: "
                   "rerun_failed), no_end (no end written past its timeout and kill grace; status: rerun_no_end).",
                   [({"kind": kind}, reruns.get(kind, 0)) for kind in RERUN_KINDS.values()])
+    if unfed is not None:
+        out.gauge("recovery_catchup_unfed", "Guarded jobs whose calendar slot of today passed 2 h ago or more and "
+                  "the log holds no marker of today for them (neither skipped nor ran): nothing feeds their markers "
+                  "(eventlog import quota-log), or they did not run (status: unfed).", [(one, unfed)])
 
     s = dump["sessions"]
     tally = Counter((item["admission_state"], item["attention"] or "") for item in s["items"].values())
@@ -256,9 +263,10 @@ def of_replay(replay: Replay, dump: dict[str, Any], tick_s: float | None = None,
     if sessions is not None:
         retrying = len(sessions.retry_under_way(at)) if at is not None else 0
     catchup = getattr(replay.folder, "catchup", None)
-    reruns = None
+    reruns = unfed = None
     if catchup is not None:
         reruns = Counter(RERUN_KINDS[b.kind] for b in (catchup.bad_reruns(at) if at is not None else []))
+        unfed = len(catchup.unfed(at)) if at is not None else 0
     lanes = getattr(replay.folder, "lanes", None)
     lanes_error = None if lanes is None else lanes.last_pass is not None and lanes.last_pass.exit == "error"
     return exposition(dump, durations=durations, last_event_at=replay.last_at, tick_s=tick_s, unrecorded=unrecorded,
@@ -266,7 +274,7 @@ def of_replay(replay: Replay, dump: dict[str, Any], tick_s: float | None = None,
                       torn_tail_stuck=replay.stuck_tail is not None,
                       unfinished_batch=0 if replay.uncommitted is None else replay.uncommitted.lines,
                       not_a_log=no_event_log(str(dump.get("log", "")), replay) is not None, ahead=ahead,
-                      reruns=reruns, deadline_passed=late, retired=retired,
+                      reruns=reruns, unfed=unfed, deadline_passed=late, retired=retired,
                       no_watcher=unwatched)
 
 

@@ -28,6 +28,13 @@ until the job shows it ran again:
   ``timeout_s`` and ``kill_grace_s`` the runner writes on the kick, else the
   spec's 2700 s and 30 s. Before that it *may still run*.
 
+**A job nothing feeds** (:func:`unfed_slot`): a guarded job whose calendar slot of today
+passed :data:`UNFED_AFTER_S` ago or more, and whose latest marker is not of today (nor
+later): the guard writes a marker on every run, skipped or ran, so either the job did
+not run at all or nothing imports its markers into the log (``eventlog import
+quota-log``); either way no skip of today can ever make it a candidate. Any marker of
+today ends it. It is no part of the seed's rules for candidates, and not in the dump.
+
 What shows it ran again: a later ``job_skipped`` (the schedule started the
 guard again: a skip of today is a candidate again), a later ``catchup_finished``
 ``exited`` 0, or a later ``job_ran`` unless it is the re-run's own marker: one
@@ -76,6 +83,10 @@ class Marker(msgspec.Struct, gc=False):
         return parse_time(self.ts)
 
 
+#: How long after a guarded job's slot of today its marker may take to reach the log before the job is named as
+#: one nothing feeds (:func:`unfed_slot`): the guard writes ``job_ran`` when the run ends, a run may take catch-up's
+#: own timeout (2700 s), and the shipped units import markers every 30 minutes; 2 h leaves room for both.
+UNFED_AFTER_S = 7200.0
 #: The spec's timeout of a re-run (section 5) when its ``catchup_kicked`` names none.
 TIMEOUT_S = 2700.0
 #: The spec's kill grace (SIGTERM, then SIGKILL after it) when its ``catchup_kicked`` names none.
@@ -158,6 +169,16 @@ class BadRerun(NamedTuple):
     label: str
     kind: RerunKind
     rerun: Rerun
+
+
+class Unfed(NamedTuple):
+    """A guarded job nothing feeds as of T: its label, the slot of today it has no marker for, its registration
+    and its latest marker (None: none ever)."""
+
+    label: str
+    slot: datetime
+    job: JobRegistered
+    marker: Marker | None
 
 
 class CatchupState(msgspec.Struct):
@@ -283,6 +304,45 @@ def is_candidate(job: JobRegistered, marker: Marker | None, now: datetime) -> bo
     )
 
 
+def slots_today(job: JobRegistered, now: datetime) -> list[datetime] | None:
+    """The calendar slots of today of a calendar-only job, in ``now``'s zone (``fold=0``), as
+    :func:`calendar_slot_passed` computes them; None when they cannot be known (an ``interval_s`` job, no
+    calendar, an entry without ``Hour``, or one of today that is no time of day)."""
+    if job.interval_s is not None or job.calendar is None:
+        return None
+    out: list[datetime] = []
+    for entry in job.calendar:
+        if entry.hour is None:
+            return None
+        if not runs_today(entry, now):
+            continue
+        try:
+            out.append(now.replace(hour=int(entry.hour), minute=int(entry.minute if entry.minute is not None else 0),
+                                   second=0, microsecond=0, fold=0))
+        except (TypeError, ValueError, OverflowError):
+            return None
+    return out
+
+
+def unfed_slot(job: JobRegistered, marker: Marker | None, now: datetime) -> datetime | None:
+    """The slot of today a guarded job has no marker for, when nothing seems to feed its markers; else None.
+
+    A guarded job, the earliest of its calendar slots of today (:func:`slots_today`) passed at least
+    :data:`UNFED_AFTER_S` before ``now`` (as instants), and its latest marker (skipped or ran, by log order) is
+    dated another day than today in ``now``'s zone, or there is none. Any marker of today ends it. A slot
+    less than :data:`UNFED_AFTER_S` before midnight is not judged: the next day's slots are.
+    """
+    if not job.guarded:
+        return None
+    if marker is not None and marker_day(marker, now) == now.date():
+        return None
+    slots = slots_today(job, now)
+    if not slots:
+        return None
+    first = min(slots, key=micros)
+    return first if micros(now) - micros(first) >= UNFED_AFTER_S * 1_000_000 else None
+
+
 def why_not(job: JobRegistered | None, marker: Marker | None, now: datetime) -> list[str]:
     """Which of seed 002's three conditions fail for a label as of ``now``, in words (empty: it is a candidate).
 
@@ -380,6 +440,12 @@ class Catchup:
             for label, job in sorted(self.state.jobs.items())
             if is_candidate(job, markers.get(label), as_of)
         ]
+
+    def unfed(self, as_of: datetime) -> list[Unfed]:
+        """The guarded jobs nothing seems to feed as of ``as_of`` (:func:`unfed_slot`), sorted by label."""
+        markers = self.state.markers
+        return [Unfed(label, slot, job, markers.get(label)) for label, job in sorted(self.state.jobs.items())
+                if (slot := unfed_slot(job, markers.get(label), as_of)) is not None]
 
     def circuit_open(self, as_of: datetime) -> bool:
         """Whether the quota circuit is open as of ``as_of``."""

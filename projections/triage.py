@@ -28,10 +28,12 @@ What needs a person (each reason code is in :data:`REASONS`):
 - **lanes**: the lanes runner's last pass ended in ``error`` (``lanes_error``, with its detail: a resume it
   could not send, a log with no lane, ...); a lane stalled now (``job_unpicked``, ``status_quiet``; judged
   at T), with whether a resume covers it (when it was enqueued, its task branch) and, when none does, why.
-- **catchup**: a catch-up re-run that ended badly (``rerun_failed``: killed at its timeout, an exit
-  other than 0 or none) or never reported its end (``rerun_no_end``: past its timeout, twice its kill
-  grace and a margin), until the job shows it ran again (:mod:`projections.catchup`); the quota
-  circuit open (``circuit_open``); a job to re-run (``candidate``).
+- **catchup**: a guarded job whose calendar slot of today passed 2 h ago or more with no marker of
+  today (``unfed``: nothing feeds its markers, :func:`projections.catchup.unfed_slot`); a catch-up
+  re-run that ended badly (``rerun_failed``: killed at its timeout, an exit other than 0 or none) or
+  never reported its end (``rerun_no_end``: past its timeout, twice its kill grace and a margin),
+  until the job shows it ran again (:mod:`projections.catchup`); the quota circuit open
+  (``circuit_open``); a job to re-run (``candidate``).
 - **sessions**: waiting for a decision (``restore_failed``, ``startup_failed``,
   ``outcome_unknown``, ``context_gap``); in backoff with its retry due and no
   worker ready since (``retry_due``), unless a worker claimed it at or after
@@ -48,7 +50,8 @@ What needs a person (each reason code is in :data:`REASONS`):
 "Since" is the time it has been so: the handoff's last applied event, the
 latest probe of a backing-off account, the watcher's last run, the finished
 job or the last progress of a lane, the end of a re-run that ended badly, the kick of one
-that never reported its end, the skip of a candidate, the circuit's
+that never reported its end, the skip of a candidate, the latest marker of a job nothing feeds (its
+registration when it has none), the circuit's
 opening, the event that put a session in its state, a retry's due time.
 Every "since" is a time the log wrote, printed as written (with the offset it
 was written with, spec section 2); T itself is printed as given. Bad and
@@ -71,7 +74,16 @@ import msgspec
 from eventlog.events import FIRST_YEAR, LAST_YEAR, parse_time
 from projections.ahead import RESET_AHEAD_MAX_S, Ahead, Check, dated_ahead
 from projections.base import elapsed_s, micros, num, summary
-from projections.catchup import END_MARGIN_S, BadRerun, Rerun, skipped_today, systemd_unit, why_not
+from projections.catchup import (
+    END_MARGIN_S,
+    UNFED_AFTER_S,
+    BadRerun,
+    Rerun,
+    Unfed,
+    skipped_today,
+    systemd_unit,
+    why_not,
+)
 from projections.controls import Control, timeline
 from projections.handoffs import (
     CLAIMED,
@@ -152,6 +164,8 @@ REASONS: tuple[Reason, ...] = (
     Reason("lanes", "status_quiet", "Lanes whose progress went quiet", False),
     Reason("catchup", "rerun_no_end", "Catch-up re-runs that never reported their end: they may still run", True),
     Reason("catchup", "rerun_failed", "Catch-up re-runs that ended badly: the skipped run is still lost", True),
+    Reason("catchup", "unfed", "Guarded jobs with no marker of today though their slot passed: nothing feeds them?",
+           False),
     Reason("catchup", "circuit_open", "The quota circuit is open", False),
     Reason("catchup", "candidate", "Jobs skipped today, waiting for a catch-up re-run", False),
     Reason("sessions", "restore_failed", "Sessions stopped: checkpoint restore failed", True),
@@ -337,8 +351,8 @@ class LaneTotals(msgspec.Struct, kw_only=True):
 
 
 class CatchupTotals(msgspec.Struct, kw_only=True):
-    """Registered jobs, guarded ones, candidates, the circuit, and the re-runs that ended badly or never reported
-    their end."""
+    """Registered jobs, guarded ones, candidates, the circuit, the re-runs that ended badly or never reported
+    their end, and the jobs nothing feeds."""
 
     jobs: int
     guarded: int
@@ -347,6 +361,8 @@ class CatchupTotals(msgspec.Struct, kw_only=True):
     open_until: str | None
     reruns_failed: int = 0
     reruns_no_end: int = 0
+    #: Guarded jobs with no marker of today though their slot passed (``unfed``).
+    unfed: int = 0
 
 
 class SessionTotals(msgspec.Struct, kw_only=True):
@@ -926,6 +942,12 @@ class _Judge:
                          "lost: re-run it by hand once you know why (explain says how); this clears when it runs "
                          "again", explain_cmd(self.log, b.label), since)
 
+    def unfed(self, label: str | None = None) -> list[Item]:
+        """Every guarded job nothing seems to feed as of T (``label``: that one only)."""
+        return [self.item("unfed", u.label, unfed_words(u, self.at), explain_cmd(self.log, u.label),
+                          u.marker.ts if u.marker is not None else u.job.ts)
+                for u in self.runner.catchup.unfed(self.at) if label is None or u.label == label]
+
     def candidates(self) -> list[Item]:
         """Every job to re-run as of T (seed 002's three conditions hold)."""
         c = self.runner.catchup
@@ -1089,6 +1111,25 @@ def _time(text: str | None) -> datetime | None:
         return None
 
 
+def unfed_slot_words(u: Unfed, at: datetime) -> str:
+    """A job nothing feeds: its slot of today, how long ago it passed, and its latest marker, in words."""
+    latest = f"its latest is from {u.marker.ts}" if u.marker is not None else "it has none at all"
+    return (f"its slot {u.slot:%H:%M} of today passed {duration_words(elapsed_s(at, u.slot))} ago and the log "
+            f"holds no marker of today for it, neither skipped nor ran ({latest})")
+
+
+def unfed_words(u: Unfed, at: datetime) -> str:
+    """A job nothing feeds, in words: :func:`unfed_slot_words`, what feeds markers, and what ends it."""
+    return (f"{unfed_slot_words(u, at)}: nothing feeds its markers; is `eventlog import quota-log` running "
+            "(eventlog catchup --import-quota-log)? Or the job did not run today at all; any marker of today ends "
+            "this")
+
+
+def import_markers_cmd(log: str) -> str:
+    """``eventlog import quota-log LOG FILE``: the person fills in the file the job's guard writes to."""
+    return command("eventlog import quota-log", [log, "<the file its guard writes its markers to>"])
+
+
 def rerun_words(b: BadRerun) -> str:
     """What became of a re-run that did not end well, with its lines, in words."""
     r = b.rerun
@@ -1221,6 +1262,7 @@ def triage(runner: Runner, as_of: datetime | None, as_of_text: str | None, facts
     items += judge.no_watcher()
     items += judge.lanes_pass()
     items += judge.lanes()
+    items += judge.unfed()
     items += judge.reruns()
     items += judge.circuit()
     items += judge.candidates()
@@ -1306,7 +1348,7 @@ def totals(runner: Runner, judge: _Judge, groups: list[Group]) -> Totals:
                                     candidates=count.get("candidate", 0), circuit="open" if is_open else "closed",
                                     open_until=c.state.open_until if is_open else None,
                                     reruns_failed=count.get("rerun_failed", 0),
-                                    reruns_no_end=count.get("rerun_no_end", 0))
+                                    reruns_no_end=count.get("rerun_no_end", 0), unfed=count.get("unfed", 0))
     sessions = runner.sessions
     if sessions.sessions:
         states: dict[str, int] = {}
@@ -1579,9 +1621,19 @@ def _catchup_verdict(judge: _Judge, label: str) -> Verdict:
         "circuit": "open" if is_open else "closed", "open_until": c.state.open_until if is_open else None,
         "rerun": None if rerun is None else msgspec.to_builtins(rerun),
     }
+    unfed = judge.unfed(label)
+    facts["unfed"] = unfed[0].reason if unfed else None
     bad = [b for b in c.bad_reruns(judge.at) if b.label == label]
     if bad:
-        return _bad_rerun_verdict(judge, bad[0], facts | {"why_not": failed})
+        return _bad_rerun_verdict(judge, bad[0], facts | {"why_not": failed}, unfed)
+    if unfed:
+        facts["why_not"] = failed
+        says = (f"{unfed[0].reason} (named {duration_words(UNFED_AFTER_S)} after its first slot of today); the "
+                "shipped catch-up units import the markers before each pass (catchup --import-quota-log, "
+                "docs/OPERATIONS.md): look at that pass's output, then import the file the job's guard writes to; "
+                "not a candidate, because " + "; and ".join(failed))
+        return _verdict(judge, "catchup", label, "unfed", says, unfed, unfed[0].since,
+                        next_cmds=[import_markers_cmd(judge.log)], facts=facts)
     if not failed:
         code, says = "candidate", "candidate: guarded, skipped today, and a slot of today has passed"
         if is_open:
@@ -1607,9 +1659,10 @@ def _catchup_verdict(judge: _Judge, label: str) -> Verdict:
                     since, until=c.state.open_until if is_open else None, next_cmds=cmds, facts=facts)
 
 
-def _bad_rerun_verdict(judge: _Judge, b: BadRerun, facts: dict[str, Any]) -> Verdict:
+def _bad_rerun_verdict(judge: _Judge, b: BadRerun, facts: dict[str, Any], more: list[Item]) -> Verdict:
     """A job whose catch-up re-run ended badly or never reported its end: what happened, and how to run it by hand
-    where it runs (:func:`by_hand_cmds`; in words when the catch-up ran a kick command, or how is not written)."""
+    where it runs (:func:`by_hand_cmds`; in words when the catch-up ran a kick command, or how is not written);
+    ``more``: the label's other items (nothing feeds it)."""
     label, r = b.label, b.rerun
     cmds = by_hand_cmds(label, r)
     if cmds is not None:
@@ -1630,7 +1683,7 @@ def _bad_rerun_verdict(judge: _Judge, b: BadRerun, facts: dict[str, Any]) -> Ver
                    "(re-runs never overlap); then " + by_hand)
         next_cmds = [*([] if cmds is None else [cmds.check]), rerun_end_cmd(judge.log, label), *next_cmds]
     since = r.kicked_ts if b.kind == "rerun_no_end" else r.finished_ts
-    return _verdict(judge, "catchup", label, b.kind, f"{rerun_words(b)}; {by_hand}", [judge.rerun(b)], since,
+    return _verdict(judge, "catchup", label, b.kind, f"{rerun_words(b)}; {by_hand}", [judge.rerun(b), *more], since,
                     next_cmds=next_cmds, facts=facts)
 
 
@@ -1666,4 +1719,5 @@ __all__ = [
     "DOMAINS", "KIND_OF_FIELD", "REASONS", "SHOWN", "BadLineFact", "Domain", "Group", "Item", "Kind", "LinesVanished",
     "LogFacts", "Reason", "Totals", "Triage", "UnfinishedBatch", "Verdict", "dir_cmd", "duration_option",
     "duration_words", "explain", "natural_key", "not_applied", "session_needs", "status_cmd", "triage",
+    "unfed_slot_words",
 ]

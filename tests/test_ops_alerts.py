@@ -24,7 +24,7 @@ from tests.conftest import ROOT, run_cli, write_log
 from tests.opskit import RULE_TESTS, RULES, exposed, follow_prom, held_series, selectors, unknown_in
 from tests.test_follow import _wait_for, following
 from tests.test_prom import promtool, replayed
-from tests.test_status_explain import reruns_not_ended_well
+from tests.test_status_explain import reruns_not_ended_well, unfed_from_lines
 
 L = "/var/lib/recovery-ledger/ledger.jsonl"
 
@@ -344,9 +344,11 @@ def _fixture_case(log: Path, shipped: list[dict[str, Any]]) -> tuple[dict[str, A
     span, step = 380, 120
     fed = held_series(text, t0, used, span, step)
     expected = expected_alerts(dump)
-    if dump["as_of"]:  # re-runs that did not end well: read from the log (no dump holds them)
+    if dump["as_of"]:  # re-runs that did not end well, jobs nothing feeds: read from the log (no dump holds them)
         expected |= {("RecoveryCatchupRerunFailed", frozenset({("kind", kind)}))
                      for kind in set(reruns_not_ended_well(log, dump["as_of"]).values())}
+        if unfed_from_lines(log, dump["as_of"]):
+            expected.add(("RecoveryCatchupUnfed", frozenset()))
     checks = []
     for rule in shipped:
         if rule["alert"] in NOT_FROM_A_FIXTURE:

@@ -22,6 +22,8 @@ CREATED = {"type": "handoff_created", "ts": "2026-12-01T09:00:00+00:00", "handof
 SKIP = {"type": "skip", "ts": "2026-12-01T09:01:00+00:00", "handoff_id": "h1", "reason": "done by hand"}
 BOGUS = '{"type":"bogus","ts":"2026-12-01T09:00:30+00:00"}'
 LANE = {"type": "status_updated", "ts": "2026-12-01T09:00:00+00:00", "product": "p", "state": "running"}
+JOB = {"type": "job_registered", "ts": "2026-12-01T09:02:00+00:00", "label": "j", "guarded": True,
+       "calendar": [{"Hour": 9}], "interval_s": None}
 TRUE = f"{sys.executable} -c pass"
 
 
@@ -107,6 +109,7 @@ def test_lanes_exits_1_once_per_new_bad_line(tmp_path: Path) -> None:
 
 def test_catchup_counts_every_bad_line_on_every_pass(tmp_path: Path) -> None:
     log = log_with_bad_line(tmp_path)
+    add_line(log, json.dumps({**JOB, "seq": 3}))  # a guarded job: a pass over a log with none is an error of its own
     said = (f"eventlog: {log}: 1 bad line(s) skipped (this runner writes no line on every pass, so it cannot "
             "tell new from old: each counts): line 2: unknown_type: 'bogus'\n")
     for extra in (["--dry-run"], ["--probe-cmd", TRUE, "--kick-cmd", TRUE], ["--dry-run"]):

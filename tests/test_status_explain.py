@@ -88,6 +88,47 @@ def reruns_not_ended_well(log: Path, as_of: str) -> dict[str, str]:
             if r["ended"] or now >= r["deadline"]}
 
 
+def unfed_from_lines(log: Path, as_of: str) -> set[str]:
+    """Every guarded calendar job whose first slot of T's day (in T's offset) passed 2 h or more before T while its
+    latest marker (``job_skipped``/``job_ran``, by log order) is of another day, or there is none; read from the
+    log's lines alone (the dump holds no such fact; the rule is docs/DECISIONS.md's "A job nothing feeds")."""
+    at = datetime.fromisoformat(as_of)
+    jobs: dict[str, dict[str, Any]] = {}
+    markers: dict[str, datetime] = {}
+    for line in log.read_bytes().splitlines():
+        try:
+            ev = json.loads(line)
+            kind, label, ts = ev["type"], ev.get("label"), datetime.fromisoformat(ev["ts"])
+        except (ValueError, KeyError, TypeError, AttributeError):
+            continue  # a bad line
+        if kind == "job_registered":
+            jobs[label] = ev
+        elif kind in ("job_skipped", "job_ran"):
+            markers[label] = ts
+
+    def today(entry: dict[str, Any]) -> bool:  # launchd.plist(5): Weekday or Day when both are given
+        weekday = None if "Weekday" not in entry else entry["Weekday"] % 7 == at.isoweekday() % 7
+        day = None if "Day" not in entry else entry["Day"] == at.day
+        return entry.get("Month", at.month) == at.month and (
+            (weekday is None and day is None) or bool(weekday) or bool(day))
+
+    out = set()
+    for label, job in jobs.items():
+        calendar = job["calendar"]
+        if not job["guarded"] or job["interval_s"] is not None or not calendar:
+            continue
+        if any("Hour" not in e for e in calendar):
+            continue
+        entries = [e for e in calendar if today(e)]
+        if not entries or any(not (0 <= e["Hour"] <= 23 and 0 <= e.get("Minute", 0) <= 59) for e in entries):
+            continue
+        first = min(at.replace(hour=e["Hour"], minute=e.get("Minute", 0), second=0, microsecond=0) for e in entries)
+        seen = markers.get(label)
+        if (at - first).total_seconds() >= 7200 and (seen is None or seen.astimezone(at.tzinfo).date() != at.date()):
+            out.add(label)
+    return out
+
+
 @pytest.fixture(scope="module")
 def dumps() -> dict[str, dict[str, Any]]:
     out = run_cli("replay", *[str(p) for p in LOGS])
@@ -110,7 +151,8 @@ def test_status_at_log_names_everything_the_dump_says_needs_a_person(log: Path,
     assert out.stderr == ""
     got = json.loads(out.stdout)
     reruns = reruns_not_ended_well(log, dump["as_of"]) if dump["as_of"] else {}
-    expected = needs_a_person(dump) | {("catchup", label) for label in reruns}
+    unfed = unfed_from_lines(log, dump["as_of"]) if dump["as_of"] else set()
+    expected = needs_a_person(dump) | {("catchup", label) for label in {*reruns, *unfed}}
     named = {(item["domain"], item["id"]) for item in items_of(got)}
     assert named == expected
     assert out.returncode == (1 if expected else 0)
@@ -400,7 +442,10 @@ def test_explain_catch_up_labels_say_why() -> None:
     assert says("catchup_markers.jsonl", "com.lily.guarded-now")[0] == "candidate"
     code, text = says("catchup_markers.jsonl", "com.lily.unguarded-now")
     assert code == "not_candidate" and text.startswith("not a candidate, because it is not guarded")
-    assert says("catchup_markers.jsonl", "com.lily.yesterday-late")[1].endswith(
+    code, text = says("catchup_markers.jsonl", "com.lily.yesterday-late")  # its 9:00 slot passed 3 h ago: unfed
+    assert code == "unfed" and text.startswith("its slot 09:00 of today passed 3 h ago and the log holds no marker "
+                                               "of today for it") and "is `eventlog import quota-log` running" in text
+    assert text.endswith(
         "its latest skip (2026-08-20T23:30:00+09:00) is from 2026-08-20, not from today (2026-08-21)")
     assert "latest marker is a run" in says("catchup_markers.jsonl", "com.lily.mixed")[1]
     assert says("catchup_markers.jsonl", "com.lily.kicked-then-skipped")[0] == "candidate"  # its re-run exited 0

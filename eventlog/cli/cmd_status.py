@@ -34,9 +34,10 @@ then the totals of each domain the log holds. Every domain is looked at:
 handoffs (handed to a person, stale claims, still out past their deadline,
 accounts backing off), watchers (late, or ended in error; a retired one is
 not), lanes (stalled now, with whether a resume went out; the lanes runner's
-last pass, when it ended in error), catch-up (re-runs that ended badly or never
-reported their end, candidates, an open circuit), sessions (waiting for a
-decision, a retry due), and the log itself (missing, bad lines, rejected
+last pass, when it ended in error), catch-up (a guarded job with no marker of
+today 2 h after its slot: nothing feeds its markers?; re-runs that ended badly
+or never reported their end, candidates, an open circuit), sessions (waiting
+for a decision, a retry due), and the log itself (missing, bad lines, rejected
 events, the complete lines of an unfinished batch a writer left, an unfinished
 last line; a tail no append will cut, and a file that is no event log at all,
 so every append is refused, wait for a person's decision; as of now, a line
@@ -216,8 +217,9 @@ def totals_lines(t: Triage) -> list[str]:
         circuit = f"open until {c.open_until}" if c.circuit == "open" else "closed"
         reruns = (f"re-runs ended badly {c.reruns_failed:,}, never reported their end {c.reruns_no_end:,}; "
                   if c.reruns_failed or c.reruns_no_end else "")
+        unfed = f"no marker of today though their slot passed {c.unfed:,}; " if c.unfed else ""
         out.append(f"Catch-up: {_plural(c.jobs, 'job')} ({c.guarded:,} guarded); candidates {c.candidates:,}; "
-                   f"{reruns}circuit {circuit}")
+                   f"{unfed}{reruns}circuit {circuit}")
     if (s := tot.sessions) is not None:
         out.append(f"Sessions: {s.sessions:,}; admitted {s.admitted:,}, backoff {s.backoff:,}, recovery required "
                    f"{s.recovery_required:,}, stopped {s.stopped:,}, closed {s.closed:,}; waiting for a decision "

@@ -62,10 +62,14 @@
   of, keeps its kick open; the rest are ``not_kicked``; ``interrupted`` names
   the signal, and it is a problem.
 
-The report's ``problems`` (one line each) make ``status`` 1: a probe that
-failed, a re-run that did not exit 0, a log that could not be read or written,
-a file that takes no append (no event log, or a torn tail no append cuts:
-nothing is probed or kicked), the log's bad lines (a catch-up writes no line on
+The report's ``problems`` (one line each) make ``status`` 1: a guarded job
+nothing feeds (``projections.catchup.Catchup.unfed``: its slot of today passed
+2 h ago and the log holds no marker of today for it; said on every pass, a dry
+run's too, while it lasts: no skip of it can ever make it a candidate), no
+guarded job in the log at all (nothing is judged), a probe that failed, a
+re-run that did not exit 0, a log that could not be read or written, a file
+that takes no append (no event log, or a torn tail no append cuts: nothing is
+probed or kicked), the log's bad lines (a catch-up writes no line on
 every pass, so it cannot tell a new bad line from an old one, and each counts:
 ``PassBadLines``), and every re-run that did not end well and an open one
 (``projections.catchup.Catchup.bad_reruns``: each pass names them while the
@@ -83,7 +87,7 @@ import msgspec
 
 from eventlog.appender import AppendError
 from eventlog.clock import NOW, At, Clock
-from eventlog.logs import Log, open_log
+from eventlog.logs import Log, no_event_log, open_log
 from eventlog.probe import EXPECTED, judge
 from eventlog.replay import Replay
 from eventlog.runners.common import (
@@ -98,8 +102,8 @@ from eventlog.runners.common import (
 from eventlog.runners.process import Interrupted, check_stop, run
 from eventlog.runners.schedulers import POLL_S, JobRan, Scheduler, SchedulerError, run_job
 from projections import catchup as rules
-from projections.catchup import Catchup, Rerun
-from projections.triage import explain_cmd, rerun_end_cmd, rerun_words
+from projections.catchup import Catchup, Rerun, Unfed
+from projections.triage import explain_cmd, rerun_end_cmd, rerun_words, unfed_slot_words
 
 #: Spec section 5: a re-run over this is stopped.
 KICK_TIMEOUT_S = rules.TIMEOUT_S
@@ -148,6 +152,8 @@ class Report(msgspec.Struct, kw_only=True):
 
     as_of: str | None = None
     candidates: list[str] = msgspec.field(default_factory=list)
+    #: Guarded jobs nothing feeds: their slot of today passed 2 h ago, and no marker of today (a problem each).
+    unfed: list[str] = msgspec.field(default_factory=list)
     circuit: str = "closed"
     #: None: not probed; "ok", "failed" (it did not start or timed out), or the outcome the classifier named.
     probe: str | None = None
@@ -241,6 +247,11 @@ def _judge(opts: Options, report: Report, last_at: datetime | None, last_ts: str
     report.circuit = "open" if state.circuit_open(when) else "closed"
     report.bad_lines = PassBadLines.seen(replay.bad_lines, None)
     report.bad_lines.tell(opts.log, report.problems, report.notes)
+    if not any(job.guarded for job in state.jobs.values()) and no_event_log(opts.log, replay) is None:
+        report.problems.append(no_guarded_job(opts.log, len(state.jobs)))
+    for u in state.unfed(when):
+        report.unfed.append(u.label)
+        report.problems.append(_unfed_words(opts, u, when))
     for b in state.bad_reruns(when):
         if b.rerun.ended or opts.dry_run:  # an open one: a real pass asks whether it runs (_waits_for)
             report.reruns.append(_rerun_fact(b.label, b.kind, b.rerun))
@@ -255,6 +266,24 @@ def _judge(opts: Options, report: Report, last_at: datetime | None, last_ts: str
         if report.circuit == "open":
             report.note += f"; {_held(state)}"
     return when, refused is not None
+
+
+def no_guarded_job(log: str, jobs: int) -> str:
+    """Why a pass over a log with no guarded job judged nothing, and what feeds the jobs (``jobs``: how many are
+    registered, none of them guarded)."""
+    which = (f"none of its {jobs} registered job(s) is guarded (ProgramArguments naming claude-quota-guard)"
+             if jobs else "no job_registered at all")
+    return (f"{log}: no guarded job in the log ({which}): nothing is judged, so no skipped run can ever be re-run; "
+            "feed the jobs with `eventlog import launchd LOG DIR` before each pass (eventlog catchup "
+            "--import-launchd DIR, docs/OPERATIONS.md)")
+
+
+def _unfed_words(opts: Options, u: Unfed, when: datetime) -> str:
+    """A guarded job nothing feeds, for a person: what to look at first, its slot, and where to read more."""
+    slot = unfed_slot_words(u, when)
+    return (f"nothing feeds the markers of {u.label}: is `eventlog import quota-log` running? "
+            f"{slot[0].upper()}{slot[1:]}, so no skip of it can ever be re-run; or the job did not run today at "
+            f"all ({explain_cmd(opts.log, u.label)} says more)")
 
 
 def _rerun_fact(label: str, kind: str, r: Rerun) -> dict[str, Any]:
@@ -479,4 +508,4 @@ def _rerun(opts: Options, label: str) -> JobRan:
     return JobRan(ran.started, ran.exit, ran.timed_out, ran.stdout, ran.stderr, ran.error)
 
 
-__all__ = ["KICK_TIMEOUT_S", "KILL_GRACE_S", "PROBE_TIMEOUT_S", "Options", "Report", "run_catchup"]
+__all__ = ["KICK_TIMEOUT_S", "KILL_GRACE_S", "PROBE_TIMEOUT_S", "Options", "Report", "no_guarded_job", "run_catchup"]

@@ -1,0 +1,149 @@
+"""Catch-up is fed, and says when nothing feeds it (seed 002).
+
+The quota guard writes its markers to the jobs' stderr files, never to the log: when a guarded job's slot of today
+passed 2 h ago with no marker of today at all, every pass and every view says so (``unfed``) instead of "no
+candidates" and "Nothing needs a person". Real processes throughout.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from tests.conftest import run_cli, write_log
+from tests.serving import start_server
+from tests.test_prom import value
+
+AT = "2026-08-21T11:30:00+09:00"  # a Friday; the 9:00 slot passed 2 h 30 min ago
+TOKYO = {"TZ": "Asia/Tokyo"}
+SAID = "nothing feeds the markers of com.lily.brief: is `eventlog import quota-log` running?"
+RUN = ("--kick-cmd", "/bin/true", "--probe-cmd", "echo PING_OK")
+MARKERS = "'<the file its guard writes its markers to>'"
+
+
+def registered(label: str = "com.lily.brief", **extra: Any) -> dict[str, Any]:
+    return {"type": "job_registered", "ts": "2026-08-21T07:00:00+09:00", "label": label, "guarded": True,
+            "calendar": [{"Hour": 9, "Minute": 0}], "interval_s": None, **extra}
+
+
+def marker(kind: str, ts: str, label: str = "com.lily.brief") -> dict[str, Any]:
+    if kind == "job_ran":
+        return {"type": "job_ran", "ts": ts, "label": label, "exit": 3}
+    return {"type": "job_skipped", "ts": ts, "label": label, "reason": "quota", "remaining_s": 60}
+
+
+def catchup(log: Path, *extra: str, at: str = AT) -> Any:
+    return run_cli("catchup", str(log), *extra, "--at", at, env=TOKYO)
+
+
+def status(log: Path, at: str = AT) -> tuple[int, dict[str, Any]]:
+    out = run_cli("status", str(log), "--at", at, "--json", "--all", env=TOKYO)
+    return out.returncode, json.loads(out.stdout)
+
+
+def items(triage: dict[str, Any]) -> dict[tuple[str, str], dict[str, Any]]:
+    return {(i["reason_code"], i["id"]): i for g in triage["groups"] for i in g["items"]}
+
+
+# --- a guarded job with no marker of today ---------------------------------------------------------------
+
+
+def test_a_guarded_job_with_no_marker_of_today_is_named_by_every_pass_and_view(tmp_path: Path) -> None:
+    """The review's case: one registered guarded job, no marker at all. The pass printed "no candidates: no probe,
+    nothing kicked" with exit 0 and status said "Nothing needs a person"."""
+    log = write_log(tmp_path / "e.jsonl", [registered()])
+    before = log.read_text()
+    for extra in (RUN, ("--dry-run",)):
+        out = catchup(log, *extra, "--json")
+        assert out.returncode == 1, out.stderr
+        assert SAID in out.stderr and "Its slot 09:00 of today passed 2 h 30 min ago" in out.stderr
+        assert f"eventlog explain {log} com.lily.brief says more" in out.stderr
+        assert json.loads(out.stdout)["unfed"] == ["com.lily.brief"]
+    assert log.read_text() == before  # nothing probed, kicked or written
+
+    code, triage = status(log)
+    assert code == 1
+    item = items(triage)["unfed", "com.lily.brief"]
+    assert item["domain"] == "catchup" and not item["needs_decision"]
+    assert item["next"] == f"eventlog explain {log} com.lily.brief"
+    assert item["since"] == "2026-08-21T07:00:00+09:00"  # no marker ever: since its registration
+    assert "is `eventlog import quota-log` running" in item["reason"]
+    assert triage["totals"]["catchup"]["unfed"] == 1
+    text = run_cli("status", str(log), "--at", AT, env=TOKYO).stdout
+    assert "Nothing needs a person" not in text and "no marker of today though their slot passed 1" in text
+
+    got = json.loads(run_cli("explain", str(log), "com.lily.brief", "--at", AT, "--json", env=TOKYO).stdout)
+    [verdict] = got["verdicts"]
+    assert verdict["code"] == "unfed"
+    assert verdict["next"] == [f"eventlog import quota-log {log} {MARKERS}"]
+    assert verdict["says"].endswith("not a candidate, because the guard left no marker for it yet (neither "
+                                    "skipped nor ran)")
+
+    # the dump of the spec holds no such fact: unchanged
+    dump = json.loads(run_cli("replay", "--at", AT, str(log), env=TOKYO).stdout)
+    assert dump["catchup"] == {"candidates": [], "probe": False, "circuit": "closed"}
+
+    server = start_server(log, tmp_path)
+    try:
+        with server.client() as c:
+            served = c.get("/v1/status", params={"at": AT}).json()
+            metrics = c.get("/metrics", params={"at": AT}).text
+    finally:
+        server.stop()
+    assert items(served)["unfed", "com.lily.brief"]["next"] == item["next"]
+    assert value(metrics, "recovery_catchup_unfed") == 1
+
+
+def test_it_is_named_2_h_after_the_slot(tmp_path: Path) -> None:
+    """The guard writes job_ran when a run ends, and a pass imports every 30 minutes: 2 h of room."""
+    log = write_log(tmp_path / "e.jsonl", [registered(), marker("job_ran", "2026-08-20T09:20:00+09:00")])
+    early = catchup(log, *RUN, at="2026-08-21T10:59:59+09:00")
+    assert early.returncode == 0 and early.stdout == "no candidates: no probe, nothing kicked\n", early.stderr
+    assert status(log, "2026-08-21T10:59:59+09:00")[0] == 0
+    due = catchup(log, *RUN, at="2026-08-21T11:00:00+09:00")
+    assert due.returncode == 1 and SAID in due.stderr
+    assert "(its latest is from 2026-08-20T09:20:00+09:00)" in due.stderr
+
+
+def test_any_marker_of_today_ends_it(tmp_path: Path) -> None:
+    for kind in ("job_ran", "job_skipped"):
+        log = write_log(tmp_path / f"{kind}.jsonl", [registered(), marker(kind, "2026-08-21T00:10:00+09:00")])
+        assert status(log)[0] == (1 if kind == "job_skipped" else 0)  # a skip of today is a candidate
+        assert ("unfed", "com.lily.brief") not in items(status(log)[1])
+        out = catchup(log, *RUN)
+        assert out.returncode == 0 and SAID not in out.stderr, out.stderr
+    # a marker of another day, later or earlier, is none of today
+    for ts in ("2026-08-20T23:59:59+09:00", "2026-08-22T00:00:00+09:00"):
+        log = write_log(tmp_path / "other-day.jsonl", [registered(), marker("job_ran", ts)])
+        assert ("unfed", "com.lily.brief") in items(status(log)[1]), ts
+
+
+def test_only_a_guarded_job_with_a_known_slot_of_today_is_named(tmp_path: Path) -> None:
+    log = write_log(tmp_path / "e.jsonl", [
+        registered("fed"), marker("job_ran", "2026-08-21T09:30:00+09:00", "fed"),
+        registered("unguarded", guarded=False),
+        registered("interval", interval_s=1800),
+        registered("no-calendar", calendar=None),
+        registered("evening", calendar=[{"Hour": 18, "Minute": 0}]),
+        registered("ten", calendar=[{"Hour": 10, "Minute": 0}]),  # 1 h 30 min ago: not yet
+        registered("no-hour", calendar=[{"Hour": 9}, {"Minute": 30}]),
+        registered("monday", calendar=[{"Weekday": 1, "Hour": 9}]),
+        registered("two-slots", calendar=[{"Hour": 18}, {"Hour": 9}]),  # one passed 2 h 30 min ago is enough
+    ])
+    out = catchup(log, "--dry-run", "--json")
+    assert (out.returncode, json.loads(out.stdout)["unfed"]) == (1, ["two-slots"]), out.stderr
+    assert [key for key in items(status(log)[1]) if key[0] == "unfed"] == [("unfed", "two-slots")]
+
+
+def test_a_pass_over_a_log_with_no_guarded_job_says_so(tmp_path: Path) -> None:
+    """As the lanes check does for a log with no lane: nothing is judged, so nothing can ever be re-run."""
+    unguarded = write_log(tmp_path / "a.jsonl", [registered(guarded=False)])
+    nothing = write_log(tmp_path / "b.jsonl", [{"type": "circuit_closed", "ts": "2026-08-21T07:00:00+09:00"}])
+    for log, which in ((unguarded, "none of its 1 registered job(s) is guarded"), (nothing, "no job_registered")):
+        for extra in (RUN, ("--dry-run",)):
+            out = catchup(log, *extra)
+            assert out.returncode == 1
+            assert f"{log}: no guarded job in the log ({which}" in out.stderr
+            assert "`eventlog import launchd LOG DIR`" in out.stderr
+        assert status(log)[0] == 0  # a log need not use catch-up: only the catch-up pass says it
