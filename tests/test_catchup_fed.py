@@ -1,13 +1,15 @@
 """Catch-up is fed, and says when nothing feeds it (seed 002).
 
-The quota guard writes its markers to the jobs' stderr files, never to the log: when a guarded job's slot of today
-passed 2 h ago with no marker of today at all, every pass and every view says so (``unfed``) instead of "no
-candidates" and "Nothing needs a person". Real processes throughout.
+The quota guard writes its markers to the jobs' stderr files, never to the log: a catch-up pass imports the jobs,
+the circuit and the markers first (``--import-launchd``, ``--import-circuit``, ``--import-quota-log``), and when a
+guarded job's slot of today passed 2 h ago with no marker of today at all, every pass and every view says so
+(``unfed``) instead of "no candidates" and "Nothing needs a person". Real processes throughout.
 """
 
 from __future__ import annotations
 
 import json
+import plistlib
 from pathlib import Path
 from typing import Any
 
@@ -147,3 +149,63 @@ def test_a_pass_over_a_log_with_no_guarded_job_says_so(tmp_path: Path) -> None:
             assert f"{log}: no guarded job in the log ({which}" in out.stderr
             assert "`eventlog import launchd LOG DIR`" in out.stderr
         assert status(log)[0] == 0  # a log need not use catch-up: only the catch-up pass says it
+
+
+# --- what feeds a pass ----------------------------------------------------------------------------------
+
+
+def feeds(home: Path, skipped_at: int | None = None) -> None:
+    """A Mac's home as seed 002 has it: a guarded 9:00 job's plist, its stderr file, the guard's circuit."""
+    agents, logs = home / "Library" / "LaunchAgents", home / "Library" / "Logs"
+    agents.mkdir(parents=True)
+    logs.mkdir(parents=True)
+    with (agents / "com.lily.brief.plist").open("wb") as f:
+        plistlib.dump({"Label": "com.lily.brief", "StartCalendarInterval": {"Hour": 9, "Minute": 0},
+                       "ProgramArguments": ["/usr/bin/python3", str(home / "bin" / "claude-quota-guard.py")]}, f)
+    if skipped_at is not None:
+        (logs / "com.lily.brief.err").write_text(
+            f"CLAUDE_QUOTA_JOB_SKIPPED job=com.lily.brief reason=quota remaining=60s ts={skipped_at}\n")
+    (home / ".claude-quota-guard").mkdir()
+    (home / ".claude-quota-guard" / "state.json").write_text('{"open_until": null, "reason": "quota"}')
+
+
+FED = ("--import-launchd", "~/Library/LaunchAgents", "--import-circuit", "~/.claude-quota-guard/state.json",
+       "--import-quota-log", "~/Library/Logs/*.err")
+
+
+def test_a_pass_imports_the_jobs_circuit_and_markers_first_and_re_runs_todays_skip(tmp_path: Path) -> None:
+    feeds(tmp_path, skipped_at=1787270405)  # 2026-08-21T09:00:05+09:00
+    log = tmp_path / "e.jsonl"
+    log.touch()
+    env = {**TOKYO, "HOME": str(tmp_path)}
+    out = run_cli("catchup", str(log), *FED, *RUN, "--at", AT, env=env)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == ["imported first: launchd 1, circuit 0, quota-log 1",
+                                       "com.lily.brief: exited (exit 0)", "1 re-run(s) done"]
+    lines = [json.loads(line) for line in log.read_text().splitlines()]
+    assert [e["type"] for e in lines] == ["job_registered", "job_skipped", "catchup_kicked", "catchup_finished"]
+    assert lines[1]["ts"] == "2026-08-21T09:00:05+09:00"
+    again = run_cli("catchup", str(log), *FED, *RUN, "--at", AT, env=env)  # the next timer pass adds nothing
+    assert again.returncode == 0, again.stderr
+    assert again.stdout.splitlines()[0] == "imported first: launchd 0, circuit 0, quota-log 0"
+    assert len(log.read_text().splitlines()) == 4
+
+
+def test_what_a_pass_cannot_import_is_said_and_the_pass_goes_on(tmp_path: Path) -> None:
+    feeds(tmp_path)
+    log = write_log(tmp_path / "e.jsonl", [registered(), marker("job_skipped", "2026-08-21T09:00:05+09:00")])
+    env = {**TOKYO, "HOME": str(tmp_path)}
+    out = run_cli("catchup", str(log), "--import-launchd", "~/nowhere", "--import-circuit", "~/no-state.json",
+                  "--import-quota-log", "~/Library/Logs/*.err", *RUN, "--at", AT, env=env)
+    assert out.returncode == 1
+    assert f"import launchd: {tmp_path}/nowhere is not a directory: nothing imported" in out.stderr
+    assert f"import circuit: cannot read {tmp_path}/no-state.json" in out.stderr
+    assert "import quota-log: no file matches ~/Library/Logs/*.err: no marker is imported from it" in out.stderr
+    assert "com.lily.brief: exited (exit 0)" in out.stdout  # the skip already in the log is re-run all the same
+
+    dry = run_cli("catchup", str(log), *FED, "--dry-run", "--at", AT, env=env)
+    assert dry.returncode == 0, dry.stderr
+    assert "a dry run imports nothing (--import-*): judged on the log as it is" in dry.stderr
+    empty = run_cli("catchup", str(log), "--import-launchd=", "--import-circuit=", "--import-quota-log=", *RUN,
+                    "--at", AT, env=env)  # a unit's unset variable: not given
+    assert empty.returncode == 0 and "import" not in empty.stdout + empty.stderr, empty.stderr

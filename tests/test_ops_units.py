@@ -43,6 +43,9 @@ JOBS: dict[str, tuple[str, int | None]] = {
 OBSERVE = "observe-lane@"
 #: Seed 001: the lane's inputs are looked at every 10 minutes.
 OBSERVE_EVERY_S = 10 * 60
+#: What feeds catch-up, imported before each pass: the catchup options, and the ledger.env variable of each.
+FEEDS = {"import_launchd": "CATCHUP_JOBS_DIR", "import_circuit": "CATCHUP_CIRCUIT",
+         "import_quota_log": "CATCHUP_MARKERS"}
 
 
 def unit(path: Path) -> dict[str, dict[str, list[str]]]:
@@ -247,7 +250,7 @@ def test_each_plist_loads_and_says_what_its_systemd_unit_says(job: str) -> None:
         # would stop nothing). Elsewhere the operator's --kick-cmd runs a job and waits.
         assert (mac.scheduler, mac.kick_cmd) == ("launchd", None) and linux.kick_cmd
         mac.scheduler, mac.kick_cmd = linux.scheduler, linux.kick_cmd
-    paths = {"log", "dump", "prom", "snapshot", "keys", "resume_cmd", "enqueue_cmd", "kick_cmd"}
+    paths = {"log", "dump", "prom", "snapshot", "keys", "resume_cmd", "enqueue_cmd", "kick_cmd", *FEEDS}
     assert {k: v for k, v in vars(mac).items() if k not in paths and not callable(v)} == \
         {k: v for k, v in vars(linux).items() if k not in paths and not callable(v)}
     assert {k for k in paths if getattr(mac, k, None)} == {k for k in paths if getattr(linux, k, None)}
@@ -333,6 +336,65 @@ def test_operations_doc_lists_every_shipped_file() -> None:
     assert len(shipped) >= 20
     for path in shipped:
         assert any(fnmatch(path, pattern) for pattern in patterns), path
+
+
+# --- what feeds catch-up: the jobs, the circuit and the markers, imported before each pass -------------------
+
+
+def test_the_catchup_unit_and_plist_import_the_jobs_circuit_and_markers_before_each_pass() -> None:
+    """Seed 002's markers reach the log only through `eventlog import`: both managers' catch-up passes import the
+    jobs, the guard's circuit state and its markers first, the paths set once (ledger.env; the plist, at the seed's
+    ~/Library paths)."""
+    linux, mac = parsed(exec_start("catchup")), parsed(plist("catchup")["ProgramArguments"])
+    values = env()
+    assert (linux.import_launchd, linux.import_circuit, linux.import_quota_log) == (
+        values["CATCHUP_JOBS_DIR"], values["CATCHUP_CIRCUIT"], [values["CATCHUP_MARKERS"]])
+    assert (mac.import_launchd, mac.import_circuit, mac.import_quota_log) == (
+        "~/Library/LaunchAgents", "~/.claude-quota-guard/state.json", ["~/Library/Logs/*.err"])
+    text = (ROOT / "docs" / "OPERATIONS.md").read_text()
+    for option, variable in FEEDS.items():
+        assert variable in text and "--" + option.replace("_", "-") in text
+
+
+def _catchup_unit(tmp_path: Path, markers: str, at: str) -> subprocess.CompletedProcess[str]:
+    """The catch-up unit's exact command, ledger.env's paths pointed at ``tmp_path`` (a jobs directory with one
+    guarded 09:00 job, the guard's circuit state, ``markers``), judged at ``at`` in UTC."""
+    jobs = tmp_path / "jobs"
+    jobs.mkdir(exist_ok=True)
+    with (jobs / "com.lily.brief.plist").open("wb") as f:
+        plistlib.dump({"Label": "com.lily.brief", "ProgramArguments": ["/usr/bin/python3", "claude-quota-guard.py"],
+                       "StartCalendarInterval": {"Hour": 9, "Minute": 0}}, f)
+    (tmp_path / "state.json").write_text('{"open_until": null, "reason": "quota"}')
+    values = {**env(), "LEDGER_LOG": str(tmp_path / "ledger.jsonl"), "CATCHUP_JOBS_DIR": str(jobs),
+              "CATCHUP_CIRCUIT": str(tmp_path / "state.json"), "CATCHUP_MARKERS": markers,
+              "CATCHUP_PROBE_CMD": "echo PING_OK", "CATCHUP_KICK_CMD": "true"}
+    (tmp_path / "ledger.jsonl").touch()
+    return subprocess.run([*_as_here(exec_start("catchup", values), {}), "--at", at], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120, env={**os.environ, "TZ": "UTC"})
+
+
+def test_the_catchup_units_pass_imports_todays_skip_and_re_runs_it(tmp_path: Path) -> None:
+    """The shipped pass on a log nothing else writes to: the skip the guard wrote to a job's stderr file is
+    imported, and the job re-run (before, the pass read only the log: no candidate, and it said nothing)."""
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    (logs / "com.lily.brief.err").write_text(
+        "CLAUDE_QUOTA_JOB_SKIPPED job=com.lily.brief reason=quota remaining=60s ts=1787302805\n")  # 09:00:05 UTC
+    ran = _catchup_unit(tmp_path, str(logs / "*.err"), "2026-08-21T10:00:00+00:00")
+    assert ran.returncode == 0, ran.stderr
+    types = [json.loads(line)["type"] for line in (tmp_path / "ledger.jsonl").read_text().splitlines()]
+    assert types == ["job_registered", "job_skipped", "catchup_kicked", "catchup_finished"]
+    assert "com.lily.brief: exited (exit 0)" in ran.stdout
+
+
+def test_the_catchup_units_pass_says_when_nothing_feeds_a_jobs_markers(tmp_path: Path) -> None:
+    """Markers written where the glob does not look: the pass says the glob matches nothing and, 2 h after the job's
+    slot, that nothing feeds its markers, and fails (the unit shows as failed), rather than 'no candidates'."""
+    (tmp_path / "elsewhere").mkdir()
+    ran = _catchup_unit(tmp_path, str(tmp_path / "elsewhere" / "*.err"), "2026-08-21T11:30:00+00:00")
+    assert ran.returncode == 1
+    assert f"no file matches {tmp_path}/elsewhere/*.err" in ran.stderr
+    assert "nothing feeds the markers of com.lily.brief: is `eventlog import quota-log` running?" in ran.stderr
 
 
 # --- what feeds lane state: the lane observer, one instance per lane ----------------------------------------

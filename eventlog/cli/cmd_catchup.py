@@ -26,6 +26,14 @@ from eventlog.runners.process import split_command
 DESCRIPTION = """\
 Re-run today's quota-skipped jobs, one at a time:
 
+- first, what feeds it (not with --dry-run): --import-launchd DIR (the jobs),
+  --import-circuit FILE (the guard's circuit state) and --import-quota-log
+  PATTERN (the files the guard writes its markers to: a glob, repeatable) run
+  eventlog import launchd, circuit and quota-log on LOG, in that order, under
+  the catch-up's lock; ~ is expanded, and an option given an empty value is not
+  given (a unit passes each from a variable). What one cannot import (a file it
+  cannot read, a directory that is none, a PATTERN that matches no file) is said
+  on stderr (exit 1), and the pass goes on with the rest;
 - a guarded job whose calendar slot of today passed 2 h ago or more with no
   marker of today at all (neither skipped nor ran) is said on stderr on every
   pass, --dry-run included, until a marker of today comes (exit 1): nothing
@@ -88,7 +96,7 @@ Why it exits 1 is on stderr, one line each."""
 EXITS = """\
 0    done: re-runs exited 0, or nothing to do (no candidates, a dry run, the
      circuit open, another catch-up running)
-1    a guarded job has no marker of
+1    what --import-* names could not be imported, a guarded job has no marker of
      today 2 h after its slot (nothing feeds it?), the probe was not ok, a re-run
      did not exit 0, could not start or could not be stopped, a re-run of an
      earlier pass did not end well or may still run (until the job runs again),
@@ -114,6 +122,12 @@ def register(sub: Any) -> None:
                    help="how often a job under --scheduler is looked at (2s)")
     p.add_argument("--expect", default=EXPECTED, metavar="TEXT", help=f"a healthy probe's answer ({EXPECTED})")
     p.add_argument("--dry-run", action="store_true", help="print the candidates; no probe, no kick, nothing written")
+    p.add_argument("--import-launchd", metavar="DIR", help="first, eventlog import launchd LOG DIR: the jobs' plists")
+    p.add_argument("--import-circuit", metavar="FILE",
+                   help="first, eventlog import circuit LOG FILE: the quota guard's circuit state file")
+    p.add_argument("--import-quota-log", metavar="PATTERN", action="append", default=[],
+                   help="first, eventlog import quota-log LOG with the files PATTERN matches (a glob, ~ expanded; "
+                        "repeatable): where the guard writes its markers")
     add_judging(p)
     p.add_argument("--timeout", type=duration, default=catchup.KICK_TIMEOUT_S, metavar="DURATION",
                    help="re-run timeout (45m)")
@@ -137,7 +151,9 @@ def run_catchup(args: argparse.Namespace) -> int:
                                            systemd_user=args.systemd_user) if args.scheduler else None,
             poll_s=args.poll, expected=args.expect,
             dry_run=args.dry_run, at=at, timeout_s=args.timeout, kill_grace_s=args.kill_grace,
-            probe_timeout_s=args.probe_timeout, assume_tz=tz,
+            probe_timeout_s=args.probe_timeout, assume_tz=tz, import_launchd=args.import_launchd or None,
+            import_circuit=args.import_circuit or None,
+            import_quota_log=[pattern for pattern in args.import_quota_log if pattern],
         )
         opts.check()
     except (UsageError, ValueError) as err:

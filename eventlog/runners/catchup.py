@@ -2,6 +2,11 @@
 
 :func:`run_catchup`:
 
+- first, what feeds it (not in a dry run, and only what the options name): ``import launchd``
+  of ``import_launchd``, ``import circuit`` of ``import_circuit``, then ``import quota-log`` of
+  the files the ``import_quota_log`` patterns match (globs, ``~`` expanded), under the catch-up's
+  lock (:func:`_feed`). What one cannot import (a file it cannot read, a directory that is none,
+  a pattern that matches no file) is a problem; the pass goes on with the rest;
 - the candidates are those of ``projections.catchup`` as of now (or ``at``);
 - no candidates: no probe, nothing kicked;
 - a dry run: the candidates, no probe, nothing kicked, and nothing written:
@@ -62,14 +67,15 @@
   of, keeps its kick open; the rest are ``not_kicked``; ``interrupted`` names
   the signal, and it is a problem.
 
-The report's ``problems`` (one line each) make ``status`` 1: a guarded job
-nothing feeds (``projections.catchup.Catchup.unfed``: its slot of today passed
-2 h ago and the log holds no marker of today for it; said on every pass, a dry
-run's too, while it lasts: no skip of it can ever make it a candidate), no
-guarded job in the log at all (nothing is judged), a probe that failed, a
-re-run that did not exit 0, a log that could not be read or written, a file
-that takes no append (no event log, or a torn tail no append cuts: nothing is
-probed or kicked), the log's bad lines (a catch-up writes no line on
+The report's ``problems`` (one line each) make ``status`` 1: what the feed
+could not import, a guarded job nothing feeds
+(``projections.catchup.Catchup.unfed``: its slot of today passed 2 h ago and
+the log holds no marker of today for it; said on every pass, a dry run's too,
+while it lasts: no skip of it can ever make it a candidate), no guarded job in
+the log at all (nothing is judged), a probe that failed, a re-run that did not
+exit 0, a log that could not be read or written, a file that takes no append
+(no event log, or a torn tail no append cuts: nothing is probed or kicked), the
+log's bad lines (a catch-up writes no line on
 every pass, so it cannot tell a new bad line from an old one, and each counts:
 ``PassBadLines``), and every re-run that did not end well and an open one
 (``projections.catchup.Catchup.bad_reruns``: each pass names them while the
@@ -79,7 +85,10 @@ it). ``notes`` are for a person too but change nothing.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import glob
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from datetime import datetime, tzinfo
 from typing import Any
 
@@ -90,6 +99,7 @@ from eventlog.clock import NOW, At, Clock
 from eventlog.logs import Log, no_event_log, open_log
 from eventlog.probe import EXPECTED, judge
 from eventlog.replay import Replay
+from eventlog.runners import imports
 from eventlog.runners.common import (
     PassBadLines,
     RunnerError,
@@ -133,6 +143,17 @@ class Options:
     kill_grace_s: float = KILL_GRACE_S
     probe_timeout_s: float = PROBE_TIMEOUT_S
     assume_tz: tzinfo | None = None
+    #: What feeds the pass, imported before it is judged (not in a dry run): the directory of the jobs' plists
+    #: (``import launchd``), the guard's circuit state file (``import circuit``), and glob patterns of the files
+    #: the guard writes its markers to (``import quota-log``); ``~`` is expanded in each.
+    import_launchd: str | None = None
+    import_circuit: str | None = None
+    import_quota_log: list[str] = field(default_factory=list)
+
+    @property
+    def feeds(self) -> bool:
+        """Whether the pass imports anything first."""
+        return bool(self.import_launchd or self.import_circuit or self.import_quota_log)
 
     def check(self) -> None:
         """RunnerError when the runner cannot run with these options (nothing is written then)."""
@@ -151,6 +172,9 @@ class Report(msgspec.Struct, kw_only=True):
     """What a catch-up did."""
 
     as_of: str | None = None
+    #: What the feed imported before the pass, by source (``launchd``: jobs registered or changed, ``circuit``:
+    #: circuit events, ``quota-log``: markers); what it could not import is among the problems.
+    imported: dict[str, int] = msgspec.field(default_factory=dict)
     candidates: list[str] = msgspec.field(default_factory=list)
     #: Guarded jobs nothing feeds: their slot of today passed 2 h ago, and no marker of today (a problem each).
     unfed: list[str] = msgspec.field(default_factory=list)
@@ -182,7 +206,9 @@ class Report(msgspec.Struct, kw_only=True):
         """The report for people, one line each."""
         out = [f"{r['label']}: {r['outcome']}" + (f" (exit {r['exit']})" if r["exit"] is not None else "")
                for r in self.runs]
-        return [*out, self.note]
+        fed = [f"imported first: {', '.join(f'{source} {n}' for source, n in self.imported.items())}"
+               ] if self.imported else []
+        return [*fed, *out, self.note]
 
 
 def run_catchup(opts: Options) -> Report:
@@ -207,6 +233,8 @@ def run_catchup(opts: Options) -> Report:
                 report.reruns.append(_rerun_fact(label, "open", r))
                 report.notes.append(f"{label}: {_open_words(r)}; it may still run (a dry run cannot tell whether a "
                                     "catch-up runs it)")
+        if opts.feeds:
+            report.notes.append("a dry run imports nothing (--import-*): judged on the log as it is")
         if report.candidates:
             report.note = "dry run, no probe: candidates " + " ".join(report.candidates)
             if report.circuit == "open":
@@ -218,6 +246,7 @@ def run_catchup(opts: Options) -> Report:
             report.note = "nothing done"
             report.notes.append(f"another catch-up holds the lock of {opts.log}: nothing done")
             return report
+        _feed(opts, report)
         with open_log(opts.log, assume_tz=opts.assume_tz) as log:
             try:
                 _catchup(opts, log, report)
@@ -280,10 +309,63 @@ def no_guarded_job(log: str, jobs: int) -> str:
 
 def _unfed_words(opts: Options, u: Unfed, when: datetime) -> str:
     """A guarded job nothing feeds, for a person: what to look at first, its slot, and where to read more."""
+    none = "" if opts.import_quota_log else " This pass imports none (no --import-quota-log)."
     slot = unfed_slot_words(u, when)
-    return (f"nothing feeds the markers of {u.label}: is `eventlog import quota-log` running? "
+    return (f"nothing feeds the markers of {u.label}: is `eventlog import quota-log` running?{none} "
             f"{slot[0].upper()}{slot[1:]}, so no skip of it can ever be re-run; or the job did not run today at "
             f"all ({explain_cmd(opts.log, u.label)} says more)")
+
+
+def _feed(opts: Options, report: Report) -> None:
+    """Import what feeds the pass (``import launchd``, ``import circuit``, ``import quota-log``, in that order).
+
+    The count each imported goes in ``imported``; what it could not import, in ``problems`` (the log's bad lines
+    are left to the pass, which names them itself); its notes (a directory with no plist), in ``notes``.
+    """
+    steps: list[tuple[str, Callable[[], Any]]] = []
+    if opts.import_launchd:
+        directory = os.path.expanduser(opts.import_launchd)
+        steps.append(("launchd", lambda: imports.import_launchd(imports.LaunchdImport(log=opts.log,
+                                                                                      directory=directory))))
+    if opts.import_circuit:
+        state = os.path.expanduser(opts.import_circuit)
+        steps.append(("circuit", lambda: imports.import_circuit(imports.CircuitImport(log=opts.log, file=state,
+                                                                                     assume_tz=opts.assume_tz))))
+    files = _marker_files(opts.import_quota_log, report.problems)
+    if files:
+        steps.append(("quota-log", lambda: imports.import_quota_log(imports.QuotaLogImport(
+            log=opts.log, files=files, assume_tz=opts.assume_tz))))
+    for source, step in steps:
+        try:
+            done = step()
+        except RunnerError as err:
+            report.problems.append(f"import {source}: {err}: nothing imported")
+            continue
+        except AppendError as err:
+            report.problems.append(f"import {source}: cannot append to the log: {'; '.join(err.messages)}")
+            continue
+        except OSError as err:
+            report.problems.append(f"import {source}: cannot read {opts.log}: {err.strerror or err}")
+            continue
+        report.imported[source] = len(done.registered) if source == "launchd" else done.imported
+        bad = done.bad_lines.problem(opts.log)
+        report.problems.extend(f"import {source}: {p}" for p in done.problems if p != bad)
+        report.notes.extend(f"import {source}: {n}" for n in getattr(done, "notes", []))
+
+
+def _marker_files(patterns: list[str], problems: list[str]) -> list[str]:
+    """The files ``patterns`` match (each a glob, ``~`` expanded; one with no wildcard is its own file), in order,
+    each once; a pattern that matches no file is a problem (no marker comes from it)."""
+    files: list[str] = []
+    for pattern in patterns:
+        path = os.path.expanduser(pattern)
+        found = sorted(glob.glob(path)) if glob.has_magic(path) else [path]
+        if not found:
+            problems.append(f"import quota-log: no file matches {pattern}: no marker is imported from it")
+        for name in found:
+            if name not in files:
+                files.append(name)
+    return files
 
 
 def _rerun_fact(label: str, kind: str, r: Rerun) -> dict[str, Any]:
