@@ -39,7 +39,8 @@ Re-run today's quota-skipped jobs, one at a time:
   pass, --dry-run included, until a marker of today comes (exit 1): nothing
   feeds its markers (is eventlog import quota-log running?), or the job did not
   run today; no skip of it could ever be re-run. A slot less than 2 h before
-  midnight is not judged (the next day's are);
+  midnight is not judged (the next day's are). A log with no guarded job at
+  all is said so too (exit 1): nothing is judged;
 - the candidates are those of the catch-up projection as of now (or --at);
   "today" and a slot's hour are the machine's zone's (TZ), or --assume-tz's,
   by its rules at each instant (a day the clock changes included);
@@ -96,14 +97,14 @@ Why it exits 1 is on stderr, one line each."""
 EXITS = """\
 0    done: re-runs exited 0, or nothing to do (no candidates, a dry run, the
      circuit open, another catch-up running)
-1    what --import-* names could not be imported, a guarded job has no marker of
-     today 2 h after its slot (nothing feeds it?), the probe was not ok, a re-run
-     did not exit 0, could not start or could not be stopped, a re-run of an
-     earlier pass did not end well or may still run (until the job runs again),
-     the log could not be read or written, it takes no append (no event log),
-     SIGTERM or SIGINT stopped it, or LOG has bad lines (a catch-up writes no
-     line per pass, so it cannot tell new ones from old: each counts; the rest
-     is still judged and kicked)
+1    what --import-* names could not be imported, no guarded job is in the log,
+     a guarded job has no marker of today 2 h after its slot (nothing feeds
+     it?), the probe was not ok, a re-run did not exit 0, could not start or
+     could not be stopped, a re-run of an earlier pass did not end well or may
+     still run (until the job runs again), the log could not be read or
+     written, it takes no append (no event log), SIGTERM or SIGINT stopped it,
+     or LOG has bad lines (a catch-up writes no line per pass, so it cannot
+     tell new ones from old: each counts; the rest is still judged and kicked)
 2    bad usage or no such log"""
 
 
