@@ -113,6 +113,7 @@ def exposition(
     deadline_passed: int | None = None,
     retired: Collection[str] = (),
     no_watcher: bool | None = None,
+    failing: Mapping[str, float] | None = None,
 ) -> str:
     """The text exposition of one dump.
 
@@ -134,7 +135,9 @@ def exposition(
     claimed) whose deadline passed as of the dump's ``as_of`` (``Handoffs.past_deadline``); ``retired``: watchers
     a person retired, left out of the per-watcher families (so ``RecoveryWatcherDead`` stops for them; the dump
     still lists them); ``no_watcher``: handoffs are pending and no watcher runs, none ever ran or every one is
-    retired (``Handoffs.unwatched``; left out when None).
+    retired (``Handoffs.unwatched``; left out when None); ``failing``: by account, how long its probes have been
+    failing in a row as of the dump's ``as_of``, in seconds (``Handoffs.failing_since``; an account of the dump's
+    ``probe_plan`` not in it: 0; the family is left out when None).
     """
     out = _Text(str(dump.get("log", "")))
     one: Labels = {}
@@ -177,6 +180,12 @@ def exposition(
         out.gauge("recovery_follow_tick_seconds", "follow rewrites this file at least this often.", [(one, tick_s)])
 
     _handoffs(out, dump["handoffs"], durations)
+    if failing is not None:
+        out.gauge("recovery_account_probes_failing_seconds", "How long the account's probes have been failing in a "
+                  "row (transient errors, unreadable answers, or quota_limited after an estimated reset), from the "
+                  "first of them, while they hold its pending handoffs; 0 otherwise. It does not start again when a "
+                  "backoff runs out (status: backoff_transient, backoff_unexpected, backoff_estimate).",
+                  [({"account": account}, failing.get(account, 0)) for account in dump["handoffs"]["probe_plan"]])
     if deadline_passed is not None:
         out.gauge("recovery_handoff_deadline_passed", "Handoffs still out (pending, claimed, resume_requested) whose "
                   "deadline has passed: nothing ends them on a timer, a person decides (status: deadline_passed).",
@@ -254,10 +263,11 @@ def of_replay(replay: Replay, dump: dict[str, Any], tick_s: float | None = None,
     durations = handoffs.durations() if handoffs is not None else None
     sessions = getattr(replay.folder, "sessions", None)
     unrecorded = len(sessions.unrecorded()) if sessions is not None else None
-    retrying = late = unwatched = None
+    retrying = late = unwatched = failing = None
     retired: list[str] = []
     if handoffs is not None:
         unwatched = handoffs.unwatched()
+        failing = handoffs.failing_s(at) if at is not None else {}
         retired = [name for name, beat in handoffs.state.watchers.items() if beat.retired]
         late = len(handoffs.past_deadline(at)) if at is not None else 0
     if sessions is not None:
@@ -275,7 +285,7 @@ def of_replay(replay: Replay, dump: dict[str, Any], tick_s: float | None = None,
                       unfinished_batch=0 if replay.uncommitted is None else replay.uncommitted.lines,
                       not_a_log=no_event_log(str(dump.get("log", "")), replay) is not None, ahead=ahead,
                       reruns=reruns, unfed=unfed, deadline_passed=late, retired=retired,
-                      no_watcher=unwatched)
+                      no_watcher=unwatched, failing=failing)
 
 
 def _handoffs(out: _Text, h: dict[str, Any], durations: Mapping[str, Sequence[float]] | None) -> None:

@@ -83,6 +83,11 @@ first match wins:
 An ``explicit`` reset that has passed followed by ``quota_limited`` probes does
 not back off: the spec says probe now. A probe of any other outcome ends a run
 of the kind before it; a new ``limit_recorded`` starts the count again.
+
+How long an account's probes have been failing is counted from the first probe
+of such a run, for as long as the run holds the account (its backoff, and the
+``due`` moments between two of them; ``Handoffs.failing_since``): the plan's
+reason alone reads ``due`` whenever a backoff has run out.
 """
 
 from __future__ import annotations
@@ -189,6 +194,15 @@ def backoff_s(first_s: float, run: int, cap_s: float) -> float:
     return min(first_s * float(2 ** (run - 1)), cap_s)
 
 
+def _backoff(acc: Account) -> str | None:
+    """The backoff reason the account's current run of probes calls for, as long as it lasts (None: none)."""
+    if acc.run_kind == "transient":
+        return "backoff_unexpected" if acc.last_outcome == "unexpected" else "backoff_transient"
+    if acc.run_kind == "quota" and acc.confidence in GUESSED:
+        return "backoff_estimate"
+    return None
+
+
 # --- state ---------------------------------------------------------------------------
 
 
@@ -263,6 +277,8 @@ class Account(msgspec.Struct, gc=False):
     run_ts: str | None = None
     #: ... and its line (a view names it).
     run_line: int = 0
+    #: ``ts`` of the run's first probe, as written: since when its probes fail (:meth:`Handoffs.failing_since`).
+    run_since: str | None = None
     #: The outcome (it names the backoff) and ``ts`` (as written) of the account's latest probe (None: never probed).
     last_outcome: str | None = None
     last_probe_ts: str | None = None
@@ -439,19 +455,41 @@ class Handoffs:
         if acc.reset_at is not None and acc.reset_at > as_of:
             return {"probe": False, "reason": "waiting_reset", "next_probe_at": acc.reset_text}
         if acc.run and acc.run_ts is not None:
-            reason = None
-            if acc.run_kind == "transient":
-                reason = "backoff_unexpected" if acc.last_outcome == "unexpected" else "backoff_transient"
-                wait = backoff_s(TRANSIENT_FIRST_S, acc.run, TRANSIENT_CAP_S)
-            elif acc.run_kind == "quota" and acc.confidence in GUESSED:
-                reason, wait = "backoff_estimate", backoff_s(ESTIMATE_FIRST_S, acc.run, ESTIMATE_CAP_S)
+            reason = _backoff(acc)
             if reason is not None:
-                until = later(parse_time(acc.run_ts), timedelta(seconds=wait))
+                first, cap = (ESTIMATE_FIRST_S, ESTIMATE_CAP_S) if reason == "backoff_estimate" \
+                    else (TRANSIENT_FIRST_S, TRANSIENT_CAP_S)
+                until = later(parse_time(acc.run_ts), timedelta(seconds=backoff_s(first, acc.run, cap)))
                 if until is None:  # past what can be written: never (spec section 1)
                     return {"probe": False, "reason": reason, "next_probe_at": None}
                 if as_of < until:
                     return {"probe": False, "reason": reason, "next_probe_at": _fmt(until)}
         return {"probe": True, "reason": "due", "next_probe_at": as_of_text or _fmt(as_of)}
+
+    def failing_since(self, account: str, as_of: datetime) -> str | None:
+        """The ``ts`` (as written) of the first probe of the account's run of failing probes, while that run holds
+        its pending handoffs as of ``as_of``: its plan is the run's backoff, or ``due`` once that backoff has run out
+        and until the next probe. None otherwise (nothing pending, ``needs_person``, ``waiting_reset``, or a
+        latest probe that does not back off).
+
+        Unlike the plan's reason, which reads ``due`` for the moments between two backoffs, this holds for the
+        whole run: an alert on how long probes have failed (``RecoveryAccountBackingOff``) does not start again
+        at every probe.
+        """
+        acc = self.state.accounts.get(account)
+        if acc is None or not acc.run or acc.run_since is None or _backoff(acc) is None:
+            return None
+        reason = self.plan(account, as_of)["reason"]
+        return acc.run_since if reason == "due" or reason.startswith("backoff_") else None
+
+    def failing_s(self, as_of: datetime) -> dict[str, float]:
+        """By account whose probes are failing as of ``as_of`` (:meth:`failing_since`), for how long in seconds."""
+        out = {}
+        for account in sorted(self.state.accounts):
+            since = self.failing_since(account, as_of)
+            if since is not None:
+                out[account] = max(0.0, elapsed_s(as_of, parse_time(since)))
+        return out
 
     def probe_plan(self, as_of: datetime, as_of_text: str | None = None) -> dict[str, dict[str, Any]]:
         """The plan of every account, by account name (``as_of_text``: T as written, for ``due``)."""
@@ -711,7 +749,7 @@ class Handoffs:
         acc.confidence = ev.confidence
         acc.limited_text = ev.limited_at
         acc.limit_line = line
-        acc.run_kind, acc.run, acc.run_ts = None, 0, None
+        acc.run_kind, acc.run, acc.run_ts, acc.run_since = None, 0, None, None
         return None
 
     def _probe_result(self, ev: ProbeResult, line: int, at: datetime) -> FoldResult:
@@ -722,7 +760,7 @@ class Handoffs:
         if kind is not None and kind == acc.run_kind:
             acc.run += 1
         else:
-            acc.run_kind, acc.run = kind, 1 if kind else 0
+            acc.run_kind, acc.run, acc.run_since = kind, 1 if kind else 0, ev.ts if kind else None
         acc.run_ts, acc.run_line = ev.ts, line
         acc.last_outcome = ev.outcome
         acc.last_probe_ts = ev.ts

@@ -1514,11 +1514,14 @@ def _account_verdict(judge: _Judge, name: str) -> Verdict:
         "due": "probe now: work is pending and no known reset or backoff holds it",
     }[plan["reason"]]
     says = f"{why}; {limit}; {probe}; {acc.pending} handoff(s) pending"
+    since = handoffs.failing_since(name, judge.at)
+    if since is not None:  # RecoveryAccountBackingOff pages on this after 6 h
+        says += f"; its probes have failed since {since} ({duration_words(elapsed_s(judge.at, parse_time(since)))})"
     if acc.last_outcome == "auth_error":
         says += "; the latest probe was refused (auth_error): the login needs a person"
     facts = {"plan": plan, "pending": acc.pending, "limit": {"reset_at": acc.reset_text, "confidence":
              acc.confidence}, "last_probe": {"outcome": acc.last_outcome, "ts": acc.last_probe_ts},
-             "run": {"kind": acc.run_kind, "probes": acc.run, "latest": acc.run_ts}}
+             "run": {"kind": acc.run_kind, "probes": acc.run, "latest": acc.run_ts, "failing_since": since}}
     until = plan["next_probe_at"] if not plan["probe"] else None
     cmds = []
     for a in judge.ahead_of("account", name):

@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 from collections import defaultdict
+from collections.abc import Sequence
 from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
@@ -114,3 +115,17 @@ def unknown_in(expr: str, metrics: dict[str, dict[str, set[str]]]) -> list[str]:
             elif op in ("=~", "!~") and not any(re.fullmatch(value, v) for v in values):
                 problems.append(f'{name}{{{label}{op}"{value}"}}: matches no value (has {sorted(values)})')
     return problems
+
+
+def series_along(texts: Sequence[str], names: set[str]) -> list[dict[str, str]]:
+    """The samples named in ``names`` of expositions follow wrote one after another (one a promtool ``interval``),
+    as promtool ``input_series``: each series' value in each file, ``_`` where a file has none of it."""
+    seen: dict[str, list[str]] = {}
+    for i, text in enumerate(texts):
+        for family in text_string_to_metric_families(text):
+            for s in family.samples:
+                if s.name in names:
+                    key = s.name + "{" + ",".join(f'{k}="{v}"' for k, v in s.labels.items()) + "}"
+                    value = float(s.value)
+                    seen.setdefault(key, ["_"] * len(texts))[i] = str(int(value)) if value.is_integer() else repr(value)
+    return [{"series": key, "values": " ".join(values)} for key, values in seen.items()]

@@ -8,7 +8,7 @@ import json
 import re
 import shlex
 import subprocess
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -17,13 +17,25 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from eventlog.cli import build_parser
-from eventlog.prom import NEEDS_HUMAN_REASONS
+from eventlog.clock import parse_at
+from eventlog.follow import Follower, judged
+from eventlog.prom import NEEDS_HUMAN_REASONS, of_replay
 from eventlog.runners.sessions import needs_decision
 from projections.ahead import CHECKS
+from projections.runner import Runner
 from tests.conftest import ROOT, run_cli, write_log
-from tests.opskit import RULE_TESTS, RULES, exposed, follow_prom, held_series, selectors, unknown_in
+from tests.opskit import (
+    RULE_TESTS,
+    RULES,
+    exposed,
+    follow_prom,
+    held_series,
+    selectors,
+    series_along,
+    unknown_in,
+)
 from tests.test_follow import _wait_for, following
-from tests.test_prom import promtool, replayed
+from tests.test_prom import promtool, promtool_passes, replayed
 from tests.test_status_explain import reruns_not_ended_well, unfed_from_lines
 
 L = "/var/lib/recovery-ledger/ledger.jsonl"
@@ -103,7 +115,8 @@ def test_every_alert_has_a_severity_a_summary_and_a_command_to_type_next() -> No
 
 #: What the placeholders of an alert's commands stand for, as a person would fill them in.
 PLACEHOLDERS = {"{{ $labels.log }}": L, "{{ $labels.product }}": "sashiko-repair",
-                "{{ $labels.watcher }}": "watcher-a", "LOG": L, "SESSION_ID": "s-1",
+                "{{ $labels.watcher }}": "watcher-a",
+                "{{ $labels.account }}": "cloud-account-a", "LOG": L, "SESSION_ID": "s-1",
                 "HANDOFF_ID": "h1", "ACCOUNT": "cloud-account-a", "PRODUCT": "sashiko-repair", "ID": "h1",
                 "DECISION": "close", "N": "3", "KEY": "k1", "TEXT": "why", "CMD": "probe", "LABEL": "com.lily.a",
                 "...": "x"}
@@ -173,9 +186,11 @@ def test_the_alerts_in_docs_metrics_are_the_shipped_rules() -> None:
 #: A value follow writes that is not here fails the test below: decide whether it needs a person, and if it
 #: does, add an alert for it to ops/prometheus/recovery-ledger.rules.yml (and a unit test) before listing it.
 VERDICTS: dict[str, tuple[str, dict[str, str | None]]] = {
+    # a backoff pages by how long the account's probes have failed (RecoveryAccountBackingOff on
+    # recovery_account_probes_failing_seconds), not by the plan, which reads due whenever a backoff runs out
     "recovery_probe_plan_accounts": ("reason", {
         "nothing_pending": None, "waiting_reset": None, "due": None, "needs_person": "RecoveryAccountNeedsPerson",
-        **dict.fromkeys(("backoff_transient", "backoff_unexpected", "backoff_estimate"), "RecoveryAccountBackingOff"),
+        **dict.fromkeys(("backoff_transient", "backoff_unexpected", "backoff_estimate"), None),
     }),
     "recovery_handoff_stale_claims": ("kind", {
         "retryable": "RecoveryClaimStuck", "unknown_effect": "RecoveryResumeUnknownEffect",
@@ -274,11 +289,13 @@ def test_operations_doc_says_what_to_type_next_for_every_alert() -> None:
 #: vanished while follow read the log (its series in tests/test_log_path_swaps.py); and a dump judged at its last
 #: line has no line dated ahead of now (only a live judgement counts them: ledger.yml, and tests/test_dated_ahead.py);
 #: nor how the lanes runner's last pass ended (lanes_catchup.yml; its series in tests/test_lanes_pass.py),
-#: nor does a dump hold a handoff's deadline (handoffs.yml; its series in tests/test_deadline_passed.py).
+#: nor does a dump hold a handoff's deadline (handoffs.yml; its series in tests/test_deadline_passed.py),
+#: nor how long an account's probes have failed, 6 h of which no fixture holds (handoffs.yml; its series written
+#: minute by minute below: test_an_account_whose_probes_fail_for_6_hours_is_paged_though_its_backoffs_run_out).
 NOT_FROM_A_FIXTURE = {"RecoveryFollowDead", "RecoveryMetricsAbsent", "RecoveryLogMissing", "RecoveryInterruptSlow",
                       "RecoverySessionInterruptUnrecorded", "RecoveryTornTailStuck", "RecoveryUnfinishedBatch",
                       "RecoveryNotALog", "RecoveryLinesVanished", "RecoveryDatedAhead", "RecoveryLanesErrored",
-                      "RecoveryHandoffPastDeadline"}
+                      "RecoveryHandoffPastDeadline", "RecoveryAccountBackingOff"}
 
 
 def expected_alerts(dump: dict[str, Any]) -> set[tuple[str, frozenset[tuple[str, str]]]]:
@@ -302,9 +319,7 @@ def expected_alerts(dump: dict[str, Any]) -> set[tuple[str, frozenset[tuple[str,
     for reason in h["needs_human_reasons"]:
         out.add(one("RecoveryHandoffNeedsHuman", reason=reason if reason in NEEDS_HUMAN_REASONS else "other"))
     for plan in h["probe_plan"].values():
-        if plan["reason"].startswith("backoff_"):
-            out.add(one("RecoveryAccountBackingOff", reason=plan["reason"]))
-        elif plan["reason"] == "needs_person":
+        if plan["reason"] == "needs_person":
             out.add(one("RecoveryAccountNeedsPerson", reason=plan["reason"]))
     for lane in dump["lanes"]["now"]["results"]:
         if lane["stalled"]:
@@ -421,3 +436,72 @@ def test_bad_and_rejected_lines_already_in_the_log_when_follow_starts_fire_and_k
                              timeout=120)
     assert checked.returncode == 0, (checked.stdout + checked.stderr)[-4000:]
     assert run_cli("status", str(log), "--at", "log").returncode == 1  # the same verdict as the alert's
+
+
+# --- probes failing for hours: series follow writes minute by minute ------------------------------------------
+
+ACCOUNT = "cloud-account-a"
+T0 = datetime.fromisoformat("2026-08-03T09:00:00+09:00")
+
+
+def _at(minutes: float) -> datetime:
+    return T0 + timedelta(minutes=minutes)
+
+
+def failing_probes(log: Path, hours: int) -> list[str]:
+    """A 5-min failback watcher of one pending handoff probes its account at each pass whose plan says due, and
+    every probe says transient (it takes 20 s); ``follow`` judges the log each minute (30 s past it) and writes its
+    file: :class:`Follower` ``catch_up``, ``judged``, ``of_replay``, as ``eventlog follow --at`` does. The files,
+    one a minute."""
+    write_log(log, [{"type": "handoff_created", "ts": T0.isoformat(), "handoff_id": "h1", "account": ACCOUNT}])
+    follower = Follower(str(log), Runner)
+    follower.start()
+    texts = []
+    for minute in range(hours * 60 + 1):
+        if minute % 5 == 0:
+            lines = []
+            if follower.replay.folder.handoffs.plan(ACCOUNT, _at(minute))["probe"]:
+                lines.append({"type": "probe_result", "ts": _at(minute + 1 / 3).isoformat(), "account": ACCOUNT,
+                              "outcome": "transient"})
+            lines.append({"type": "watcher_run", "ts": _at(minute + 5 / 12).isoformat(), "watcher": "watcher-a",
+                          "exit": "ok", "period_s": 300})
+            with log.open("a") as f:
+                f.writelines(json.dumps(line) + "\n" for line in lines)
+        follower.catch_up()
+        at = parse_at(_at(minute + 0.5).isoformat(), local=False)
+        texts.append(of_replay(follower.replay, judged(follower, at), 5))
+    return texts
+
+
+def test_an_account_whose_probes_fail_for_6_hours_is_paged_though_its_backoffs_run_out(tmp_path: Path) -> None:
+    """The review's run: every probe transient, 14 in a row over 9 h. The backoff is capped at 1 h, and when it runs
+    out the plan reads due until the next pass, so `recovery_probe_plan_accounts{reason="backoff_transient"}` drops
+    to 0 every hour and a `for: 6h` on it never ends. How long the probes have failed does not drop: the alert
+    fires once it passes 6 h, and `explain` says the same."""
+    log = tmp_path / "log.jsonl"
+    texts = failing_probes(log, 9)
+    probes = [json.loads(line) for line in log.read_text().splitlines()]
+    assert sum(p["type"] == "probe_result" for p in probes) == 14
+    fed = series_along(texts, {"recovery_account_probes_failing_seconds", "recovery_probe_plan_accounts"})
+    plan = {f["series"]: f["values"].split() for f in fed}
+    due = plan[f'recovery_probe_plan_accounts{{log="{log}",reason="due"}}']
+    assert [m for m in range(120, 540) if due[m] == "1"], "the plan never read due between two backoffs"
+    (rule,) = [r for r in rules() if r["alert"] == "RecoveryAccountBackingOff"]
+    labels = {"log": str(log), "account": ACCOUNT, **rule["labels"]}
+    checks = [{"eval_time": "5h59m", "alertname": rule["alert"], "exp_alerts": []}]
+    checks += [{"eval_time": f"{m // 60}h{m % 60}m", "alertname": rule["alert"], "exp_alerts": [{"exp_labels": labels}]}
+               for m in range(360, 541) if due[m] == "1" or m in (360, 540)]
+    assert len(checks) > 4
+    promtool_passes(tmp_path, {"groups": [{"name": "backoff", "rules": [rule]}]},
+                    {"interval": "1m", "input_series": fed, "alert_rule_test": checks})
+    moment = next(m for m in range(360, 541) if due[m] == "1")  # the plan says due: the backoff ran out
+    at = _at(moment + 0.5)
+    cut = tmp_path / "cut.jsonl"  # the log as it was then
+    cut.write_text("".join(line + "\n" for line in log.read_text().splitlines()
+                           if datetime.fromisoformat(json.loads(line)["ts"]) <= at))
+    explained = run_cli("explain", str(cut), ACCOUNT, "--at", at.isoformat(), "--json")
+    assert explained.returncode == 0, explained.stderr
+    (verdict,) = json.loads(explained.stdout)["verdicts"]
+    assert verdict["code"] == "due"
+    assert verdict["facts"]["run"]["failing_since"] == _at(1 / 3).isoformat()
+    assert f"its probes have failed since {_at(1 / 3).isoformat()} (6 h" in verdict["says"]
