@@ -120,7 +120,7 @@ def exposition(
     ``durations``: the handoff latency samples in seconds by pair (the histogram;
     left out when None); ``last_event_at``: the last applied or rejected line's
     time; ``tick_s``: ``follow``'s tick (exported so an alert needs no constant); ``unrecorded``: sessions
-    with an interrupt of unknown outcome for a turn the log never started (``Sessions.unrecorded``);
+    with an interrupt of unknown outcome for a turn whose end the log never recorded (``Sessions.unrecorded``);
     ``retry_under_way``: sessions of ``retry_due`` whose retry a worker claimed less than 1 h ago
     (``Sessions.retry_under_way``);
     ``torn_tail_stuck``: the torn tail is one no append cuts (``Replay.stuck_tail``); ``unfinished_batch``: the
@@ -239,7 +239,8 @@ def exposition(
                          and item["admission_state"] not in ("recovery_required", "closed")))])
     if unrecorded is not None:
         out.gauge("recovery_sessions_interrupt_unrecorded", "Sessions with an interrupt that ended with the turn's "
-                  "outcome unknown, of a turn the log never started (status: interrupt_unrecorded).",
+                  "outcome unknown, of a turn whose end the log never recorded: never started, or no turn_finished "
+                  "(status: interrupt_unrecorded).",
                   [(one, unrecorded)])
 
     for family in control_families(dump):  # the interrupt timeline: eventlog/prom_controls.py

@@ -176,6 +176,8 @@ class Session(msgspec.Struct, array_like=True, gc=False):
     #: ... its line and its generation (0: no claim yet).
     claimed_line: int = 0
     claimed_generation: int = 0
+    #: Turns started and not finished yet (a ``turn_finished`` ends one; views only: :meth:`Sessions.unrecorded`).
+    running: set[str] = msgspec.field(default_factory=set)
 
     def item(self) -> dict[str, Any]:
         """The dump's item for this session."""
@@ -390,6 +392,8 @@ class Sessions:
         if why is not None:
             return Rejected(f"session {ev.session_id!r} is {why}: turn {ev.turn_id!r} is not dispatched")
         s = self._seen(ev.session_id)
+        if ev.turn_id not in s.turns:  # a repeated start, or a start after its end, starts nothing
+            s.running.add(ev.turn_id)
         s.place(ev.turn_id)
         return None
 
@@ -397,6 +401,7 @@ class Sessions:
         """``outcome_unknown``: recovery_required, RECOVERY_REQUIRED; the turn is never re-run on its own."""
         s = self._seen(ev.session_id)
         s.place(ev.turn_id)
+        s.running.discard(ev.turn_id)
         if ev.outcome == OUTCOME_UNKNOWN:
             s.unknown[ev.turn_id] = line
             s.since, s.since_line = ev.ts, line
@@ -580,18 +585,21 @@ class Sessions:
         return None
 
     def unrecorded(self) -> dict[str, list[Control]]:
-        """Session -> its interrupts whose result says the turn's outcome is unknown, of a turn its log never started.
+        """Session -> its interrupts whose result says the turn's outcome is unknown, of a turn whose end its log never
+        recorded: never started (a worker log imported alone holds such results and no ``turn_started``), or
+        started and not finished (a ``deadline_exceeded`` receipt, and no ``turn_finished`` since).
 
-        A worker log imported alone (``eventlog import worker-log``) holds such results and no
-        ``turn_started``/``turn_finished``; interrupts never move a session, so nothing else would say
-        that the turn's effect is unknown (docs/DECISIONS.md). Closed sessions are left out.
+        Interrupts never move a session, so nothing else would say that the turn's effect is unknown: the session
+        still takes work (docs/DECISIONS.md, "An interrupt whose outcome is unknown"). A ``turn_finished`` ends it:
+        ``outcome_unknown`` stops the session for a decision, another outcome says what the turn did. Closed
+        sessions are left out.
         """
         out: dict[str, list[Control]] = {}
         for _cid, c in sorted(self.state.controls.items()):
             s = self.state.sessions.get(c.session_id)
             unknown = c.result_line is not None and (c.outcome or "").lower() in controls.UNKNOWN_OUTCOMES
-            if unknown and c.turn_id is not None and s is not None and c.turn_id not in s.turns \
-                    and s.admission_state != CLOSED:
+            if unknown and c.turn_id is not None and s is not None and s.admission_state != CLOSED \
+                    and (c.turn_id not in s.turns or c.turn_id in s.running):
                 out.setdefault(c.session_id, []).append(c)
         return out
 

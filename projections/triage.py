@@ -174,7 +174,7 @@ REASONS: tuple[Reason, ...] = (
     Reason("sessions", "context_gap", "Sessions stopped with a context gap", True),
     Reason("sessions", "retry_due", "Sessions whose retry is due, and nothing moved", False),
     Reason("sessions", "interrupt_unrecorded",
-           "Interrupts that ended with the turn's outcome unknown, a turn the log never recorded", False),
+           "Interrupts that ended with the turn's outcome unknown, a turn whose end the log never recorded", False),
     Reason("log", "bad_line", "Bad lines (skipped, counted)", False),
     Reason("log", "rejected", "Rejected events (not applied)", False),
     Reason("log", "unfinished_batch", "An unfinished batch: complete lines held, not committed", False),
@@ -983,10 +983,12 @@ class _Judge:
             c = lost[0]
             ended = {"type": "turn_finished", "session_id": sid, "turn_id": c.turn_id, "outcome": "outcome_unknown",
                      "terminal_reason": c.reason_code or "interrupt_outcome_unknown"}
+            how = "it started, no turn_finished came" if c.turn_id in s.running else "not even its start"
             return [self.item("interrupt_unrecorded", sid, f"{len(lost)} interrupt(s) ended with outcome "
                               f"{c.outcome} ({c.reason_code or 'no reason code'}, line {c.result_line}) for turn "
-                              f"{c.turn_id}, which the log never started: the session still takes work as if it "
-                              "were known; record the turn's end, then decide", append_cmd(self.log, ended))]
+                              f"{c.turn_id}, whose end the log never recorded ({how}): the "
+                              "session still takes work as if it were known; once its worker is gone, record the "
+                              "turn's end, then decide", append_cmd(self.log, ended))]
         return []
 
     def unrecorded(self) -> dict[str, list[Control]]:
@@ -1285,7 +1287,7 @@ def triage(runner: Runner, as_of: datetime | None, as_of_text: str | None, facts
 def session_needs(runner: Runner, session_ids: Iterable[str], as_of: datetime | None, as_of_text: str | None,
                   log: str) -> dict[str, list[Item]]:
     """The items :func:`triage` has about each of ``session_ids`` that needs a person as of ``as_of``, by the same
-    rule (a decision to make, a retry due and nothing moved, an interrupt of a turn the log never recorded);
+    rule (a decision to make, a retry due and nothing moved, an interrupt of a turn whose end the log never recorded);
     sessions that need nobody are left out. ``eventlog sessions`` shows them and exits 1 on them, as ``status``."""
     judge = _Judge(runner, as_of, as_of_text, LogFacts(name=log))
     return {sid: items for sid in session_ids if (items := judge.session(sid))}

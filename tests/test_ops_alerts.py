@@ -5,9 +5,11 @@ a verdict label either fires its alert or is known to need nobody."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import shlex
 import subprocess
+import sys
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -36,6 +38,7 @@ from tests.opskit import (
 )
 from tests.test_follow import _wait_for, following
 from tests.test_prom import promtool, promtool_passes, replayed
+from tests.test_prom import value as sample_value
 from tests.test_status_explain import reruns_not_ended_well, unfed_from_lines
 
 L = "/var/lib/recovery-ledger/ledger.jsonl"
@@ -201,11 +204,12 @@ VERDICTS: dict[str, tuple[str, dict[str, str | None]]] = {
     "recovery_lane_stalled": ("kind", dict.fromkeys(("job-unpicked", "status-quiet"), "RecoveryLaneStalled")),
     "recovery_catchup_reruns": ("kind", dict.fromkeys(("failed", "no_end"), "RecoveryCatchupRerunFailed")),
     "recovery_dated_ahead": ("check", dict.fromkeys(CHECKS, "RecoveryDatedAhead")),
-    "recovery_controls_total": ("verdict", {
-        "clean": None, "late_sdk": None,
-        **dict.fromkeys(("engine_timeout", "capture_timeout", "capture_failed", "checkpoint_unavailable",
-                         "deadline_exceeded", "unexplained"), "RecoveryInterruptOutcomeUnknown"),
-    }),
+    # an interrupt's verdict says how it went; a person is needed when its turn's outcome is unknown, which the
+    # session says (RecoverySessionNeedsDecision, RecoverySessionUnknownTurnLeft), or, when the log never recorded
+    # the turn's end, recovery_sessions_interrupt_unrecorded (RecoverySessionInterruptUnrecorded), as status does
+    "recovery_controls_total": ("verdict", dict.fromkeys(
+        ("clean", "late_sdk", "engine_timeout", "capture_timeout", "capture_failed", "checkpoint_unavailable",
+         "deadline_exceeded", "unexplained"), None)),
 }
 
 
@@ -282,8 +286,9 @@ def test_operations_doc_says_what_to_type_next_for_every_alert() -> None:
 # --- each fixture's own series through the shipped rules ---------------------------------------------------
 
 #: Not judged from one fixture: they need follow or its file gone (the unit tests above), or a rate over an hour
-#: of interrupts; or, for an interrupt of a turn the log never started, a fact no dump holds (its promtool unit
-#: test is in ops/prometheus/tests/sessions.yml, its series in tests/test_next_runs.py); nor does one hold a torn
+#: of interrupts; or, for an interrupt of a turn whose end the log never recorded, a fact no dump holds (its
+#: promtool unit test is in ops/prometheus/tests/sessions.yml, its series in tests/test_next_runs.py and below:
+#: test_an_interrupt_pages_exactly_where_status_calls_a_person_for_it); nor does one hold a torn
 #: tail no append cuts, an unfinished batch, or a file that is no event log (ops/prometheus/tests/ledger.yml; their
 #: series in tests/test_stuck_tail.py, tests/test_unfinished_batch.py and tests/test_not_a_log.py); nor lines that
 #: vanished while follow read the log (its series in tests/test_log_path_swaps.py); and a dump judged at its last
@@ -337,9 +342,6 @@ def expected_alerts(dump: dict[str, Any]) -> set[tuple[str, frozenset[tuple[str,
             out.add(one("RecoverySessionUnknownTurnLeft"))  # moved on with a turn of unknown outcome left in it
     if dump["sessions"]["retry_due"]:
         out.add(one("RecoverySessionRetryOverdue"))
-    for control in dump["sessions"]["controls"].values():
-        if control["result_line"] is not None and control["verdict"] not in ("clean", "late_sdk"):
-            out.add(one("RecoveryInterruptOutcomeUnknown", verdict=control["verdict"]))
     if dump["bad_lines"]:  # held_series: written after follow started, so new ones too
         out |= {one("RecoveryBadLines"), one("RecoveryBadLinesNew")}
     if dump["rejected"]:
@@ -505,3 +507,68 @@ def test_an_account_whose_probes_fail_for_6_hours_is_paged_though_its_backoffs_r
     assert verdict["code"] == "due"
     assert verdict["facts"]["run"]["failing_since"] == _at(1 / 3).isoformat()
     assert f"its probes have failed since {_at(1 / 3).isoformat()} (6 h" in verdict["says"]
+
+
+# --- interrupts: the alerts page where status calls a person ---------------------------------------------------
+
+NEEDS_DECISION = ("RecoverySessionNeedsDecision", (("admission_state", "recovery_required"),
+                                                   ("attention", "RECOVERY_REQUIRED")))
+#: Each interrupt fixture: the reason codes `status` gives its session, and the sessions alerts its series fire.
+INTERRUPTS: dict[str, tuple[list[str], set[tuple[str, tuple[tuple[str, str], ...]]]]] = {
+    "clean": ([], set()),
+    "late_sdk": ([], set()),
+    # the receipt's deadline passed with the turn still running, and no turn_finished since
+    "deadline_exceeded": (["interrupt_unrecorded"], {("RecoverySessionInterruptUnrecorded", ())}),
+    # the turn ended outcome_unknown: recovery required
+    **dict.fromkeys(("engine_timeout", "capture_timeout", "capture_failed", "checkpoint_unavailable"),
+                    (["outcome_unknown"], {NEEDS_DECISION})),
+}
+
+
+@pytest.mark.parametrize("name", sorted(INTERRUPTS))
+def test_an_interrupt_pages_exactly_where_status_calls_a_person_for_it(tmp_path: Path, name: str) -> None:
+    """Seed 004: a turn whose outcome is unknown waits for an operator; an interrupt never moves a session, so the
+    interrupt's result (verdict and all) is only why. The fixture's series from a real follow file (judged at its
+    last line, held 1 h) through the shipped sessions alerts fire exactly where `status` exits 1 for the session,
+    and each alert's next command is one eventlog takes with no id left to guess."""
+    log = ROOT / "fixtures" / f"sessions_interrupt_{name}.jsonl"
+    codes, alerts = INTERRUPTS[name]
+    status = run_cli("status", str(log), "--at", "log", "--json")
+    assert status.returncode == (1 if codes else 0), status.stdout + status.stderr
+    items = [i for g in json.loads(status.stdout)["groups"] for i in g["items"]]
+    assert [i["reason_code"] for i in items] == codes
+    shipped = [r for r in rules() if r["labels"]["domain"] == "sessions"]
+    dump, text = replayed(log)
+    used = {n for rule in shipped for n, _m in selectors(rule["expr"])}
+    fed = held_series(text, datetime.fromisoformat(dump["as_of"]).timestamp(), used, 60, 60)
+    checks = [{"eval_time": f"{_minutes(rule.get('for')) + 2}m", "alertname": rule["alert"],
+               "exp_alerts": [{"exp_labels": {"log": str(log), **dict(labels), **rule["labels"]}}
+                              for alert, labels in alerts if alert == rule["alert"]]}
+              for rule in shipped if rule["alert"] != "RecoveryInterruptSlow"]  # a rate over an hour of them
+    promtool_passes(tmp_path, {"groups": [{"name": "sessions", "rules": shipped}]},
+                    {"interval": "1m", "input_series": fed, "alert_rule_test": checks})
+    for item in items:  # what status prints next is filled in: no id left for a person to find
+        assert not re.search(r"\b(SESSION_ID|TURN_ID|ID)\b", item["next"]), item["next"]
+
+
+def test_a_deadline_exceeded_interrupt_is_settled_as_status_says(tmp_path: Path) -> None:
+    """The receipt of an interrupt ran out of its deadline (outcome unknown) and the log holds no end of its turn:
+    `status` names the session (it still takes work) and prints the line that records the end; appended, the session
+    waits for a decision, and RecoverySessionNeedsDecision takes over from RecoverySessionInterruptUnrecorded."""
+    log = tmp_path / "log.jsonl"
+    log.write_bytes((ROOT / "fixtures" / "sessions_interrupt_deadline_exceeded.jsonl").read_bytes())
+    before = run_cli("status", str(log), "--at", "log", "--json")
+    assert before.returncode == 1
+    (item,) = [i for g in json.loads(before.stdout)["groups"] for i in g["items"]]
+    assert (item["reason_code"], item["id"]) == ("interrupt_unrecorded", "s-deadline")
+    recorded = subprocess.run(item["next"], shell=True, cwd=ROOT, capture_output=True, text=True, timeout=60,
+                              env={**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"})
+    assert recorded.returncode == 0, recorded.stderr
+    after = run_cli("status", str(log), "--at", "log", "--json")
+    assert after.returncode == 1
+    (item,) = [i for g in json.loads(after.stdout)["groups"] for i in g["items"]]
+    assert (item["reason_code"], item["id"], item["needs_decision"]) == ("outcome_unknown", "s-deadline", True)
+    _dump, text = replayed(log)
+    assert sample_value(text, "recovery_sessions_interrupt_unrecorded") == 0
+    assert sample_value(text, "recovery_sessions", admission_state="recovery_required",
+                        attention="RECOVERY_REQUIRED") == 1

@@ -129,6 +129,24 @@ def unfed_from_lines(log: Path, as_of: str) -> set[str]:
     return out
 
 
+def interrupts_of_no_recorded_end(log: Path) -> set[str]:
+    """Sessions with an interrupt whose result says the turn's outcome is unknown, of a turn the log holds no
+    ``turn_finished`` of (never started, or still running): read from the log's lines alone (the dump does not list
+    which turns started or ended; the rule is docs/DECISIONS.md's "An interrupt whose outcome is unknown")."""
+    unknown, ended = set(), set()
+    for line in log.read_bytes().splitlines():
+        try:
+            ev = json.loads(line)
+            kind, key = ev["type"], (ev["session_id"], ev.get("turn_id"))
+        except (ValueError, KeyError, TypeError):
+            continue
+        if kind == "control_result" and str(ev.get("outcome")).lower() in ("unknown", "outcome_unknown"):
+            unknown.add(key)
+        elif kind == "turn_finished":
+            ended.add(key)
+    return {sid for sid, turn in unknown - ended if turn is not None}
+
+
 @pytest.fixture(scope="module")
 def dumps() -> dict[str, dict[str, Any]]:
     out = run_cli("replay", *[str(p) for p in LOGS])
@@ -153,6 +171,8 @@ def test_status_at_log_names_everything_the_dump_says_needs_a_person(log: Path,
     reruns = reruns_not_ended_well(log, dump["as_of"]) if dump["as_of"] else {}
     unfed = unfed_from_lines(log, dump["as_of"]) if dump["as_of"] else set()
     expected = needs_a_person(dump) | {("catchup", label) for label in {*reruns, *unfed}}
+    expected |= {("sessions", sid) for sid in interrupts_of_no_recorded_end(log)
+                 if dump["sessions"]["items"][sid]["admission_state"] != "closed"}
     named = {(item["domain"], item["id"]) for item in items_of(got)}
     assert named == expected
     assert out.returncode == (1 if expected else 0)

@@ -73,7 +73,7 @@ reason, next}])."""
 SESSIONS_EXITS = """\
 0  no session shown needs a person, and LOG has no bad line
 1  a session shown needs a person by the rule of status (a decision to make, a retry due and no
-   worker ready since, an interrupt of a turn the log never recorded), or LOG has bad lines
+   worker ready since, an interrupt of a turn whose end the log never recorded), or LOG has bad lines
 2  bad usage, a log that cannot be read, or no session of that id"""
 
 
