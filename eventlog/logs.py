@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import stat
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
@@ -211,6 +212,46 @@ def unusable(target: str) -> str | None:
     return None
 
 
+def same_file(a: str, b: str) -> bool:
+    """Whether two paths name one file: the same device and inode when both exist (a symbolic or a hard link,
+    ``./T/../T/l.jsonl``), else the same path once symbolic links are resolved (one not created yet)."""
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return os.path.realpath(a) == os.path.realpath(b)
+
+
+def written_over(log: str, outputs: Iterable[tuple[str, str | None]]) -> str | None:
+    """Why a command must not write its outputs (option and path; None: not given), for a person; None when it may.
+
+    Refused, before anything is written: an output that is LOG itself (:func:`same_file`), a file eventlog keeps
+    beside LOG (the appender's sidecar ``LOG.sidecar``, a runner's lock ``LOG.NAME.lock``: rewriting a lock lets
+    two runners in at once), or the file of another output. A stream LOG has no file to write over.
+    """
+    given = [(option, path) for option, path in outputs if path]
+    for i, (option, path) in enumerate(given):
+        kept = None if is_url(log) else _kept_beside(log, path)
+        if kept is not None:
+            return f"{option} {path} is {kept}: it would be written over"
+        for other, earlier in given[:i]:
+            if same_file(path, earlier):
+                return f"{other} {earlier} and {option} {path} are the same file: each would write over the other"
+    return None
+
+
+def _kept_beside(log: str, path: str) -> str | None:
+    """What ``path`` is, when it is the file LOG or one eventlog keeps beside it (None: neither)."""
+    if same_file(path, log):
+        return f"the log {log} itself"
+    real = os.path.realpath(log)
+    if same_file(path, log + ".sidecar") or same_file(path, real + ".sidecar"):
+        return f"the sidecar of {log} (the state eventlog append keeps beside it)"
+    lock = re.fullmatch(re.escape(real) + r"\.(\w+)\.lock", os.path.realpath(path))
+    if lock is not None:
+        return f"the lock file of the {lock[1]} runner of {log}"
+    return None
+
+
 def no_event_log(target: str, replay: Replay) -> str | None:
     """Why every append to LOG is refused, its file being no event log (:meth:`Replay.not_a_log`, the appender's
     rule; words that follow LOG); None when it may be a log, and for a stream, whose appender has no such rule."""
@@ -268,4 +309,4 @@ def lock_path(target: str, name: str) -> str:
 
 
 __all__ = ["NATS_SCHEME", "FileLog", "Log", "LogUnavailable", "NotALogFile", "complete_lines", "is_url", "lock_path",
-           "no_event_log", "open_log", "open_regular", "unusable"]
+           "no_event_log", "open_log", "open_regular", "same_file", "unusable", "written_over"]

@@ -19,7 +19,7 @@ from eventlog.cli.common import (
 )
 from eventlog.clock import At
 from eventlog.follow import TICK_S, Followed, Follower, follow, judged, write_text
-from eventlog.logs import is_url, open_log, unusable
+from eventlog.logs import is_url, open_log, unusable, written_over
 from eventlog.prom import of_replay
 from eventlog.snapshot import why_not_written
 from projections.runner import Runner
@@ -123,6 +123,10 @@ def run_follow(args: argparse.Namespace) -> int:
         error(str(err))
         return 2
 
+    clash = written_over(args.log, [("--dump", args.dump), ("--prom", args.prom), ("--snapshot", args.snapshot)])
+    if clash is not None:
+        error(f"{clash}; not following it")
+        return 2
     write = follow_writer(args.dump, args.prom, at, args.tick)
     sweep(args.dump, args.prom, args.snapshot)
     if is_url(args.log):

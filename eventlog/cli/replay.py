@@ -29,7 +29,7 @@ from eventlog.cli.common import (
 )
 from eventlog.clock import LAST_LINE
 from eventlog.jobs import MAX_JOBS, JobFailed, replay_in_jobs
-from eventlog.logs import is_url, open_log
+from eventlog.logs import is_url, open_log, written_over
 from eventlog.replay import BadLine, Replay
 from projections.runner import Runner, in_units, thresholds
 
@@ -85,6 +85,10 @@ def run(args: argparse.Namespace) -> int:
         return 2
     if args.snapshot and len(logs) != 1:
         error("--snapshot takes exactly one LOG")
+        return 2
+    clash = written_over(logs[0], [("--snapshot", args.snapshot)]) if args.snapshot else None
+    if clash is not None:
+        error(f"{clash}; nothing replayed")
         return 2
     if not 1 <= args.jobs <= MAX_JOBS:
         error(f"--jobs must be 1 to {MAX_JOBS} (one process per group of domains)")
