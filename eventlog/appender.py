@@ -321,7 +321,7 @@ class EventLog:
         snapshot.remove_leftovers(self.sidecar)
         with os.fdopen(os.dup(fd), "rb") as f:
             try:
-                snapshot.save(self.sidecar, f, replay, snapshot.folder_version(replay))
+                snapshot.save(self.sidecar, f, replay, snapshot.folder_version(replay), self.path)
             except (OSError, snapshot.NotSaved):
                 return False
         return True

@@ -86,9 +86,16 @@ class Follower:
         self._digest = xxhash.xxh3_128()
         #: The file's (size, mtime, ctime) when it was last read: a change without growth is an edit.
         self._stamp: tuple[int, int, int] | None = None
+        #: Why the snapshot was not saved the last time it was to be (None: it was, or not yet): :func:`keep_snapshot`.
+        self.unsaved: str | None = None
 
     def start(self) -> str | None:
-        """Load the snapshot when it matches, then catch up; returns a note for a person, if any."""
+        """Load the snapshot when it matches, then catch up; returns a note for a person, if any.
+
+        A snapshot of this log that does not match it is the state of a follow that ran before: the committed
+        lines it held that the log no longer holds vanished while no follow ran, and go into ``vanished`` as
+        those that vanish under a running follow do (one rule: :meth:`_count_vanished`).
+        """
         note = None
         if self.snapshot_path:
             try:
@@ -98,6 +105,8 @@ class Follower:
                         st = os.fstat(f.fileno())
                         self.replay, self.identity = loaded, (st.st_dev, st.st_ino)
                         self._digest = snapshot.prefix_hash(f.fileno(), loaded.offset)
+                    elif why != "no snapshot":
+                        self._lines_before = snapshot.committed(self.snapshot_path, self.path, f)
             except WAITED_FOR:  # catch_up says which
                 loaded, why = None, "no log yet"
             if loaded is None and why not in ("no snapshot", "no log yet"):
@@ -220,17 +229,19 @@ class Follower:
     def save_snapshot(self) -> str | None:
         """Write the snapshot (if one was asked for) at the current position; why it was not saved, if so.
 
-        A state msgpack cannot hold is not saved (a note); OSError when the file cannot be written.
+        It is a cache: a state msgpack cannot hold, or a file that cannot be written (a directory gone, a full
+        disk), is a note naming the snapshot, never an error. A save skipped (no log to take it from: catch_up
+        says so) answers as the last one did.
         """
         if not self.snapshot_path or self.missing:
-            return None
+            return self.unsaved
         try:
             f = open_regular(self.path)
         except WAITED_FOR:
-            return None  # gone since it was read: catch_up says so
+            return self.unsaved  # gone since it was read: catch_up says so
         with f:
             try:
-                snapshot.save(self.snapshot_path, f, self.replay, snapshot.folder_version(self.replay))
+                snapshot.save(self.snapshot_path, f, self.replay, snapshot.folder_version(self.replay), self.path)
             except snapshot.NotSaved as err:
                 return f"snapshot {self.snapshot_path} not saved: {err}"
         return None
@@ -310,7 +321,6 @@ def follow(
         report(note)
     on_change(follower)
     saved = written = verified = time.monotonic()
-    unsaved: str | None = None
     target = Path(follower.path).resolve()
     directory = str(target.parent)
 
@@ -340,9 +350,9 @@ def follow(
                 on_change(follower)
                 written = time.monotonic()
         if follower.snapshot_path and time.monotonic() - saved > snapshot_every_s:
-            unsaved = note_once(follower.save_snapshot(), unsaved, report)
+            keep_snapshot(follower, report)
             saved = time.monotonic()
-    note_once(follower.save_snapshot(), unsaved, report)
+    keep_snapshot(follower, report)
 
 
 def seen(follower: Follower) -> tuple[Any, ...]:
@@ -357,8 +367,23 @@ def wake_ms(tick_s: float) -> int:
     return max(1, int(min(WAKE_S, tick_s) * 1000))
 
 
-def note_once(note: str | None, last: str | None, report: Callable[[str], None]) -> str | None:
-    """Report ``note`` unless it repeats ``last`` (a state that cannot be saved is said once, not every 10 s)."""
-    if note is not None and note != last:
+class Snapshotting(Protocol):
+    """What :func:`keep_snapshot` needs of a follower (a file's or a stream's)."""
+
+    snapshot_path: str | None
+    unsaved: str | None
+
+    def save_snapshot(self) -> str | None:
+        """Save the snapshot; why it was not saved (None: it was, or none was asked for)."""
+        ...
+
+
+def keep_snapshot(follower: Snapshotting, report: Callable[[str], None]) -> None:
+    """Save the follower's snapshot, a cache: why it is not saved is reported once, not every 10 s (it is
+    ``follower.unsaved`` until it is saved: ``recovery_snapshot_unsaved``), and that it is saved again when it is."""
+    note = follower.save_snapshot()
+    if note is not None and note != follower.unsaved:
         report(note)
-    return note
+    elif note is None and follower.unsaved is not None:
+        report(f"snapshot {follower.snapshot_path} saved again")
+    follower.unsaved = note

@@ -87,11 +87,10 @@ from eventlog import snapshot
 from eventlog.appender import AppendError, AppendResult, BadInput, Conflict, _reads_back, validated
 from eventlog.events import KEY_FIELDS, Event, stream_of, type_name
 from eventlog.fold import Folder, Rejected
-from eventlog.follow import TICK_S, note_once, wake_ms
+from eventlog.follow import TICK_S, keep_snapshot, wake_ms
 from eventlog.logs import ClosedOnExit, LogUnavailable
 from eventlog.reader import Reader, check_object, deeper_at, iter_lines
 from eventlog.replay import Progress, Replay
-from eventlog.snapshot import write_atomic
 
 T = TypeVar("T")
 
@@ -1008,7 +1007,8 @@ def _version(replay: Replay) -> str:
 def save_snapshot(path: str, log: JetStreamLog, state: StreamState) -> None:
     """Write ``state`` to ``path`` atomically, with what proves it belongs to the stream.
 
-    :class:`eventlog.snapshot.NotSaved` when msgpack cannot hold the state; OSError when it cannot be written.
+    :class:`eventlog.snapshot.NotSaved` when msgpack cannot hold the state or the file cannot be written;
+    LogUnavailable when the stream cannot be read.
     """
     data = snapshot.encode_state(state.replay)
     last = b""
@@ -1017,20 +1017,15 @@ def save_snapshot(path: str, log: JetStreamLog, state: StreamState) -> None:
         last = got[2] if got is not None and got[0] == state.read_to else b""
     snap = Snapshot(SNAPSHOT_FORMAT, _version(state.replay), log.target.stream, state.created, state.read_to,
                     hashlib.sha256(last).hexdigest(), state.subjects, zlib.crc32(data), memoryview(data))
-    write_atomic(path, msgspec.msgpack.encode(snap))
+    snapshot.write_cache(path, msgspec.msgpack.encode(snap))
 
 
 def load_snapshot(path: str, log: JetStreamLog, fresh: Replay) -> tuple[StreamState | None, str]:
     """The state saved at ``path`` (in ``fresh``) if it still belongs to the stream and the code; else None and why."""
-    try:
-        snap = msgspec.msgpack.decode(snapshot.read_regular(path), type=Snapshot)
-    except FileNotFoundError:
-        return None, "no snapshot"
-    except OSError as err:
-        return None, f"snapshot {path} is unreadable ({err.strerror or err})"
-    except (msgspec.DecodeError, msgspec.ValidationError) as err:
-        return None, f"snapshot {path} is unreadable ({err})"
-    if snap.format != SNAPSHOT_FORMAT or snap.version != _version(fresh):
+    snap, unread = snapshot.read(path, Snapshot, SNAPSHOT_FORMAT)
+    if snap is None:
+        return None, unread
+    if snap.version != _version(fresh):
         return None, f"snapshot {path} was written by another version"
     info = log.info()
     created = info.created.isoformat() if info is not None and info.created else None
@@ -1083,6 +1078,8 @@ class StreamFollower:
         self.log = log
         self.path = log.name
         self.snapshot_path = snapshot_path
+        #: Why the snapshot was not saved the last time it was to be (None: it was, or not yet).
+        self.unsaved: str | None = None
         self.state = StreamState(Replay(log.new_folder(), log.assume_tz))
         self._inbox: deque[tuple[int, str, bytes]] = deque()
         self._arrived = threading.Event()
@@ -1109,7 +1106,8 @@ class StreamFollower:
         return self.state.replay.dump(self.path, at, at_text)
 
     def save_snapshot(self) -> str | None:
-        """Write the snapshot (if one was asked for); why it was not saved, if so (OSError: cannot be written)."""
+        """Write the snapshot (if one was asked for); why it was not saved, if so (a state msgpack cannot hold, a
+        file that cannot be written: a cache not saved is no error); LogUnavailable when the stream cannot be read."""
         if self.snapshot_path:
             try:
                 save_snapshot(self.snapshot_path, self.log, self.state)
@@ -1193,7 +1191,6 @@ def follow(
     sub = follower.log._run(follower._subscribe(follower.state.read_to + 1))
     on_change(follower)
     saved = written = time.monotonic()
-    unsaved: str | None = None
     behind = False
     try:
         while not stop.is_set():
@@ -1209,14 +1206,14 @@ def follow(
                 on_change(follower)
                 written = time.monotonic()
             if follower.snapshot_path and time.monotonic() - saved > snapshot_every_s:
-                unsaved = note_once(follower.save_snapshot(), unsaved, report)
+                keep_snapshot(follower, report)
                 saved = time.monotonic()
     finally:
         try:
             follower.log._run(sub.unsubscribe(), timeout=10)
         except Exception:  # noqa: BLE001, S110 - the connection may be gone already
             pass
-    note_once(follower.save_snapshot(), unsaved, report)
+    keep_snapshot(follower, report)
 
 
 __all__ = [

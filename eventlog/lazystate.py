@@ -289,6 +289,11 @@ def decode(data: bytes | memoryview, state_type: Any, lazy: bool) -> Any:
     return state
 
 
+def core(data: bytes | memoryview) -> msgspec.Raw:
+    """The core of :func:`encode`'s bytes: the state with its big containers emptied, still encoded."""
+    return msgspec.msgpack.decode(data, type=Split).core
+
+
 _decoders: dict[Any, msgspec.msgpack.Decoder[Any]] = {}
 
 

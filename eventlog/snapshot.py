@@ -35,7 +35,7 @@ import sys
 import time
 import zlib
 from pathlib import Path
-from typing import IO
+from typing import IO, TypeVar
 
 import msgspec
 import xxhash
@@ -55,8 +55,12 @@ _TEMP_TRIES = 100
 LEFTOVER_S = 60.0
 
 
+_S = TypeVar("_S", bound=msgspec.Struct)
+
+
 class NotSaved(Exception):
-    """A state msgpack cannot hold (an integer past 64 bits, a time outside years 1-9999 in UTC)."""
+    """A snapshot not saved: a state msgpack cannot hold (an integer past 64 bits, a time outside years 1-9999 in
+    UTC), or a file that cannot be written (the message says why, in :func:`why_not_written`'s words)."""
 
 
 class Position(msgspec.Struct, frozen=True):
@@ -73,8 +77,8 @@ class Position(msgspec.Struct, frozen=True):
     prefix_xxh3: str
 
 
-class Snapshot(msgspec.Struct):
-    """A saved state: the format, the projections' version, the position, the state's CRC-32 and the state.
+class Snapshot(msgspec.Struct, kw_only=True):
+    """A saved state: the format, the projections' version, the position, the state's CRC-32, the state and the log.
 
     ``state`` is the msgpack of a :class:`~eventlog.replay.ReplayState`, held
     as bytes (a view into the file when read): it is decoded, with its own
@@ -86,8 +90,24 @@ class Snapshot(msgspec.Struct):
     format: int
     version: str
     position: Position
+    #: The log's absolute path (as given, links not resolved) when it was saved; None: not said (an older writer).
+    log: str | None = None
     state_crc32: int
+    #: Last in the file: a damaged file is most often one cut short, and the CRC-32 above covers it.
     state: memoryview
+
+
+class _Stamp(msgspec.Struct):
+    """What any format of a snapshot file starts with: read first, so a file of another format is named as such."""
+
+    format: int
+    version: str | None = None
+
+
+class _Tally(msgspec.Struct):
+    """Of a saved :class:`~eventlog.replay.ReplayState`, what any version of it holds: its committed lines."""
+
+    events: int
 
 
 def folder_version(replay: Replay) -> str:
@@ -196,15 +216,27 @@ def position(f: IO[bytes], replay: Replay) -> Position:
                     prefix_hash(fd, replay.offset).hexdigest())
 
 
-def save(path: str, f: IO[bytes], replay: Replay, version: str) -> None:
-    """Write the snapshot of ``replay`` (taken at its offset in ``f``) atomically to ``path``.
+def save(path: str, f: IO[bytes], replay: Replay, version: str, log: str | None = None) -> None:
+    """Write the snapshot of ``replay`` (taken at its offset in ``f``, the log at the path ``log``) atomically to
+    ``path``.
 
     Raises :class:`NotSaved` (nothing written) when msgpack cannot hold the
-    state, OSError when the file cannot be written.
+    state or the file cannot be written (:func:`write_cache`); OSError when ``f`` cannot be read.
     """
     state = encode_state(replay)
-    snap = Snapshot(FORMAT, version, position(f, replay), zlib.crc32(state), memoryview(state))
-    write_atomic(path, _encoder.encode(snap))
+    where = None if log is None else os.path.abspath(log)
+    snap = Snapshot(format=FORMAT, version=version, position=position(f, replay), log=where,
+                    state_crc32=zlib.crc32(state), state=memoryview(state))
+    write_cache(path, _encoder.encode(snap))
+
+
+def write_cache(path: str, data: bytes) -> None:
+    """:func:`write_atomic` for a cache (a snapshot): a file that cannot be written is :class:`NotSaved`, saying why
+    in :func:`why_not_written`'s words (a cache not saved is no error: its caller says so and goes on)."""
+    try:
+        write_atomic(path, data)
+    except OSError as err:
+        raise NotSaved(why_not_written(path, err)) from err
 
 
 def write_atomic(path: str, data: bytes, mode: int = 0o640) -> None:
@@ -323,21 +355,38 @@ def read_regular(path: str) -> bytes:
         return f.read()
 
 
+def read(path: str, kind: type[_S], fmt: int) -> tuple[_S | None, str]:
+    """The snapshot file at ``path`` decoded as ``kind`` (an envelope of format ``fmt``); else None and why not.
+
+    Its ``format`` is read first: a file another format of the code wrote is said to be that, not unreadable
+    (an older envelope lacks a field this one has). Nothing but the envelope is checked here.
+    """
+    try:
+        data = read_regular(path)
+    except FileNotFoundError:
+        return None, "no snapshot"
+    except OSError as err:
+        return None, f"snapshot {path} is unreadable ({err.strerror or err})"
+    try:
+        stamp = msgspec.msgpack.decode(data, type=_Stamp)
+        if stamp.format != fmt:
+            return None, (f"snapshot {path} was written by another version (format {stamp.format}: {stamp.version}; "
+                          f"this one reads format {fmt})")
+        return msgspec.msgpack.decode(data, type=kind), "ok"
+    except (msgspec.DecodeError, msgspec.ValidationError) as err:
+        return None, f"snapshot {path} is unreadable ({err})"
+
+
 def load(path: str, f: IO[bytes], fresh: Replay, lazy: bool = False) -> tuple[Replay | None, str]:
     """``fresh`` holding the snapshot's state if it matches ``f`` and ``fresh``'s version; else None and why not.
 
     ``lazy``: only the parts of the state that are used get decoded (the appender).
     """
     version = folder_version(fresh)
-    try:
-        snap = msgspec.msgpack.decode(read_regular(path), type=Snapshot)
-    except FileNotFoundError:
-        return None, "no snapshot"
-    except OSError as err:
-        return None, f"snapshot {path} is unreadable ({err.strerror or err})"
-    except (msgspec.DecodeError, msgspec.ValidationError) as err:
-        return None, f"snapshot {path} is unreadable ({err})"
-    if snap.format != FORMAT or snap.version != version:
+    snap, unread = read(path, Snapshot, FORMAT)
+    if snap is None:
+        return None, unread
+    if snap.version != version:
         return None, f"snapshot {path} was written by another version ({snap.format}: {snap.version}, now {version})"
     pos = snap.position
     mismatch = differs(f, pos)
@@ -349,6 +398,27 @@ def load(path: str, f: IO[bytes], fresh: Replay, lazy: bool = False) -> tuple[Re
     if why is not None:
         return None, f"snapshot {path} is refused: {why}"
     return fresh, "ok"
+
+
+def committed(path: str, log: str, f: IO[bytes]) -> int | None:
+    """How many committed lines (events) the snapshot at ``path`` says the log held when it was saved, whatever
+    version of the code saved it; None when it cannot tell.
+
+    It tells for a snapshot of this log only: saved for the same path (``log``, as given), or of the same file
+    (``f``, open on it, has the device and inode it names); undamaged (its CRC-32); in this format, with a state
+    that holds ``events``. :meth:`eventlog.follow.Follower.start` counts the lines that vanished while no follow
+    ran from it, as a running follow counts those that vanish under it.
+    """
+    snap, _why = read(path, Snapshot, FORMAT)
+    if snap is None or zlib.crc32(snap.state) != snap.state_crc32:
+        return None
+    st = os.fstat(f.fileno())
+    if snap.log != os.path.abspath(log) and (snap.position.device, snap.position.inode) != (st.st_dev, st.st_ino):
+        return None
+    try:
+        return msgspec.msgpack.decode(lazystate.core(snap.state), type=_Tally).events
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return None
 
 
 def differs(f: IO[bytes], pos: Position) -> str | None:

@@ -14,9 +14,12 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 
+from eventlog import snapshot
 from tests.conftest import ROOT, run_cli
+from tests.test_follow import _wait_for
 
 LINES = 600
 
@@ -121,3 +124,114 @@ def test_an_output_that_is_the_log_is_refused_before_anything_is_written(tmp_pat
     assert (out.returncode, out.stderr, out.stdout) == (2, f"eventlog: {said}\n", "")
     assert log.read_bytes() == before
     assert set(t.iterdir()) == there
+
+
+# --- a snapshot that cannot be saved --------------------------------------------------------------------------
+
+
+def test_a_snapshot_that_cannot_be_saved_is_said_and_follow_goes_on(tmp_path: Path) -> None:
+    """A --snapshot in a directory that does not exist made follow exit 2 with 'cannot follow LOG: No such file or
+    directory' (the log was fine). The snapshot is a cache: it is named once with the reason, in the words of
+    --dump's, and follow goes on following and ends cleanly on SIGTERM."""
+    log, dump = _log(tmp_path / "l.jsonl", 3), tmp_path / "d.json"
+    snap = tmp_path / "gone" / "s.snap"
+    with following(log, "--dump", str(dump), "--snapshot", str(snap), "--tick", "1s") as (proc, said):
+        assert _wait_for(_alive(proc, lambda: _events(dump) == 3))
+        with log.open("a") as out:
+            out.write(json.dumps({"type": "lane_check", "ts": "2026-08-03T10:00:00+09:00"}) + "\n")
+        assert _wait_for(_alive(proc, lambda: _events(dump) == 4))
+    assert said == [f"eventlog: snapshot {snap} not saved: its directory {tmp_path / 'gone'} does not exist"]
+    assert not snap.parent.exists()
+
+
+# --- committed lines that vanished while follow was stopped ---------------------------------------------------
+
+
+def _rewrite_snapshot(snap: Path, **fields: Any) -> None:
+    envelope = msgspec.msgpack.decode(snap.read_bytes())
+    envelope.update(fields)
+    snap.write_bytes(msgspec.msgpack.encode(envelope))
+
+
+WHILE_DOWN = {
+    # what happens while follow is stopped: (counted as vanished, the note at start)
+    "truncated": (True, "does not match the log's bytes (the log was truncated or rewritten)"),
+    "a shorter file in its place": (True, "belongs to another file (the log was replaced)"),
+    "truncated, the snapshot by another version": (True, "was written by another version"),
+    "the same length edited, every line an event still": (False, "was edited before its offset"),
+    "the snapshot is another log's": (False, "belongs to another file (the log was replaced)"),
+}
+
+
+@pytest.mark.parametrize("case", list(WHILE_DOWN))
+def test_committed_lines_that_vanish_while_follow_is_stopped_are_counted(tmp_path: Path, case: str) -> None:
+    """The review's case: follow --snapshot of 600 lines, SIGTERM, `truncate -s 30000`, start again: one stderr line
+    and recovery_vanished_lines_total 0, the dump's lines_vanished null, no alert (the same cut while it ran fires
+    RecoveryLinesVanished). The snapshot holds the committed lines that follow had read: fewer now is lines
+    vanished, by the rule a running follow keeps (committed lines before and after a replay from the start, for the
+    log at that path: a shorter file in its place counts, an edit that leaves every line an event does not). A
+    snapshot that is not of this log (another path, another file) proves nothing. The dump is otherwise the one
+    a full replay prints."""
+    counted, note = WHILE_DOWN[case]
+    log, dump, prom = _log(tmp_path / "l.jsonl"), tmp_path / "d.json", tmp_path / "m.prom"
+    snap = tmp_path / "s.snap"
+    first = log
+    if case == "the snapshot is another log's":
+        first = _log(tmp_path / "other.jsonl")
+    with following(first, "--dump", str(dump), "--snapshot", str(snap), "--tick", "1h") as (proc, _said):
+        assert _wait_for(_alive(proc, lambda: _events(dump) == LINES))
+    assert snap.exists()
+    if case.startswith("truncated"):
+        os.truncate(log, 30000)
+    elif case == "a shorter file in its place":
+        _log(tmp_path / "new.jsonl", 100).replace(log)
+    elif case.startswith("the same length"):
+        log.write_bytes(log.read_bytes().replace(b'"h300"', b'"x300"', 1))  # far from both ends
+    else:
+        _log(tmp_path / "l.jsonl", 300)
+    if case.endswith("by another version"):
+        _rewrite_snapshot(snap, version="projections.runner.Runner/0123456789abcdef/tz=None/older")
+    after = json.loads(run_cli("replay", str(log)).stdout)["events"]
+    with following(log, "--dump", str(dump), "--prom", str(prom), "--snapshot", str(snap), "--tick", "1h") \
+            as (proc, said):
+        assert _wait_for(_alive(proc, lambda: prom.exists() and _events(dump) == after))
+        written, metrics = dump.read_text(), prom.read_text()
+    assert len(said) == 1 and said[0].startswith(f"eventlog: snapshot {snap} ") and note in said[0], said
+    assert said[0].endswith("; replaying from the start")
+    judged = json.loads(written)
+    vanished = judged.pop("lines_vanished", None)
+    full = run_cli("replay", "--at", judged["as_of"], str(log)).stdout
+    if counted:
+        assert after < LINES
+        assert vanished is not None and {k: vanished[k] for k in ("lines", "times", "before", "after")} == \
+            {"lines": LINES - after, "times": 1, "before": LINES, "after": after}
+        assert f'recovery_vanished_lines_total{{log="{log}"}} {LINES - after}' in metrics
+        assert json.loads(full) == judged
+    else:
+        assert vanished is None and f'recovery_vanished_lines_total{{log="{log}"}} 0' in metrics
+        assert written == full
+
+
+# --- a snapshot another version wrote --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("command", ["replay", "follow"])
+def test_a_snapshot_of_an_older_format_is_said_to_be_one_not_unreadable(tmp_path: Path, command: str) -> None:
+    """A format 2 snapshot (no hash of the whole prefix) was reported as unreadable ("Object missing required field
+    `prefix_xxh3`"): its format is read first, and it is named as written by another version."""
+    log, snap, dump = _log(tmp_path / "l.jsonl", 5), tmp_path / "s.snap", tmp_path / "d.json"
+    assert run_cli("replay", str(log), "--snapshot", str(snap)).returncode == 0
+    envelope = msgspec.msgpack.decode(snap.read_bytes())
+    del envelope["position"]["prefix_xxh3"]
+    envelope["format"] = 2
+    snap.write_bytes(msgspec.msgpack.encode(envelope))
+    said = f"snapshot {snap} was written by another version (format 2: {envelope['version']}; this one reads " \
+           f"format {snapshot.FORMAT}); replaying from the start"
+    if command == "replay":
+        out = run_cli("replay", str(log), "--snapshot", str(snap))
+        assert (out.returncode, out.stderr) == (0, f"eventlog: {said}\n")
+        assert out.stdout == run_cli("replay", str(log)).stdout
+    else:
+        with following(log, "--dump", str(dump), "--snapshot", str(snap), "--tick", "1h") as (proc, lines):
+            assert _wait_for(_alive(proc, lambda: _events(dump) == 5))
+        assert lines == [f"eventlog: {said}"]

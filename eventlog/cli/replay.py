@@ -164,10 +164,8 @@ def replay_from_snapshot(path: str, snap: str, tz: tzinfo | None, strict: bool) 
         if replay.offset == loaded_at:
             return replay  # the snapshot is still up to date: writing it again would change nothing
         try:
-            snapshot.save(snap, f, replay, snapshot.folder_version(replay))
-        except OSError as err:
-            error(f"cannot save the snapshot {snap}: {err.strerror or err}")
-        except snapshot.NotSaved as err:
+            snapshot.save(snap, f, replay, snapshot.folder_version(replay), path)
+        except snapshot.NotSaved as err:  # a cache: the dump is printed all the same
             error(f"snapshot {snap} not saved: {err}")
     return replay
 
