@@ -114,6 +114,7 @@ def exposition(
     retired: Collection[str] = (),
     no_watcher: bool | None = None,
     failing: Mapping[str, float] | None = None,
+    snapshot_unsaved: bool | None = None,
 ) -> str:
     """The text exposition of one dump.
 
@@ -137,7 +138,8 @@ def exposition(
     still lists them); ``no_watcher``: handoffs are pending and no watcher runs, none ever ran or every one is
     retired (``Handoffs.unwatched``; left out when None); ``failing``: by account, how long its probes have been
     failing in a row as of the dump's ``as_of``, in seconds (``Handoffs.failing_since``; an account of the dump's
-    ``probe_plan`` not in it: 0; the family is left out when None).
+    ``probe_plan`` not in it: 0; the family is left out when None); ``snapshot_unsaved``: ``follow`` could not save
+    its ``--snapshot`` the last time it was to (left out when None: it keeps none).
     """
     out = _Text(str(dump.get("log", "")))
     one: Labels = {}
@@ -178,6 +180,9 @@ def exposition(
               [] if last_event_at is None else [(one, last_event_at.timestamp())])
     if tick_s is not None:
         out.gauge("recovery_follow_tick_seconds", "follow rewrites this file at least this often.", [(one, tick_s)])
+    if snapshot_unsaved is not None:
+        out.gauge("recovery_snapshot_unsaved", "1 while follow cannot save its --snapshot (a cache: it goes on, but "
+                  "a restart replays the whole log); its stderr says why.", [(one, int(snapshot_unsaved))])
 
     _handoffs(out, dump["handoffs"], durations)
     if failing is not None:
@@ -250,10 +255,12 @@ def exposition(
     return "\n".join(out.lines) + "\n"
 
 
-def of_replay(replay: Replay, dump: dict[str, Any], tick_s: float | None = None, live: bool = False) -> str:
+def of_replay(replay: Replay, dump: dict[str, Any], tick_s: float | None = None, live: bool = False,
+              snapshot_unsaved: bool | None = None) -> str:
     """The exposition of ``dump``, a dump of ``replay``, with the latency samples and last time it holds.
 
     ``live``: the dump is judged as of the wall clock now, so the times ahead of it are counted.
+    ``snapshot_unsaved``: ``follow``'s last save of its ``--snapshot`` failed (None: it keeps none).
     """
     as_of = dump.get("as_of")
     at = datetime.fromisoformat(as_of) if as_of is not None else None  # the live verdicts below: judged at T
@@ -286,7 +293,7 @@ def of_replay(replay: Replay, dump: dict[str, Any], tick_s: float | None = None,
                       unfinished_batch=0 if replay.uncommitted is None else replay.uncommitted.lines,
                       not_a_log=no_event_log(str(dump.get("log", "")), replay) is not None, ahead=ahead,
                       reruns=reruns, unfed=unfed, deadline_passed=late, retired=retired,
-                      no_watcher=unwatched, failing=failing)
+                      no_watcher=unwatched, failing=failing, snapshot_unsaved=snapshot_unsaved)
 
 
 def _handoffs(out: _Text, h: dict[str, Any], durations: Mapping[str, Sequence[float]] | None) -> None:

@@ -38,13 +38,15 @@ def follow_prom(tmp_path: Path, tick: str = "1s") -> str:
 
 
 def follow_file(log: Path, tmp_path: Path, tick: str = "1s") -> str:
-    """The Prometheus file a real ``eventlog follow LOG --dump D --prom P`` writes first (judged now)."""
-    dump, prom = tmp_path / "dump.json", tmp_path / "m.prom"
-    for old in (dump, prom):
+    """The Prometheus file a real ``eventlog follow LOG --dump D --prom P --snapshot S`` writes first (judged now),
+    as the shipped units run it."""
+    dump, prom, snap = tmp_path / "dump.json", tmp_path / "m.prom", tmp_path / "follow.snap"
+    for old in (dump, prom, snap):
         old.unlink(missing_ok=True)
     proc = subprocess.Popen(
         [sys.executable, "-m", "eventlog", "follow", str(log), "--dump", str(dump), "--prom", str(prom),
-         "--tick", tick], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+         "--snapshot", str(snap), "--tick", tick], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True,
     )
     try:
         assert _wait_for(lambda: prom.exists() and json.loads(dump.read_text())["events"] > 0, timeout=60)

@@ -19,7 +19,7 @@ import pytest
 
 from eventlog import snapshot
 from tests.conftest import ROOT, run_cli
-from tests.test_follow import _wait_for
+from tests.test_follow import _metric, _wait_for
 
 LINES = 600
 
@@ -142,6 +142,24 @@ def test_a_snapshot_that_cannot_be_saved_is_said_and_follow_goes_on(tmp_path: Pa
         assert _wait_for(_alive(proc, lambda: _events(dump) == 4))
     assert said == [f"eventlog: snapshot {snap} not saved: its directory {tmp_path / 'gone'} does not exist"]
     assert not snap.parent.exists()
+
+
+def test_a_snapshot_not_saved_is_said_once_shown_by_a_metric_and_said_again_when_saved(tmp_path: Path) -> None:
+    """With the shipped unit (Restart=always) follow died every 10 s and replayed the whole log each time. Now the
+    first failed save is said, the later ones are not (they fail every 10 s), recovery_snapshot_unsaved is 1 (the
+    alert RecoverySnapshotUnsaved: every restart would replay the whole log), and once the directory is back the
+    snapshot is saved, said, and the gauge is 0. Takes two saves: about 20 s."""
+    log, dump, prom = _log(tmp_path / "l.jsonl", 3), tmp_path / "d.json", tmp_path / "m.prom"
+    snap = tmp_path / "gone" / "s.snap"
+    with following(log, "--dump", str(dump), "--prom", str(prom), "--snapshot", str(snap), "--tick", "1s") \
+            as (proc, said):
+        assert _wait_for(_alive(proc, lambda: _metric(prom, "recovery_snapshot_unsaved") == 0))
+        assert _wait_for(_alive(proc, lambda: _metric(prom, "recovery_snapshot_unsaved") == 1), timeout=40)
+        snap.parent.mkdir()
+        assert _wait_for(_alive(proc, lambda: snap.exists() and _metric(prom, "recovery_snapshot_unsaved") == 0),
+                         timeout=40)
+    assert said == [f"eventlog: snapshot {snap} not saved: its directory {tmp_path / 'gone'} does not exist",
+                    f"eventlog: snapshot {snap} saved again"]
 
 
 # --- committed lines that vanished while follow was stopped ---------------------------------------------------

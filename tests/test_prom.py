@@ -46,11 +46,12 @@ def promtool_passes(workdir: Path, rules: dict[str, Any], case: dict[str, Any]) 
 
 def replayed(log: Path, at: str | None = None, tick_s: float | None = 5, live: bool = False
              ) -> tuple[dict[str, Any], str]:
-    """The dump of LOG as of AT (default its last line; ``live``: now) and its exposition, as follow writes them."""
+    """The dump of LOG as of AT (default its last line; ``live``: now) and its exposition, as follow writes them
+    (with a --snapshot it saves, as the shipped units run it)."""
     replay = replay_log(str(log), show_progress=False)
     when = NOW if live else parse_at(at, default=LAST_LINE)
     dump = replay.dump(str(log), *when.resolve(replay.last_at, replay.last_ts))
-    return dump, of_replay(replay, dump, tick_s, live=live)
+    return dump, of_replay(replay, dump, tick_s, live=live, snapshot_unsaved=False)
 
 
 def families(text: str) -> dict[str, Any]:

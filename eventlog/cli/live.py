@@ -81,14 +81,17 @@ def follow_writer(dump_path: str, prom_path: str | None, at: At, tick_s: float |
     """What ``follow`` calls on every change and every tick: judge as of ``at`` (now), rewrite the outputs.
 
     The dump goes to ``dump_path`` and, when given, the Prometheus exposition (with
-    the tick as a gauge) to ``prom_path``, each replaced atomically.
+    the tick as a gauge, and whether the follower's snapshot is saved when it keeps one) to ``prom_path``, each
+    replaced atomically.
     """
 
     def write(follower: Followed) -> None:
         dump = judged(follower, at)
         _write_output(dump_path, dumps(dump) + "\n")
         if prom_path:
-            _write_output(prom_path, of_replay(follower.replay, dump, tick_s, live=at.live))
+            unsaved = None if getattr(follower, "snapshot_path", None) is None else \
+                getattr(follower, "unsaved", None) is not None
+            _write_output(prom_path, of_replay(follower.replay, dump, tick_s, live=at.live, snapshot_unsaved=unsaved))
 
     return write
 
