@@ -39,13 +39,18 @@ a directory, a FIFO or a device while it runs, or that it may no longer read
 (its permissions changed), is waited for (said on stderr); meanwhile the dump
 holds "log_missing": true beside the counts of an empty log (read them as "no
 verdict", never as an all-clear), and the Prometheus file recovery_log_missing
-1. Committed lines that vanish while it runs (a truncated log) stay counted
-until it restarts: the dump's "lines_vanished" and
-recovery_vanished_lines_total. SIGINT and SIGTERM end it cleanly."""
+1. Committed lines that vanish while it runs (a truncated log), or while it
+was stopped (the --snapshot of the log held them), stay counted until it
+restarts: the dump's "lines_vanished" and recovery_vanished_lines_total. The
+snapshot is a cache: one that cannot be saved is said once on stderr (and when
+it is saved again), recovery_snapshot_unsaved is 1 meanwhile, and it goes on.
+No output may be LOG (by any path or link), its sidecar, a runner's lock
+beside it, or another output. SIGINT and SIGTERM end it cleanly."""
 
 FOLLOW_EXITS = """\
 0  stopped by SIGINT or SIGTERM
-2  bad usage, a log that cannot be followed (a directory, a FIFO or a device, a file that cannot
+2  bad usage (an output that is LOG, its sidecar, a runner's lock or another output: nothing is
+   written), a log that cannot be followed (a directory, a FIFO or a device, a file that cannot
    be read, one in a directory that does not exist; the stream is lost), or a --dump or --prom
    that cannot be written (named on stderr)"""
 
