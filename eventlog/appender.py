@@ -202,8 +202,7 @@ class EventLog:
         first_seq = replay.reader.last_seq + 1
         last_seq = first_seq + len(checked) - 1
         if last_seq > INT64_MAX:
-            raise AppendError([f"the log's seq is at {replay.reader.last_seq}: {len(checked)} more would pass "
-                               f"{INT64_MAX}, the largest a line may carry; nothing was written"])
+            raise AppendError([f"{seq_exhausted(replay.reader.last_seq, len(checked))}; nothing was written"])
         data = self._lines(replay, checked, first_seq, last_seq, check)
         if cut:
             os.ftruncate(fd, replay.offset)
@@ -406,6 +405,13 @@ def refusal(obj: dict[str, Any]) -> str | None:
     return None if why is None else why.removesuffix("; nothing was written")
 
 
+def seq_exhausted(last_seq: int, n: int) -> str:
+    """Why ``n`` events cannot follow a log whose ``seq`` is at ``last_seq`` (words for a person; a file's and a
+    stream's appender say it alike)."""
+    return (f"the log's seq is at {last_seq}: {n} more would pass {INT64_MAX}, the largest a line may carry (a "
+            "line set its own seq that far ahead: another writer's, or an imported file's)")
+
+
 def _written(obj: dict[str, Any], seq: int, batch_end: int | None) -> bytes:
     """The line the appender writes for ``obj`` (without its newline): ``type``, ``ts``, ``seq`` first."""
     out = {"type": obj["type"], "ts": obj["ts"], "seq": seq}
@@ -576,4 +582,4 @@ def _remove_if_empty(path: str, fd: int) -> None:
 
 
 __all__ = ["MAX_LINE_BYTES", "AppendError", "AppendResult", "BadInput", "Conflict", "EventLog", "LogFileError",
-           "NotALog", "not_a_log_file", "refusal"]
+           "NotALog", "not_a_log_file", "refusal", "seq_exhausted"]

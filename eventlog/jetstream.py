@@ -84,13 +84,23 @@ from nats.js.api import ConsumerConfig, DeliverPolicy, StorageType, StreamConfig
 from nats.js.errors import APIError, NotFoundError
 
 from eventlog import snapshot
-from eventlog.appender import AppendError, AppendResult, BadInput, Conflict, _reads_back, validated
-from eventlog.events import KEY_FIELDS, Event, stream_of, type_name
+from eventlog.appender import (
+    AppendError,
+    AppendResult,
+    BadInput,
+    Conflict,
+    _reads_back,
+    _written,
+    seq_exhausted,
+    validated,
+)
+from eventlog.events import INT64_MAX, KEY_FIELDS, Event, stream_of, type_name
 from eventlog.fold import Folder, Rejected
 from eventlog.follow import TICK_S, keep_snapshot, wake_ms
 from eventlog.logs import ClosedOnExit, LogUnavailable
 from eventlog.reader import Reader, check_object, deeper_at, iter_lines
 from eventlog.replay import Progress, Replay
+from eventlog.tail import Uncommitted
 
 T = TypeVar("T")
 
@@ -244,12 +254,16 @@ def _default_folder() -> Folder:
 
 
 class Message(NamedTuple):
-    """One message of an append: its subject and body, the subject's expected last sequence, its ``Nats-Msg-Id``."""
+    """One message of an append: its subject and body, the subject's expected last sequence, its ``Nats-Msg-Id``;
+    the stream's expected last sequence (``after``: on the first message of an append whose body carries its
+    ``seq``), and that ``seq`` (None: the stream sequence stands in)."""
 
     subject: str
     body: bytes
     expected: int | None
     msg_id: str
+    after: int | None = None
+    seq: int | None = None
 
 
 class _LostRace(Exception):
@@ -619,7 +633,7 @@ class JetStreamLog(ClosedOnExit):
             try:
                 plan = self._prepare(checked, expect_revision, check)
             except LogUnavailable as err:
-                raise AppendError([f"{err}; nothing was written"]) from err
+                raise self._not_written(err) from err
             if self.before_publish is not None:
                 self.before_publish(attempt)
             try:
@@ -629,9 +643,17 @@ class JetStreamLog(ClosedOnExit):
                 time.sleep(random.uniform(0, 0.002) * (attempt + 1))  # noqa: S311 - jitter, not crypto
                 continue
             except LogUnavailable as err:
-                raise AppendError([f"{err}; nothing was written"]) from err
+                raise self._not_written(err) from err
+            if plan[0].seq is not None:  # the events carry their own seq: that is what a replay gives them
+                return AppendResult(plan[0].seq, plan[0].seq + len(plan) - 1, len(checked), offset=last)
             return AppendResult(first, last, len(checked), offset=last)  # a stream's position is its sequence
         raise Conflict([f"line 1: lost the race for {plan[0].subject} {MAX_RACES} times in a row; nothing was written"])
+
+    def _not_written(self, err: LogUnavailable) -> AppendError:
+        """The append's error for ``err`` (which names the log, or not: the log is named once)."""
+        failed = AppendError([f"{err}; nothing was written"])
+        failed.names_log = str(err).startswith(f"{self.name}:")
+        return failed
 
     def _publish_surely(self, plan: list[Message]) -> tuple[int, int]:
         """Publish ``plan``; when no acknowledgement came, publish the very same messages again (UNSURE_RETRIES).
@@ -682,12 +704,14 @@ class JetStreamLog(ClosedOnExit):
             have = replay.folder.revision(checked[0][1])
             if have != expect_revision:
                 raise Conflict([f"line 1: expected revision {expect_revision}, stream is at {have}"])
-        if replay.reader.last_seq > state.read_to:
-            raise AppendError([
-                f"the stream's events carry seq values up to {replay.reader.last_seq}, ahead of its last sequence "
-                f"{state.read_to} (imported from a file whose seq ran ahead of its line numbers): an event "
-                "appended now would be a bad_seq line; nothing was written"
-            ])
+        # A line that set its own seq ahead of its sequence (another client, or a file imported so) leaves the
+        # stream's seq ahead: the events then carry seq from there on, as a file appender's continue from the
+        # file's last (spec: strictly increasing), and the append expects the stream's last sequence, so that
+        # nothing written meanwhile can make two lines carry one seq.
+        ahead = replay.reader.last_seq > state.read_to
+        first_seq = (replay.reader.last_seq if ahead else state.read_to) + 1
+        if first_seq + len(checked) - 1 > INT64_MAX:
+            raise AppendError([f"{seq_exhausted(replay.reader.last_seq, len(checked))}; nothing was written"])
         guard = check or expect_revision is not None
         refused: list[str] = []
         plan: list[Message] = []
@@ -695,26 +719,26 @@ class JetStreamLog(ClosedOnExit):
         append_id = uuid.uuid4().hex  # one per append: a retry of the same plan carries the same ids
         limit = self._nc.max_payload if self._nc is not None else 1 << 20
         reader = Reader(self.assume_tz)  # what a reader will make of each body (the file append's check)
-        reader.last_seq = state.read_to
+        reader.last_seq = first_seq - 1
         for i, (obj, ev, at) in enumerate(checked, 1):
-            ev.seq = state.read_to + i
+            ev.seq = first_seq + i - 1
             result = replay.apply(ev, at)
             if check and isinstance(result, Rejected):
                 refused.append(f"line {i}: {type_name(ev)} rejected: {result.reason}")
-            out = {"type": obj["type"], "ts": obj["ts"]}
-            out.update(obj)
-            body = _encoder.encode(out)
-            why = _reads_back(reader, body, ev.seq, ev)
+            body = _body(obj, ev.seq if ahead else None)
+            why = _reads_back(reader, body, state.read_to + i, ev)
             if why is not None:
                 raise BadInput([f"line {i}: {why}"])
-            if len(body) > limit - 256:
-                raise BadInput([f"line {i}: too_long: {len(body)} bytes, more than the server takes ({limit})"])
+            too_big = over_payload(len(body), limit)
+            if too_big is not None:
+                raise BadInput([f"line {i}: too_long: {too_big}; nothing was written"])
             subject = subject_of(self.prefix, ev)
             expected = None
             if guard and stream_of(ev) is not None and subject not in seen:
                 expected = state.subjects.get(subject, 0)
             seen.add(subject)
-            plan.append(Message(subject, body, expected, f"{append_id}-{i}"))
+            after = state.read_to if ahead and i == 1 else None
+            plan.append(Message(subject, body, expected, f"{append_id}-{i}", after, ev.seq if ahead else None))
         if refused:
             raise Conflict(refused)
         return plan
@@ -728,10 +752,7 @@ class JetStreamLog(ClosedOnExit):
         """
         if len(plan) == 1:
             msg = plan[0]
-            headers = {MSG_ID: msg.msg_id}
-            if msg.expected is not None:
-                headers[EXPECTED_LAST_SUBJECT_SEQUENCE] = str(msg.expected)
-            ack = await self._request(msg.subject, msg.body, headers)
+            ack = await self._request(msg.subject, msg.body, _headers(msg, {MSG_ID: msg.msg_id}))
             seq = int(ack["seq"])
             return seq, seq
         try:
@@ -749,9 +770,7 @@ class JetStreamLog(ClosedOnExit):
         n = len(plan)
         for i, msg in enumerate(plan, 1):
             subject, body = msg.subject, msg.body
-            headers = {BATCH_ID: batch, BATCH_SEQUENCE: str(i), MSG_ID: msg.msg_id}
-            if msg.expected is not None:
-                headers[EXPECTED_LAST_SUBJECT_SEQUENCE] = str(msg.expected)
+            headers = _headers(msg, {BATCH_ID: batch, BATCH_SEQUENCE: str(i), MSG_ID: msg.msg_id})
             if i == n:
                 headers[BATCH_COMMIT] = "1"
                 ack = await self._request(subject, body, headers)
@@ -820,6 +839,41 @@ class JetStreamLog(ClosedOnExit):
         except (nats.errors.Error, OSError) as err:
             raise AppendError([f"stream {self.target.stream} does not take atomic batches and could not be "
                                f"changed to ({err}); nothing was written"]) from err
+
+
+def _headers(msg: Message, headers: dict[str, str]) -> dict[str, str]:
+    """``headers`` and the expectations of ``msg``: its subject's last sequence, the stream's (both checked by the
+    server: a publish whose expectation does not hold is a lost race)."""
+    if msg.expected is not None:
+        headers[EXPECTED_LAST_SUBJECT_SEQUENCE] = str(msg.expected)
+    if msg.after is not None:
+        headers[EXPECTED_LAST_SEQUENCE] = str(msg.after)
+    return headers
+
+
+def _body(obj: dict[str, Any], seq: int | None) -> bytes:
+    """The message body of an event: ``type`` and ``ts`` first, then ``seq`` when it carries one (as a file
+    appender writes it), then the rest."""
+    if seq is not None:
+        return _written(obj, seq, None)
+    out = {"type": obj["type"], "ts": obj["ts"]}
+    out.update(obj)
+    return _encoder.encode(out)
+
+
+#: Bytes of a message's ``max_payload`` kept for the headers an append sends (a batch's first message, with both
+#: expectations, sends 242 at most).
+HEADER_ROOM = 256
+
+
+def over_payload(size: int, max_payload: int) -> str | None:
+    """Why a body of ``size`` bytes cannot go in one message (None: it can): the server takes ``max_payload``
+    bytes a message, headers included, and the append keeps :data:`HEADER_ROOM` of them for its headers."""
+    room = max_payload - HEADER_ROOM
+    if size <= room:
+        return None
+    return (f"{size} bytes, more than the {room} a message body may have here (the server takes {max_payload} "
+            f"bytes a message, headers included; {HEADER_ROOM} are kept for the append's headers)")
 
 
 async def _cancel_pending() -> None:
@@ -952,8 +1006,9 @@ async def _publish_lines(log: JetStreamLog, batch: list[tuple[int, bytes, str]])
     sub = await nc.subscribe(f"{inbox}.*", cb=take)
     try:
         for n, raw, subject in batch:
-            if len(raw) > nc.max_payload - 256:
-                return f"line {n}: {len(raw)} bytes, more than the server takes ({nc.max_payload})"
+            too_big = over_payload(len(raw), nc.max_payload)
+            if too_big is not None:
+                return f"line {n}: {too_big}"
             await nc.publish(subject, raw, reply=f"{inbox}.{n}", headers={EXPECTED_LAST_SEQUENCE: str(n - 1)})
         try:
             await asyncio.wait_for(complete.wait(), log.target.timeout)

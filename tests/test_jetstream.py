@@ -346,13 +346,23 @@ def test_cli_import_log_and_export(single: natsserver.Servers, tmp_path: Path) -
     stream_dump = json.loads(run_cli("replay", url).stdout)
     assert without(file_dump, "log") == without(stream_dump, "log")
     assert run_cli("import-log", str(path), str(tmp_path / "x.jsonl")).returncode == 2
-    # its line 21 carries seq 30: a JetStream append now would be a bad_seq line, so it is refused
-    ahead = run_cli("append", url, stdin='{"type":"lane_check"}\n')
-    assert ahead.returncode == 1 and "ahead of its last sequence 22" in ahead.stderr
     explained = [json.loads(run_cli("explain", log, "p", "--json", "--at", "log").stdout)
                  for log in (str(path), url)]
     assert [line["line"] for line in explained[1]["lines"]] == [21]
     assert without(explained[0], "log") == without(explained[1], "log")
+    # its line 21 carries seq 30: an append continues after it, as it does on the file (spec: seq strictly
+    # increasing), so it is no bad_seq line
+    copy = tmp_path / "copy.jsonl"
+    copy.write_bytes(path.read_bytes())
+    check = json.dumps({"type": "lane_check", "ts": TS}) + "\n"
+    on_file = json.loads(run_cli("append", str(copy), stdin=check).stdout)
+    ahead = run_cli("append", url, stdin=check)
+    assert ahead.returncode == 0, ahead.stderr
+    assert json.loads(ahead.stdout)["first_seq"] == on_file["first_seq"] == 31
+    assert len(json.loads(run_cli("replay", url).stdout)["bad_lines"]) == 20
+    exported = subprocess.run([sys.executable, "-m", "eventlog", "export", url], capture_output=True, timeout=60,
+                              cwd=ROOT, check=False).stdout
+    assert exported.count(b"\n") == 23 and b'"seq":31' in exported.splitlines()[-1]
 
 
 def test_decide_on_a_stream_gives_the_fixtures_receipts(single: natsserver.Servers,
