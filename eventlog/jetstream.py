@@ -21,12 +21,19 @@ The mapping (docs: README, "When to move from a file to JetStream, and how"):
 - **Bodies.** The message body is the event's JSON object, the same schema as
   a file line. The stream sequence IS the event's ``seq`` and its line
   number: an appended body carries no ``seq`` and the reader gives it the
-  stream sequence. A body that carries ``seq`` (imported from a file) keeps it,
-  so an imported log replays exactly as its file. A newline in a body reads as
-  a space (a line cannot hold one).
+  stream sequence. A body that carries ``seq`` (imported from a file, or another
+  client's) keeps it, so an imported log replays exactly as its file. Once such
+  a ``seq`` runs ahead of the stream sequence, the appender continues after it,
+  as a file appender continues from the file's last ``seq``: each body carries
+  its ``seq``, and the append expects the stream's last sequence. A newline in a
+  body reads as a space (a line cannot hold one).
 - **Reading** is bounded: an ordered consumer (``nats-py``'s ``ordered_consumer``)
   from a sequence up to the stream's last sequence when the read started;
-  a few messages are fetched one by one from the stream leader instead.
+  a few messages are fetched one by one from the stream leader instead. A
+  sequence below the last that holds no message any more (deleted, purged,
+  dropped by the stream's limits) is a vanished line (``Replay.skip``).
+- **Streams made elsewhere** are taken unless they drop messages by themselves
+  (:func:`drops_messages`): writes refuse those.
 - **Checked appends.** The state is the replay of the stream (kept in memory
   by a :class:`JetStreamLog` and caught up from where it stopped). The events
   are checked against it with the same projections as a file append, then
@@ -235,11 +242,22 @@ class StreamState:
     subjects: dict[str, int] = field(default_factory=dict)
 
     def fold(self, seq: int, subject: str, data: bytes, strict: bool = False) -> None:
-        """Fold one message: its sequence is its line number and, when the body has none, its ``seq``."""
+        """Fold one message: its sequence is its line number and, when the body has none, its ``seq``.
+
+        Sequences skipped since the last one folded hold no message any more (deleted, purged, dropped by the
+        stream's limits): they are counted as vanished lines (:meth:`eventlog.replay.Replay.skip`).
+        """
+        self.replay.skip(self.read_to + 1, seq - 1)
         raw = data.replace(b"\n", b" ") if b"\n" in data else data
         self.replay.fold_line(raw, seq, strict)
         self.subjects[subject] = seq
         self.read_to = seq
+
+    def read_up_to(self, last: int) -> None:
+        """The stream was read up to its last sequence ``last``: sequences after the last one folded hold no message
+        (the last messages were deleted); they are counted as vanished lines."""
+        self.replay.skip(self.read_to + 1, last)
+        self.read_to = max(self.read_to, last)
 
 
 def _copy(replay: Replay, new_folder: Callable[[], Folder]) -> Replay:
@@ -280,6 +298,36 @@ class _Unsure(Exception):
 
 class _NoAtomic(Exception):
     """The stream does not take atomic batches."""
+
+
+def _value(setting: object) -> object:
+    """An enum setting of nats-py's as its wire value (others as they are)."""
+    return getattr(setting, "value", setting)
+
+
+def drops_messages(config: StreamConfig) -> list[str]:
+    """The settings under which the server drops a stream's messages by itself (empty: none).
+
+    Those are a retention other than ``limits`` (a message goes once consumed), ``max_age``, and ``max_msgs``,
+    ``max_bytes`` or ``max_msgs_per_subject`` whose discard policy is ``old``. With ``discard: new`` the server
+    refuses a message over a limit instead (the append fails and says so); deletes and purges are a client's
+    act, which the readers count (``lines_vanished``).
+    """
+    found = []
+    retention = _value(config.retention)
+    if retention not in (None, "limits"):
+        found.append(f"retention {retention}: a message goes once it is consumed")
+    if config.max_age:
+        found.append(f"max_age {config.max_age:g} s")
+    discard_old = _value(config.discard) in (None, "old")
+    for name in ("max_msgs", "max_bytes"):
+        limit = getattr(config, name)
+        if discard_old and limit is not None and limit > 0:
+            found.append(f"{name} {limit} with discard old")
+    per_subject = config.max_msgs_per_subject
+    if per_subject is not None and per_subject > 0 and (discard_old or not config.discard_new_per_subject):
+        found.append(f"max_msgs_per_subject {per_subject}, the oldest of a subject discarded")
+    return found
 
 
 def _position(reply: str) -> tuple[int, int]:
@@ -464,6 +512,17 @@ class JetStreamLog(ClosedOnExit):
         self._atomic_checked = True
         return info
 
+    def writable(self, info: StreamInfo | None) -> None:
+        """LogUnavailable when the stream drops messages by itself (:func:`drops_messages`): nothing is written
+        into it, as lines written there would go uncounted by any writer."""
+        drops = [] if info is None else drops_messages(info.config)
+        if drops:
+            stream = self.target.stream
+            raise LogUnavailable(
+                f"{self.name}: stream {stream} drops messages by itself ({'; '.join(drops)}), and an event log "
+                f"keeps every line (line N stays sequence N): lift that (nats stream edit {stream} ...), or give "
+                "the log a stream of its own (eventlog creates it on the first append)")
+
     def exists(self) -> bool:
         """Whether the stream is there (raises :class:`LogUnavailable` when the server cannot be asked)."""
         return self._run(self._info()) is not None
@@ -547,10 +606,7 @@ class JetStreamLog(ClosedOnExit):
     def messages(self, start: int = 1, end: int | None = None) -> Iterator[tuple[int, str, bytes]]:
         """``(seq, subject, body)`` of every message from ``start`` to ``end`` (default: the last one now)."""
         if end is None:
-            info = self._run(self._info())
-            if info is None:
-                raise LogUnavailable(f"{self.name}: no stream {self.target.stream} on {self.target.servers[0]}")
-            end = info.state.last_seq
+            end = self._last_seq()
         while start <= end:
             chunk = self._run(self._fetch(start, min(end, start + CHUNK - 1)))
             if not chunk:
@@ -560,6 +616,13 @@ class JetStreamLog(ClosedOnExit):
                 continue
             yield from chunk
             start = chunk[-1][0] + 1
+
+    def _last_seq(self) -> int:
+        """The stream's last sequence now (LogUnavailable when there is no such stream)."""
+        info = self._run(self._info())
+        if info is None:
+            raise LogUnavailable(f"{self.name}: no stream {self.target.stream} on {self.target.servers[0]}")
+        return int(info.state.last_seq)
 
     def lines(self) -> Iterator[tuple[int, bytes]]:
         """Every message as ``(seq, body)``, a newline in a body read as a space."""
@@ -576,14 +639,16 @@ class JetStreamLog(ClosedOnExit):
     ) -> Replay:
         """Replay the stream from empty state up to its last sequence now."""
         state = StreamState(Replay(runner if runner is not None else self.new_folder(), assume_tz))
+        last = self._last_seq()
         try:
-            for seq, subject, data in self.messages():
+            for seq, subject, data in self.messages(1, last):
                 state.fold(seq, subject, data, strict)
                 if progress is not None and not seq & 0xFFFF:
                     progress(seq, 0)
         finally:
             if progress is not None:
                 progress(-1, 0)
+        state.read_up_to(last)
         return state.replay
 
     def catch_up(self, state: StreamState, info: StreamInfo | None = None) -> StreamState:
@@ -598,11 +663,15 @@ class JetStreamLog(ClosedOnExit):
             state = StreamState(Replay(self.new_folder(), state.replay.reader.assume_tz), created)
         for seq, subject, data in self.messages(state.read_to + 1, last):
             state.fold(seq, subject, data)
-        state.read_to = max(state.read_to, last)
+        state.read_up_to(last)
         return state
 
     def _state(self, create: bool = False) -> StreamState:
+        """The stream folded up to now; ``create``: for a write (the stream is created when absent, and refused
+        when it drops messages by itself: :func:`drops_messages`)."""
         info = self._run(self._ensure_stream() if create else self._info())
+        if create:
+            self.writable(info)
         base = self._cache or StreamState(Replay(self.new_folder(), self.assume_tz))
         self._cache = self.catch_up(base, info)
         return self._cache
@@ -939,10 +1008,13 @@ def import_log(source: IO[bytes], log: JetStreamLog, window: int = 2000) -> Impo
 
     Line N becomes stream sequence N: each message expects the one before it
     (``Nats-Expected-Last-Sequence``), so nothing can slip in between. A line that
-    is not an event goes to ``<prefix>.bad`` as it is; a torn last line is left
-    out (``torn_tail``). Raises :class:`LogUnavailable` when the stream is not empty.
+    is not an event goes to ``<prefix>.bad`` as it is; a torn last line (``torn_line``)
+    and the complete lines of an unfinished batch at the end (``unfinished``) are left
+    out, as a replay leaves them out (``torn_tail``). Raises :class:`LogUnavailable`
+    when the stream is not empty or drops messages by itself.
     """
     info = log._run(log._ensure_stream())
+    log.writable(info)
     if info.state.last_seq != 0:
         raise LogUnavailable(f"{log.name}: stream {log.target.stream} is not empty ({info.state.messages} "
                              f"message(s), last seq {info.state.last_seq}): import-log writes only into an empty "
@@ -1090,8 +1162,8 @@ def load_snapshot(path: str, log: JetStreamLog, fresh: Replay) -> tuple[StreamSt
         return None, f"snapshot {path} is ahead of the stream"
     if snap.read_to:
         got = log._run(log._get_next(snap.read_to))
-        data = got[2] if got is not None and got[0] == snap.read_to else None
-        if data is None or hashlib.sha256(data).hexdigest() != snap.last_sha256:
+        data = got[2] if got is not None and got[0] == snap.read_to else b""  # b"": gone, as when it was saved
+        if hashlib.sha256(data).hexdigest() != snap.last_sha256:
             return None, f"snapshot {path} does not match the stream's message {snap.read_to}"
     if zlib.crc32(snap.state) != snap.state_crc32:
         return None, f"snapshot {path} is damaged (its state does not match its CRC-32)"
@@ -1115,8 +1187,10 @@ def replay_from_snapshot(log: JetStreamLog, path: str, tz: tzinfo | None, strict
         if info is None:
             raise LogUnavailable(f"{log.name}: no stream {log.target.stream}")
         state = StreamState(fresh, info.created.isoformat() if info.created else None)
-    for seq, subject, data in log.messages(state.read_to + 1):
+    last = log._last_seq()
+    for seq, subject, data in log.messages(state.read_to + 1, last):
         state.fold(seq, subject, data, strict)
+    state.read_up_to(last)
     try:
         save_snapshot(path, log, state)
     except OSError as err:

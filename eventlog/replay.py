@@ -131,8 +131,38 @@ Count = Annotated[int, msgspec.Meta(ge=0)]
 S = TypeVar("S")
 
 
+#: How many runs of vanished line numbers a replay names (the rest are counted).
+RANGES = 20
+
+
+class Vanished(msgspec.Struct, kw_only=True):
+    """Line numbers a log skipped: a stream's sequences below its last that hold no message (deleted, purged, or
+    dropped by the stream's limits). A file's lines are numbered as they are read, so it never has any.
+
+    ``lines``: how many; ``runs``: in how many runs; ``ranges``: the first :data:`RANGES` runs, (first, last).
+    """
+
+    lines: Count = 0
+    runs: Count = 0
+    ranges: list[tuple[int, int]] = msgspec.field(default_factory=list)
+
+    def add(self, first: int, last: int) -> None:
+        """Count the line numbers ``first..last``."""
+        self.lines += last - first + 1
+        self.runs += 1
+        if len(self.ranges) < RANGES:
+            self.ranges.append((first, last))
+
+    def words(self) -> str:
+        """Which: ``seq 1..2, 4`` (and how many runs more)."""
+        shown = ", ".join(str(a) if a == b else f"{a}..{b}" for a, b in self.ranges)
+        more = self.runs - len(self.ranges)
+        return f"seq {shown}" + (f" and {more} run(s) more" if more > 0 else "")
+
+
 class ReplayState(msgspec.Struct, Generic[S]):
-    """A replay's folded state: position, tallies, bad lines, and its folder's state (``S``)."""
+    """A replay's folded state: position, tallies, bad lines, and its folder's state (``S``); the line numbers
+    skipped (a stream's, :class:`Vanished`)."""
 
     line: Count
     offset: Count
@@ -143,6 +173,7 @@ class ReplayState(msgspec.Struct, Generic[S]):
     last_at: LocalTime | None
     bad_lines: list[BadLineRecord]
     folder: S
+    vanished: Vanished | None = None
 
 
 _fast_decode = fast_decoder.decode
@@ -352,6 +383,8 @@ class Replay:
         self.uncommitted: Uncommitted | None = None
         #: A torn tail no append cuts (every append is refused until a person cuts it): :mod:`eventlog.tail`.
         self.stuck_tail: Stuck | None = None
+        #: Line numbers skipped (a stream's sequences without a message: :meth:`skip`), if any.
+        self.vanished: Vanished | None = None
         self._batch: PendingBatch | None = None
 
     def feed(self, f: IO[bytes], progress: Progress | None = None, strict: bool = False) -> None:
@@ -592,6 +625,16 @@ class Replay:
                 raise BadLine(line, reason)
             self.bad_lines.append({"line": line, "reason": reason})
 
+    def skip(self, first: int, last: int) -> None:
+        """Line numbers ``first..last`` hold nothing any more (a stream's deleted or dropped messages): counted in
+        :attr:`vanished` (the dump's ``lines_vanished``); the next line read is ``last + 1`` or later."""
+        if first > last:
+            return
+        if self.vanished is None:
+            self.vanished = Vanished()
+        self.vanished.add(first, last)
+        self.line = max(self.line, last)
+
     def apply(self, ev: Event, at: datetime) -> FoldResult:
         """Fold one event that is about to be written as the next line."""
         self.line += 1
@@ -612,7 +655,7 @@ class Replay:
         zone = self.reader.assume_tz
         last_at = None if self.last_at is None else LocalTime.of(self.last_at, zone)
         return ReplayState(self.line, self.offset, self.events, self.reader.last_seq, self.torn_tail, self.last_ts,
-                           last_at, self.bad_lines, self.folder.save_state())
+                           last_at, self.bad_lines, self.folder.save_state(), self.vanished)
 
     def load_state(self, state: ReplayState[Any]) -> None:
         """Take a decoded state as this (fresh) replay's; ValueError or OverflowError leave it unchanged."""
@@ -624,6 +667,7 @@ class Replay:
         self.reader.last_seq = state.last_seq
         self.torn_tail, self.last_ts, self.last_at = state.torn_tail, state.last_ts, last_at
         self.bad_lines = state.bad_lines
+        self.vanished = state.vanished
 
     def dump(self, log: str, at: datetime | None = None, at_text: str | None = None) -> dict[str, Any]:
         """The dump of spec/OUTPUTS.md as of ``at`` (default: the last event's time)."""
@@ -640,6 +684,9 @@ class Replay:
             "bad_lines": list(self.bad_lines),
             "torn_tail": self.torn_tail,
         }
+        if self.vanished is not None:
+            head["lines_vanished"] = {"lines": self.vanished.lines, "runs": self.vanished.runs,
+                                      "ranges": [list(r) for r in self.vanished.ranges]}
         head.update(self.folder.view(at if at is not None else _EPOCH, at_text))
         return head
 

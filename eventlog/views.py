@@ -31,6 +31,7 @@ from projections.triage import (
     BadLineFact,
     LinesVanished,
     LogFacts,
+    StreamGaps,
     StuckTail,
     Triage,
     UnfinishedBatch,
@@ -47,12 +48,15 @@ ID_FIELDS: tuple[str, ...] = (*KEY_FIELDS, "watcher")
 def facts(replay: Replay, log: str, vanished: LinesVanished | None = None) -> LogFacts:
     """What the triage needs of the log itself: its name, events, bad lines, a torn tail (an unfinished batch, a
     torn last line, and whether it is stuck), whether it is no event log at all (every append is refused either
-    way), and the committed lines that vanished while a live process followed it (``vanished``: only it knows)."""
+    way), the committed lines that vanished while a live process followed it (``vanished``: only it knows), and a
+    stream's sequences that hold no message any more (its replay's ``vanished``: every read sees them)."""
     stuck = None if replay.stuck_tail is None else StuckTail(*replay.stuck_tail)
     u = replay.uncommitted
     unfinished = None if u is None else UnfinishedBatch(u.words(), u.line, u.lines, u.torn_after)
+    v = replay.vanished
+    gaps = None if v is None else StreamGaps(lines=v.lines, runs=v.runs, words=v.words())
     return LogFacts(name=log, events=replay.events, torn_tail=replay.torn_tail, unfinished=unfinished,
-                    stuck_tail=stuck, not_a_log=no_event_log(log, replay), vanished=vanished,
+                    stuck_tail=stuck, not_a_log=no_event_log(log, replay), vanished=vanished, gaps=gaps,
                     bad_lines=[BadLineFact(b["line"], b["reason"]) for b in replay.bad_lines])
 
 

@@ -41,7 +41,8 @@ What needs a person (each reason code is in :data:`REASONS`):
   retry is under way (its worker may still be retrying storage, seed 004).
 - **log**: the log missing; a file that is no event log (``not_a_log``: every append is refused);
   an unfinished last line no append will cut (``torn_tail_stuck``: every append is refused);
-  committed lines that vanished while a server followed the log (``lines_vanished``); a
+  committed lines that vanished while a server followed the log, or a stream's sequences that hold no
+  message any more (``lines_vanished``); a
   line dated ahead of now that a verdict is judged from (``dated_ahead``, judged only as of now:
   :mod:`projections.ahead`); bad lines; rejected events; the complete lines of an unfinished batch
   (``unfinished_batch``: held, never applied, neither events nor bad lines; the next append cuts
@@ -145,7 +146,7 @@ REASONS: tuple[Reason, ...] = (
     Reason("log", "missing", "The log is missing", False),
     Reason("log", "not_a_log", "A file that is no event log: every append is refused", True),
     Reason("log", "torn_tail_stuck", "An unfinished last line no append will cut: every append is refused", True),
-    Reason("log", "lines_vanished", "Committed lines vanished from the log while it was followed", True),
+    Reason("log", "lines_vanished", "Committed lines vanished from the log", True),
     Reason("log", "dated_ahead", "Lines dated ahead of now: the checks judged from them cannot fire", False),
     Reason("handoffs", "needs_human", "Handoffs handed to a person", True),
     Reason("handoffs", "stale_unknown_effect", "Resume requested, then silence: effect unknown", True),
@@ -224,6 +225,16 @@ class LinesVanished(msgspec.Struct, kw_only=True, frozen=True):
     after: int
 
 
+class StreamGaps(msgspec.Struct, kw_only=True, frozen=True):
+    """A stream's sequences below its last that hold no message any more: deleted, purged, or dropped by the
+    stream's limits (``eventlog.replay.Vanished``). Every read of the stream sees them, unlike a file's vanished
+    lines. ``lines``: how many; ``runs``: in how many runs; ``words``: which (``seq 1..2, 4``)."""
+
+    lines: int
+    runs: int
+    words: str
+
+
 class UnfinishedBatch(msgspec.Struct, frozen=True):
     """The unfinished batch at the end of the log (``eventlog.tail.Uncommitted``): its complete lines are held,
     never applied, and neither events nor bad lines. ``words``: what it is (the appender's own words), ``line``
@@ -249,7 +260,7 @@ class LogFacts(msgspec.Struct, kw_only=True, frozen=True):
     ``missing``: no log at that path (nothing was folded); ``not_file``: with it, what is at the path
     instead (a directory, a FIFO, a device: the appender's words, only a live process judges it);
     ``vanished``: committed lines that vanished while a live process followed the log (only such a process
-    knows).
+    knows); ``gaps``: a stream's sequences that hold no message any more (every read sees them).
     """
 
     name: str
@@ -262,11 +273,17 @@ class LogFacts(msgspec.Struct, kw_only=True, frozen=True):
     missing: bool = False
     not_file: str | None = None
     vanished: LinesVanished | None = None
+    gaps: StreamGaps | None = None
 
     @property
     def torn_line(self) -> bool:
         """Whether the log ends in a torn last line (bytes past its last line end)."""
         return self.torn_tail and (self.unfinished is None or self.unfinished.torn_after)
+
+    @property
+    def lines_vanished(self) -> int:
+        """How many committed lines vanished (a stream's sequences without a message; a followed file's lines)."""
+        return (0 if self.vanished is None else self.vanished.lines) + (0 if self.gaps is None else self.gaps.lines)
 
     @property
     def is_stream(self) -> bool:
@@ -383,8 +400,9 @@ class LogTotals(msgspec.Struct, kw_only=True):
     """The log itself: events read, bad lines, rejected events, whether it ends in what is not committed (the
     dump's ``torn_tail``): the complete lines of an unfinished batch (``unfinished_batch``, 0 when none), a torn
     last line (``torn_line``), and whether no append will cut that end; whether the file is no event log (no
-    append is taken on it at all); and how many times a verdict is judged from lie ahead of now (None: not
-    judged, as with ``--at``)."""
+    append is taken on it at all); how many times a verdict is judged from lie ahead of now (None: not
+    judged, as with ``--at``); and how many committed lines vanished (a stream's sequences that hold no message
+    any more; a file's while a server followed it)."""
 
     events: int
     bad_lines: int
@@ -395,6 +413,7 @@ class LogTotals(msgspec.Struct, kw_only=True):
     torn_tail_stuck: bool
     not_a_log: bool
     dated_ahead: int | None = None
+    lines_vanished: int = 0
 
 
 class Totals(msgspec.Struct, kw_only=True, omit_defaults=True):
@@ -1039,6 +1058,8 @@ class _Judge:
             out.append(self.not_a_log(facts.not_a_log))
         if facts.vanished is not None:
             out.append(self.vanished(facts.vanished))
+        if facts.gaps is not None:
+            out.append(self.gaps(facts.gaps))
         for bad in facts.bad_lines:
             out.append(self.item("bad_line", f"line {bad.line}", bad.reason, line_cmd(facts, bad.line)))
         for rej in self.runner.rejected:
@@ -1087,6 +1108,19 @@ class _Judge:
                          f"followed: at {v.last_at} it held {v.after} committed lines, {v.before} before{more}. "
                          "Every verdict now comes from the lines left; was it truncated or replaced by mistake? "
                          "Restore it from a backup. This stays until the server restarts", dir_cmd(log), v.first_at)
+
+    def gaps(self, g: StreamGaps) -> Item:
+        """A stream's sequences that hold no message any more: which, what is judged now, and the command that keeps
+        what is left (an export)."""
+        log = self.facts.name
+        stream = log.split("?", 1)[0].rsplit("/", 1)[-1]
+        return self.item("lines_vanished", log, f"{g.lines} committed line(s) are gone from the stream ({g.words}, "
+                         f"in {g.runs} run(s)): deleted, purged, or dropped by the stream's limits (max_msgs, "
+                         "max_bytes or max_age with discard old; appends refuse such a stream). Every verdict now "
+                         "comes from the lines left. Keep what is left (the command), lift such limits, and restore "
+                         "the lines from an export if there is one (into a new stream: eventlog import-log); this "
+                         "stays while the stream lacks them",
+                         f"{command('eventlog export', [log])} > {q(stream + '.jsonl')}")
 
     def not_a_log(self, why: str) -> Item:
         """A file that is no event log: what it is, what a person may do, and the command to look at it.
@@ -1301,7 +1335,8 @@ def totals(runner: Runner, judge: _Judge, groups: list[Group]) -> Totals:
                                unfinished_batch=0 if judge.facts.unfinished is None else judge.facts.unfinished.lines,
                                torn_line=judge.facts.torn_line, torn_tail_stuck=judge.facts.stuck_tail is not None,
                                not_a_log=judge.facts.not_a_log is not None,
-                               dated_ahead=len(judge.ahead()) if judge.live else None))
+                               dated_ahead=len(judge.ahead()) if judge.live else None,
+                               lines_vanished=judge.facts.lines_vanished))
     h = runner.handoffs
     if h.items or h.accounts:
         by_state: dict[str, int] = {}

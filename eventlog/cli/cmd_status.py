@@ -234,8 +234,9 @@ def totals_lines(t: Triage) -> list[str]:
         torn = f", {' and '.join(tails)}{stuck}"
     refused = "; no event log: every append is refused" if lg.not_a_log else ""
     ahead = f"; {_plural(lg.dated_ahead, 'line')} dated ahead of now" if lg.dated_ahead else ""
+    gone = f"; {_plural(lg.lines_vanished, 'committed line')} vanished" if lg.lines_vanished else ""
     out.append(f"Log: {_plural(lg.events, 'event')}, {_plural(lg.bad_lines, 'bad line')}, "
-               f"{lg.rejected:,} rejected{torn}{refused}{ahead}")
+               f"{lg.rejected:,} rejected{torn}{refused}{ahead}{gone}")
     return out
 
 
