@@ -1001,6 +1001,15 @@ class ImportReport:
     first_seq: int = 0
     last_seq: int = 0
     error: str | None = None
+    #: The complete lines of an unfinished batch at the end, left out (part of ``torn_tail``), if any.
+    unfinished: Uncommitted | None = None
+    #: The file ends in a torn last line (no newline), left out (part of ``torn_tail``).
+    torn_line: bool = False
+
+    @property
+    def unfinished_lines(self) -> int:
+        """How many complete lines of an unfinished batch were left out (0: none)."""
+        return 0 if self.unfinished is None else self.unfinished.lines
 
 
 def import_log(source: IO[bytes], log: JetStreamLog, window: int = 2000) -> ImportReport:
@@ -1034,9 +1043,10 @@ def import_log(source: IO[bytes], log: JetStreamLog, window: int = 2000) -> Impo
         return True
 
     batch: list[tuple[int, bytes, str]] = []  # the lines of a batch whose last line has not come yet
+    batch_seq = batch_end = 0  # its first seq, the seq it was to end at
     for n, (raw, _end, complete) in enumerate(iter_lines(source), 1):
         if not complete:
-            report.torn_tail = True
+            report.torn_line = True
             break
         decoded = reader.decode(raw, n)
         if isinstance(decoded, str):
@@ -1047,6 +1057,8 @@ def import_log(source: IO[bytes], log: JetStreamLog, window: int = 2000) -> Impo
             subject = subject_of(log.prefix, decoded[0])
             end = decoded[0].batch_end
         if end is not None and end > reader.last_seq:
+            if not batch:
+                batch_seq, batch_end = reader.last_seq, end
             batch.append((n, raw, subject))  # held, as a replay holds it, until its last line
             continue
         pending.extend(batch)  # a batch that ended here, or one another line interrupted (bad lines either way)
@@ -1054,8 +1066,9 @@ def import_log(source: IO[bytes], log: JetStreamLog, window: int = 2000) -> Impo
         pending.append((n, raw, subject))
         if len(pending) >= window and not flush():
             break
-    if batch:
-        report.torn_tail = True  # an unfinished batch at the end: not committed, not imported
+    if batch and report.error is None:  # an unfinished batch at the end: not committed, not imported
+        report.unfinished = Uncommitted(len(batch), batch_seq, batch_end, batch[0][0], report.torn_line)
+    report.torn_tail = report.torn_line or report.unfinished is not None
     if pending and report.error is None:
         flush()
     if report.imported:

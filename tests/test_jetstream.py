@@ -332,7 +332,7 @@ def test_cli_import_log_and_export(single: natsserver.Servers, tmp_path: Path) -
     assert out.returncode == 0, out.stderr
     report = json.loads(out.stdout)
     assert report == {"log": url, "file": str(path), "imported": 22, "bad_lines": 20, "torn_tail": True,
-                      "first_seq": 1, "last_seq": 22, "error": None}
+                      "unfinished_batch": 0, "torn_line": True, "first_seq": 1, "last_seq": 22, "error": None}
     assert "torn tail" in out.stderr
     again = run_cli("import-log", str(path), url)
     assert again.returncode == 2 and "not empty" in again.stderr

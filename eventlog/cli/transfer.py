@@ -9,7 +9,10 @@ the file gives the same dump as replaying the stream.
 order, into the EMPTY stream of a ``nats://`` LOG (created when absent): line N
 becomes stream sequence N. A line that is not an event goes to
 ``<prefix>.bad`` as it is, so the stream replays to the same dump as the file.
-A torn last line is not imported and is reported. Prints one JSON object.
+A torn last line and the complete lines of an unfinished batch at the end (its
+last line missing) are not imported, as a replay leaves them out: both are
+reported on stderr and counted in the JSON object it prints ("torn_line",
+"unfinished_batch": how many lines; "torn_tail": either).
 
 Exit status: 0 done; 1 the import stopped partway (the lines before the one
 named are in the stream); 2 bad usage, an unreadable file or stream, a stream
@@ -90,15 +93,18 @@ def run_import_log(args: argparse.Namespace) -> int:
     except OSError as err:
         error(f"cannot import {args.file}: {err.strerror or err}")
         return 2
-    if report.torn_tail:
-        error(f"{args.file}: its tail is not committed (a torn tail: a last line without a newline, or a batch whose "
-              "last line is missing): not imported")
+    if report.unfinished is not None:
+        error(f"{args.file}: {report.unfinished.words()} is not committed (a writer stopped mid-batch): its "
+              f"{report.unfinished.lines} line(s) were not imported")
+    if report.torn_line:
+        error(f"{args.file}: its last line has no newline (a torn tail, not committed): not imported")
     if report.error:
         error(f"{args.log}: import stopped at {report.error}; lines 1..{report.imported} are in the stream")
     if report.imported:
         mark_done(f"{args.log}: {report.imported} line(s) of {args.file} imported (seq {report.first_seq} to "
                   f"{report.last_seq})")
     print(dumps({"log": args.log, "file": args.file, "imported": report.imported, "bad_lines": report.bad_lines,
-                 "torn_tail": report.torn_tail, "first_seq": report.first_seq, "last_seq": report.last_seq,
+                 "torn_tail": report.torn_tail, "unfinished_batch": report.unfinished_lines,
+                 "torn_line": report.torn_line, "first_seq": report.first_seq, "last_seq": report.last_seq,
                  "error": report.error}))
     return 1 if report.error else 0
