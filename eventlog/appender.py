@@ -408,8 +408,8 @@ def refusal(obj: dict[str, Any]) -> str | None:
 def seq_exhausted(last_seq: int, n: int) -> str:
     """Why ``n`` events cannot follow a log whose ``seq`` is at ``last_seq`` (words for a person; a file's and a
     stream's appender say it alike)."""
-    return (f"the log's seq is at {last_seq}: {n} more would pass {INT64_MAX}, the largest a line may carry (a "
-            "line set its own seq that far ahead: another writer's, or an imported file's)")
+    return (f"the log's seq is at {last_seq} (a line set its own seq that far ahead: another writer's, or an "
+            f"imported file's): {n} more would pass {INT64_MAX}, the largest a line may carry")
 
 
 def _written(obj: dict[str, Any], seq: int, batch_end: int | None) -> bytes:
