@@ -279,14 +279,27 @@ class Followed(Protocol):
         ...
 
 
+class LogUnreachable(msgspec.Struct, frozen=True):
+    """A followed stream whose server cannot be reached (the dump's ``log_unreachable``): since when (this host's
+    clock), why, and the last sequence folded (the dump's counts are as of it, judged as of its ``as_of``)."""
+
+    since: str
+    reason: str
+    seq: int
+
+
 def judged(follower: Followed, at: At) -> dict[str, Any]:
     """The follower's dump judged as of ``at`` (now by default); ``log_missing`` when the log is not there,
-    ``lines_vanished`` when committed lines vanished while it was followed (:class:`LinesVanished`)."""
+    ``log_unreachable`` while a stream's server cannot be reached (:class:`LogUnreachable`), ``lines_vanished``
+    when committed lines vanished while it was followed (:class:`LinesVanished`)."""
     replay = follower.replay
     when, text = at.resolve(replay.last_at, replay.last_ts)
     dump = follower.dump(when, text)
-    if getattr(follower, "missing", False):  # a stream is never missing: it is lost (an error)
+    if getattr(follower, "missing", False):  # a stream is never missing: it is there, or cannot be reached
         dump["log_missing"] = True
+    unreachable = getattr(follower, "unreachable", None)
+    if unreachable is not None:
+        dump["log_unreachable"] = msgspec.to_builtins(unreachable)
     vanished = getattr(follower, "vanished", None)
     if vanished is not None:
         dump["lines_vanished"] = msgspec.to_builtins(vanished)

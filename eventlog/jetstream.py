@@ -59,6 +59,14 @@ The mapping (docs: README, "When to move from a file to JetStream, and how"):
   may or may not be stored.
 - ``fsync`` is the server's business (its ``sync_interval``); ``torn_tail`` is
   always false (a message is whole or absent).
+- **Every request is bounded** by the URL's ``timeout`` (connecting to each
+  server, a publish's acknowledgement, a read, the stream's info). A server
+  that hangs is noticed within ``timeout`` while connected (a ping every half
+  of it; one unanswered is enough), and a connection that drops is made again
+  for ever, with backoff (:data:`RECONNECT_FIRST_S` doubling up to
+  :data:`RECONNECT_MAX_S`). A server that cannot be reached, or does not
+  answer in time, is :class:`Unreachable`, in one line naming the server and
+  what did not answer; :func:`follow` waits for it (saying so) and resumes.
 """
 
 from __future__ import annotations
@@ -88,9 +96,9 @@ from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 from nats.js.api import ConsumerConfig, DeliverPolicy, StorageType, StreamConfig, StreamInfo
-from nats.js.errors import APIError, NotFoundError
+from nats.js.errors import APIError, NotFoundError, ServiceUnavailableError
 
-from eventlog import snapshot
+from eventlog import clock, snapshot
 from eventlog.appender import (
     AppendError,
     AppendResult,
@@ -103,8 +111,8 @@ from eventlog.appender import (
 )
 from eventlog.events import INT64_MAX, KEY_FIELDS, Event, stream_of, type_name
 from eventlog.fold import Folder, Rejected
-from eventlog.follow import TICK_S, keep_snapshot, wake_ms
-from eventlog.logs import ClosedOnExit, LogUnavailable
+from eventlog.follow import TICK_S, LogUnreachable, keep_snapshot, wake_ms
+from eventlog.logs import ClosedOnExit, LogUnavailable, Unreachable
 from eventlog.reader import Reader, check_object, deeper_at, iter_lines
 from eventlog.replay import Progress, Replay
 from eventlog.tail import Uncommitted
@@ -136,6 +144,10 @@ MAX_BATCH = 1000
 FEW = 32
 #: Messages read per consumer.
 CHUNK = 50_000
+#: The wait before the first attempt to connect again; doubled after each failed attempt, up to RECONNECT_MAX_S.
+RECONNECT_FIRST_S = 0.5
+#: The longest wait between two attempts to connect again (they go on for ever).
+RECONNECT_MAX_S = 5.0
 
 _SAFE = re.compile(r"[A-Za-z0-9_-]+")
 _SAFE_BYTES = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
@@ -271,6 +283,15 @@ def _default_folder() -> Folder:
     return Runner()
 
 
+class _Stuck(Unreachable):
+    """A call on the connection's loop did not end in its bound: a publish in it may or may not have landed."""
+
+
+def shown(server: str) -> str:
+    """A server's URL without its user and password (for messages)."""
+    return re.sub(r"//[^@/]*@", "//", server)
+
+
 class Message(NamedTuple):
     """One message of an append: its subject and body, the subject's expected last sequence, its ``Nats-Msg-Id``;
     the stream's expected last sequence (``after``: on the first message of an append whose body carries its
@@ -374,12 +395,16 @@ class JetStreamLog(ClosedOnExit):
         self._js: JetStreamContext | None = None
         self._cache: StreamState | None = None
         self._atomic_checked = False
+        #: The client's last error while the connection is down (None while it is up).
+        self._last_error: str | None = None
+        #: Connections made so far, the client's own reconnections included (a consumer lives on one).
+        self.connects = 0
 
     # -- plumbing --------------------------------------------------------------------
 
     @property
     def closed(self) -> bool:
-        """Whether the connection was opened and is now closed for good (the client gave up reconnecting)."""
+        """Whether the connection was opened and is now closed for good (an error the client does not retry)."""
         return self._nc is not None and self._nc.is_closed
 
     @property
@@ -388,46 +413,116 @@ class JetStreamLog(ClosedOnExit):
         return self._nc is not None and self._nc.is_connected
 
     @property
+    def reconnecting(self) -> bool:
+        """Whether the connection is down and the client is making it again (it does so for ever)."""
+        return self._nc is not None and not self._nc.is_closed and not self._nc.is_connected
+
+    @property
     def prefix(self) -> str:
         """The subject prefix (known once the stream was looked up or created)."""
         return self._prefix or DEFAULT_PREFIX
 
+    @property
+    def server(self) -> str:
+        """The server the connection is to (the servers of the URL while there is none), without credentials."""
+        url = self._nc.connected_url if self._nc is not None else None
+        if url is not None and url.hostname:
+            return f"nats://{url.hostname}:{url.port}"
+        return ", ".join(shown(s) for s in self.target.servers)
+
+    def why_down(self) -> str:
+        """Why the connection is not up, in words naming the server (the client's last error, when it gave one)."""
+        why = f"the connection to {self.server} is " + ("closed" if self.closed else "down, reconnecting")
+        if self._last_error:
+            why += f" (last try: {self._last_error})"
+        return why
+
     def _run(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
-        """Run ``coro`` on the connection's loop and wait for it."""
+        """Run ``coro`` on the connection's loop and wait for it; :class:`_Stuck` when it takes longer than its bound.
+
+        Every request in ``coro`` has its own bound (``timeout``); this one only keeps a caller from
+        waiting for ever on a call that does not end.
+        """
         if self._loop is None:
             loop = asyncio.new_event_loop()
             thread = threading.Thread(target=loop.run_forever, name=f"eventlog-nats-{self.target.stream}", daemon=True)
             thread.start()
             self._loop, self._thread = loop, thread
         future = asyncio.run_coroutine_threadsafe(coro, self._loop)
+        bound = timeout if timeout is not None else self.target.timeout * (6 + len(self.target.servers)) + 30
         try:
-            return future.result(timeout if timeout is not None else self.target.timeout * 6 + 30)
-        except TimeoutError:
+            return future.result(bound)
+        except TimeoutError as err:
+            if future.done():  # a request's own, not caught where it was made
+                raise _Stuck(f"{self.server} did not answer in time") from err
             future.cancel()
-            raise
+            raise _Stuck(f"{self.server} did not answer in {bound:g} s") from None
 
     async def _connection(self) -> tuple[Client, JetStreamContext]:
-        if self._nc is None or self._nc.is_closed:
-            errors: list[str] = []
+        """The connection: made when there is none (every server tried for ``timeout``); :class:`Unreachable` while
+        it is down (the client connects again by itself, for ever) or when it cannot be made."""
+        if self._nc is not None and not self._nc.is_closed:
+            if not self._nc.is_connected:
+                raise Unreachable(self.why_down())
+            assert self._js is not None
+            return self._nc, self._js
+        self._nc = self._js = None
+        nc = Client()
+        timeout = self.target.timeout
 
-            async def quiet(err: Exception) -> None:
-                errors.append(str(err) or type(err).__name__)
+        async def failed(err: Exception) -> None:  # an attempt to connect failed, or the connection did
+            self._last_error = _words(err)
+            if not nc.is_connected:  # back off, for ever
+                nc.options["reconnect_time_wait"] = min(RECONNECT_MAX_S, 2 * nc.options["reconnect_time_wait"])
 
+        async def back() -> None:
+            self._last_error = None
+            self.connects += 1
+            nc.options["reconnect_time_wait"] = RECONNECT_FIRST_S
+
+        async def dropped() -> None:  # an error from before is not why it dropped
+            self._last_error = None
+
+        self._last_error = None
+        bound = timeout * len(self.target.servers)
+        # nats-py types the times as int; it waits and sleeps on floats. A ping every half timeout, one left
+        # unanswered: a server that hangs is noticed within timeout.
+        seconds: dict[str, Any] = {"connect_timeout": timeout, "reconnect_time_wait": RECONNECT_FIRST_S,
+                                   "ping_interval": timeout / 2}
+        try:
+            await asyncio.wait_for(nc.connect(servers=list(self.target.servers), name="eventlog",
+                                              max_reconnect_attempts=-1, max_outstanding_pings=1, error_cb=failed,
+                                              disconnected_cb=dropped, reconnected_cb=back, **seconds), bound)
+        except (nats.errors.Error, OSError, TimeoutError) as err:
+            last = self._last_error  # (before close, which calls the client back)
             try:
-                self._nc = await nats.connect(
-                    servers=list(self.target.servers),
-                    name="eventlog",
-                    connect_timeout=max(1, int(self.target.timeout)),
-                    max_reconnect_attempts=10,
-                    reconnect_time_wait=1.0,
-                    error_cb=quiet,
-                )
-            except (nats.errors.Error, OSError, TimeoutError) as err:
-                why = str(err) or type(err).__name__
-                raise LogUnavailable(f"cannot connect to {', '.join(self.target.servers)}: {why}") from err
-            self._js = self._nc.jetstream(timeout=self.target.timeout)
-        assert self._js is not None
-        return self._nc, self._js
+                await nc.close()
+            except Exception:  # noqa: BLE001, S110 - it never connected: nothing to release but what close frees
+                pass
+            if not isinstance(err, TimeoutError):
+                why = _words(err)
+            elif last is None or last == NO_ANSWER:  # the bound passed while a server kept silent
+                why = f"no answer in {bound:g} s"
+            else:
+                why = f"{last} (tried for {bound:g} s)"
+            raise Unreachable(f"cannot connect to {self.server}: {why}") from err
+        self._last_error = None
+        self.connects += 1
+        self._nc, self._js = nc, nc.jetstream(timeout=timeout)
+        return nc, self._js
+
+    def _failed(self, err: BaseException, what: str) -> LogUnavailable:
+        """``what`` (a request) failed with ``err``, in one line naming the server: :class:`Unreachable` when the
+        server did not answer, is not there or is not ready (JetStream unavailable), else :class:`LogUnavailable`."""
+        if isinstance(err, LogUnavailable):
+            return err
+        if isinstance(err, APIError) and not isinstance(err, ServiceUnavailableError):
+            return LogUnavailable(f"{what}: {_api_text(err)}")
+        if isinstance(err, TimeoutError):
+            return Unreachable(f"{self.server} did not answer in {self.target.timeout:g} s ({what})")
+        if isinstance(err, nats.errors.NoRespondersError):
+            return Unreachable(f"{what}: JetStream does not answer on {self.server} (not running, or not ready yet)")
+        return Unreachable(f"{what}: {self.server}: {_words(err)}")
 
     def close(self) -> None:
         """Close the connection and stop its loop."""
@@ -466,7 +561,7 @@ class JetStreamLog(ClosedOnExit):
         except NotFoundError:
             return None
         except (nats.errors.Error, OSError) as err:
-            raise LogUnavailable(f"{self.name}: cannot get the stream's info: {err or type(err).__name__}") from err
+            raise self._failed(err, f"the info of stream {self.target.stream}") from err
         self._learn_prefix(info)
         return info
 
@@ -541,7 +636,7 @@ class JetStreamLog(ClosedOnExit):
             reply = await nc.request(f"$JS.API.STREAM.MSG.GET.{self.target.stream}", request,
                                      timeout=self.target.timeout)
         except (nats.errors.Error, OSError) as err:
-            raise LogUnavailable(f"{self.name}: cannot read seq {seq}: {err or type(err).__name__}") from err
+            raise self._failed(err, f"reading seq {seq}") from err
         resp = json.loads(reply.data)
         if "error" in resp:
             if resp["error"].get("code") == 404:
@@ -587,15 +682,15 @@ class JetStreamLog(ClosedOnExit):
             sub = await js.subscribe(f"{self.prefix}.>", stream=self.target.stream, ordered_consumer=True,
                                      cb=take, config=config)
         except (nats.errors.Error, OSError) as err:
-            raise LogUnavailable(f"{self.name}: cannot read from seq {start}: {err or type(err).__name__}") from err
+            raise self._failed(err, f"a consumer from seq {start}") from err
         try:
             while not done.is_set():
                 moved.clear()
                 try:
                     await asyncio.wait_for(moved.wait(), self.target.timeout)
                 except TimeoutError:
-                    raise LogUnavailable(f"{self.name}: the stream sent nothing for {self.target.timeout:g} s "
-                                         f"(at seq {out[-1][0] if out else start - 1} of {end})") from None
+                    raise Unreachable(f"{self.server} sent nothing for {self.target.timeout:g} s "
+                                      f"(reading seq {out[-1][0] + 1 if out else start} of {end})") from None
         finally:
             try:
                 await sub.unsubscribe()
@@ -733,20 +828,28 @@ class JetStreamLog(ClosedOnExit):
         each case the stream's last message on the subject tells whether it is
         this plan's (then its sequence is the answer).
         """
+        why: Exception
         try:
             return self._run(self._publish(plan))
-        except _Unsure as unsure:
+        except (_Unsure, _Stuck) as unsure:
             why = unsure
         for _ in range(UNSURE_RETRIES):
             try:
                 return self._run(self._publish(plan))
             except (_LostRace, _Duplicate):
-                stored = self._run(self._stored(plan))
+                try:
+                    stored = self._run(self._stored(plan))
+                except LogUnavailable as down:
+                    why = down
+                    break
                 if stored is not None:
                     return stored
                 raise
             except _Unsure as again:
                 why = again
+            except LogUnavailable as down:  # the connection went down meanwhile: no answer will come now
+                why = down
+                break
         raise AppendError([f"{why}; the events may or may not have been written: replay the log to see"])
 
     async def _stored(self, plan: list[Message]) -> tuple[int, int] | None:
@@ -870,9 +973,9 @@ class JetStreamLog(ClosedOnExit):
                                "nothing was written"]) from err
         except (nats.errors.TimeoutError, TimeoutError) as err:
             if first_of_batch:
-                raise AppendError([f"no acknowledgement from JetStream in {self.target.timeout:g} s; the batch was "
-                                   "not committed: nothing was written"]) from err
-            raise _Unsure(f"no acknowledgement from JetStream in {self.target.timeout:g} s") from err
+                raise AppendError([f"no acknowledgement from {self.server} in {self.target.timeout:g} s; the batch "
+                                   "was not committed: nothing was written"]) from err
+            raise _Unsure(f"no acknowledgement from {self.server} in {self.target.timeout:g} s") from err
         except (nats.errors.Error, OSError) as err:
             raise AppendError([f"cannot publish to {subject}: {err or type(err).__name__}; nothing was written"]) \
                 from err
@@ -955,6 +1058,17 @@ async def _cancel_pending() -> None:
 
 def _api_text(err: APIError) -> str:
     return f"{err.description} (err_code {err.err_code})"
+
+
+#: A timeout of the client, in words (its text is empty).
+NO_ANSWER = "no answer in time"
+
+
+def _words(err: BaseException) -> str:
+    """An error of the client in words (its text, else its kind)."""
+    if isinstance(err, TimeoutError):
+        return NO_ANSWER
+    return str(err) or type(err).__name__
 
 
 # --- export and import ------------------------------------------------------------------------
@@ -1214,7 +1328,11 @@ def replay_from_snapshot(log: JetStreamLog, path: str, tz: tzinfo | None, strict
 
 
 class StreamFollower:
-    """A stream's folded state kept level with it by an ordered consumer (``eventlog follow nats://...``)."""
+    """A stream's folded state kept level with it by an ordered consumer (``eventlog follow nats://...``).
+
+    While the server cannot be reached, :attr:`unreachable` says since when and why, and the state
+    stays as it was; :func:`follow` attaches again (catches up, subscribes) once it is back.
+    """
 
     def __init__(self, log: JetStreamLog, snapshot_path: str | None = None) -> None:
         self.log = log
@@ -1223,19 +1341,30 @@ class StreamFollower:
         #: Why the snapshot was not saved the last time it was to be (None: it was, or not yet).
         self.unsaved: str | None = None
         self.state = StreamState(Replay(log.new_folder(), log.assume_tz))
+        #: Set while the server cannot be reached: since when, why, and the last sequence folded.
+        self.unreachable: LogUnreachable | None = None
         self._inbox: deque[tuple[int, str, bytes]] = deque()
         self._arrived = threading.Event()
+        self._started = False
+        self._sub: Any = None
+        #: The log's :attr:`JetStreamLog.connects` when the consumer was made (a new connection needs a new one).
+        self._on_connect = 0
 
     @property
     def replay(self) -> Replay:
         """The folded state."""
         return self.state.replay
 
+    @property
+    def attached(self) -> bool:
+        """Whether an ordered consumer delivers the stream's new messages, on the connection that is up now."""
+        return self._sub is not None and self.log.connected and self.log.connects == self._on_connect
+
     def start(self) -> str | None:
         """Load the snapshot when it matches, then catch up; a note for a person, if any."""
         note = None
         if self.snapshot_path:
-            loaded, why = load_snapshot(self.snapshot_path, self.log, self.state.replay)
+            loaded, why = load_snapshot(self.snapshot_path, self.log, Replay(self.log.new_folder(), self.log.assume_tz))
             if loaded is not None:
                 self.state = loaded
             elif why != "no snapshot":
@@ -1243,13 +1372,58 @@ class StreamFollower:
         self.state = self.log.catch_up(self.state)
         return note
 
+    def catch_up(self) -> None:
+        """Fold what the stream holds after the state now (back in touch with the server)."""
+        self.state = self.log.catch_up(self.state)
+
+    def attach(self) -> str | None:
+        """Start (the first time: :meth:`start`) or catch up, then subscribe from the next sequence; a note for a
+        person, if any. :class:`Unreachable` when the server cannot be reached; LogUnavailable when there is no
+        such stream."""
+        self.detach()
+        if self.log.info() is None:
+            raise LogUnavailable(f"{self.path}: no stream {self.log.target.stream}")
+        note = None
+        if self._started:
+            self.catch_up()
+        else:
+            note = self.start()
+            self._started = True
+        self._inbox.clear()  # what an earlier consumer left: the catch-up read it
+        self._on_connect = self.log.connects
+        self._sub = self.log._run(self._subscribe(self.state.read_to + 1))
+        return note
+
+    def detach(self) -> None:
+        """Stop the consumer (best effort: the connection may be down)."""
+        sub, self._sub = self._sub, None
+        if sub is not None:
+            try:
+                self.log._run(sub.unsubscribe(), timeout=self.log.target.timeout)
+            except Exception:  # noqa: BLE001, S110 - a consumer on a lost connection is the server's to drop
+                pass
+
+    def lose(self, why: str) -> bool:
+        """The server cannot be reached (``why``): noted with the time and the last sequence folded, the first
+        time; whether that is news."""
+        if self.unreachable is not None:
+            return False
+        self.unreachable = LogUnreachable(since=clock.now().isoformat(timespec="seconds"), reason=why,
+                                          seq=self.state.read_to)
+        return True
+
+    def regain(self) -> None:
+        """The server is back and the state caught up with it."""
+        self.unreachable = None
+
     def dump(self, at: datetime | None = None, at_text: str | None = None) -> dict[str, Any]:
         """The dump ``tools/replay --at AT LOG`` would print now (no ``at``: as of the last line)."""
         return self.state.replay.dump(self.path, at, at_text)
 
     def save_snapshot(self) -> str | None:
         """Write the snapshot (if one was asked for); why it was not saved, if so (a state msgpack cannot hold, a
-        file that cannot be written: a cache not saved is no error); LogUnavailable when the stream cannot be read."""
+        file that cannot be written: a cache not saved is no error); LogUnavailable when the stream cannot be read
+        (:class:`Unreachable`: its server cannot be reached; :func:`follow` saves it once it is back)."""
         if self.snapshot_path:
             try:
                 save_snapshot(self.snapshot_path, self.log, self.state)
@@ -1267,8 +1441,11 @@ class StreamFollower:
                 self._arrived.set()
 
         config = ConsumerConfig(deliver_policy=DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=start)
-        return await js.subscribe(f"{self.log.prefix}.>", stream=self.log.target.stream, ordered_consumer=True,
-                                  cb=take, config=config)
+        try:
+            return await js.subscribe(f"{self.log.prefix}.>", stream=self.log.target.stream, ordered_consumer=True,
+                                      cb=take, config=config)
+        except (nats.errors.Error, OSError) as err:
+            raise self.log._failed(err, f"a consumer from seq {start}") from err
 
     def drain(self) -> int:
         """Fold what arrived; how many messages."""
@@ -1279,30 +1456,6 @@ class StreamFollower:
                 self.state.fold(seq, subject, data)
                 n += 1
         return n
-
-
-def _reachable(follower: StreamFollower, on_change: Callable[[StreamFollower], None], report: Callable[[str], None],
-               behind: bool) -> bool:
-    """Say once when the server became unreachable (the dump falls behind), and once when it caught up again.
-
-    Back in touch, the stream is read up to its last sequence at once rather
-    than when the ordered consumer resumes (which took 10 to 17 s); returns
-    whether the follower is still behind.
-    """
-    if not follower.log.connected:
-        if not behind:
-            report(f"{follower.path}: the server is unreachable; the dump stays as of seq {follower.state.read_to} "
-                   "until it is back")
-        return True
-    if not behind:
-        return False
-    try:
-        follower.state = follower.log.catch_up(follower.state)
-    except (LogUnavailable, TimeoutError):
-        return True
-    on_change(follower)
-    report(f"{follower.path}: the server is back; caught up to seq {follower.state.read_to}")
-    return False
 
 
 def follow(
@@ -1316,7 +1469,10 @@ def follow(
     """Catch up, call ``on_change``, then again after every delivery until ``stop`` is set (SIGINT/SIGTERM).
 
     With no delivery, ``on_change`` is called again ``tick_s`` after the last call (judged again, as a file's
-    :func:`eventlog.follow.follow`).
+    :func:`eventlog.follow.follow`). A server that cannot be reached, at the start or later, is waited for,
+    for ever: said once (``report``, and the follower's ``unreachable`` for ``on_change``) with the state kept
+    as it was; once it is back, the stream is read up to its last sequence at once (an ordered consumer alone
+    took 10 to 17 s to resume), followed again, and that is said. LogUnavailable when there is no such stream.
     """
     import signal
 
@@ -1324,38 +1480,67 @@ def follow(
     if threading.current_thread() is threading.main_thread():
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, lambda *_: stop.set())
-    if follower.log.info() is None:
-        raise LogUnavailable(f"{follower.path}: no stream {follower.log.target.stream}")
-    note = follower.start()
-    if note:
-        report(note)
-    # Subscribed before the first dump is written: once a dump is out, a lost server is always the loop's to say.
-    sub = follower.log._run(follower._subscribe(follower.state.read_to + 1))
-    on_change(follower)
+    wake = wake_ms(tick_s) / 1000
     saved = written = time.monotonic()
-    behind = False
+    retry_at, backoff = 0.0, RECONNECT_FIRST_S
     try:
         while not stop.is_set():
-            arrived = follower._arrived.wait(wake_ms(tick_s) / 1000)
-            if not arrived and follower.log.closed:
-                raise LogUnavailable(f"{follower.path}: the connection to the server is lost (no reconnect "
-                                     "in 10 tries); start again to resume")
-            if arrived:
-                follower._arrived.clear()
+            changed = False
+            if follower.attached:
+                if follower._arrived.wait(wake):
+                    follower._arrived.clear()
+                    changed = follower.drain() > 0
+            elif follower._sub is not None or time.monotonic() >= retry_at:
+                try:
+                    note = follower.attach()
+                except Unreachable as err:
+                    follower.detach()
+                    changed = _unreachable(follower, str(err), report)
+                    # while the client connects again by itself, a try costs nothing; a new connection backs off
+                    retry_at = time.monotonic() + (wake if follower.log.reconnecting else backoff)
+                    backoff = backoff if follower.log.reconnecting else min(RECONNECT_MAX_S, 2 * backoff)
+                else:
+                    backoff = RECONNECT_FIRST_S
+                    if note:
+                        report(note)
+                    if follower.unreachable is not None:
+                        follower.regain()
+                        report(f"{follower.path}: the server is back; caught up to seq {follower.state.read_to}")
+                    changed = True
             else:
-                behind = _reachable(follower, on_change, report, behind)
-            if (arrived and follower.drain()) or time.monotonic() - written >= tick_s:
+                stop.wait(wake)
+            if follower.snapshot_path and time.monotonic() - saved > snapshot_every_s:
+                changed = _keep_snapshot(follower, report) or changed
+                saved = time.monotonic()
+            if changed or time.monotonic() - written >= tick_s:
                 on_change(follower)
                 written = time.monotonic()
-            if follower.snapshot_path and time.monotonic() - saved > snapshot_every_s:
-                keep_snapshot(follower, report)
-                saved = time.monotonic()
     finally:
-        try:
-            follower.log._run(sub.unsubscribe(), timeout=10)
-        except Exception:  # noqa: BLE001, S110 - the connection may be gone already
-            pass
-    keep_snapshot(follower, report)
+        follower.detach()
+    _keep_snapshot(follower, report)
+
+
+def _unreachable(follower: StreamFollower, why: str, report: Callable[[str], None]) -> bool:
+    """Note that the server cannot be reached; say it the first time (the dump stays as of the last sequence)."""
+    if not follower.lose(why):
+        return False
+    report(f"{follower.path}: the server is unreachable; the dump stays as of seq {follower.state.read_to} until it "
+           f"is back (trying again for ever): {why}")
+    return True
+
+
+def _keep_snapshot(follower: StreamFollower, report: Callable[[str], None]) -> bool:
+    """Save the snapshot (:func:`eventlog.follow.keep_snapshot`), not while the server cannot be reached (it holds
+    the hash of the last message folded, read there: it is saved once the server is back); whether the server was
+    found unreachable meanwhile (said as :func:`_unreachable` says it). Nor before the stream was first read."""
+    if follower.unreachable is not None or not follower._started:
+        return False
+    try:
+        keep_snapshot(follower, report)
+    except Unreachable as err:
+        follower.detach()
+        return _unreachable(follower, str(err), report)
+    return False
 
 
 __all__ = [

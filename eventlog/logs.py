@@ -40,6 +40,13 @@ class LogUnavailable(OSError):
     """A log that cannot be opened or read: a bad URL, a missing client, an unreachable server (exit 2)."""
 
 
+class Unreachable(LogUnavailable):
+    """A stream's server cannot be reached, or did not answer in time: the log may be fine, and back soon.
+
+    The message names the server and what did not answer; a follower waits for it to come back.
+    """
+
+
 class Log(Protocol):
     """What the CLI needs of a log, wherever it lives."""
 
@@ -308,5 +315,5 @@ def lock_path(target: str, name: str) -> str:
     return os.path.join(directory, f"{digest}.{name}.lock")
 
 
-__all__ = ["NATS_SCHEME", "FileLog", "Log", "LogUnavailable", "NotALogFile", "complete_lines", "is_url", "lock_path",
-           "no_event_log", "open_log", "open_regular", "same_file", "unusable", "written_over"]
+__all__ = ["NATS_SCHEME", "FileLog", "Log", "LogUnavailable", "NotALogFile", "Unreachable", "complete_lines", "is_url",
+           "lock_path", "no_event_log", "open_log", "open_regular", "same_file", "unusable", "written_over"]

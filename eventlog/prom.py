@@ -147,6 +147,9 @@ def exposition(
     out.gauge("recovery_log_missing", "1 while the followed log does not exist, or its path holds no file (a "
               "directory, a FIFO, a device): no verdict is given then.",
               [(one, int(bool(dump.get("log_missing"))))])
+    out.gauge("recovery_log_unreachable", "1 while the server of the followed stream (nats://) cannot be reached or "
+              "does not answer: the other values stay as of its last sequence folded (dump: log_unreachable).",
+              [(one, int(bool(dump.get("log_unreachable"))))])
     out.counter("recovery_events_total", "Lines applied or rejected.", [(one, dump["events"])])
     vanished = dump.get("lines_vanished") or {}
     out.counter("recovery_vanished_lines_total", "Committed lines that vanished: from a followed file since follow "

@@ -708,37 +708,6 @@ def test_a_batch_whose_commit_never_comes_stores_nothing(single: natsserver.Serv
         assert info is not None and info.state.messages == 2
 
 
-def test_follow_that_loses_the_server_for_good_exits_2_with_one_line_per_error(tmp_path: Path) -> None:
-    """A follower whose server stays down gives up (exit 2) and says why; no asyncio noise on stderr."""
-    servers = natsserver.start(tmp_path / "nats")
-    try:
-        url = servers.stream_url("GONE", prefix="gone")
-        with JetStreamLog(url) as writer:
-            writer.append([created("h1")])
-        dump = tmp_path / "dump.json"
-        argv = [sys.executable, "-m", "eventlog", "follow", servers.stream_url("GONE", prefix="gone", timeout=1),
-                "--dump", str(dump), "--tick", "1s"]
-        proc = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        try:
-            deadline = time.monotonic() + 60
-            while not dump.exists():
-                assert time.monotonic() < deadline and proc.poll() is None, proc.communicate()
-                time.sleep(0.05)
-            servers.kill()
-            _, err = proc.communicate(timeout=120)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait(10)
-        assert proc.returncode == 2, err
-        lines = err.splitlines()
-        assert lines and all(line.startswith("eventlog: ") for line in lines), err
-        assert "the server is unreachable" in lines[0]
-        assert "the connection to the server is lost" in lines[-1]
-    finally:
-        servers.stop()
-
-
 def test_an_append_a_reader_would_call_too_long_is_refused_on_a_server_that_takes_it(tmp_path: Path) -> None:
     """A server whose max_payload is over a line's limit still gets no message the readers would skip as too_long."""
     servers = natsserver.start(tmp_path / "nats", config="max_payload: 4MB")

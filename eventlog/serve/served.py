@@ -40,7 +40,7 @@ from eventlog.clock import NOW, At
 from eventlog.events import Event
 from eventlog.fold import FoldResult
 from eventlog.follow import Follower, judged
-from eventlog.logs import ClosedOnExit, Log, complete_lines, is_url, open_log, open_regular
+from eventlog.logs import ClosedOnExit, Log, LogUnavailable, complete_lines, is_url, open_log, open_regular
 from eventlog.prom import of_replay
 from eventlog.reader import Reader, as_written, iter_blocks
 from eventlog.replay import Progress, Replay, uncommitted_reason
@@ -222,16 +222,17 @@ class Served:
         """Why the server cannot answer from its log now (None: it can)."""
         if self.lost:
             return self.lost
+        if self.stream:  # the state may be behind: said, never answered from (the follower reads on once it is back)
+            down, link = self.follower.unreachable, self.follower.log
+            if down is not None or link.reconnecting:
+                reason: str = down.reason if down is not None else link.why_down()
+                return (f"{self.name}: the server is unreachable ({reason}); the state stays as of seq "
+                        f"{self.replay.reader.last_seq} until it is back")
         if not self.ready:
             return f"{self.name}: still reading the log"
         if getattr(self.follower, "missing", False):  # nothing, or no file, at its path
             why: str = self.follower.why_missing()
             return why
-        if self.stream and getattr(self._follow_log, "closed", False):
-            return f"{self.name}: the connection to the server is lost"
-        if self.stream and not getattr(self._follow_log, "connected", True):  # reconnecting: the state may be behind
-            return (f"{self.name}: the server is unreachable; the state stays as of seq "
-                    f"{self.replay.reader.last_seq} until it is back")
         return None
 
     def trouble(self) -> tuple[str, str] | None:
@@ -259,10 +260,10 @@ class Served:
             if not self.stream:
                 self.follower.catch_up()
                 return
-            if not self._changed.wait_for(lambda: self.replay.reader.last_seq >= seq or self.lost is not None,
-                                          REACH_TIMEOUT_S):
-                raise Unavailable(f"{self.name}: seq {seq} was written but not seen by the follower within "
-                                  f"{REACH_TIMEOUT_S:g} s")
+            if not self._changed.wait_for(lambda: self.replay.reader.last_seq >= seq or self.problem() is not None,
+                                          REACH_TIMEOUT_S) or self.replay.reader.last_seq < seq:
+                raise Unavailable(self.problem() or f"{self.name}: seq {seq} was written but not seen by the follower "
+                                  f"within {REACH_TIMEOUT_S:g} s")
 
     def catch_up(self) -> None:
         """Fold what the log holds now (a file: read it; a stream: wait for its last message)."""
@@ -270,8 +271,11 @@ class Served:
             with self.lock:
                 self.follower.catch_up()
             return
-        with self._write_lock:
-            info = self.writer.info()  # type: ignore[attr-defined]
+        try:
+            with self._write_lock:
+                info = self.writer.info()  # type: ignore[attr-defined]
+        except LogUnavailable as err:  # the server went away meanwhile
+            raise Unavailable(f"{self.name}: {err}") from err
         if info is not None:
             self.reach(int(info.state.last_seq))
 
@@ -708,6 +712,21 @@ def _stream_follower(log_: Log, served: Served) -> Any:
                 note = super().start()
             served.changed()
             return note
+
+        def catch_up(self) -> None:
+            with served.lock:
+                super().catch_up()
+            served.changed()
+
+        def lose(self, why: str) -> bool:
+            news = super().lose(why)
+            if news:
+                served.changed()
+            return news
+
+        def regain(self) -> None:
+            super().regain()
+            served.changed()
 
         def drain(self) -> int:
             with served.lock:
