@@ -234,3 +234,27 @@ def test_a_server_down_when_follow_and_serve_start_is_waited_for(tmp_path: Path)
             assert s.stop() == 0
     finally:
         servers.stop()
+
+
+def test_the_runners_and_decide_exit_1_when_the_server_cannot_be_reached(tmp_path: Path) -> None:
+    """Their --help: 1 for a log that could not be read or written, 2 for bad usage or no such log."""
+    port = natsserver.free_ports(1)[0]
+    url = f"nats://127.0.0.1:{port}/GONE?timeout={TIMEOUT}"
+    for args in (["failback", url, "--probe-cmd", "true", "--resume-cmd", "true"],
+                 ["failback", url, "--retire", "w1", "--reason", "moved"],
+                 ["lanes", url, "--enqueue-cmd", "true"],
+                 ["catchup", url, "--probe-cmd", "true", "--kick-cmd", "true"],
+                 ["catchup", url, "--dry-run"],
+                 ["handoff", "release", url, "h1", "--reason", "back"],
+                 ["handoff", "probe", url, "a", "--probe-cmd", "true"],
+                 ["decide", url, "s1", "--decision", "close", "--expected-revision", "1", "--idempotency-key", "k1",
+                  "--reason", "done"]):
+        out = run_cli(*args)
+        assert out.returncode == 1, (args, out.stderr)
+        line = one_line(out.stderr)
+        assert line.startswith(f"eventlog: cannot read {url}: cannot connect to nats://127.0.0.1:{port}: "), line
+    # a URL that names no log at all is still bad usage, as a file that is not there is no such log
+    bad = run_cli("lanes", f"nats://127.0.0.1:{port}/GONE?nope=1", "--enqueue-cmd", "true")
+    assert bad.returncode == 2 and "unknown option" in bad.stderr
+    missing = run_cli("lanes", str(tmp_path / "none.jsonl"), "--enqueue-cmd", "true")
+    assert missing.returncode == 2 and "no such log" in missing.stderr

@@ -16,6 +16,7 @@ from eventlog.cli.common import (
     duration,
     error,
     judging,
+    refused,
     report,
     stoppable,
 )
@@ -158,8 +159,7 @@ def run_catchup(args: argparse.Namespace) -> int:
         )
         opts.check()
     except (UsageError, ValueError) as err:
-        error(str(err))
-        return 2
+        return refused(err)
     try:
         done = stoppable("catchup", lambda: catchup.run_catchup(opts))
     except OSError as err:  # the lock file

@@ -16,6 +16,7 @@ from eventlog.cli.common import (
     judging,
     mark_done,
     person_acts,
+    refused,
     report,
     stoppable,
     whole_duration,
@@ -154,8 +155,7 @@ def run(args: argparse.Namespace) -> int:
         )
         opts.check()
     except (ValueError, UsageError) as err:  # RunnerError is a ValueError
-        error(str(err))
-        return 2
+        return refused(err)
     done = stoppable("failback", lambda: failback.run_pass(opts))
     return report(done, args.json, done.text(), done.notes)
 

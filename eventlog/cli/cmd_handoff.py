@@ -11,10 +11,10 @@ from eventlog.cli.common import (
     add_log,
     command_parser,
     duration,
-    error,
     judging,
     mark_done,
     person_acts,
+    refused,
     report,
     stoppable,
 )
@@ -128,8 +128,7 @@ def run_probe(args: argparse.Namespace) -> int:
         opts.check()
         done = stoppable("handoff probe", lambda: handoff.probe_once(opts))
     except (UsageError, ValueError) as err:
-        error(str(err))
-        return 2
+        return refused(err)
     for line in done.text():
         mark_done(f"{args.log}: {line} (recorded)")
     return report(done, args.json, done.text())

@@ -18,6 +18,7 @@ from eventlog.cli.common import (
     error,
     judging,
     record_line,
+    refused,
     report,
     stoppable,
 )
@@ -130,8 +131,7 @@ def run_lanes(args: argparse.Namespace) -> int:
                                   quiet_s=args.quiet, at=at, assume_tz=tz)
         opts.check()
     except (UsageError, ValueError) as err:
-        error(str(err))
-        return 2
+        return refused(err)
     try:
         done = stoppable("lanes", lambda: lanes.run_lanes(opts))
     except OSError as err:  # the lock file

@@ -29,7 +29,7 @@ from eventlog.cli.common import (
     say,
     zone,
 )
-from eventlog.logs import LogUnavailable, open_log
+from eventlog.logs import LogUnavailable, Unreachable, open_log
 from eventlog.replay import BadLine, Replay
 from eventlog.runners import sessions as runner
 from eventlog.runners.common import BadLines, NamedBadLine, bad_lines, bad_lines_said, folder, naming
@@ -54,7 +54,7 @@ named_by_bad_lines [{line, reason, next}])."""
 
 DECIDE_EXITS = """\
 0  accepted (or the same request again with its key, first accepted)
-1  the log could not be written
+1  the log could not be read or written (its server cannot be reached: stderr says why)
 2  bad input, no such log, or no session of that id (when only bad lines name it, stderr says
    which; nothing written)
 3  refused (the code is in the receipt), IDEMPOTENCY_KEY_REUSED included
@@ -119,6 +119,9 @@ def run_decide(args: argparse.Namespace) -> int:
         request.check()
         log = open_log(args.log, assume_tz=zone(args.assume_tz))
         there = log.exists()
+    except Unreachable as err:  # the log could not be read (nor written), as the runners say it
+        error(f"cannot read {args.log}: {err}")
+        return 1
     except (ValueError, LogUnavailable, UsageError) as err:
         error(str(err))
         return 2

@@ -23,6 +23,7 @@ from eventlog.clock import NOW, At, parse_at
 from eventlog.logs import is_url, open_log
 from eventlog.printable import escape
 from eventlog.replay import Progress, Replay
+from eventlog.runners.common import RunnerError
 from projections.runner import Runner
 
 R = TypeVar("R")
@@ -338,15 +339,22 @@ def append_failed(err: AppendError, log: str, messages: list[str] | None = None)
     return err.exit_code
 
 
+def refused(err: Exception) -> int:
+    """Say on stderr why a command did nothing (its usage, its options, its log: a UsageError or a ValueError);
+    its exit status: 2, or a RunnerError's own (1 for a log whose server cannot be reached now,
+    :class:`~eventlog.runners.common.LogNotReached`: a log that could not be read, not bad usage)."""
+    error(str(err))
+    return err.exit_code if isinstance(err, RunnerError) else 2
+
+
 def person_acts(log: str, what: str, act: Callable[[], R]) -> R | int:
     """Do a person's command that appends one line (``act`` builds its options, checks them and writes): its
     report, or the exit status once stderr says why not: 2 bad usage or input (nothing written), 1 ``what``
-    could not be appended to ``log``."""
+    could not be appended to ``log`` (or its server cannot be reached)."""
     try:
         return act()
     except (UsageError, ValueError) as err:  # RunnerError is a ValueError
-        error(str(err))
-        return 2
+        return refused(err)
     except AppendError as err:
         append_failed(err, log, [f"cannot append {what}: " + "; ".join(err.messages)])
         return 1

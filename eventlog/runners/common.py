@@ -17,7 +17,7 @@ import msgspec
 
 from eventlog.events import Event
 from eventlog.importers import unfinished_problem
-from eventlog.logs import Log, LogUnavailable, is_url, lock_path, no_event_log, open_log
+from eventlog.logs import Log, LogUnavailable, Unreachable, is_url, lock_path, no_event_log, open_log
 from eventlog.reader import Reader
 from eventlog.replay import Replay
 from eventlog.runners.process import Interrupted, waiting
@@ -30,6 +30,16 @@ BAD_LINES_SHOWN = 3
 
 class RunnerError(ValueError):
     """Options a runner cannot run with, or a log that is not there: nothing was done (a CLI's exit 2)."""
+
+    #: The CLI's exit status for it.
+    exit_code = 2
+
+
+class LogNotReached(RunnerError):
+    """The log's server cannot be reached now: nothing was done; a log that could not be read (exit 1), not bad
+    usage, as a log file that cannot be read is."""
+
+    exit_code = 1
 
 
 #: A placeholder of a command to copy (``--reason '<why>'``, ``--evidence-ref '<evidence>'``), never a real value.
@@ -263,10 +273,13 @@ def not_a_directory(target: str) -> None:
 
 
 def require_log(target: str, assume_tz: tzinfo | None = None) -> None:
-    """RunnerError unless the log a LOG argument names is there (a file, or a stream that exists)."""
+    """RunnerError unless the log a LOG argument names is there (a file, or a stream that exists); LogNotReached when
+    its server cannot be reached to tell."""
     try:
         with open_log(target, assume_tz=assume_tz) as log:
             there = log.exists()
+    except Unreachable as err:
+        raise LogNotReached(f"cannot read {target}: {err}") from err
     except LogUnavailable as err:
         raise RunnerError(str(err)) from err
     not_a_directory(target)
@@ -334,7 +347,7 @@ def _wait_for_lock(fd: int, path: str) -> None:
 
 
 __all__ = [
-    "BAD_LINES_SHOWN", "BadLines", "Named", "NamedBadLine", "PassBadLines", "RunnerError", "bad_lines",
+    "BAD_LINES_SHOWN", "BadLines", "LogNotReached", "Named", "NamedBadLine", "PassBadLines", "RunnerError", "bad_lines",
     "bad_lines_said", "check_bounds", "folder",
     "id_pattern", "log_events", "name_bad_lines", "named_problem", "naming", "not_a_directory", "refuses_appends",
     "require_log",
