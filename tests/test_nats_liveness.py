@@ -78,11 +78,12 @@ def health(server: Server) -> httpx.Response | None:
 
 
 @contextmanager
-def following(url: str, tmp: Path) -> Iterator[tuple[subprocess.Popen[str], Path, Path]]:
-    """``eventlog follow URL --dump --prom --tick 1s`` running until the block ends (SIGTERM, then exit 0)."""
+def following(url: str, tmp: Path, *more: str) -> Iterator[tuple[subprocess.Popen[str], Path, Path]]:
+    """``eventlog follow URL --dump --prom --tick 1s MORE...`` running until the block ends (SIGTERM, then exit 0)."""
     dump, prom = tmp / "dump.json", tmp / "m.prom"
     proc = subprocess.Popen([sys.executable, "-m", "eventlog", "follow", url, "--dump", str(dump), "--prom", str(prom),
-                             "--tick", "1s"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                             "--tick", "1s", *more], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
     try:
         wait_for(lambda: read_json(dump) or proc.poll() is not None)
         assert proc.poll() is None, proc.communicate()
@@ -166,15 +167,18 @@ def test_a_hung_server_is_said_within_the_timeout_everywhere_and_left_behind_whe
 
 
 def test_an_outage_longer_than_ten_seconds_is_ridden_out_by_follow_and_serve(tmp_path: Path) -> None:
-    """A NATS upgrade needs no person: both keep trying for ever, saying so, and resume once it is back."""
+    """A NATS upgrade needs no person: both keep trying for ever, saying so, and resume once it is back. follow's
+    --snapshot (saved every 10 s) is not said unsaved meanwhile (the outage is said once), and is saved once it is
+    back: a follow started from it again starts there."""
     servers = natsserver.start(tmp_path / "nats")
+    snap = tmp_path / "stream.snap"
     url = servers.stream_url("OUT", prefix="out", timeout=TIMEOUT)
     try:
         assert run_cli("append", url, stdin=created("h1")).returncode == 0
         s = start_server(url, tmp_path)
         try:
             c = s.client("ops")
-            with following(url, tmp_path) as (proc, dump, prom):
+            with following(url, tmp_path, "--snapshot", str(snap)) as (proc, dump, prom):
                 servers.kill()
                 gone = time.monotonic()
                 wait_for(lambda: read_json(dump).get("log_unreachable"), TIMEOUT + SLACK_S)
@@ -186,6 +190,7 @@ def test_an_outage_longer_than_ten_seconds_is_ridden_out_by_follow_and_serve(tmp
                 assert still is not None and still.status_code == 503
                 assert "the server is unreachable" in still.json()["message"]
                 assert read_json(dump).get("log_unreachable") and metric(prom, "recovery_log_unreachable") == 1
+                assert metric(prom, "recovery_snapshot_unsaved") == 0
                 servers.restart()
                 assert run_cli("append", url, stdin=created("h2")).returncode == 0
                 wait_for(lambda: read_json(dump).get("events") == 2 and "log_unreachable" not in read_json(dump), 60)
@@ -202,6 +207,11 @@ def test_an_outage_longer_than_ten_seconds_is_ridden_out_by_follow_and_serve(tmp
             lines = err.splitlines()
             assert lines and all(line.startswith("eventlog: ") for line in lines), err
             assert "the server is unreachable" in lines[0] and "the server is back" in lines[-1], err
+            assert not [line for line in lines if "snapshot" in line], err
+            assert snap.is_file()
+            again = run_cli("replay", url, "--snapshot", str(snap))
+            assert again.returncode == 0 and again.stderr == "", again.stderr
+            assert json.loads(again.stdout)["events"] == 3
         finally:
             assert s.stop() == 0
     finally:
