@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -166,7 +167,8 @@ def test_serve_s_console_shows_the_same_look_first(tmp_path: Path) -> None:
 
 def test_the_console_s_status_commands_run_pasted_when_serve_is_given_a_dashed_log(tmp_path: Path) -> None:
     """``serve -- -x.jsonl`` run in the log's directory: the stream's commands (the stale banner's and the
-    "... and N more" hint's) put ``--`` before LOG, so pasted there they judge the log (exit 1), not exit 2."""
+    "... and N more" hint's) name LOG in full (serve names a relative LOG so), so pasted there or anywhere else
+    they judge the log (exit 1), not exit 2 (``-x.jsonl`` read as an option)."""
     the_log(tmp_path)
     server = start_server(LOG, tmp_path, cwd=tmp_path)
     try:
@@ -176,11 +178,15 @@ def test_the_console_s_status_commands_run_pasted_when_serve_is_given_a_dashed_l
         commands = json.loads(first["data"])["commands"]
     finally:
         server.stop()
-    assert commands == {"status": f"eventlog status -- {LOG}", "all": f"eventlog status --all -- {LOG}"}
+    full = shlex.quote(str(tmp_path / LOG))
+    assert commands == {"status": f"eventlog status {full}", "all": f"eventlog status --all {full}"}
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
     for command in commands.values():
-        said = pasted(command, tmp_path)
-        assert said.returncode == 1, said.stderr  # 1: something needs a person (2: a usage error)
-        assert "-dash" in said.stdout, said.stdout
+        for cwd in (tmp_path, elsewhere):
+            said = pasted(command, cwd)
+            assert said.returncode == 1, said.stderr  # 1: something needs a person (2: a usage error)
+            assert "-dash" in said.stdout, said.stdout
 
 
 def test_the_log_s_own_commands_work_on_a_log_named_with_a_dash(tmp_path: Path) -> None:
