@@ -179,7 +179,7 @@ def test_the_console_s_status_commands_run_pasted_when_serve_is_given_a_dashed_l
     finally:
         server.stop()
     full = shlex.quote(str(tmp_path / LOG))
-    assert commands == {"status": f"eventlog status {full}", "all": f"eventlog status --all {full}"}
+    assert commands == {"status": f"eventlog status {full}", "all": f"eventlog status {full} --all"}
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     for command in commands.values():
