@@ -853,7 +853,9 @@ class _Judge:
             return []
         until = plan["next_probe_at"]
         why += f"; next probe at {until}" if until is not None else "; no probe planned (past any time)"
-        return [self.item(plan["reason"], name, why, explain_cmd(self.log, name), acc.run_ts, until)]
+        # Since the run's first failing probe, as explain and RecoveryAccountBackingOff count: not its latest.
+        since = handoffs.failing_since(name, self.at) or acc.run_ts
+        return [self.item(plan["reason"], name, why, explain_cmd(self.log, name), since, until)]
 
     # -- watchers ---------------------------------------------------------------------------------
 
@@ -1567,7 +1569,7 @@ def _account_verdict(judge: _Judge, name: str) -> Verdict:
                 "type": "limit_recorded", "account": name, "limited_at": judge.text, "reset_at": None,
                 "source": f"corrected by hand: reset_at {a.ts} (line {a.line}) lay "
                           f"{duration_words(a.ahead_s)} ahead", "confidence": "unknown"}))
-    return _verdict(judge, "account", name, plan["reason"], says, judge.account(name), acc.last_probe_ts,
+    return _verdict(judge, "account", name, plan["reason"], says, judge.account(name), since or acc.last_probe_ts,
                     until=until, next_cmds=cmds, facts=facts)
 
 

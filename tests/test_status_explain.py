@@ -494,3 +494,30 @@ def test_explain_a_session_and_a_lane() -> None:
     [v] = lane["verdicts"]
     assert v["code"] == "stopped-on-purpose" and v["says"].startswith("not stalled: stopped on purpose")
     assert v["facts"]["record"] == {"product": "stopped-lane", "stalled": False, "reason": "stopped-on-purpose"}
+
+
+def test_status_says_how_long_an_accounts_probes_have_failed_as_explain_does(tmp_path: Path) -> None:
+    """A limit whose reset passed at 01:00, then 14 transient probes 02:00-09:31: as of 10:05 the account backs off
+    until 10:31. Its probes have failed for 8 h 5 min, as explain and RecoveryAccountBackingOff say; status's item
+    counted from the latest probe (34 min)."""
+    probes = ["02:00", "02:01", "02:03", "02:07", "02:15", "02:31", "03:03", "04:03", "05:03", "06:03", "07:03",
+              "08:03", "08:31", "09:31"]
+    log = write_log(tmp_path / "acc.jsonl", [
+        {"type": "handoff_created", "ts": "2026-08-09T20:00:00Z", "handoff_id": "h1", "account": "acc"},
+        {"type": "limit_recorded", "ts": "2026-08-09T20:00:00Z", "account": "acc", "limited_at": "2026-08-09T20:00:00Z",
+         "reset_at": "2026-08-10T01:00:00Z", "source": "parsed-limit-message", "confidence": "explicit"},
+        *({"type": "probe_result", "ts": f"2026-08-10T{hm}:00Z", "account": "acc", "outcome": "transient"}
+          for hm in probes)])
+    at = "2026-08-10T10:05:00Z"
+    explained = json.loads(run_cli("explain", str(log), "acc", "--at", at, "--json").stdout)
+    (verdict,) = explained["verdicts"]
+    assert verdict["code"] == "backoff_transient"
+    assert "its probes have failed since 2026-08-10T02:00:00Z (8 h 5 min)" in verdict["says"]
+    assert (verdict["since"], verdict["for_s"]) == ("2026-08-10T02:00:00Z", 8 * 3600 + 5 * 60)
+    out = run_cli("status", str(log), "--at", at, "--json")
+    (item,) = [i for g in json.loads(out.stdout)["groups"] for i in g["items"] if i["id"] == "acc"]
+    assert (item["reason_code"], item["since"], item["for_s"]) == (
+        "backoff_transient", "2026-08-10T02:00:00Z", 8 * 3600 + 5 * 60)
+    assert item["until"].startswith("2026-08-10T10:31:00")  # the backoff still runs from the latest probe
+    text = run_cli("status", str(log), "--at", at).stdout
+    assert "  acc (for 8 h 5 min): " in text, text
