@@ -68,8 +68,8 @@ from eventlog.importers import (
     not_ahead,
     not_utf8,
     time_text,
+    unended_json,
     utf8,
-    whole_json,
 )
 from projections.handoffs import NEEDS_HUMAN, PENDING, SKIPPED, Handoff, Handoffs
 
@@ -109,8 +109,8 @@ def ledger_entries(data: bytes, source: str) -> tuple[list[tuple[str, Any]], int
     One JSON value (an object or a list: ``SOURCE: entry N``), or JSON Lines
     (``SOURCE:LINE``), where a line that cannot be read is an :class:`Unread`
     saying why (:func:`~eventlog.importers.json_value`), in its place, but for
-    a last line without its newline that is no whole JSON value yet: it is being
-    written, and held back (:class:`~eventlog.importers.EndedLines`).
+    a last line without its newline that opens an object or a list not whole yet:
+    it is being written, and held back (:func:`~eventlog.importers.unended_json`).
     ValueError when the file is neither: no line of it is JSON.
     """
     try:
@@ -121,7 +121,7 @@ def ledger_entries(data: bytes, source: str) -> tuple[list[tuple[str, Any]], int
         values = value if isinstance(value, list) else [value]
         return [(f"{source}: entry {number}", entry) for number, entry in enumerate(values, 1)], None
     entries: list[tuple[str, Any]] = []
-    lines = EndedLines(data.splitlines(keepends=True), whole_json)
+    lines = EndedLines(data.splitlines(keepends=True), unended_json)
     for number, line in enumerate(lines, 1):
         if line.strip():
             try:

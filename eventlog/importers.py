@@ -16,9 +16,10 @@
   state file (``import circuit``).
 - :class:`EndedLines` is how every line reader (``import quota-log``,
   ``worker-log``, ``ledger``, the worker log of ``observe lane``) reads a
-  file another program may be writing: a last line without its newline is
-  not read yet (:func:`unfinished_problem` when it stays so), and is read
-  once it ends.
+  file another program may be writing: a last line without its newline that
+  may still become a record is not read yet (:func:`unfinished_problem` when
+  it stays so), and is read once it ends; one that can never become one
+  (a job's ``Downloading... 100%``) is read as it is.
 - :func:`appendable`, :func:`open_text`, :func:`not_utf8` and
   :func:`json_value` are what every importer shares to name an input that
   cannot become an event (``FILE:LINE: reason``, in the log reader's words)
@@ -177,8 +178,8 @@ def time_text(value: str | float, tz: tzinfo | None) -> str:
 UNFINISHED_S = 60.0
 
 
-def _never(line: Any) -> bool:
-    return False
+def _always(line: Any) -> bool:
+    return True
 
 
 class EndedLines(Generic[AnyStr]):
@@ -186,21 +187,24 @@ class EndedLines(Generic[AnyStr]):
 
     A last line without its newline may be half written, and a half-written
     line can still match its format: ``ts=17961`` of ``ts=1796100000`` is a
-    time in 1970, ``ts=2026-08-05T13`` of ``13:54`` is 13:00. It is held back,
-    not read (:attr:`unfinished`: its number), unless it is blank or ``whole``
-    says it is complete by itself (:func:`whole_json`: a JSON Lines line ends
-    with its value); it is read once it ends. The others keep their numbers.
+    time in 1970, ``ts=2026-08-05T13`` of ``13:54`` is 13:00. Such a line is held
+    back, not read (:attr:`unfinished`: its number), when ``pending`` says it
+    may still become a record (:func:`unended_json`, :func:`marker_tail`; by
+    default every one); it is read once it ends. A last line that can never
+    become one (``Downloading... 100%`` left by a job's stderr, a blank one) is
+    simply read: nothing in it is a record, now or later. The others keep their
+    numbers.
     """
 
-    def __init__(self, lines: Iterable[AnyStr], whole: Callable[[AnyStr], bool] = _never) -> None:
+    def __init__(self, lines: Iterable[AnyStr], pending: Callable[[AnyStr], bool] = _always) -> None:
         self._lines: Iterable[AnyStr] = lines
-        self._whole: Callable[[AnyStr], bool] = whole
+        self._pending: Callable[[AnyStr], bool] = pending
         #: The number of the last line, held back (None: every line ended).
         self.unfinished: int | None = None
 
     def __iter__(self) -> Iterator[AnyStr]:
         for number, line in enumerate(self._lines, 1):
-            if line[-1:] in ("\n", "\r", b"\n", b"\r") or not line.strip() or self._whole(line):
+            if line[-1:] in ("\n", "\r", b"\n", b"\r") or not line.strip() or not self._pending(line):
                 yield line  # a blank last line holds nothing yet: nothing to hold back
             else:  # only the last line of a file can lack its newline
                 self.unfinished = number
@@ -217,6 +221,33 @@ def whole_json(line: bytes) -> bool:
     except ValueError:
         return False
     return isinstance(value, bool) or not isinstance(value, int | float)
+
+
+def unended_json(line: bytes) -> bool:
+    """Whether the last line ``line`` of a JSON Lines file, without its newline, may still become a record: it opens
+    an object or a list (``{``, ``[``, after blanks and a UTF-8 BOM) that is not whole yet (:func:`whole_json`).
+    Any other text can never be one (a record is an object): it is read as it is."""
+    opens = line.lstrip().removeprefix(b"\xef\xbb\xbf").lstrip()[:1] in (b"{", b"[")
+    return opens and not whole_json(line)
+
+
+def marker_tail(names: Iterable[str]) -> Callable[[str], bool]:
+    """Whether a last line without its newline may still become a marker of one of ``names`` (the quota guard's
+    ``CLAUDE_QUOTA_JOB_RAN``, the worker log's ``JOB_FINISHED``), as their patterns read one anywhere in a line: it
+    holds a name (what follows it may still be written), or its last word is the start of one (``CLAUDE_QUOTA_JOB_R``).
+    A line without either can never be one."""
+    starts = tuple(names)
+
+    def pending(line: str) -> bool:
+        if any(name in line for name in starts):
+            return True
+        word = line.rsplit(None, 1)[-1] if line.strip() and not line[-1:].isspace() else ""
+        return bool(word) and any(name.startswith(word) for name in starts)
+    return pending
+
+
+#: What makes the last line of a quota guard's log a marker being written (:func:`marker_tail`).
+MARKER_TAIL = marker_tail(_FORMATS)
 
 
 def unfinished_problem(where: str, mtime: float, now: float) -> str | None:

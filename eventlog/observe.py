@@ -13,7 +13,8 @@ and appends only what changed; the parsing and the comparison are here:
   ``job_id``): ``(?P<ts>\\S+) .* finished job (?P<job_id>\\S+)``. An epoch is
   written in the zone given (the local zone by default); an ISO time without
   an offset is read in the zone given, and is a problem without one
-  (:func:`eventlog.importers.read_time`).
+  (:func:`eventlog.importers.read_time`). A last line without its newline is
+  held back only while it may still become such a line (:func:`finished_tail`).
 - :func:`progress_state`: ``running`` or ``idle`` as the progress file says
   it, in any case (``Idle``). A file that is one JSON object is read as JSON,
   in any layout: its top-level ``state`` (``{"state": "idle"}`` on one line,
@@ -38,7 +39,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, tzinfo
 
@@ -50,10 +51,11 @@ from eventlog.events import (
     RepoCommit,
     StatusUpdated,
 )
-from eventlog.importers import ahead_edge, instant, not_utf8, read_time
+from eventlog.importers import ahead_edge, instant, marker_tail, not_utf8, read_time
 
 #: The worker log's "job finished" line read by default.
 FINISHED = r"JOB_FINISHED(?:\s+job=(?P<job_id>\S+))?\s+ts=(?P<ts>\S+)"
+_FINISHED_TAIL = marker_tail(["JOB_FINISHED"])
 
 #: Emphasis, and quotes, around the word ``state`` or the state (Markdown's ``**State:**``, a backtick).
 _EMPH, _QUOTE = r"[*_]{0,2}", r"[\"'`]?"
@@ -96,6 +98,17 @@ def finished_lines(lines: Iterable[str], source: str, pattern: re.Pattern[str], 
         job_id = m.groupdict().get("job_id")
         found.append(Finished(at, job_id or None, number))
     return found, problems
+
+
+def finished_tail(pattern: re.Pattern[str]) -> Callable[[str], bool]:
+    """Whether the worker log's last line, without its newline, may still become a "job finished" line, and is held
+    back (:class:`eventlog.importers.EndedLines`): with the default format, one that holds ``JOB_FINISHED`` or ends
+    with its start (:func:`eventlog.importers.marker_tail`); with a regex of the user's, whose records cannot be
+    told from their start, one the regex finds already (what it found may still grow: a cut time). A line it does
+    not find yields nothing when read now, and the next pass reads it again."""
+    if pattern.pattern == FINISHED:
+        return _FINISHED_TAIL
+    return lambda line: pattern.search(line) is not None
 
 
 def compile_finished(regex: str) -> re.Pattern[str]:
@@ -163,4 +176,5 @@ def lane_known(events: Iterable[tuple[Event, datetime]], product: str, now: date
     return out
 
 
-__all__ = ["FINISHED", "Finished", "LaneKnown", "compile_finished", "finished_lines", "lane_known", "progress_state"]
+__all__ = ["FINISHED", "Finished", "LaneKnown", "compile_finished", "finished_lines", "finished_tail", "lane_known",
+           "progress_state"]

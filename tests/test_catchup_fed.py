@@ -9,7 +9,9 @@ guarded job's slot of today passed 2 h ago with no marker of today at all, every
 from __future__ import annotations
 
 import json
+import os
 import plistlib
+import time
 from pathlib import Path
 from typing import Any
 
@@ -189,6 +191,20 @@ def test_a_pass_imports_the_jobs_circuit_and_markers_first_and_re_runs_todays_sk
     assert again.returncode == 0, again.stderr
     assert again.stdout.splitlines()[0] == "imported first: launchd 0, circuit 0, quota-log 0"
     assert len(log.read_text().splitlines()) == 4
+
+
+def test_a_pass_is_not_failed_by_a_job_s_stderr_ending_without_a_newline(tmp_path: Path) -> None:
+    """The glob matches every job's stderr, the unguarded ones' too: their last progress line, left without its
+    newline, can never become a marker. It failed every pass (exit 1) until that job wrote again, maybe tomorrow."""
+    feeds(tmp_path, skipped_at=1787270405)
+    other = tmp_path / "Library" / "Logs" / "com.lily.unguarded.err"
+    other.write_text("Downloading... 100%")
+    os.utime(other, (time.time() - 120, time.time() - 120))
+    log = tmp_path / "e.jsonl"
+    log.touch()
+    out = run_cli("catchup", str(log), *FED, *RUN, "--at", AT, env={**TOKYO, "HOME": str(tmp_path)})
+    assert (out.returncode, out.stderr) == (0, "")
+    assert out.stdout.splitlines()[0] == "imported first: launchd 1, circuit 0, quota-log 1"
 
 
 def test_what_a_pass_cannot_import_is_said_and_the_pass_goes_on(tmp_path: Path) -> None:

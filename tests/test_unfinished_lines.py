@@ -140,3 +140,85 @@ def test_ledger_import_reads_a_cut_json_line_once_it_ends(tmp_path: Path, age_s:
     done = run_cli("import", "ledger", str(log), str(ledger))
     assert done.returncode == 0, done.stderr
     assert [datetime.fromisoformat(e["limited_at"]).day for e in lines(log)] == [3, 4]
+
+
+# --- a last line that can never become a record is no record: nothing to hold back ----------------------------
+
+
+def test_quota_log_reads_a_job_s_stderr_ending_without_a_newline(tmp_path: Path) -> None:
+    """/var/log/claude-jobs/*.err holds every job's stderr: a progress line left without its newline can never
+    become a marker. Held back, it failed the import (and every catch-up pass) after a minute, until the file was
+    written again."""
+    log, err = tmp_path / "jobs.jsonl", tmp_path / "a.err"
+    write(err, "CLAUDE_QUOTA_JOB_RAN job=a exit=0 ts=1796080000\nDownloading... 100%", age_s=120)
+    out = run_cli("import", "quota-log", str(log), str(err), "--assume-tz", "UTC", "--json")
+    assert (out.returncode, out.stderr) == (0, "")
+    got = json.loads(out.stdout)
+    assert (got["imported"], got["unfinished"], got["problems"]) == (1, [], [])
+    assert [e["type"] for e in lines(log)] == ["job_ran"]
+
+
+@pytest.mark.parametrize("tail", ["CLAUDE_QUOTA_JOB_R", "2026-08-05 13:00 CLAUDE_QUOTA_JOB_", "CLAUDE_QUOTA_JOB_RAN",
+                                  "CLAUDE_QUOTA_JOB_RAN job=a exi", "x CLAUDE_QUOTA_JOB_SKIPPED job=a reason=quota"])
+def test_quota_log_holds_back_the_start_of_a_marker_and_names_it_after_a_minute(tmp_path: Path, tail: str) -> None:
+    log, err = tmp_path / "jobs.jsonl", tmp_path / "guard.err"
+    write(err, "CLAUDE_QUOTA_JOB_RAN job=a exit=0 ts=1796080000\n" + tail)
+    fresh = run_cli("import", "quota-log", str(log), str(err), "--assume-tz", "UTC", "--json")
+    assert (fresh.returncode, fresh.stderr) == (0, "")  # a marker being written: no "not in the guard's format"
+    assert json.loads(fresh.stdout)["unfinished"] == [f"{err}:2"]
+    os.utime(err, (time.time() - 120, time.time() - 120))
+    stuck = run_cli("import", "quota-log", str(log), str(err), "--assume-tz", "UTC")
+    assert stuck.returncode == 1
+    assert stuck.stderr == (f"eventlog: {err}:2: the last line has no newline and the file has not changed for a "
+                            "minute: not read (a writer stopped mid-line?); it is read once it ends with a newline\n")
+    assert [e["type"] for e in lines(log)] == ["job_ran"]
+
+
+def test_worker_log_import_reads_a_last_line_that_is_no_json_object(tmp_path: Path) -> None:
+    log = write_log(tmp_path / "log.jsonl", [])
+    src = write(tmp_path / "worker.log", json.dumps(RESULT) + "\npanic: runtime error: index out of range",
+                age_s=120)
+    out = run_cli("import", "worker-log", str(log), str(src), "--json")
+    assert (out.returncode, out.stderr) == (0, "")
+    got = json.loads(out.stdout)
+    assert (got["imported"], got["not_json"], got["unfinished"]) == (1, 1, [])
+    stuck = write(tmp_path / "cut.log", json.dumps(RESULT)[:40], age_s=120)  # an object begun: still held, named
+    held = run_cli("import", "worker-log", str(log), str(stuck), "--json")
+    assert held.returncode == 1
+    assert json.loads(held.stdout)["unfinished"] == [f"{stuck}:1"]
+    assert f"eventlog: {stuck}:1: the last line has no newline" in held.stderr
+
+
+@pytest.mark.parametrize("tail", ["Downloading... 100%", "fix-9: exit 0"])
+def test_observe_lane_reads_a_last_line_that_can_never_be_a_finished_line(tmp_path: Path, tail: str) -> None:
+    write(tmp_path / "worker.log", "JOB_FINISHED job=fix-8 ts=2026-08-05T12:00:00\n" + tail, age_s=600)
+    out = lane(tmp_path, "--json")
+    assert (out.returncode, out.stderr) == (0, "")
+    assert json.loads(out.stdout)["unfinished"] == []
+    assert [e["job_id"] for e in lines(tmp_path / "lanes.jsonl")] == ["fix-8"]
+
+
+@pytest.mark.parametrize("tail", ["JOB_FIN", "JOB_FINISHED job=fix-9"])
+def test_observe_lane_holds_back_the_start_of_a_finished_line(tmp_path: Path, tail: str) -> None:
+    worker = write(tmp_path / "worker.log", "starting fix-9\n" + tail, age_s=600)
+    out = lane(tmp_path, "--json")
+    assert out.returncode == 1
+    assert json.loads(out.stdout)["unfinished"] == [f"{worker}:2"]
+    assert f"eventlog: {worker}:2: the last line has no newline" in out.stderr
+
+
+def test_observe_lane_with_a_regex_of_its_own_holds_back_only_a_line_it_finds(tmp_path: Path) -> None:
+    """What a user's regex reads cannot be told from its start: a last line it finds is held (its time may be cut);
+    one it does not find yields nothing now, and is read again on the next pass."""
+    regex = ("--finished-regex", r"(?P<ts>\S+) finished job (?P<job_id>\S+)")
+    worker = write(tmp_path / "worker.log", "2026-08-05T12:00:00 finished job fix-8\nDownloading... 100%",
+                   age_s=600)
+    out = lane(tmp_path, *regex, "--json")
+    assert (out.returncode, out.stderr) == (0, "")
+    assert json.loads(out.stdout)["unfinished"] == []
+    worker.write_text("2026-08-05T12:00:00 finished job fix-8\n2026-08-05T13:54:00 finished job fix-")
+    os.utime(worker, (time.time() - 600, time.time() - 600))
+    held = lane(tmp_path, *regex, "--json")
+    assert held.returncode == 1
+    assert json.loads(held.stdout)["unfinished"] == [f"{worker}:2"]
+    assert [e["job_id"] for e in lines(tmp_path / "lanes.jsonl")] == ["fix-8"]  # never a job "fix-"

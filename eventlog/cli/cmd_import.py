@@ -29,9 +29,11 @@ DESCRIPTION = """\
 Append what users already have to LOG (created when absent); importing the same
 input again adds nothing. The line readers (quota-log, worker-log, ledger) read a
 line once it is ended: a last line without its newline may be half written (a cut
-ts=1796100000 is a time in 1970), so it is counted in unfinished (FILE:LINE), not
-read, and read once it ends (a JSON line ends with its value); left so for a
-minute, it is named on stderr too.
+ts=1796100000 is a time in 1970), so when it may still become a record (it holds
+a marker's name or ends with its start, or opens a JSON object or list) it is
+counted in unfinished (FILE:LINE), not read, and read once it ends (a JSON line
+ends with its value); left so for a minute, it is named on stderr too. Any other
+last line (a job's "Downloading... 100%") is no record, and is read as it is.
 
   eventlog import launchd LOG DIR          job_registered from DIR's *.plist files
   eventlog import quota-log LOG FILE...    job_skipped/job_ran from CLAUDE_QUOTA_JOB_* markers
@@ -50,8 +52,8 @@ EXITS = """\
    unfinished, and read once it ends)
 1  some input could not be read or turned into an event, or (quota-log, ledger) is
    dated more than {ahead} ahead of now (the rest is imported, each named on stderr;
-   for handoff-files, also an ID.json that says other than LOG), a FILE's last line
-   has had no newline for a minute (not read), lines of LOG are bad (how many and the
+   for handoff-files, also an ID.json that says other than LOG), a FILE's last line,
+   the start of a record, has had no newline for a minute (not read), lines of LOG are bad (how many and the
    first three named on stderr, counted in bad_lines; the rest is imported), or LOG
    could not be written
 2  bad usage, or LOG cannot be read (a directory included)

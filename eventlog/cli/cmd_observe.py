@@ -34,7 +34,9 @@ nothing written, so it is safe every 10 minutes from cron.
                       named groups ts and (optionally) job_id. A line older than the
                       lane's latest is counted (older: FILE:LINE), not appended; a
                       last line without its newline is not read until it ends
-                      (unfinished)
+                      (unfinished) while it may still become one: it holds
+                      JOB_FINISHED or ends with its start (with --finished-regex:
+                      the regex finds it already)
   --repo DIR          repo_commit when git rev-parse REF (--ref, HEAD) differs from
                       the lane's latest head, at the time the ref moved there (its
                       reflog; the committer date without one)
@@ -66,10 +68,10 @@ is never the lane's latest, so it keeps no line with a true time out.""".replace
 EXITS = """\
 0  observed (appended what changed, or nothing)
 1  a source could not be read or checked, or a time of it lies ahead of now (the
-   others were observed), the worker log's last line has had no newline for a minute
-   (not read), LOG has bad lines (named; the rest was observed), LOG could not be
-   written, or SIGTERM or SIGINT stopped it (git's process group is stopped; nothing
-   appended)
+   others were observed), the worker log's last line, which may still become a
+   "job finished" line, has had no newline for a minute (not read), LOG has bad lines
+   (named; the rest was observed), LOG could not be written, or SIGTERM or SIGINT
+   stopped it (git's process group is stopped; nothing appended)
 2  bad usage, or LOG cannot be read
 3  a conflict (an event the log refuses)"""
 

@@ -11,8 +11,10 @@ Every report has ``problems`` (inputs that could not be read; the rest is
 imported) and ``status``: 1 when there is any, else 0. The line readers
 (``quota-log``, ``worker-log``, ``ledger``) read only the lines their writer
 has ended (:class:`eventlog.importers.EndedLines`): a last line without its
-newline is counted in ``unfinished`` (``FILE:LINE``) and read once it ends; a
-problem too when its file has not changed for a minute. Each also counts the
+newline that may still become a record (the start of a marker, of a JSON object)
+is counted in ``unfinished`` (``FILE:LINE``) and read once it ends; a problem
+too when its file has not changed for a minute. One that can never become a
+record is no record, and is not held. Each also counts the
 log's own bad lines in ``bad_lines`` and says them among its problems: what
 such a line held cannot be skipped, so a person is told (the rest is imported). They raise RunnerError
 for bad usage, OSError when the log cannot be read, and AppendError when
@@ -186,7 +188,7 @@ def import_quota_log(opts: QuotaLogImport) -> QuotaLogReport:
     for path in opts.files:
         try:
             with importers.open_text(path) as f:
-                lines = importers.EndedLines(f)
+                lines = importers.EndedLines(f, importers.MARKER_TAIL)
                 found, unread = importers.read_markers(lines, path, opts.assume_tz)
                 count_unfinished(report, path, f, lines.unfinished)
         except OSError as err:
@@ -264,7 +266,7 @@ def import_worker_log(opts: WorkerLogImport) -> WorkerLogReport:
     for path in opts.files:
         try:
             with open(path, "rb") as f:
-                lines = importers.EndedLines(f, importers.whole_json)
+                lines = importers.EndedLines(f, importers.unended_json)
                 worker_log.read(lines, path, opts.assume_tz, into=found)
                 count_unfinished(report, path, f, lines.unfinished)
         except OSError as err:

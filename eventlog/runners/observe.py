@@ -7,9 +7,9 @@ Seed 001's inputs, each optional (at least one is given):
   a ``job_finished`` at that line's time, with its job id (format:
   :mod:`eventlog.observe`); one older than it and not in the log is counted
   (``older``: ``FILE:LINE``), not appended (appended after it, it would become
-  the latest by log order); a last line without its newline is not read yet
-  (``unfinished``; :class:`eventlog.importers.EndedLines`): a cut time is an
-  earlier time;
+  the latest by log order); a last line without its newline that may still
+  become a "job finished" line is not read yet (``unfinished``;
+  :func:`eventlog.observe.finished_tail`): a cut time is an earlier time;
 - the product repository (``repo``, ``ref``: ``HEAD``): ``git rev-parse``;
   a head other than the lane's latest ``repo_commit`` becomes a ``repo_commit``
   at the time the ref moved there (its reflog entry; the commit's committer
@@ -55,7 +55,15 @@ import msgspec
 from eventlog.clock import NOW, At
 from eventlog.importers import EndedLines, appendable, instant, not_ahead, not_utf8, open_text
 from eventlog.logs import open_log
-from eventlog.observe import FINISHED, LaneKnown, compile_finished, finished_lines, lane_known, progress_state
+from eventlog.observe import (
+    FINISHED,
+    LaneKnown,
+    compile_finished,
+    finished_lines,
+    finished_tail,
+    lane_known,
+    progress_state,
+)
 from eventlog.runners.common import (
     BadLines,
     RunnerError,
@@ -187,7 +195,7 @@ def _finished(opts: LaneObservation, pattern: re.Pattern[str], known: LaneKnown,
     assert opts.worker_log is not None
     try:
         with open_text(opts.worker_log) as f:
-            lines = EndedLines(f)
+            lines = EndedLines(f, finished_tail(pattern))
             found, bad = finished_lines(lines, opts.worker_log, pattern, opts.assume_tz)
             count_unfinished(report, opts.worker_log, f, lines.unfinished)
     except OSError as err:
