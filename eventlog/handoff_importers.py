@@ -41,8 +41,12 @@ left alone and counted as superseded: the log knows more than the file.
 Each file is applied once (:class:`HandoffsKnown`): a ``.resumed`` whose
 ``needs_human`` the log holds (that handoff, reason ``legacy_resumed_unverified``,
 ``ts`` the marker's mtime as an instant) is already there whatever the handoff's
-state, so a person's requeue is not undone by the next import; a marker with
-another mtime (placed again) is a new one. A second ``ID.json`` of one id
+state, so a person's requeue is not undone by the next import. A ``.resumed``
+of another mtime, of a handoff the log applied one of and that is pending again
+(a person requeued it), is not applied: the same marker copied, touched, restored
+or moved to another machine has another mtime too. It is named
+(:class:`ResumedAgain`), and applied only when a person says the old watcher did
+start the cloud session again (``apply``, ``--apply-resumed ID``). A second ``ID.json`` of one id
 (``h01 (copy).json``) is a problem, left out with its markers
 (:func:`one_file_per_id`). An ``ID.json`` of a handoff the log holds whose
 fields say otherwise is named field by field (:func:`changed_fields`): the log
@@ -53,7 +57,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, tzinfo
 from typing import Any, NamedTuple
@@ -349,9 +353,10 @@ class HandoffsKnown:
 
     #: Its handoffs, as the projection folds them.
     handoffs: Handoffs = field(default_factory=Handoffs)
-    #: The ``.resumed`` markers already applied: (handoff id, the marker's mtime as an instant), read off each
-    #: applied ``needs_human`` of reason :data:`LEGACY_RESUMED` (its ``ts`` is the marker's mtime).
-    resumed: set[tuple[str, int]] = field(default_factory=set)
+    #: The ``.resumed`` markers already applied, by handoff id: each one's mtime as an instant, and as the log wrote
+    #: it, read off each applied ``needs_human`` of reason :data:`LEGACY_RESUMED` (its ``ts`` is the marker's mtime),
+    #: in log order.
+    resumed: dict[str, dict[int, str]] = field(default_factory=dict)
 
 
 def handoffs_known(events: Iterable[tuple[Event, datetime]]) -> HandoffsKnown:
@@ -362,8 +367,26 @@ def handoffs_known(events: Iterable[tuple[Event, datetime]]) -> HandoffsKnown:
         handler = h.handlers.get(type(ev))
         if handler is not None and handler(h, ev, line, at) is None and isinstance(ev, NeedsHuman) \
                 and ev.reason == LEGACY_RESUMED:
-            out.resumed.add((ev.handoff_id, instant(at)))
+            out.resumed.setdefault(ev.handoff_id, {})[instant(at)] = ev.ts
     return out
+
+
+class ResumedAgain(NamedTuple):
+    """A ``.resumed`` of a pending handoff whose mtime is none the log applied, though the log applied one: not
+    applied unless a person says so (a copy, a ``touch``, a restore from a backup or another machine change the
+    mtime of the same marker; the old watcher placing it again, on starting the cloud session once more, too)."""
+
+    handoff_id: str
+    #: The marker file (``DIR/ID.resumed``).
+    file: str
+    #: Its mtime (ISO 8601), and the ``ts`` of the latest one the log applied.
+    at: str
+    applied: str
+
+    def words(self) -> str:
+        """``FILE: the marker's time is X, the log applied one at Y ...``, for people."""
+        return (f"{self.file}: the marker's time is {self.at}, the log applied one at {self.applied}; "
+                f"{self.handoff_id} is pending again since (a person requeued it): not applied")
 
 
 @dataclass
@@ -380,6 +403,10 @@ class HandoffPlan:
     changed: list[str] = field(default_factory=list)
     #: ... and each such handoff: its id, its ``ID.json``, its state in the log.
     changed_handoffs: list[tuple[str, str, str]] = field(default_factory=list)
+    #: The ``.resumed`` markers of another mtime than the one the log applied, not applied (:class:`ResumedAgain`).
+    resumed_again: list[ResumedAgain] = field(default_factory=list)
+    #: The handoffs whose such marker was applied as a person said (``apply``).
+    applied_again: list[str] = field(default_factory=list)
 
     def add(self, where: str, marker: dict[str, Any]) -> bool:
         """Add the event of the marker file ``where``, unless the appender would refuse it (then named in problems)."""
@@ -415,8 +442,9 @@ def changed_fields(item: Legacy, known: Handoff) -> list[str]:
             for name, held, given, same in pairs if not same]
 
 
-def handoff_events(legacy: Iterable[Legacy], log: HandoffsKnown) -> HandoffPlan:
-    """The events the legacy handoffs add to what ``log`` holds (see the module docstring)."""
+def handoff_events(legacy: Iterable[Legacy], log: HandoffsKnown, apply: Collection[str] = ()) -> HandoffPlan:
+    """The events the legacy handoffs add to what ``log`` holds (see the module docstring); ``apply``: the handoffs
+    whose ``.resumed`` of another mtime is applied all the same (a person says the old watcher placed it again)."""
     plan = HandoffPlan()
     for item in legacy:
         hid = item.handoff_id
@@ -440,14 +468,25 @@ def handoff_events(legacy: Iterable[Legacy], log: HandoffsKnown) -> HandoffPlan:
                 plan.problems.append(f"{hid}: a marker but no {hid}.json and no such handoff in the log")
             continue
         if item.resumed is not None:
-            if (hid, instant(datetime.fromisoformat(item.resumed))) in log.resumed or state in (NEEDS_HUMAN, SKIPPED):
+            applied = log.resumed.get(hid, {})
+            again = (ResumedAgain(hid, f"{item.files}.resumed", item.resumed, list(applied.values())[-1])
+                     if applied and state == PENDING else None)
+            if instant(datetime.fromisoformat(item.resumed)) in applied or state in (NEEDS_HUMAN, SKIPPED):
                 plan.already += 1
+            elif again is not None and hid not in apply:
+                plan.resumed_again.append(again)
             elif state == PENDING:
+                detail = (f"the old watcher left {hid}.resumed before it started the cloud session: nothing verified "
+                          "that the work came back")
+                if again is not None:
+                    detail += (f" (placed again at {again.at}, after the one applied at {again.applied}, as a person "
+                               "said: --apply-resumed)")
                 if plan.add(f"{item.files}.resumed", {
                         "type": "needs_human", "ts": item.resumed, "handoff_id": hid, "reason": LEGACY_RESUMED,
-                        "detail": f"the old watcher left {hid}.resumed before it started the cloud session: nothing "
-                        "verified that the work came back"}):
+                        "detail": detail}):
                     state = NEEDS_HUMAN
+                    if again is not None:
+                        plan.applied_again.append(hid)
             else:
                 plan.superseded.append(f"{hid}.resumed: {hid} is {state} in the log")
         if item.skip is not None:
@@ -461,6 +500,7 @@ def handoff_events(legacy: Iterable[Legacy], log: HandoffsKnown) -> HandoffPlan:
     return plan
 
 
-__all__ = ["LEGACY_RESUMED", "HandoffPlan", "HandoffsKnown", "Legacy", "LimitPlan", "LimitsKnown", "Unread",
+__all__ = ["LEGACY_RESUMED", "HandoffPlan", "HandoffsKnown", "Legacy", "LimitPlan", "LimitsKnown", "ResumedAgain",
+           "Unread",
            "changed_fields", "handoff_events", "handoffs_known", "ledger_entries", "limit_event", "limits_known",
            "new_limits", "one_file_per_id", "read_handoff_dir", "record_events"]

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import subprocess
 from datetime import datetime
 from pathlib import Path
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import pytest
 
@@ -190,12 +193,77 @@ def test_a_person_requeue_is_not_undone_by_the_next_import(tmp_path: Path) -> No
         assert again.stdout == "0 event(s) imported, 3 already in the log\n"  # 2 files, 1 marker
         assert lines(log) == written
     assert replay(log)["handoffs"]["items"]["h02"]["state"] == "pending"
-    # A marker placed again (a new mtime: the old watcher started the cloud session once more) is a new one.
+
+
+def requeued(tmp_path: Path) -> tuple[Path, Path]:
+    """seed_dir imported (h02.resumed at 18:00 applied), then h02 requeued by a person."""
+    log, d = tmp_path / "g2.jsonl", seed_dir(tmp_path)
+    assert run_cli("import", "handoff-files", str(log), str(d), *TOKYO).returncode == 0
+    assert run_cli("handoff", "requeue", str(log), "h02", "--reason", "checked by hand").returncode == 0
+    return log, d
+
+
+@pytest.mark.parametrize("how", ["cp -r", "touch", "restored"])
+def test_a_marker_of_another_time_never_undoes_a_person_requeue(tmp_path: Path, how: str) -> None:
+    """The review's run: the handoff files copied without their mtimes (or touched, or restored from a backup),
+    then imported: a new needs_human after the person's requeue, exit 0, "1 event(s) imported". The same marker with
+    another mtime cannot be told from one the old watcher placed again: named with both times, not applied."""
+    log, d = requeued(tmp_path)
+    written = lines(log)
+    if how == "cp -r":
+        shutil.copytree(d, tmp_path / "hd2", copy_function=shutil.copy)  # contents and mode, not the mtimes
+        d = tmp_path / "hd2"
+    else:
+        put(d / "h02.resumed", "", None if how == "touch" else t("12:00:00"))
+    marker = (d / "h02.resumed").stat().st_mtime
+    when = datetime.fromtimestamp(marker).astimezone(ZoneInfo("Asia/Tokyo")).isoformat()
+    for _ in (1, 2):
+        out = run_cli("import", "handoff-files", str(log), str(d), *TOKYO, "--json")
+        assert out.returncode == 1, out.stderr
+        report = json.loads(out.stdout)
+        said = (f"{d / 'h02'}.resumed: the marker's time is {when}, the log applied one at {t('18:00:00')}; h02 is "
+                "pending again since (a person requeued it): not applied")
+        assert report["changed_markers"] == [said] and report["imported"] == 0
+        assert f"eventlog: changed: {said}\n" in out.stderr
+        assert lines(log) == written
+    assert replay(log)["handoffs"]["items"]["h02"]["state"] == "pending"
+    people = run_cli("import", "handoff-files", str(log), str(d), *TOKYO)
+    assert people.stdout == ("0 event(s) imported, 2 already in the log, 1 .resumed marker(s) of another time than "
+                             "the log applied (not applied)\n")
+    # The marker was the same one: the command stderr gives puts its time back, and the next import is quiet.
+    touch = next(line for line in people.stderr.splitlines() if "put back the time the log applied" in line)
+    assert touch.endswith(f"touch -d 2026-08-03T09:00:00Z {d / 'h02'}.resumed")
+    subprocess.run(touch.rsplit(": ", 1)[1], shell=True, check=True)
+    quiet = run_cli("import", "handoff-files", str(log), str(d), *TOKYO)
+    assert (quiet.returncode, quiet.stdout, quiet.stderr) == (0, "0 event(s) imported, 3 already in the log\n", "")
+    assert lines(log) == written
+
+
+def test_a_marker_placed_again_is_applied_once_a_person_says_so(tmp_path: Path) -> None:
+    """The old watcher placed h02.resumed again at 21:00 (it started the cloud session once more): a person who
+    knows it types the command stderr gives; the marker is then applied, once."""
+    log, d = requeued(tmp_path)
     put(d / "h02.resumed", "", t("21:00:00"))
-    out = run_cli("import", "handoff-files", str(log), str(d), *TOKYO, "--json")
-    assert json.loads(out.stdout)["imported"] == 1 and lines(log)[-1] == {
+    out = run_cli("import", "handoff-files", str(log), str(d), *TOKYO)
+    assert out.returncode == 1
+    cmd = (f"eventlog import handoff-files {log} {d} --apply-resumed h02 --assume-tz Asia/Tokyo")
+    assert (f"eventlog: h02: if the old watcher started the cloud session again (it places h02.resumed before each "
+            f"start), hand it to a person: {cmd}; if the marker was only copied") in out.stderr
+    applied = run_cli(*cmd.split()[1:], "--json")
+    assert applied.returncode == 0, applied.stderr
+    assert json.loads(applied.stdout)["imported"] == 1 and lines(log)[-1] == {
         **lines(log)[-1], "type": "needs_human", "ts": t("21:00:00"), "reason": "legacy_resumed_unverified"}
-    assert run_cli("import", "handoff-files", str(log), str(d), *TOKYO).stdout.startswith("0 event(s) imported")
+    assert replay(log)["handoffs"]["items"]["h02"]["state"] == "needs_human"
+    again = run_cli("import", "handoff-files", str(log), str(d), *TOKYO)
+    assert (again.returncode, again.stdout) == (0, "0 event(s) imported, 3 already in the log\n")
+    # the person requeues it once more: each of the two markers is applied already
+    assert run_cli("handoff", "requeue", str(log), "h02", "--reason", "checked again").returncode == 0
+    for when in ("18:00:00", "21:00:00"):
+        put(d / "h02.resumed", "", t(when))
+        assert run_cli("import", "handoff-files", str(log), str(d), *TOKYO).stdout.startswith("0 event(s) imported, 3")
+    unknown = run_cli("import", "handoff-files", str(log), str(d), *TOKYO, "--apply-resumed", "h09")
+    assert unknown.returncode == 0 and (f"eventlog: --apply-resumed h09: {d} holds no h09.resumed of another time "
+                                        "than the one") in unknown.stderr
 
 
 def test_a_second_file_of_one_handoff_id_is_named_and_the_rest_imported(tmp_path: Path) -> None:

@@ -52,7 +52,8 @@ EXITS = """\
    unfinished, and read once it ends)
 1  some input could not be read or turned into an event, or (quota-log, ledger) is
    dated more than {ahead} ahead of now (the rest is imported, each named on stderr;
-   for handoff-files, also an ID.json that says other than LOG), a FILE's last line,
+   for handoff-files, also an ID.json that says other than LOG, or a .resumed of
+   another time than the one LOG applied to a handoff requeued since), a FILE's last line,
    the start of a record, has had no newline for a minute (not read), lines of LOG are bad (how many and the
    first three named on stderr, counted in bad_lines; the rest is imported), or LOG
    could not be written
@@ -124,6 +125,9 @@ def register(sub: Any) -> None:
                  run_import_handoff_files)
     hf.add_argument("directory", metavar="DIR", help="the directory of the old watcher's handoff files")
     hf.add_argument("--account", metavar="NAME", help="the account of handoff files that name none")
+    hf.add_argument("--apply-resumed", action="append", default=[], metavar="ID",
+                    help="apply ID.resumed although its time is not the one LOG applied: the old watcher did start "
+                    "the cloud session again (ID goes to a person); repeatable")
     ci = _source(isub, "circuit", "circuit_opened/circuit_closed from the quota guard's state file", CIRCUIT,
                  "zone of epochs, of times written without an offset, and of the file's mtime", run_import_circuit)
     ci.add_argument("file", metavar="FILE", help="the guard's circuit state (JSON)")
@@ -165,7 +169,12 @@ The old watcher's files in DIR, per handoff ID (seed 000):
 A marker applies only to a handoff pending (or, for .skip, needs_human) in the log;
 one the log moved on is left and said. A .resumed whose needs_human the log holds
 (same handoff, dated with its mtime) is applied already, even after a person
-requeued the handoff: importing again adds nothing. A second ID.json of one
+requeued the handoff: importing again adds nothing. Once LOG applied a .resumed
+of a handoff a person requeued since, a .resumed of another time is not applied
+(a copy without -p, a touch, a restore change the time of the same marker): it is
+named (changed, exit 1) with both times, and stderr says what to type: --apply-resumed
+ID when the old watcher did start the cloud session again, else touch -d back to
+the time LOG applied. A second ID.json of one
 handoffId (h01 (copy).json) is named and left out with its markers: the file named
 after the id is kept, else the first by name. A field of an ID.json the log holds
 already that says otherwise (account, deadline, importance, repo, branch, head,
@@ -225,7 +234,8 @@ def run_import_ledger(args: argparse.Namespace) -> int:
 def run_import_handoff_files(args: argparse.Namespace) -> int:
     """``eventlog import handoff-files``: the old watcher's handoffs and markers, unless already in the log."""
     return _run_zoned(args, lambda tz: imports.import_handoff_files(
-        imports.HandoffFilesImport(log=args.log, directory=args.directory, account=args.account, assume_tz=tz)))
+        imports.HandoffFilesImport(log=args.log, directory=args.directory, account=args.account, assume_tz=tz,
+                                   apply_resumed=args.apply_resumed)))
 
 
 def run_import_circuit(args: argparse.Namespace) -> int:
@@ -256,7 +266,7 @@ def _run(args: argparse.Namespace, do: Any) -> int:
 def _lines(done: Any) -> tuple[list[str], list[str]]:
     """An import report's line for people, and its notes."""
     if isinstance(done, imports.ImportReport):
-        changed = done.changed if isinstance(done, imports.HandoffFilesReport) else []
+        changed = [*done.changed, *done.changed_markers] if isinstance(done, imports.HandoffFilesReport) else []
         return [done.summary()], [*(f"left: {x}" for x in done.left), *(f"changed: {x}" for x in changed),
                                   *done.notes]
     if isinstance(done, imports.LaunchdReport):

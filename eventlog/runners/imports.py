@@ -26,8 +26,9 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from datetime import datetime, tzinfo
+from datetime import UTC, datetime, tzinfo
 from typing import Any, TypeVar
+from zoneinfo import ZoneInfo
 
 import msgspec
 
@@ -57,7 +58,7 @@ from eventlog.runners.common import (
 )
 from projections.controls import Control, fold_result, fold_stage
 from projections.handoffs import OPEN
-from projections.triage import handoff_cmd
+from projections.triage import command, handoff_cmd, opt
 
 
 @dataclass(kw_only=True)
@@ -434,25 +435,36 @@ class HandoffFilesImport:
     account: str | None = None
     #: The zone of times without an offset (and of mtimes); None: such times are problems, mtimes local.
     assume_tz: tzinfo | None = None
+    #: The handoffs whose ``.resumed`` of another mtime than the one the log applied is applied all the same: a
+    #: person says the old watcher started the cloud session again (``--apply-resumed``).
+    apply_resumed: list[str] = field(default_factory=list)
 
 
 class HandoffFilesReport(ImportReport, kw_only=True):
     """:class:`ImportReport`, and ``changed``: each field of an ``ID.json`` that says other than the log's
     ``handoff_created`` (``FILE: field: the log has X, the file Y``). The log keeps its own: no event changes a
-    handoff's fields once created (a second ``handoff_created`` is rejected)."""
+    handoff's fields once created (a second ``handoff_created`` is rejected).
+
+    ``changed_markers``: each ``.resumed`` of a handoff pending again (a person requeued it) whose mtime is not the
+    one the log applied (``FILE: the marker's time is X, the log applied one at Y; ...``): not applied, as a copy,
+    a ``touch`` or a restore change a marker's mtime too; ``notes`` say what to type either way.
+    """
 
     changed: list[str] = msgspec.field(default_factory=list)
+    changed_markers: list[str] = msgspec.field(default_factory=list)
 
     @property
     def status(self) -> int:
         """1 when an input could not be read or used, a file says other than the log, or the log has bad lines."""
-        return 1 if self.problems or self.changed else 0
+        return 1 if self.problems or self.changed or self.changed_markers else 0
 
     def summary(self) -> str:
         """One line for people."""
         changed = f", {len(self.changed)} field(s) differing from the log (kept as the log has them)" \
             if self.changed else ""
-        return super().summary() + changed
+        markers = (f", {len(self.changed_markers)} .resumed marker(s) of another time than the log applied (not "
+                   "applied)") if self.changed_markers else ""
+        return super().summary() + changed + markers
 
 
 def import_handoff_files(opts: HandoffFilesImport) -> HandoffFilesReport:
@@ -462,13 +474,35 @@ def import_handoff_files(opts: HandoffFilesImport) -> HandoffFilesReport:
                                         lambda d: handoff_importers.read_handoff_dir(d, opts.account, opts.assume_tz))
     bad: list[dict[str, Any]] = []
     with runner_lock(opts.log, "import", wait=True):
-        plan = handoff_importers.handoff_events(legacy, handoff_importers.handoffs_known(log_events(opts.log, bad=bad)))
+        plan = handoff_importers.handoff_events(
+            legacy, handoff_importers.handoffs_known(log_events(opts.log, bad=bad)), opts.apply_resumed)
         _append(opts.log, plan.new)
+    notes += [_keeps(opts.log, *h) for h in plan.changed_handoffs]
+    notes += [_resumed_again(opts, again) for again in plan.resumed_again]
+    notes += [f"--apply-resumed {hid}: {opts.directory} holds no {hid}.resumed of another time than the one {opts.log} "
+              f"applied, of a handoff pending again: nothing applied for it"
+              for hid in dict.fromkeys(opts.apply_resumed) if hid not in plan.applied_again]
     report = HandoffFilesReport(imported=len(plan.new), already=plan.already, left=plan.superseded,
                                 problems=problems + plan.problems, events=plan.new, changed=plan.changed,
-                                notes=notes + [_keeps(opts.log, *h) for h in plan.changed_handoffs])
+                                changed_markers=[again.words() for again in plan.resumed_again], notes=notes)
     name_bad_lines(report, opts.log, bad)
     return report
+
+
+def _resumed_again(opts: HandoffFilesImport, again: handoff_importers.ResumedAgain) -> str:
+    """What a person types about a ``.resumed`` of another mtime (:class:`~eventlog.handoff_importers.ResumedAgain`):
+    apply it, or put back the time the log applied (``touch -d``, in UTC: GNU and BSD ``touch`` both read it)."""
+    options = [opt("--apply-resumed", again.handoff_id)]
+    if opts.account is not None:
+        options.append(opt("--account", opts.account))
+    if isinstance(opts.assume_tz, ZoneInfo):
+        options.append(opt("--assume-tz", opts.assume_tz.key))
+    applied = datetime.fromisoformat(again.applied).astimezone(UTC).isoformat().replace("+00:00", "Z")
+    return (f"{again.handoff_id}: if the old watcher started the cloud session again (it places {again.handoff_id}"
+            f".resumed before each start), hand it to a person: "
+            f"{command('eventlog import handoff-files', [opts.log, opts.directory], options)}; if the marker was "
+            "only copied, touched, restored from a backup or moved to another machine, put back the time the log "
+            f"applied to silence this: {command(f'touch -d {applied}', [again.file])}")
 
 
 def _keeps(log: str, hid: str, file: str, state: str) -> str:
