@@ -435,8 +435,11 @@ def registrations(plists: Iterable[Plist]) -> tuple[list[dict[str, Any]], list[s
 
 
 def gone(plists: Iterable[Plist], log: Known) -> list[str]:
-    """The labels ``log`` registers that no plist names (sorted): their plists were removed, or are elsewhere."""
-    return sorted(set(log.registrations) - {p.label for p in plists})
+    """The labels ``log`` registers as guarded that no plist names (sorted): their plists were removed, or are
+    elsewhere. One whose current registration is unguarded (retired, or never guarded) is not named: catch-up
+    never judges it."""
+    named = {p.label for p in plists}
+    return sorted(label for label, job in log.jobs.items() if job.guarded and label not in named)
 
 
 # --- the guard's markers ---------------------------------------------------------------
@@ -541,6 +544,8 @@ class Known:
 
     #: label -> the key of its current registration.
     registrations: dict[str, tuple[Any, ...]] = field(default_factory=dict)
+    #: label -> its current registration, as the log holds it.
+    jobs: dict[str, JobRegistered] = field(default_factory=dict)
     #: (type, label, instant) of every marker.
     markers: set[tuple[str, str, int]] = field(default_factory=set)
     #: label -> instant and time (as written) of its latest marker not dated ahead of now (by log order).
@@ -557,6 +562,7 @@ def known(events: Iterable[tuple[Event, datetime]], now: datetime | None = None)
     for ev, at in events:
         if isinstance(ev, JobRegistered):
             out.registrations[ev.label] = _registration_key(ev.guarded, ev.calendar, ev.interval_s)
+            out.jobs[ev.label] = ev
         elif isinstance(ev, JobSkipped | JobRan):
             kind = "job_skipped" if isinstance(ev, JobSkipped) else "job_ran"
             at_i = instant(at)

@@ -28,12 +28,13 @@ until the job shows it ran again:
   ``timeout_s`` and ``kill_grace_s`` the runner writes on the kick, else the
   spec's 2700 s and 30 s. Before that it *may still run*.
 
-**A job nothing feeds** (:func:`unfed_slot`): a guarded job whose calendar slot of today
-passed :data:`UNFED_AFTER_S` ago or more, and whose latest marker is not of today (nor
-later): the guard writes a marker on every run, skipped or ran, so either the job did
-not run at all or nothing imports its markers into the log (``eventlog import
-quota-log``); either way no skip of today can ever make it a candidate. Any marker of
-today ends it. It is no part of the seed's rules for candidates, and not in the dump.
+**A job nothing feeds** (:func:`unfed_slot`): a guarded job whose calendar slot of today,
+one not earlier than its latest registration, passed :data:`UNFED_AFTER_S` ago or more, and
+whose latest marker is not of today (nor later): the guard writes a marker on every run,
+skipped or ran, so either the job did not run at all or nothing imports its markers into
+the log (``eventlog import quota-log``); either way no skip of today can ever make it a
+candidate. Any marker of today ends it; a registration with ``guarded`` false retires it
+(a removed job). It is no part of the seed's rules for candidates, and not in the dump.
 
 What shows it ran again: a later ``job_skipped`` (the schedule started the
 guard again: a skip of today is a candidate again), a later ``catchup_finished``
@@ -327,16 +328,21 @@ def slots_today(job: JobRegistered, now: datetime) -> list[datetime] | None:
 def unfed_slot(job: JobRegistered, marker: Marker | None, now: datetime) -> datetime | None:
     """The slot of today a guarded job has no marker for, when nothing seems to feed its markers; else None.
 
-    A guarded job, the earliest of its calendar slots of today (:func:`slots_today`) passed at least
-    :data:`UNFED_AFTER_S` before ``now`` (as instants), and its latest marker (skipped or ran, by log order) is
-    dated another day than today in ``now``'s zone, or there is none. Any marker of today ends it. A slot
-    less than :data:`UNFED_AFTER_S` before midnight is not judged: the next day's slots are.
+    A guarded job, the earliest of its calendar slots of today (:func:`slots_today`) that is not earlier than
+    its latest registration (``job``'s ``ts``: a job registered, or registered anew, after a slot was not
+    scheduled so at that slot; a registration dated after ``now`` excuses no slot, as a marker dated ahead
+    silences nothing) passed at least :data:`UNFED_AFTER_S` before ``now`` (as instants), and its
+    latest marker (skipped or ran, by log order) is dated another day than today in ``now``'s zone, or there
+    is none. Any marker of today ends it. A slot less than :data:`UNFED_AFTER_S` before midnight is not
+    judged: the next day's slots are.
     """
     if not job.guarded:
         return None
     if marker is not None and marker_day(marker, now) == now.date():
         return None
-    slots = slots_today(job, now)
+    registered = micros(parse_time(job.ts))
+    ahead = registered > micros(now)  # dated ahead of T (a clock ahead, or T in the past): it excuses no slot
+    slots = [slot for slot in slots_today(job, now) or [] if ahead or micros(slot) >= registered]
     if not slots:
         return None
     first = min(slots, key=micros)

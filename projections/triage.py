@@ -72,7 +72,7 @@ from typing import Any, Literal, NamedTuple
 
 import msgspec
 
-from eventlog.events import FIRST_YEAR, LAST_YEAR, parse_time
+from eventlog.events import FIRST_YEAR, LAST_YEAR, JobRegistered, parse_time
 from projections.ahead import RESET_AHEAD_MAX_S, Ahead, Check, dated_ahead
 from projections.base import elapsed_s, micros, num, summary
 from projections.catchup import (
@@ -1149,23 +1149,31 @@ def _time(text: str | None) -> datetime | None:
         return None
 
 
-def unfed_slot_words(u: Unfed, at: datetime) -> str:
-    """A job nothing feeds: its slot of today, how long ago it passed, and its latest marker, in words."""
-    latest = f"its latest is from {u.marker.ts}" if u.marker is not None else "it has none at all"
-    return (f"its slot {u.slot:%H:%M} of today passed {duration_words(elapsed_s(at, u.slot))} ago and the log "
-            f"holds no marker of today for it, neither skipped nor ran ({latest})")
-
-
 def unfed_words(u: Unfed, at: datetime) -> str:
-    """A job nothing feeds, in words: :func:`unfed_slot_words`, what feeds markers, and what ends it."""
-    return (f"{unfed_slot_words(u, at)}: nothing feeds its markers; is `eventlog import quota-log` running "
-            "(eventlog catchup --import-quota-log)? Or the job did not run today at all; any marker of today ends "
-            "this")
+    """A guarded job nothing feeds, in words: the views' reason, and every catch-up pass's after the job's label
+    (one text for both). Its slot, how long ago it passed, its latest marker, why it may be so, what ends it."""
+    latest = f"its latest is from {u.marker.ts}" if u.marker is not None else "it has none at all"
+    return (f"nothing feeds its markers: its slot {u.slot:%H:%M} of today passed "
+            f"{duration_words(elapsed_s(at, u.slot))} ago and the log holds no marker of today for it, neither "
+            f"skipped nor ran ({latest}); is `eventlog import quota-log` running (eventlog catchup "
+            "--import-quota-log)? Or the job did not run today, or it was removed and is to be retired; no skip of "
+            "it can be re-run, and any marker of today ends this")
 
 
-def import_markers_cmd(log: str) -> str:
-    """``eventlog import quota-log LOG FILE``: the person fills in the file the job's guard writes to."""
-    return command("eventlog import quota-log", [log, "<the file its guard writes its markers to>"])
+#: How to import a job's markers by hand: the file its guard writes them to is in no line of the log, so no
+#: view can put it in a command (it says so in words).
+IMPORT_MARKERS_HELP = "eventlog import quota-log --help"
+
+
+def retire_job_cmd(log: str, job: JobRegistered) -> str:
+    """The line that retires a job catch-up judges, piped to ``eventlog append LOG``: its ``job_registered``
+    again with ``guarded`` false (an unguarded job is never a candidate, nor unfed), its calendar and interval
+    kept, its ``ts`` the time it is pasted. An import of its plist registers it anew when it is back."""
+    calendar = None if job.calendar is None else [
+        {key: value for key, value in msgspec.to_builtins(entry).items() if value is not None}
+        for entry in job.calendar]
+    return append_cmd(log, {"type": "job_registered", "label": job.label, "guarded": False, "calendar": calendar,
+                            "interval_s": job.interval_s})
 
 
 def rerun_words(b: BadRerun) -> str:
@@ -1669,13 +1677,18 @@ def _catchup_verdict(judge: _Judge, label: str) -> Verdict:
     if bad:
         return _bad_rerun_verdict(judge, bad[0], facts | {"why_not": failed}, unfed)
     if unfed:
+        assert job is not None  # only a registered job is unfed
         facts["why_not"] = failed
-        says = (f"{unfed[0].reason} (named {duration_words(UNFED_AFTER_S)} after its first slot of today); the "
-                "shipped catch-up units import the markers before each pass (catchup --import-quota-log, "
-                "docs/OPERATIONS.md): look at that pass's output, then import the file the job's guard writes to; "
-                "not a candidate, because " + "; and ".join(failed))
+        says = (f"{unfed[0].reason} (named {duration_words(UNFED_AFTER_S)} after its first slot of today, of "
+                "those not earlier than its registration); the shipped catch-up units import the markers before "
+                "each pass (catchup --import-quota-log, docs/OPERATIONS.md): look at that pass's output; by hand, "
+                "run eventlog import quota-log on this log with the file the job's guard writes its markers to (the "
+                "job's stderr: its plist's StandardErrorPath, its unit's StandardError=); if the job was removed "
+                "(no plist holds it any more: import launchd names it), retire it so that catch-up stops judging "
+                "it: the last command below appends its registration with guarded false (an import of its plist "
+                "registers it again); not a candidate, because " + "; and ".join(failed))
         return _verdict(judge, "catchup", label, "unfed", says, unfed, unfed[0].since,
-                        next_cmds=[import_markers_cmd(judge.log)], facts=facts)
+                        next_cmds=[IMPORT_MARKERS_HELP, retire_job_cmd(judge.log, job)], facts=facts)
     if not failed:
         code, says = "candidate", "candidate: guarded, skipped today, and a slot of today has passed"
         if is_open:
@@ -1760,6 +1773,6 @@ def _session_verdict(judge: _Judge, sid: str) -> Verdict:
 __all__ = [
     "DOMAINS", "KIND_OF_FIELD", "REASONS", "SHOWN", "BadLineFact", "Domain", "Group", "Item", "Kind", "LinesVanished",
     "LogFacts", "Reason", "Totals", "Triage", "UnfinishedBatch", "Verdict", "dir_cmd", "duration_option",
-    "duration_words", "explain", "natural_key", "not_applied", "session_needs", "status_cmd", "triage",
-    "unfed_slot_words",
+    "duration_words", "explain", "natural_key", "not_applied", "retire_job_cmd", "session_needs", "status_cmd",
+    "triage", "unfed_words",
 ]

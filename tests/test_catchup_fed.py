@@ -11,19 +11,20 @@ from __future__ import annotations
 import json
 import os
 import plistlib
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
 
-from tests.conftest import run_cli, write_log
+from tests.conftest import ROOT, run_cli, write_log
 from tests.serving import start_server
 from tests.test_prom import value
 
 AT = "2026-08-21T11:30:00+09:00"  # a Friday; the 9:00 slot passed 2 h 30 min ago
 TOKYO = {"TZ": "Asia/Tokyo"}
-SAID = "nothing feeds the markers of com.lily.brief: is `eventlog import quota-log` running?"
+SAID = "com.lily.brief: nothing feeds its markers: its slot 09:00 of today passed"
 RUN = ("--kick-cmd", "/bin/true", "--probe-cmd", "echo PING_OK")
-MARKERS = "'<the file its guard writes its markers to>'"
 
 
 def registered(label: str = "com.lily.brief", **extra: Any) -> dict[str, Any]:
@@ -35,6 +36,12 @@ def marker(kind: str, ts: str, label: str = "com.lily.brief") -> dict[str, Any]:
     if kind == "job_ran":
         return {"type": "job_ran", "ts": ts, "label": label, "exit": 3}
     return {"type": "job_skipped", "ts": ts, "label": label, "reason": "quota", "remaining_s": 60}
+
+
+def retire(log: Path, label: str = "com.lily.brief", calendar: str = '[{"Hour": 9, "Minute": 0}]') -> str:
+    """The command that retires a job (its registration with guarded false, its calendar kept), as printed."""
+    return (f"printf '%s\\n' '{{\"type\": \"job_registered\", \"label\": \"{label}\", \"guarded\": false, "
+            f"\"calendar\": {calendar}, \"interval_s\": null}}' | eventlog append {log}")
 
 
 def catchup(log: Path, *extra: str, at: str = AT) -> Any:
@@ -61,8 +68,8 @@ def test_a_guarded_job_with_no_marker_of_today_is_named_by_every_pass_and_view(t
     for extra in (RUN, ("--dry-run",)):
         out = catchup(log, *extra, "--json")
         assert out.returncode == 1, out.stderr
-        assert SAID in out.stderr and "Its slot 09:00 of today passed 2 h 30 min ago" in out.stderr
-        assert f"eventlog explain {log} com.lily.brief says more" in out.stderr
+        assert SAID + " 2 h 30 min ago" in out.stderr and "is `eventlog import quota-log` running" in out.stderr
+        assert f"eventlog explain {log} com.lily.brief says how to import its markers, or to retire it" in out.stderr
         assert json.loads(out.stdout)["unfed"] == ["com.lily.brief"]
     assert log.read_text() == before  # nothing probed, kicked or written
 
@@ -80,7 +87,7 @@ def test_a_guarded_job_with_no_marker_of_today_is_named_by_every_pass_and_view(t
     got = json.loads(run_cli("explain", str(log), "com.lily.brief", "--at", AT, "--json", env=TOKYO).stdout)
     [verdict] = got["verdicts"]
     assert verdict["code"] == "unfed"
-    assert verdict["next"] == [f"eventlog import quota-log {log} {MARKERS}"]
+    assert verdict["next"] == ["eventlog import quota-log --help", retire(log)]
     assert verdict["says"].endswith("not a candidate, because the guard left no marker for it yet (neither "
                                     "skipped nor ran)")
 
@@ -150,6 +157,8 @@ def test_a_pass_over_a_log_with_no_guarded_job_says_so(tmp_path: Path) -> None:
             assert out.returncode == 1
             assert f"{log}: no guarded job in the log ({which}" in out.stderr
             assert "`eventlog import launchd LOG DIR`" in out.stderr
+            assert "where no quota-guarded job runs (none ever did, or each is retired)" in out.stderr
+            assert "stop its timer" in out.stderr
         assert status(log)[0] == 0  # a log need not use catch-up: only the catch-up pass says it
 
 
@@ -211,11 +220,11 @@ def test_what_a_pass_cannot_import_is_said_and_the_pass_goes_on(tmp_path: Path) 
     feeds(tmp_path)
     log = write_log(tmp_path / "e.jsonl", [registered(), marker("job_skipped", "2026-08-21T09:00:05+09:00")])
     env = {**TOKYO, "HOME": str(tmp_path)}
-    out = run_cli("catchup", str(log), "--import-launchd", "~/nowhere", "--import-circuit", "~/no-state.json",
+    out = run_cli("catchup", str(log), "--import-launchd", "~/nowhere", "--import-circuit", "~/Library",
                   "--import-quota-log", "~/Library/Logs/*.err", *RUN, "--at", AT, env=env)
     assert out.returncode == 1
     assert f"import launchd: {tmp_path}/nowhere is not a directory: nothing imported" in out.stderr
-    assert f"import circuit: cannot read {tmp_path}/no-state.json" in out.stderr
+    assert f"import circuit: cannot read {tmp_path}/Library: Is a directory" in out.stderr
     assert "import quota-log: no file matches ~/Library/Logs/*.err: no marker is imported from it" in out.stderr
     assert "com.lily.brief: exited (exit 0)" in out.stdout  # the skip already in the log is re-run all the same
 
@@ -225,3 +234,151 @@ def test_what_a_pass_cannot_import_is_said_and_the_pass_goes_on(tmp_path: Path) 
     empty = run_cli("catchup", str(log), "--import-launchd=", "--import-circuit=", "--import-quota-log=", *RUN,
                     "--at", AT, env=env)  # a unit's unset variable: not given
     assert empty.returncode == 0 and "import" not in empty.stdout + empty.stderr, empty.stderr
+
+
+# --- what a person can end, and what needs no one ---------------------------------------------------------
+
+
+def pasted(command: str) -> subprocess.CompletedProcess[str]:
+    """COMMAND as a person pastes it into bash, ``eventlog`` on PATH."""
+    env = {**os.environ, **TOKYO, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    return subprocess.run(["bash", "-c", command], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60,
+                          check=False)
+
+
+def job_plist(directory: Path, label: str) -> None:
+    """A guarded 09:00 job's plist, as ``import launchd`` reads it."""
+    directory.mkdir(exist_ok=True)
+    with (directory / f"{label}.plist").open("wb") as f:
+        plistlib.dump({"Label": label, "StartCalendarInterval": {"Hour": 9, "Minute": 0},
+                       "ProgramArguments": ["/usr/bin/python3", "claude-quota-guard.py"]}, f)
+
+
+def test_a_removed_job_is_retired_by_the_command_import_launchd_and_explain_print(tmp_path: Path) -> None:
+    """The review's case: com.x.old's plist was removed; `import launchd` said "No event retires a job" (exit 0), and
+    from 11:00 every catch-up pass exited 1 for ever ("nothing feeds the markers of com.x.old"): nothing a person
+    could do ended it. Now both print the line that retires it, and it works pasted."""
+    at = "2026-08-24T11:30:00+09:00"  # a Monday; com.lily.brief ran at 09:10, com.x.old last ran on Sunday
+    agents = tmp_path / "LaunchAgents"
+    job_plist(agents, "com.lily.brief")
+    log = write_log(tmp_path / "e.jsonl", [
+        registered("com.x.old", ts="2026-08-20T07:00:00+09:00"),
+        marker("job_ran", "2026-08-23T09:10:00+09:00", "com.x.old"),
+        registered(ts="2026-08-20T07:00:00+09:00"), marker("job_ran", "2026-08-24T09:10:00+09:00")])
+    line = retire(log, "com.x.old")
+
+    imported = run_cli("import", "launchd", str(log), str(agents), env=TOKYO)
+    assert imported.returncode == 0, imported.stderr
+    [note] = [x for x in imported.stderr.splitlines() if "com.x.old" in x]
+    assert "no plist" in note and note.endswith(line)
+    out = catchup(log, "--dry-run", at=at)
+    assert out.returncode == 1 and "com.x.old: nothing feeds its markers" in out.stderr
+    [verdict] = json.loads(run_cli("explain", str(log), "com.x.old", "--at", at, "--json", env=TOKYO).stdout)[
+        "verdicts"]
+    assert verdict["code"] == "unfed" and verdict["next"][-1] == line and "retire it" in verdict["says"]
+
+    typed = pasted(line)
+    assert typed.returncode == 0, typed.stderr
+    retired = json.loads(log.read_text().splitlines()[-1])
+    assert (retired["label"], retired["guarded"], retired["calendar"]) == ("com.x.old", False, [{"Hour": 9,
+                                                                                                 "Minute": 0}])
+    out = catchup(log, "--dry-run", at=at)
+    assert out.returncode == 0 and "com.x.old" not in out.stderr, out.stderr
+    assert status(log, at)[0] == 0
+    again = run_cli("import", "launchd", str(log), str(agents), env=TOKYO)  # a retired job is no longer named
+    assert again.returncode == 0 and "com.x.old" not in again.stderr, again.stderr
+
+    job_plist(agents, "com.x.old")  # it comes back: its plist registers it anew
+    assert run_cli("import", "launchd", str(log), str(agents), env=TOKYO).returncode == 0
+    back = json.loads(log.read_text().splitlines()[-1])
+    assert (back["label"], back["guarded"]) == ("com.x.old", True)
+
+
+def test_every_command_explain_prints_for_a_job_nothing_feeds_works_pasted(tmp_path: Path) -> None:
+    """explain printed `eventlog import quota-log LOG '<the file its guard writes its markers to>'`, which fails
+    pasted: the file is in no line of the log, so explain says it in words and prints commands that work."""
+    log = write_log(tmp_path / "e.jsonl", [registered()])
+    [verdict] = json.loads(run_cli("explain", str(log), "com.lily.brief", "--at", AT, "--json", env=TOKYO).stdout)[
+        "verdicts"]
+    assert verdict["code"] == "unfed"
+    assert "run eventlog import quota-log on this log with the file the job's guard writes its markers to" in \
+        verdict["says"]
+    assert verdict["next"][0] == "eventlog import quota-log --help"
+    for command in verdict["next"]:
+        typed = pasted(command)
+        assert typed.returncode == 0, (command, typed.stderr)
+
+
+def test_a_job_registered_after_its_slot_is_judged_from_its_next_slot(tmp_path: Path) -> None:
+    """A job registered at 15:00 with a 09:00 slot was named at once ("slot 09:00 passed 6 h ago", exit 1, an alert
+    until midnight): no marker of 09:00 could be, since it was not scheduled then."""
+    log = write_log(tmp_path / "e.jsonl", [registered(ts="2026-08-21T15:00:00+09:00")])
+    for at in ("2026-08-21T17:00:00+09:00", "2026-08-21T23:59:00+09:00"):
+        out = catchup(log, "--dry-run", "--json", at=at)
+        assert (out.returncode, json.loads(out.stdout)["unfed"]) == (0, []), out.stderr
+        assert status(log, at)[0] == 0
+    out = catchup(log, "--dry-run", at="2026-08-22T11:00:00+09:00")  # the next day's 09:00 is judged
+    assert out.returncode == 1 and SAID + " 2 h ago" in out.stderr
+
+    # of two slots today, the one after the registration is judged
+    two = write_log(tmp_path / "two.jsonl", [registered(ts="2026-08-21T15:00:00+09:00",
+                                                        calendar=[{"Hour": 9, "Minute": 0}, {"Hour": 16}])])
+    assert catchup(two, "--dry-run", at="2026-08-21T17:59:00+09:00").returncode == 0
+    late = catchup(two, "--dry-run", at="2026-08-21T18:00:00+09:00")
+    assert late.returncode == 1 and "its slot 16:00 of today passed 2 h ago" in late.stderr
+    # a registration anew (a plist changed) does the same for the slots before it
+    anew = write_log(tmp_path / "anew.jsonl", [registered(ts="2026-08-20T07:00:00+09:00"),
+                                               registered(ts="2026-08-21T10:00:00+09:00")])
+    assert catchup(anew, "--dry-run").returncode == 0
+    # one dated after T (a writer's clock ahead, or T in the past) excuses nothing
+    ahead = write_log(tmp_path / "ahead.jsonl", [registered(ts="2026-08-22T07:00:00+09:00")])
+    out = catchup(ahead, "--dry-run")
+    assert out.returncode == 1 and SAID + " 2 h 30 min ago" in out.stderr
+
+
+def test_a_pass_and_the_views_say_a_job_nothing_feeds_in_the_same_words(tmp_path: Path) -> None:
+    """The pass and the views wrote the message twice, in different words: now one text, the pass adding the label
+    and what is its own (whether it imports markers, where to read more)."""
+    log = write_log(tmp_path / "e.jsonl", [registered()])
+    reason = items(status(log)[1])["unfed", "com.lily.brief"]["reason"]
+    out = catchup(log, "--dry-run")
+    assert f"com.lily.brief: {reason}; this pass imports none (no --import-quota-log)" in out.stderr
+    [verdict] = json.loads(run_cli("explain", str(log), "com.lily.brief", "--at", AT, "--json", env=TOKYO).stdout)[
+        "verdicts"]
+    assert verdict["says"].startswith(reason)
+
+
+def test_a_circuit_state_file_that_cannot_be_read_is_not_shown_as_imported(tmp_path: Path) -> None:
+    """`--import-circuit=/nonexistent/state.json --json` gave "imported": {"circuit": 0} beside the problem, and the
+    text said "imported first: circuit 0"."""
+    log = write_log(tmp_path / "e.jsonl", [registered(), marker("job_ran", "2026-08-21T09:10:00+09:00"),
+                                           {"type": "circuit_closed", "ts": "2026-08-20T10:00:00+09:00"}])
+    bad = tmp_path / "state.json"
+    bad.write_text("{not json")
+    for state, why in ((bad, "cannot read"), (tmp_path, "Is a directory"), (tmp_path / "gone.json", "does not exist")):
+        out = catchup(log, f"--import-circuit={state}", *RUN, "--json")
+        assert out.returncode == 1 and f"import circuit: cannot read {state}" in out.stderr and why in out.stderr
+        assert json.loads(out.stdout)["imported"] == {}
+        text = catchup(log, f"--import-circuit={state}", *RUN)
+        assert "imported first" not in text.stdout and "circuit 0" not in text.stdout, text.stdout
+
+
+def test_a_circuit_state_file_the_guard_has_not_written_yet_is_no_failure(tmp_path: Path) -> None:
+    """The guard need not write its state file before its circuit first opens: while the log holds no circuit event,
+    a file that does not exist is said (a note) and the pass does not fail; once it holds one, it is a problem."""
+    state = tmp_path / ".claude-quota-guard" / "state.json"
+    log = write_log(tmp_path / "e.jsonl", [registered(), marker("job_ran", "2026-08-21T09:10:00+09:00")])
+    out = catchup(log, f"--import-circuit={state}", *RUN, "--json")
+    assert out.returncode == 0, out.stderr
+    assert f"import circuit: {state} does not exist: nothing imported" in out.stderr
+    assert json.loads(out.stdout)["imported"] == {} and json.loads(out.stdout)["problems"] == []
+    by_hand = run_cli("import", "circuit", str(log), str(state), env=TOKYO)
+    assert by_hand.returncode == 0 and "does not exist" in by_hand.stderr
+    assert len(log.read_text().splitlines()) == 2  # nothing written
+
+    state.parent.mkdir()
+    state.write_text('{"open_until": 1787274000, "reason": "quota"}')  # the guard trips: 2026-08-21T10:00+09:00
+    assert catchup(log, f"--import-circuit={state}", *RUN).returncode == 0
+    state.unlink()  # then its file is gone: moved, or the path is wrong
+    out = catchup(log, f"--import-circuit={state}", *RUN)
+    assert out.returncode == 1 and f"import circuit: cannot read {state}: it does not exist" in out.stderr

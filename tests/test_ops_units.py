@@ -394,7 +394,8 @@ def test_the_catchup_units_pass_says_when_nothing_feeds_a_jobs_markers(tmp_path:
     ran = _catchup_unit(tmp_path, str(tmp_path / "elsewhere" / "*.err"), "2026-08-21T11:30:00+00:00")
     assert ran.returncode == 1
     assert f"no file matches {tmp_path}/elsewhere/*.err" in ran.stderr
-    assert "nothing feeds the markers of com.lily.brief: is `eventlog import quota-log` running?" in ran.stderr
+    assert "com.lily.brief: nothing feeds its markers" in ran.stderr
+    assert "is `eventlog import quota-log` running" in ran.stderr
 
 
 # --- what feeds lane state: the lane observer, one instance per lane ----------------------------------------

@@ -34,14 +34,20 @@ Re-run today's quota-skipped jobs, one at a time:
   the catch-up's lock; ~ is expanded, and an option given an empty value is not
   given (a unit passes each from a variable). What one cannot import (a file it
   cannot read, a directory that is none, a PATTERN that matches no file) is said
-  on stderr (exit 1), and the pass goes on with the rest;
+  on stderr (exit 1), and the pass goes on with the rest; a circuit FILE that
+  does not exist while LOG holds no circuit event is only said (the guard need
+  not write it before it first trips). A guarded job LOG registers that no
+  plist of DIR holds is said with the line that retires it (to paste: its
+  job_registered with guarded false);
 - a guarded job whose calendar slot of today passed 2 h ago or more with no
   marker of today at all (neither skipped nor ran) is said on stderr on every
-  pass, --dry-run included, until a marker of today comes (exit 1): nothing
-  feeds its markers (is eventlog import quota-log running?), or the job did not
-  run today; no skip of it could ever be re-run. A slot less than 2 h before
-  midnight is not judged (the next day's are). A log with no guarded job at
-  all is said so too (exit 1): nothing is judged;
+  pass, --dry-run included, until a marker of today comes or the job is retired
+  (exit 1): nothing feeds its markers (is eventlog import quota-log running?),
+  the job did not run today, or it was removed; no skip of it could ever be
+  re-run (eventlog explain LOG LABEL says what to do). A slot earlier than the
+  job's latest registration, or less than 2 h before midnight, is not judged
+  (the next day's are). A log with no guarded job at all is said so too (exit
+  1): nothing is judged (where no quota-guarded job runs, do not run catch-up);
 - the candidates are those of the catch-up projection as of now (or --at);
   "today" and a slot's hour are the machine's zone's (TZ), or --assume-tz's,
   by its rules at each instant (a day the clock changes included);

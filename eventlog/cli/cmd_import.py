@@ -46,8 +46,9 @@ last line (a job's "Downloading... 100%") is no record, and is read as it is.
                                            circuit state file"""
 
 EXITS = """\
-0  done (a DIR with nothing to import at all, a ledger FILE with no entry, a job LOG
-   registers whose plist is gone, and each input left because LOG knows better
+0  done (a DIR with nothing to import at all, a ledger FILE with no entry, a guarded
+   job LOG registers whose plist is gone (with the line that retires it), a circuit
+   FILE not written yet, and each input left because LOG knows better
    ("left: ...") are said on stderr; a last line being written is counted in
    unfinished, and read once it ends)
 1  some input could not be read or turned into an event, or (quota-log, ledger) is
@@ -87,8 +88,10 @@ def register(sub: Any) -> None:
                         "guard's name, calendar from StartCalendarInterval, interval_s from StartInterval.\n"
                         "Named on stderr and not registered (exit 1): a schedule value int() cannot read\n"
                         "(\"Hour\": \"nine\"), an entry that is no dictionary, and a Label several plists\n"
-                        "hold (none of them: launchd loads one). A job LOG registers that no plist holds\n"
-                        "any more is said (\"gone\"; nothing is written: no event retires a job).")
+                        "hold (none of them: launchd loads one). A guarded job LOG registers that no\n"
+                        "plist holds any more is said (\"gone\", exit 0; nothing is written), with the\n"
+                        "command that retires it: its job_registered with guarded false, appended, so\n"
+                        "catch-up no longer judges it (its plist imported again registers it anew).")
     add_log(ld, "the log to append to (created if absent)")
     ld.add_argument("directory", metavar="DIR", help="e.g. ~/Library/LaunchAgents")
     ld.add_argument("--guard-pattern", default=importers.GUARD_PATTERN, metavar="TEXT",
@@ -187,7 +190,11 @@ seconds or ISO 8601; null or absent: closed), reason, and optionally state
 (open/closed), opened_at, closed_at. Open: circuit_opened (at opened_at, else the
 file's mtime) unless the log's latest circuit event is that same opening. Closed:
 circuit_closed (at closed_at, else the mtime) when the log's latest circuit event is
-an opening. Otherwise nothing: importing again adds nothing."""
+an opening. Otherwise nothing: importing again adds nothing. A FILE that does not
+exist is said on stderr and imports nothing (exit 0) while LOG holds no circuit
+event: the guard need not write it before its circuit first opens; once LOG holds
+one, it is a problem (exit 1: moved, or the wrong path). --json's state is what
+FILE said (open, closed; null: not read)."""
 
 
 WORKER_LOG = """\
@@ -271,7 +278,7 @@ def _lines(done: Any) -> tuple[list[str], list[str]]:
                                   *done.notes]
     if isinstance(done, imports.LaunchdReport):
         return [f"{len(done.registered)} job(s) registered, {done.unchanged} unchanged"
-                + (f", {len(done.gone)} registered with no plist" if done.gone else "")
+                + (f", {len(done.gone)} guarded job(s) with no plist" if done.gone else "")
                 + (f", {len(done.problems)} problem(s)" if done.problems else "")], done.notes
     left = f", {unfinished_words(done.unfinished)}" if done.unfinished else ""
     if isinstance(done, imports.WorkerLogReport):

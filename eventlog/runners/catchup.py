@@ -113,7 +113,7 @@ from eventlog.runners.process import Interrupted, check_stop, run
 from eventlog.runners.schedulers import POLL_S, JobRan, Scheduler, SchedulerError, run_job
 from projections import catchup as rules
 from projections.catchup import Catchup, Rerun, Unfed
-from projections.triage import explain_cmd, rerun_end_cmd, rerun_words, unfed_slot_words
+from projections.triage import explain_cmd, rerun_end_cmd, rerun_words, unfed_words
 
 #: Spec section 5: a re-run over this is stopped.
 KICK_TIMEOUT_S = rules.TIMEOUT_S
@@ -173,7 +173,8 @@ class Report(msgspec.Struct, kw_only=True):
 
     as_of: str | None = None
     #: What the feed imported before the pass, by source (``launchd``: jobs registered or changed, ``circuit``:
-    #: circuit events, ``quota-log``: markers); what it could not import is among the problems.
+    #: circuit events, ``quota-log``: markers); a source it could not read is not there (a problem, or for a circuit
+    #: state file that does not exist yet, a note); what it could not import is among the problems.
     imported: dict[str, int] = msgspec.field(default_factory=dict)
     candidates: list[str] = msgspec.field(default_factory=list)
     #: Guarded jobs nothing feeds: their slot of today passed 2 h ago, and no marker of today (a problem each).
@@ -304,23 +305,25 @@ def no_guarded_job(log: str, jobs: int) -> str:
              if jobs else "no job_registered at all")
     return (f"{log}: no guarded job in the log ({which}): nothing is judged, so no skipped run can ever be re-run; "
             "feed the jobs with `eventlog import launchd LOG DIR` before each pass (eventlog catchup "
-            "--import-launchd DIR, docs/OPERATIONS.md)")
+            "--import-launchd DIR, docs/OPERATIONS.md); where no quota-guarded job runs (none ever did, or each is "
+            "retired), catch-up has nothing to do: stop its timer")
 
 
 def _unfed_words(opts: Options, u: Unfed, when: datetime) -> str:
-    """A guarded job nothing feeds, for a person: what to look at first, its slot, and where to read more."""
-    none = "" if opts.import_quota_log else " This pass imports none (no --import-quota-log)."
-    slot = unfed_slot_words(u, when)
-    return (f"nothing feeds the markers of {u.label}: is `eventlog import quota-log` running?{none} "
-            f"{slot[0].upper()}{slot[1:]}, so no skip of it can ever be re-run; or the job did not run today at "
-            f"all ({explain_cmd(opts.log, u.label)} says more)")
+    """A guarded job nothing feeds, as a pass says it: its label, the views' words
+    (:func:`projections.triage.unfed_words`), whether this pass imports markers, and where to read more."""
+    none = "" if opts.import_quota_log else "; this pass imports none (no --import-quota-log)"
+    return (f"{u.label}: {unfed_words(u, when)}{none} ({explain_cmd(opts.log, u.label)} says how to import its "
+            "markers, or to retire it)")
 
 
 def _feed(opts: Options, report: Report) -> None:
     """Import what feeds the pass (``import launchd``, ``import circuit``, ``import quota-log``, in that order).
 
-    The count each imported goes in ``imported``; what it could not import, in ``problems`` (the log's bad lines
-    are left to the pass, which names them itself); its notes (a directory with no plist), in ``notes``.
+    The count each imported goes in ``imported`` (a source that could not be read is not there: a directory that is
+    none, a circuit state file not read); what it could not import, in ``problems`` (the log's bad lines are left
+    to the pass, which names them itself); its notes (a directory with no plist, a gone job with the line that
+    retires it, a circuit state file that does not exist yet), in ``notes``.
     """
     steps: list[tuple[str, Callable[[], Any]]] = []
     if opts.import_launchd:
@@ -347,7 +350,8 @@ def _feed(opts: Options, report: Report) -> None:
         except OSError as err:
             report.problems.append(f"import {source}: cannot read {opts.log}: {err.strerror or err}")
             continue
-        report.imported[source] = len(done.registered) if source == "launchd" else done.imported
+        if not (isinstance(done, imports.CircuitReport) and done.state is None):  # a state file not read: said
+            report.imported[source] = len(done.registered) if source == "launchd" else done.imported
         bad = done.bad_lines.problem(opts.log)
         report.problems.extend(f"import {source}: {p}" for p in done.problems if p != bad)
         report.notes.extend(f"import {source}: {n}" for n in getattr(done, "notes", []))

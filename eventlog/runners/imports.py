@@ -58,7 +58,7 @@ from eventlog.runners.common import (
 )
 from projections.controls import Control, fold_result, fold_stage
 from projections.handoffs import OPEN
-from projections.triage import command, handoff_cmd, opt
+from projections.triage import command, handoff_cmd, opt, retire_job_cmd
 
 
 @dataclass(kw_only=True)
@@ -72,7 +72,7 @@ class LaunchdImport:
 
 class LaunchdReport(msgspec.Struct, kw_only=True):
     """Labels registered (new or changed), how many were unchanged, plists that could not be read or settled,
-    and the labels the log registers that no plist holds (``gone``).
+    and the guarded labels the log registers that no plist holds (``gone``).
 
     ``notes``: what a person should know besides (a directory with no plist at all, each label gone), said on
     stderr.
@@ -82,7 +82,8 @@ class LaunchdReport(msgspec.Struct, kw_only=True):
     unchanged: int
     problems: list[str]
     notes: list[str] = msgspec.field(default_factory=list)
-    #: Labels the log registers that no plist of the directory holds (sorted); said in ``notes``.
+    #: Labels the log registers as guarded that no plist of the directory holds (sorted); said in ``notes``, each
+    #: with the line that retires it.
     gone: list[str] = msgspec.field(default_factory=list)
     #: The log's bad lines (said in ``problems`` too).
     bad_lines: BadLines = msgspec.field(default_factory=BadLines)
@@ -96,8 +97,10 @@ class LaunchdReport(msgspec.Struct, kw_only=True):
 def import_launchd(opts: LaunchdImport) -> LaunchdReport:
     """One ``job_registered`` per label one plist holds, unless the label's current registration is the same.
 
-    A label several plists hold is a problem and none of them is registered; a label the log registers that no
-    plist holds is named (``gone``): nothing is written for it, as no event retires a job.
+    A label several plists hold is a problem and none of them is registered; a label the log registers as
+    guarded that no plist holds is named (``gone``) with the line that retires it (:func:`projections.triage.
+    retire_job_cmd`) for a person to append: nothing is written for it, since a directory named by mistake would
+    retire every job.
     """
     not_a_directory(opts.log)
     plists, problems, notes = _read_dir(opts.directory, "*.plist file",
@@ -109,10 +112,12 @@ def import_launchd(opts: LaunchdImport) -> LaunchdReport:
         gone = importers.gone(plists, log)
         new = importers.new_registrations(events, log)
         _append(opts.log, new)
-    notes += [f"{label}: registered in {opts.log}, but no plist in {opts.directory} holds this Label (its plist "
-              "removed?). No event retires a job: catch-up still judges it by that registration (it can kick it on "
-              "a day its latest marker is a skip). Put the plist back if the job should run; if it is retired, "
-              f"`eventlog catchup {opts.log} --dry-run` says whether it is a candidate today" for label in gone]
+    notes += [f"{label}: registered in {opts.log} as guarded, but no plist in {opts.directory} holds this Label "
+              "(its plist removed?). Catch-up still judges it by that registration: once its markers stop coming, "
+              "every catch-up pass names it, 2 h after its calendar slot, as a job nothing feeds and fails. Put the "
+              "plist back if the job should run; if it is retired, record that (its registration with guarded "
+              "false, its calendar kept; importing its plist again registers it anew): "
+              + retire_job_cmd(opts.log, log.jobs[label]) for label in gone]
     report = LaunchdReport(registered=[ev["label"] for ev in new], unchanged=len(events) - len(new),
                            problems=problems + unsettled, notes=notes, gone=gone)
     name_bad_lines(report, opts.log, bad)
@@ -525,14 +530,30 @@ class CircuitImport:
     assume_tz: tzinfo | None = None
 
 
-def import_circuit(opts: CircuitImport) -> ImportReport:
-    """``circuit_opened`` or ``circuit_closed`` when the state file says other than the log's latest circuit event."""
+class CircuitReport(ImportReport, kw_only=True):
+    """What ``import circuit`` did (:class:`ImportReport`), and what the state file said."""
+
+    #: ``open`` or ``closed``, as the file says; None when it was not read (one that cannot be read is among the
+    #: ``problems``; one that does not exist yet, in ``notes``).
+    state: str | None = None
+
+
+def import_circuit(opts: CircuitImport) -> CircuitReport:
+    """``circuit_opened`` or ``circuit_closed`` when the state file says other than the log's latest circuit event.
+
+    A state file that does not exist is said in ``notes`` (no problem) while the log holds no circuit event: the
+    guard need not write it before its circuit first opens. Once the log holds one, it is a problem (the file
+    moved, or the path is wrong).
+    """
     not_a_directory(opts.log)
-    report = ImportReport()
+    report = CircuitReport()
+    circuit: importers.Circuit | None = None
     try:
         with open(opts.file, "rb") as f:
             obj = importers.json_value(f.read())
         circuit = importers.read_circuit(obj, handoff_importers.mtime(opts.file, opts.assume_tz), opts.assume_tz)
+    except FileNotFoundError:
+        pass  # judged by what the log holds, below
     except (OSError, ValueError) as err:
         report.problems.append(f"cannot read {opts.file}: {getattr(err, 'strerror', None) or err}")
         return report
@@ -544,6 +565,17 @@ def import_circuit(opts: CircuitImport) -> ImportReport:
                 latest = ("opened", importers.instant(datetime.fromisoformat(ev.open_until)))
             elif isinstance(ev, CircuitClosed):
                 latest = ("closed", None)
+        if circuit is None:
+            if latest is None:
+                report.notes.append(f"{opts.file} does not exist: nothing imported; the quota guard need not write "
+                                    "its state file before its circuit first opens, and the log holds no circuit "
+                                    "event yet (if the guard has tripped, this is not the file it writes)")
+            else:
+                report.problems.append(f"cannot read {opts.file}: it does not exist, yet the log holds circuit "
+                                       "events: the guard's state file moved, or this is not its path")
+            name_bad_lines(report, opts.log, bad)
+            return report
+        report.state = circuit[0]
         new = importers.circuit_events(circuit, latest)
         report.already = 0 if new else 1
         if not importers.appendable(opts.file, report.problems, *new):
@@ -555,8 +587,8 @@ def import_circuit(opts: CircuitImport) -> ImportReport:
 
 
 __all__ = [
-    "CircuitImport", "FilesImport", "HandoffFilesImport", "HandoffFilesReport", "ImportReport", "LaunchdImport",
-    "LaunchdReport", "LedgerImport", "QuotaLogImport", "QuotaLogReport", "WorkerLogImport", "WorkerLogReport",
-    "import_circuit", "import_handoff_files", "import_launchd", "import_ledger", "import_quota_log",
+    "CircuitImport", "CircuitReport", "FilesImport", "HandoffFilesImport", "HandoffFilesReport", "ImportReport",
+    "LaunchdImport", "LaunchdReport", "LedgerImport", "QuotaLogImport", "QuotaLogReport", "WorkerLogImport",
+    "WorkerLogReport", "import_circuit", "import_handoff_files", "import_launchd", "import_ledger", "import_quota_log",
     "import_worker_log",
 ]
