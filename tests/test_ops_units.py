@@ -398,6 +398,26 @@ def test_the_catchup_units_pass_says_when_nothing_feeds_a_jobs_markers(tmp_path:
     assert "is `eventlog import quota-log` running" in ran.stderr
 
 
+def test_the_install_steps_enable_lanes_and_catch_up_only_where_their_work_runs(tmp_path: Path) -> None:
+    """OPERATIONS enabled the failback, lanes and catch-up timers in one command, so a host that only hands work off
+    got a failed catch-up unit every 30 minutes for ever: with ledger.env's own paths the pass names what it cannot
+    import and that the log holds no guarded job (rightly: it cannot tell jobs nothing feeds from no jobs). Now the
+    failback timer is enabled alone, lanes and catch-up each only where its work runs, on a Mac too, and the pass
+    says to stop its timer."""
+    text = (ROOT / "docs" / "OPERATIONS.md").read_text()
+    enables = [line for line in text.splitlines() if line.startswith("sudo systemctl enable --now recovery-ledger-")]
+    for job in ("lanes", "catchup"):
+        [line] = [x for x in enables if f"recovery-ledger-{job}.timer" in x]
+        assert "failback" not in line and "# only where" in line, line
+    assert "org.recovery-ledger.*.plist ~/Library/LaunchAgents/" not in text  # launchd loads each at every login
+
+    log = tmp_path / "ledger.jsonl"
+    shutil.copy(ROOT / "fixtures" / "handoffs_seed_98.jsonl", log)  # failback's work only
+    ran = subprocess.run(_as_here(exec_start("catchup"), {env()["LEDGER_LOG"]: str(log)}), cwd=ROOT,
+                         capture_output=True, text=True, timeout=120)
+    assert ran.returncode == 1 and "no guarded job in the log" in ran.stderr and "stop its timer" in ran.stderr
+
+
 # --- what feeds lane state: the lane observer, one instance per lane ----------------------------------------
 
 
