@@ -235,9 +235,10 @@ class LaneCheck(Event, tag="lane_check"):
     #: the last check that states them.
     unpicked_s: Annotated[float, msgspec.Meta(gt=0)] | None = None
     quiet_s: Annotated[float, msgspec.Meta(gt=0)] | None = None
-    #: How the lanes runner's pass ended (it writes its check after its sends); optional: ``error`` when it could
-    #: not do all of its own work (a resume it could not send, new bad lines, no lane at all, a stop signal), then
-    #: with a ``detail``. The views name a last pass that ended in error, as a watcher's.
+    #: How the lanes runner's pass stands (it writes its check before its sends, and a second one after them when
+    #: one failed); optional: ``error`` when it could not do all of its own work (a resume it could not send or
+    #: record, new bad lines, no lane at all, a stop signal), then with a ``detail``. The views name a last pass
+    #: that ended in error, as a watcher's.
     exit: Literal["ok", "error"] | None = None
     detail: str | None = None
 

@@ -107,10 +107,12 @@ looks at what moved: the job's finish, the repository's HEAD, the progress file'
 - **Detect, then act**: `eventlog lanes` enqueues one resume per stall and writes
   `resume_enqueued`; a stall (product, kind, the event that anchors it) is never enqueued
   twice. *Seed:* the first monitor only notified; the resume depended on someone carrying
-  the message, and that gap was the 21 hours. Its `lane_check`, written after the sends,
-  says how the pass ended (`exit`: `ok`, or `error` with a `detail`: a resume it could not
-  send, a log with no lane, new bad lines, a stop signal); every live view names a last
-  pass that ended in error, as a watcher's, so a failed send is never silent.
+  the message, and that gap was the 21 hours. Its `lane_check`, written before any send
+  (no send when it cannot be written: nothing would record the resume), says how the pass
+  stands (`exit`: `ok`, or `error` with a `detail`: a log with no lane, new bad lines); a
+  pass that ends in error after it (a resume it could not send or record, a stop signal)
+  writes a second one, same `ts`, that says so. Every live view names a last pass that ended
+  in error, as a watcher's, so a failed send is never silent.
 - Live views judge every lane now (`lanes.now` in the dump), not only at logged checks."""),
     ("Quota catch-up: re-run today's skipped jobs", "seed 002", (
         "job_registered", "circuit_opened", "circuit_closed", "job_skipped", "job_ran", "catchup_kicked",

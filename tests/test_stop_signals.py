@@ -124,8 +124,8 @@ def test_lanes_stopped_while_enqueuing_enqueues_nothing_and_starts_no_other(tmp_
     assert "no resume_enqueued, the next run retries" in err
     [[leader, child]] = runs(pids)  # p2's was never started
     assert not alive(leader) and not alive(child)
-    [check] = events(log)[4:]
-    assert check["type"] == "lane_check"  # the pass's trace: it ended in error, and why
+    intent, check = events(log)[4:]  # the pass's lane_check before any send, then its trace: it ended in error
+    assert (intent["type"], intent["exit"], check["type"]) == ("lane_check", "ok", "lane_check")
     assert check["exit"] == "error" and "lanes run stopped by SIGTERM while p1 job-unpicked's" in check["detail"]
     assert "p2: job-unpicked, not enqueued (the run stopped)" in out
 

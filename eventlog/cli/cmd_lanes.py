@@ -41,16 +41,18 @@ STALLS_EXITS = """\
 2  bad usage or a log that cannot be read"""
 
 LANES = """\
-Judge every lane as of now (or --at), then for each lane found stalled that no
-resume_enqueued covers yet (same product and kind, after the stall's anchor),
-run CMD (split as a shell would, run without one, in its own process group) with
-the product and the kind as its last two arguments and in RESUME_PRODUCT and
-RESUME_KIND, then append resume_enqueued. The last non-empty line CMD prints on
-stdout is its task_branch (cut to 200 characters, with a mark). Stopped and idle
-lanes are never stalled, so never resumed. Last, append the run's lane_check
-(ts: the time judged at), with how the run ended: exit ok, or exit error and a
-detail saying what it could not do (what it says on stderr); status, explain,
-follow and serve name a run that ended in error.
+Judge every lane as of now (or --at), append the run's lane_check (ts: the time
+judged at) with how the run stands, exit ok or exit error and a detail saying
+what it could not do (what it says on stderr), and only then, for each lane
+found stalled that no resume_enqueued covers yet (same product and kind, after
+the stall's anchor), run CMD (split as a shell would, run without one, in its
+own process group) with the product and the kind as its last two arguments and
+in RESUME_PRODUCT and RESUME_KIND, then append resume_enqueued. The last
+non-empty line CMD prints on stdout is its task_branch (cut to 200 characters,
+with a mark). Stopped and idle lanes are never stalled, so never resumed. A run
+that ends in error after its lane_check (a CMD that failed, a resume not
+recorded, a stop signal) appends a second lane_check, same ts, exit error;
+status, explain, follow and serve name a run that ended in error.
 
 CMD's result is its own exit: a CMD that starts the work in the background and
 exits 0 has enqueued it, even while the work it left running holds its stdout
@@ -59,13 +61,16 @@ neither waited for nor stopped by this run.
 
 A CMD that fails (non-zero exit; over --timeout: SIGTERM, then SIGKILL after
 --kill-grace; cannot start) gets no resume_enqueued: the next run retries it. A
-log that takes no append (no event log, a tail no append cuts, one this user
-may not write) gets no CMD run: nothing could record its resume. A log with no
-lane at all is said (nothing feeds lane state: eventlog observe lane does, for
-each lane). Two runners of one log take turns (LOG.lanes.lock). SIGTERM or
-SIGINT: the running CMD is stopped as over --timeout (no resume_enqueued: the
-next run retries), no other starts (nor is the lock waited for any longer), and
-what was cut short is said. Why it exits 1 is on stderr, one line each.
+log that takes no append (a full disk, no event log, a tail no append cuts, one
+this user may not write) gets no CMD run: its lane_check could not be written,
+and nothing could record the resume. A resume sent whose resume_enqueued cannot
+be written is said with the eventlog append command that records it: the next
+run sends it again unless it is pasted first. A log with no lane at all is said
+(nothing feeds lane state: eventlog observe lane does, for each lane). Two
+runners of one log take turns (LOG.lanes.lock). SIGTERM or SIGINT: the running
+CMD is stopped as over --timeout (no resume_enqueued: the next run retries), no
+other starts (nor is the lock waited for any longer), and what was cut short is
+said. Why it exits 1 is on stderr, one line each.
 
 The lane_check states --unpicked and --quiet (unpicked_s, quiet_s, seconds):
 status, explain, follow, serve, stalls and tools/replay judge lanes with them
@@ -74,7 +79,9 @@ status, explain, follow, serve, stalls and tools/replay judge lanes with them
 LANES_EXITS = """\
 0  done: every stall resumed or already covered
 1  a CMD failed, the log could not be read or written (a resume sent but not
-   recorded is said so: the next run sends it again), it has bad lines new
+   recorded is said so, with the line to paste: the next run sends it again
+   unless it is), its lock file could not be opened or created (named, and
+   why: nothing done), it has bad lines new
    since the last lane_check (older ones are only named on stderr), it has no
    lane at all (nothing feeds lane state: run eventlog observe lane for each
    lane), or SIGTERM or SIGINT stopped the run
@@ -132,9 +139,5 @@ def run_lanes(args: argparse.Namespace) -> int:
         opts.check()
     except (UsageError, ValueError) as err:
         return refused(err)
-    try:
-        done = stoppable("lanes", lambda: lanes.run_lanes(opts))
-    except OSError as err:  # the lock file
-        error(f"{args.log}: {err.strerror or err}")
-        return 2
+    done = stoppable("lanes", lambda: lanes.run_lanes(opts))
     return report(done, args.json, done.text(), done.notes)

@@ -307,6 +307,12 @@ def log_events(target: str, assume_tz: tzinfo | None = None,
                 bad.append({"line": number, "reason": decoded})
 
 
+class LockUnavailable(OSError):
+    """A runner's lock file that cannot be opened or created (another user's, a directory this user may not
+    write, no space or inode left, a symbolic link): nothing was done. Its ``strerror`` names the file and why;
+    a runner says it as a problem (exit 1: the log could not be written, not bad usage)."""
+
+
 @contextmanager
 def runner_lock(log: str, name: str, *, wait: bool) -> Iterator[bool]:
     """Hold ``LOG.<name>.lock`` exclusively; yields False when ``wait`` is off and another holds it.
@@ -315,14 +321,18 @@ def runner_lock(log: str, name: str, *, wait: bool) -> Iterator[bool]:
 
     For a ``nats://`` LOG the lock file is on this host only (:func:`eventlog.logs.lock_path`).
     A symbolic link at the lock's name is never followed (it could make this create a file anywhere);
-    OSError naming the lock file when it cannot be opened.
+    :class:`LockUnavailable` naming the lock file when it cannot be opened or created.
     """
-    path = lock_path(log, name)
+    try:
+        path = lock_path(log, name)
+    except OSError as err:
+        where = "" if err.filename is None else f"cannot create the lock directory {err.filename}: "
+        raise LockUnavailable(err.errno, f"{where}{err.strerror}") from err
     try:
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o640)
     except OSError as err:
         why = "it is a symbolic link (never followed): remove it" if err.errno == errno.ELOOP else err.strerror
-        raise OSError(err.errno, f"lock file {path}: {why}") from err
+        raise LockUnavailable(err.errno, f"cannot open or create its lock file {path}: {why}") from err
     try:
         try:
             if wait:
@@ -347,9 +357,7 @@ def _wait_for_lock(fd: int, path: str) -> None:
 
 
 __all__ = [
-    "BAD_LINES_SHOWN", "BadLines", "LogNotReached", "Named", "NamedBadLine", "PassBadLines", "RunnerError", "bad_lines",
-    "bad_lines_said", "check_bounds", "folder",
-    "id_pattern", "log_events", "name_bad_lines", "named_problem", "naming", "not_a_directory", "refuses_appends",
-    "require_log",
-    "runner_lock",
+    "BAD_LINES_SHOWN", "BadLines", "LockUnavailable", "LogNotReached", "Named", "NamedBadLine", "PassBadLines",
+    "RunnerError", "bad_lines", "bad_lines_said", "check_bounds", "folder", "id_pattern", "log_events",
+    "name_bad_lines", "named_problem", "naming", "not_a_directory", "refuses_appends", "require_log", "runner_lock",
 ]

@@ -6,22 +6,27 @@ time dated more than :data:`projections.ahead.TOLERANCE_S` ahead (a finished job
 a status, a commit: a writer's clock ahead) is a problem too: its lane cannot be
 judged stalled until the clock passes it.
 
-:func:`run_lanes` judges every lane at its clock, then for each lane that
-check finds stalled and that no ``resume_enqueued`` covers yet (same product
-and kind, after the stall's anchor), runs the enqueue command with the product
-and the kind as its last two arguments and in ``RESUME_PRODUCT`` and
-``RESUME_KIND``, and then appends ``resume_enqueued``. The last non-empty line
-the command prints on stdout, if any, is its ``task_branch`` (cut by
-:func:`~eventlog.runners.process.excerpt`). Stopped and idle lanes are never
-stalled, so never resumed. The command's result is its own exit: one that
-starts the work in the background and exits 0 has enqueued it (seed 001's
-resume is asynchronous); the work it left running is not waited for. Last, it
-appends its ``lane_check`` (ts: the time it judged at, so its record is the one
-the pass acted on), with how the pass ended: ``exit`` ``ok``, or ``error`` and a
-``detail`` naming what it could not do (its problems, as on stderr). A failed
-send, a stop signal, new bad lines and a log with no lane all leave that trace
-in the log, and the views name a last pass that ended in error (as failback's
-heartbeat).
+:func:`run_lanes` judges every lane at its clock and, **before any command
+runs**, appends its ``lane_check`` (intent before the act; ts: the time it
+judged at, so its record is the one the pass acted on) with how the pass stands:
+``exit`` ``ok``, or ``error`` and a ``detail`` naming what it could not do (its
+problems, as on stderr). When that line cannot be written (a full disk, a file
+this user may not write, no event log, a torn tail no append cuts) no command
+runs: nothing would record the resume, so every run would send it again. Then
+for each lane that check finds stalled and that no ``resume_enqueued`` covers
+yet (same product and kind, after the stall's anchor), it runs the enqueue
+command with the product and the kind as its last two arguments and in
+``RESUME_PRODUCT`` and ``RESUME_KIND``, and then appends ``resume_enqueued``.
+The last non-empty line the command prints on stdout, if any, is its
+``task_branch`` (cut by :func:`~eventlog.runners.process.excerpt`). Stopped and
+idle lanes are never stalled, so never resumed. The command's result is its own
+exit: one that starts the work in the background and exits 0 has enqueued it
+(seed 001's resume is asynchronous); the work it left running is not waited
+for. A pass that ends in error after its ``lane_check`` (a failed send, a resume
+not recorded, a stop signal) appends a second ``lane_check``, same ts, that says
+so: a failed send, a stop signal, new bad lines and a log with no lane all leave
+that trace in the log, and the views name a last pass that ended in error (as
+failback's heartbeat).
 
 - The command fails (non-zero exit, over its timeout: SIGTERM, then SIGKILL to
   its process group after the grace, or cannot start): no ``resume_enqueued``
@@ -29,17 +34,18 @@ heartbeat).
   run tries again.
 - The resume is appended after the command succeeded: a crash between the two
   sends it again on the next run (at least once, never silently lost). An
-  append that fails there is in ``unrecorded`` (sent, not recorded) and ends
-  the run.
-- Before the first send, a log that takes no append (no event log, a torn tail
-  no append cuts, a file this user may not write) gets none: nothing would
-  record the resume, so every run would send it again.
+  append that fails there is in ``unrecorded`` (sent, not recorded), the
+  problem prints the ``eventlog append`` command that records it (the exact
+  line), and it ends the run.
 - Two runners of one log take turns (``LOG.lanes.lock``), so the second sees
-  the first's ``resume_enqueued`` and does not send the same resume again.
+  the first's ``resume_enqueued`` and does not send the same resume again. A
+  lock file that cannot be opened or created (another user's, a directory this
+  user may not write, no space or inode left) is a problem naming it and why:
+  nothing is judged or sent.
 - A stop signal (SIGTERM, SIGINT: :func:`eventlog.runners.process.stop_on_signals`)
   stops the running command's process group as a timeout does, starts no other
   (nor waits any longer for the lock): no ``resume_enqueued`` for it, the next
-  run retries; ``interrupted`` names the signal, and it is a problem (the
+  run retries; ``interrupted`` names the signal, and it is a problem (a second
   ``lane_check`` says so; stopped while waiting for the lock, nothing is written).
 - The ``lane_check`` it appends states the thresholds it judged with
   (``unpicked_s``, ``quiet_s``): ``tools/replay`` judges that line's record
@@ -52,13 +58,12 @@ ever be found, and a runner that stays quiet about it would look like all is wel
 
 Both reports have ``problems`` (one line each) and ``status``: 0 nothing needs
 a person, 1 a lane is stalled or a lane's time is dated ahead of now (the judge), or a command failed, the log could
-not be read or written, it has bad lines (the runner: bad lines new since
+not be read or written (or its lock file opened), it has bad lines (the runner: bad lines new since
 the log's last ``lane_check``; older ones are in its ``notes``, stderr only), or it has no lane (the runner).
 """
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from datetime import tzinfo
 from typing import Any
@@ -67,15 +72,14 @@ import msgspec
 
 from eventlog.appender import AppendError
 from eventlog.clock import NOW, At, Clock, now
-from eventlog.logs import Log, is_url, no_event_log, open_log
-from eventlog.replay import Replay
+from eventlog.logs import Log, no_event_log, open_log
 from eventlog.runners.common import (
     BadLines,
+    LockUnavailable,
     PassBadLines,
     RunnerError,
     bad_lines,
     check_bounds,
-    refuses_appends,
     require_log,
     runner_lock,
 )
@@ -83,7 +87,7 @@ from eventlog.runners.process import DETAIL_CHARS, Interrupted, excerpt, run
 from projections.ahead import dated_ahead
 from projections.lanes import CheckRecord, Lanes
 from projections.runner import in_units, thresholds
-from projections.triage import AHEAD_KIND, ahead_words, explain_cmd
+from projections.triage import AHEAD_KIND, ahead_words, append_cmd, explain_cmd
 
 #: Seed 001: a finished job not picked up after this is stalled (90 minutes).
 UNPICKED_S = 90 * 60.0
@@ -184,12 +188,13 @@ class LanesReport(msgspec.Struct, kw_only=True):
     """What a lanes run did: the check it made, and each stall enqueued, already enqueued, or failed."""
 
     check: CheckRecord | None = None
-    #: Whether its ``lane_check`` (with how the pass ended) was appended.
+    #: Whether its ``lane_check`` was appended (before any command ran: none runs when it could not be).
     recorded: bool = False
     enqueued: list[dict[str, Any]] = msgspec.field(default_factory=list)
     already_enqueued: list[dict[str, Any]] = msgspec.field(default_factory=list)
     failed: list[dict[str, Any]] = msgspec.field(default_factory=list)
-    #: Sent (the command succeeded), but its ``resume_enqueued`` could not be appended: the next run sends it again.
+    #: Sent (the command succeeded), but its ``resume_enqueued`` could not be appended: the next run sends it again
+    #: unless a person appends it first; ``line`` is that event, as ``problems`` prints it to paste.
     unrecorded: list[dict[str, Any]] = msgspec.field(default_factory=list)
     bad_lines: PassBadLines = msgspec.field(default_factory=PassBadLines)
     #: The signal (SIGTERM, SIGINT) that stopped the run, None when none did.
@@ -230,6 +235,9 @@ class LanesReport(msgspec.Struct, kw_only=True):
             elif key in unrecorded:
                 out.append(f"  {product}: {key[1]}, resume enqueued but NOT recorded (the next run sends it again: "
                            f"{unrecorded[key]['error']})")
+            elif not self.recorded:
+                out.append(f"  {product}: {key[1]}, not enqueued (its lane check could not be written: nothing "
+                           "would record the resume)")
             else:
                 out.append(f"  {product}: {key[1]}, not enqueued (the run stopped)")
         return out
@@ -238,14 +246,16 @@ class LanesReport(msgspec.Struct, kw_only=True):
 def run_lanes(opts: LanesOptions) -> LanesReport:
     """One lanes run (see the module docstring); call ``opts.check()`` first.
 
-    Never raises for a command or a log that fails, nor for a stop signal
-    (:func:`eventlog.runners.process.stop_on_signals`): that is in the report.
+    Never raises for a command or a log that fails, nor for a lock file that cannot be opened, nor for a stop
+    signal (:func:`eventlog.runners.process.stop_on_signals`): that is in the report.
     """
     report = LanesReport()
     try:
         _run_lanes(opts, report)
     except Interrupted as stop:  # while waiting for the lock: nothing was judged, nothing is written
         _stopped(opts, report, stop)
+    except LockUnavailable as err:
+        report.problems.append(f"{opts.log}: {err.strerror}: nothing judged, no resume sent")
     return report
 
 
@@ -271,15 +281,25 @@ def _run_lanes(opts: LanesOptions, report: LanesReport) -> None:
         report.check = lanes.judge(when, checked_at)
         if not report.check["results"] and no_event_log(opts.log, replay) is None:
             report.problems.append(no_lane(opts.log))
+        stalls = _uncovered(lanes, report)
+        if not _record(opts, log, checked_at, report):  # intent before the act: nothing would record a resume
+            if stalls:
+                report.problems.append(f"no resume sent for {len(stalls)} stall(s), since nothing could record it "
+                                       "(its lane_check could not be written); the next run that can write tries "
+                                       "again")
+            return
+        said = len(report.problems)
         try:
-            _send(opts, log, replay, lanes, clock, report)
+            _send(opts, log, stalls, clock, report)
         except Interrupted as stop:
             _stopped(opts, report, stop)
-        _record(opts, log, checked_at, report)
+        if len(report.problems) > said:  # the pass ended in error after its lane_check: a second one says so
+            _record(opts, log, checked_at, report)
 
 
-def _send(opts: LanesOptions, log: Log, replay: Replay, lanes: Lanes, clock: Clock, report: LanesReport) -> None:
-    """Run the enqueue command for each stall of ``report.check`` no resume covers, and append its resume."""
+def _uncovered(lanes: Lanes, report: LanesReport) -> list[tuple[str, str]]:
+    """The stalls of ``report.check`` no resume covers yet (product, kind); those one covers go in
+    ``already_enqueued``."""
     assert report.check is not None
     stalls = []
     for result in report.check["results"]:
@@ -290,11 +310,11 @@ def _send(opts: LanesOptions, log: Log, replay: Replay, lanes: Lanes, clock: Clo
             report.already_enqueued.append({"product": product, "kind": kind})
         else:
             stalls.append((product, kind))
-    refused = _refuses(opts.log, replay) if stalls else None
-    if refused is not None:
-        report.problems.append(f"no resume sent for {len(stalls)} stall(s), since nothing could record it: "
-                               f"{refused}; the next run that can tries again")
-        return
+    return stalls
+
+
+def _send(opts: LanesOptions, log: Log, stalls: list[tuple[str, str]], clock: Clock, report: LanesReport) -> None:
+    """Run the enqueue command for each of ``stalls``, and append its resume; an append that fails ends it."""
     for product, kind in stalls:
         try:
             ran = run([*opts.enqueue_cmd, product, kind], env={"RESUME_PRODUCT": product, "RESUME_KIND": kind},
@@ -321,23 +341,18 @@ def _send(opts: LanesOptions, log: Log, replay: Replay, lanes: Lanes, clock: Clo
             log.append([event])
         except AppendError as err:
             error = "cannot append resume_enqueued: " + "; ".join(err.messages)
-            report.unrecorded.append({"product": product, "kind": kind, "task_branch": branch, "error": error})
-            report.problems.append(f"{product}: {kind}: enqueued, but {error} (the next run sends it again; "
-                                   "no other lane was tried)")
+            report.unrecorded.append({"product": product, "kind": kind, "task_branch": branch, "error": error,
+                                      "line": event})
+            report.problems.append(f"{product}: {kind}: enqueued, but {error}; no other lane was tried, and the next "
+                                   "run sends it again unless it is recorded first, once the log takes appends: "
+                                   f"{append_cmd(opts.log, event)}")
             return
         report.enqueued.append({"product": product, "kind": kind, "task_branch": branch})
 
 
-def _refuses(target: str, replay: Replay) -> str | None:
-    """Why no append to the log would be taken, as far as can be told before writing (None: it may be)."""
-    refused = refuses_appends(target, replay)
-    if refused is None and not is_url(target) and not os.access(target, os.W_OK):
-        refused = f"{target}: this user may not write it"
-    return refused
-
-
-def _record(opts: LanesOptions, log: Log, checked_at: str, report: LanesReport) -> None:
-    """Append the pass's ``lane_check``: the thresholds it judged with, and how it ended (its problems, if any)."""
+def _record(opts: LanesOptions, log: Log, checked_at: str, report: LanesReport) -> bool:
+    """Append the pass's ``lane_check``: the thresholds it judged with, and how the pass stands (its problems, if
+    any); whether it was written."""
     event: dict[str, Any] = {"type": "lane_check", "ts": checked_at, "unpicked_s": opts.unpicked_s,
                              "quiet_s": opts.quiet_s, "exit": "error" if report.problems else "ok"}
     if report.problems:
@@ -346,8 +361,9 @@ def _record(opts: LanesOptions, log: Log, checked_at: str, report: LanesReport) 
         log.append([event])
     except AppendError as err:
         report.problems.append("cannot append the lane check: " + "; ".join(err.messages))
-        return
+        return False
     report.recorded = True
+    return True
 
 
 def no_lane(log: str) -> str:

@@ -3,7 +3,9 @@
 Usage: lanes_enqueue.py RECORD MODE PRODUCT KIND. Appends one JSON line to
 RECORD (its argv and RESUME_* env), then by MODE: ``ok`` prints a task branch
 after some chatter, ``quiet`` prints nothing, ``fail`` exits 4, ``sleep``
-sleeps 30 s (to be killed by the runner's timeout).
+sleeps 30 s (to be killed by the runner's timeout), ``full:LOG`` does as ``ok``
+and leaves the runner that runs it no room to write past LOG's size (its
+RLIMIT_FSIZE, as a disk that just filled up).
 """
 
 import json
@@ -19,7 +21,12 @@ with open(record, "a", encoding="utf-8") as f:
         "kind": os.environ.get("RESUME_KIND"),
         "mode": mode,
     }) + "\n")
-if mode == "ok":
+if mode.startswith("full:"):
+    import resource
+
+    size = os.path.getsize(mode[5:])
+    resource.prlimit(os.getppid(), resource.RLIMIT_FSIZE, (size, size))
+if mode == "ok" or mode.startswith("full:"):
     print("enqueueing...")
     print(f"resume/{product}/{kind}")
     print("")

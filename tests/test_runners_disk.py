@@ -1,0 +1,134 @@
+"""Catch-up and lanes on a disk that refuses: never act unjournaled, never lose a run (issue F1 of session 30).
+
+A user review filled a disk under the runners: catch-up re-ran a job, could not write its end, and reported
+"nothing kicked" with no run in its JSON; the lanes runner sent the same resume on every run while no line of
+it could be written; a lock file it could not create was "bad usage" (exit 2). Here a full disk is a file size
+limit (RLIMIT_FSIZE: every write past the log's size fails, for root too), set before the runner starts or, by the
+fake command, on the runner while it runs, so the append fails at the exact point. Real processes throughout.
+"""
+
+from __future__ import annotations
+
+import json
+import resource
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from tests.conftest import ROOT, run_cli, write_log
+from tests.test_lanes_pass import ago, events, pasted
+from tests.test_log_path_swaps import bound_by_permissions
+
+ENQUEUE = ROOT / "tests" / "fakes" / "lanes_enqueue.py"
+
+
+def cli(*args: str, full: Path | None = None, via: list[str] | None = None) -> subprocess.CompletedProcess[str]:
+    """``eventlog ARGS``; ``full``: no room left to write past that file's size (a full disk, from the start);
+    ``via``: the command it runs under."""
+    def no_room() -> None:
+        assert full is not None
+        size = full.stat().st_size
+        resource.setrlimit(resource.RLIMIT_FSIZE, (size, size))
+
+    return subprocess.run([*(via or []), sys.executable, "-m", "eventlog", *args], cwd=ROOT, capture_output=True,
+                          text=True, timeout=60, preexec_fn=None if full is None else no_room, check=False)
+
+
+# --- lanes ---------------------------------------------------------------------------------------------------
+
+
+def lanes_log(tmp_path: Path) -> Path:
+    return write_log(tmp_path / "lanes.jsonl", [
+        {"type": "status_updated", "ts": ago(31), "product": "quiet", "state": "running"},
+    ])
+
+
+def lanes(log: Path, mode: str = "ok", *extra: str, full: Path | None = None) -> Any:
+    cmd = shlex.join([sys.executable, str(ENQUEUE), str(log.parent / "calls.jsonl"), mode])
+    return cli("lanes", str(log), "--enqueue-cmd", cmd, *extra, full=full)
+
+
+def sent(log: Path) -> int:
+    calls = log.parent / "calls.jsonl"
+    return len(calls.read_text().splitlines()) if calls.exists() else 0
+
+
+def test_lanes_sends_no_resume_while_its_lane_check_cannot_be_written(tmp_path: Path) -> None:
+    """A disk with no room: the lane_check is written before any command runs, so none runs, run after run."""
+    log = lanes_log(tmp_path)
+    before = log.read_bytes()
+    for _ in range(3):
+        out = lanes(log, full=log)
+        assert out.returncode == 1
+        assert f"eventlog: cannot append the lane check: could not write {log}: File too large" in out.stderr
+        assert ("eventlog: no resume sent for 1 stall(s), since nothing could record it (its lane_check could not be "
+                "written); the next run that can write tries again") in out.stderr.splitlines()
+        assert out.stdout.splitlines()[1:] == [
+            "  quiet: status-quiet, not enqueued (its lane check could not be written: nothing would record the "
+            "resume)"]
+    assert sent(log) == 0 and log.read_bytes() == before
+
+
+def test_lanes_writes_its_lane_check_before_the_send_and_prints_a_resume_it_could_not_record(tmp_path: Path) -> None:
+    """The command sends, then leaves no room: its resume_enqueued cannot be written. The lane_check was written
+    before it ran; stderr prints the exact line, and once pasted the next run does not send it again."""
+    log = lanes_log(tmp_path)
+    out = lanes(log, f"full:{log}", "--json")
+    assert out.returncode == 1 and sent(log) == 1
+    assert [e["type"] for e in events(log)] == ["status_updated", "lane_check"]
+    assert events(log)[-1]["exit"] == "ok"  # as the pass stood before it sent: the send's end is on stderr
+    [lost] = json.loads(out.stdout)["unrecorded"]
+    assert lost["line"]["task_branch"] == "resume/quiet/status-quiet"
+    [said] = [line for line in out.stderr.splitlines() if "enqueued, but" in line]
+    assert said.startswith(f"eventlog: quiet: status-quiet: enqueued, but cannot append resume_enqueued: could not "
+                           f"write {log}: File too large")
+    assert f"cannot append the lane check: could not write {log}: File too large" in out.stderr  # its second one
+
+    paste = said.split("once the log takes appends: ", 1)[1]
+    assert pasted(paste, tmp_path).returncode == 0, paste
+    resume = events(log)[-1]
+    assert (resume["type"], resume["product"], resume["kind"]) == ("resume_enqueued", "quiet", "status-quiet")
+    again = lanes(log)
+    assert again.returncode == 0, again.stderr
+    assert "  quiet: status-quiet, resume already enqueued" in again.stdout.splitlines() and sent(log) == 1
+
+
+def test_a_send_that_fails_after_the_lane_check_leaves_a_second_one_that_says_so(tmp_path: Path) -> None:
+    log = lanes_log(tmp_path)
+    out = lanes(log, "fail")
+    assert out.returncode == 1 and sent(log) == 1
+    first, second = [e for e in events(log) if e["type"] == "lane_check"]
+    assert first["exit"] == "ok" and first["ts"] == second["ts"]
+    assert second["exit"] == "error" and "quiet: status-quiet: --enqueue-cmd failed (exit 4)" in second["detail"]
+
+
+# --- the runners' lock files ---------------------------------------------------------------------------------
+
+
+def test_a_lock_file_that_cannot_be_opened_is_exit_1_naming_it_and_why(tmp_path: Path) -> None:
+    """Not bad usage (exit 2): the log could not be written, as append says (here the lock's name is taken by a
+    directory; another user's file, a directory this user may not write and no inode left fail alike)."""
+    log = lanes_log(tmp_path)
+    lock = Path(f"{log}.lanes.lock")
+    lock.mkdir()
+    out = run_cli("lanes", str(log), "--enqueue-cmd", "true", "--json")
+    assert out.returncode == 1, out.stderr
+    said = f"{log}: cannot open or create its lock file {lock}: Is a directory"
+    assert f"eventlog: {said}" in out.stderr, out.stderr
+    assert any(p.startswith(said) for p in json.loads(out.stdout)["problems"])
+
+
+def test_a_lock_file_in_a_directory_this_user_may_not_write_is_exit_1(tmp_path: Path) -> None:
+    shut = tmp_path / "shut"
+    shut.mkdir()
+    log = lanes_log(shut)
+    shut.chmod(0o555)
+    try:
+        out = cli("lanes", str(log), "--enqueue-cmd", "true", via=bound_by_permissions())
+    finally:
+        shut.chmod(0o755)
+    assert out.returncode == 1
+    assert (f"eventlog: {log}: cannot open or create its lock file {log}.lanes.lock: Permission denied: nothing "
+            "judged, no resume sent") in out.stderr.splitlines()
