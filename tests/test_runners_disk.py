@@ -17,7 +17,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.conftest import ROOT, run_cli, write_log
+from tests.test_catchup_runner import AT, KICK, PROBE, registered, skipped
 from tests.test_lanes_pass import ago, events, pasted
 from tests.test_log_path_swaps import bound_by_permissions
 
@@ -34,6 +37,87 @@ def cli(*args: str, full: Path | None = None, via: list[str] | None = None) -> s
 
     return subprocess.run([*(via or []), sys.executable, "-m", "eventlog", *args], cwd=ROOT, capture_output=True,
                           text=True, timeout=60, preexec_fn=None if full is None else no_room, check=False)
+
+
+# --- catch-up ------------------------------------------------------------------------------------------------
+
+
+def catchup_log(tmp_path: Path) -> Path:
+    return write_log(tmp_path / "catchup.jsonl", [registered("com.lily.a"), registered("com.lily.b"),
+                                                  skipped("com.lily.a"), skipped("com.lily.b")])
+
+
+def catchup(log: Path, plan: dict[str, str], *extra: str, full: Path | None = None) -> Any:
+    kicks = log.parent / "kicks.jsonl"
+    return cli("catchup", str(log), "--probe-cmd", shlex.join([sys.executable, str(PROBE), str(log.parent / "p"), "0"]),
+               "--kick-cmd", shlex.join([sys.executable, str(KICK), str(kicks), json.dumps(plan)]), "--at", AT,
+               *extra, full=full)
+
+
+def kicked(log: Path) -> list[str]:
+    kicks = log.parent / "kicks.jsonl"
+    return [json.loads(line)["label"] for line in kicks.read_text().splitlines()] if kicks.exists() else []
+
+
+def test_a_rerun_whose_end_cannot_be_written_is_reported_with_its_exit_and_the_line_to_paste(tmp_path: Path) -> None:
+    """Room for catchup_kicked, none for catchup_finished: job a ran and exited 0. The report says so (text and
+    JSON), stderr says its end was not written and prints the exact line, and nothing more is kicked."""
+    log = catchup_log(tmp_path)
+    out = catchup(log, {"com.lily.a": f"full:{log}"}, "--json")
+    assert out.returncode == 1, out.stderr
+    report = json.loads(out.stdout)
+    assert report["runs"] == [{"label": "com.lily.a", "outcome": "exited", "exit": 0}]
+    assert report["not_kicked"] == ["com.lily.b"] and kicked(log) == ["com.lily.a"]
+    [lost] = report["unrecorded"]
+    assert lost["line"]["type"] == "catchup_finished" and lost["line"]["exit"] == 0
+    [said] = [line for line in out.stderr.splitlines() if "its end could not be written" in line]
+    assert said.startswith("eventlog: com.lily.a: its re-run ended (exit 0) but its end could not be written "
+                           f"(could not write {log}: File too large; nothing was written): nothing more is kicked")
+    assert report["note"] == "1 re-run(s) done; 1 end(s) NOT written to the log: nothing more kicked"
+    assert [e["type"] for e in events(log)][-1] == "catchup_kicked"  # the disk took that, and no more
+
+    paste = said.split("once the log takes appends: ", 1)[1]
+    assert pasted(paste, tmp_path).returncode == 0, paste
+    end = events(log)[-1]
+    assert (end["type"], end["label"], end["outcome"], end["exit"]) == ("catchup_finished", "com.lily.a", "exited", 0)
+    again = catchup(log, {})  # a is done; b, never kicked, is
+    assert again.returncode == 0, again.stderr
+    assert kicked(log) == ["com.lily.a", "com.lily.b"]
+
+
+def test_the_text_report_names_the_rerun_whose_end_was_not_written(tmp_path: Path) -> None:
+    log = catchup_log(tmp_path)
+    out = catchup(log, {"com.lily.b": f"full:{log}"})  # room for a's lines and b's kick: b ran too
+    assert out.returncode == 1
+    assert out.stdout.splitlines() == [
+        "com.lily.a: exited (exit 0)",
+        "com.lily.b: exited (exit 0) (its end NOT written to the log)",
+        "2 re-run(s) done; 1 end(s) NOT written to the log: nothing more kicked"]
+    assert "com.lily.b: its re-run ended (exit 0) but its end could not be written" in out.stderr
+    assert f"| eventlog append {log}" in out.stderr
+
+
+def test_no_job_is_kicked_whose_kick_cannot_be_written(tmp_path: Path) -> None:
+    log = catchup_log(tmp_path)
+    before = log.read_bytes()
+    out = catchup(log, {}, "--json", full=log)
+    assert out.returncode == 1
+    report = json.loads(out.stdout)
+    assert kicked(log) == [] and report["runs"] == [] and report["not_kicked"] == ["com.lily.a", "com.lily.b"]
+    assert (f"eventlog: com.lily.a: its catchup_kicked could not be written (could not write {log}: File too large; "
+            "nothing was written): it is not kicked, nor is any job after it") in out.stderr
+    assert log.read_bytes() == before
+
+
+def test_catchup_on_a_log_it_may_read_but_not_write_says_the_write_failed(tmp_path: Path) -> None:
+    log = catchup_log(tmp_path)
+    log.chmod(0o444)
+    out = cli("catchup", str(log), "--probe-cmd", "true", "--kick-cmd", "true", "--at", AT,
+              via=bound_by_permissions())
+    assert out.returncode == 1
+    assert out.stdout.splitlines() == ["the log could not be written: nothing kicked"]
+    assert (f"eventlog: cannot write the log (it can be read, not written): cannot open {log}: "
+            "Permission denied") in out.stderr.splitlines()
 
 
 # --- lanes ---------------------------------------------------------------------------------------------------
@@ -107,13 +191,18 @@ def test_a_send_that_fails_after_the_lane_check_leaves_a_second_one_that_says_so
 # --- the runners' lock files ---------------------------------------------------------------------------------
 
 
-def test_a_lock_file_that_cannot_be_opened_is_exit_1_naming_it_and_why(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("runner", "args"), [
+    ("lanes", ["--enqueue-cmd", "true"]),
+    ("catchup", ["--probe-cmd", "true", "--kick-cmd", "true", "--at", AT]),
+])
+def test_a_lock_file_that_cannot_be_opened_is_exit_1_naming_it_and_why(tmp_path: Path, runner: str,
+                                                                        args: list[str]) -> None:
     """Not bad usage (exit 2): the log could not be written, as append says (here the lock's name is taken by a
     directory; another user's file, a directory this user may not write and no inode left fail alike)."""
-    log = lanes_log(tmp_path)
-    lock = Path(f"{log}.lanes.lock")
+    log = lanes_log(tmp_path) if runner == "lanes" else catchup_log(tmp_path)
+    lock = Path(f"{log}.{runner}.lock")
     lock.mkdir()
-    out = run_cli("lanes", str(log), "--enqueue-cmd", "true", "--json")
+    out = run_cli(runner, str(log), *args, "--json")
     assert out.returncode == 1, out.stderr
     said = f"{log}: cannot open or create its lock file {lock}: Is a directory"
     assert f"eventlog: {said}" in out.stderr, out.stderr

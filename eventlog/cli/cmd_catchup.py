@@ -14,7 +14,6 @@ from eventlog.cli.common import (
     add_log,
     command_parser,
     duration,
-    error,
     judging,
     refused,
     report,
@@ -78,7 +77,11 @@ Re-run today's quota-skipped jobs, one at a time:
   that timed out is checked with the scheduler first: the job may have
   started). No end is recorded that did not happen: a job that even SIGKILL
   did not end, or whose start cannot be told, keeps its catchup_kicked open,
-  and the catch-up kicks nothing more.
+  and the catch-up kicks nothing more. No job is kicked whose catchup_kicked
+  could not be written, and nothing more after a line that could not be: a
+  re-run whose catchup_finished could not be written (a full disk) is still
+  reported with its exit, and stderr prints the exact line to paste
+  (... | eventlog append LOG); until it is, the log holds the re-run open.
 - an open re-run (catchup_kicked, no catchup_finished) that the catch-up which
   kicked it left behind (it died, was killed, or could not stop it): with
   --scheduler, the scheduler is asked: still running (or it cannot tell),
@@ -92,7 +95,9 @@ Re-run today's quota-skipped jobs, one at a time:
   eventlog explain LOG LABEL says how to run it by hand.
 - one catch-up at a time per log: a second one finds LOG.catchup.lock (beside
   the log file itself, symbolic links resolved) held, says so on stderr and
-  does nothing.
+  does nothing. A lock file that cannot be opened or created (another user's,
+  a directory this user may not write, no inode left) is said, naming it and
+  why, and nothing is done (exit 1).
 - SIGTERM or SIGINT: the running probe or re-run is stopped as over --timeout
   (its process group, or the job through the scheduler: SIGTERM, --kill-grace,
   SIGKILL), nothing more is kicked, what was cut short is said on stderr, and
@@ -109,7 +114,9 @@ EXITS = """\
      it?), the probe was not ok, a re-run did not exit 0, could not start or
      could not be stopped, a re-run of an earlier pass did not end well or may
      still run (until the job runs again), the log could not be read or
-     written, it takes no append (no event log), SIGTERM or SIGINT stopped it,
+     written (a re-run's end not written is said with the line to paste), its
+     lock file could not be opened or created, it takes no append (no event
+     log), SIGTERM or SIGINT stopped it,
      or LOG has bad lines (a catch-up writes no line per pass, so it cannot
      tell new ones from old: each counts; the rest is still judged and kicked)
 2    bad usage or no such log"""
@@ -166,9 +173,5 @@ def run_catchup(args: argparse.Namespace) -> int:
         opts.check()
     except (UsageError, ValueError) as err:
         return refused(err)
-    try:
-        done = stoppable("catchup", lambda: catchup.run_catchup(opts))
-    except OSError as err:  # the lock file
-        error(f"{args.log}: {err.strerror or err}")
-        return 2
+    done = stoppable("catchup", lambda: catchup.run_catchup(opts))
     return report(done, args.json, done.text(), done.notes)

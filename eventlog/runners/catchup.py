@@ -47,7 +47,11 @@
   (it may have started). **No end is recorded that did not happen**: a job
   that even SIGKILL did not end, or whose start cannot be told, keeps its
   ``catchup_kicked`` open (``may_still_run``), and the catch-up kicks nothing
-  more.
+  more. **No job is kicked whose ``catchup_kicked`` was not written**, and a
+  pass that could not write a line kicks nothing more: a re-run whose
+  ``catchup_finished`` could not be written is still in ``runs`` with its exit,
+  in ``unrecorded`` with that line, and a problem prints it to paste
+  (:func:`_write_end`).
 - **An open re-run** (a ``catchup_kicked`` with no ``catchup_finished``) found
   under the lock was left by a catch-up that is gone (it died, was killed, or
   could not stop its job): with ``scheduler`` the scheduler is asked (it runs:
@@ -58,7 +62,8 @@
   problem.
 - one catch-up at a time per log: a second one finds the log's lock (beside
   the file itself, symbolic links resolved) held, says so in ``notes`` and does
-  nothing (``busy``).
+  nothing (``busy``). A lock file that cannot be opened or created is a
+  problem naming it and why: nothing is done.
 - a stop signal (SIGTERM, SIGINT: :func:`eventlog.runners.process.stop_on_signals`)
   stops the running probe or re-run as a timeout does (through the scheduler
   for a scheduled job) and kicks nothing more: once the re-run no longer runs
@@ -96,11 +101,12 @@ import msgspec
 
 from eventlog.appender import AppendError
 from eventlog.clock import NOW, At, Clock
-from eventlog.logs import Log, no_event_log, open_log
+from eventlog.logs import Log, is_url, no_event_log, open_log
 from eventlog.probe import EXPECTED, judge
 from eventlog.replay import Replay
 from eventlog.runners import imports
 from eventlog.runners.common import (
+    LockUnavailable,
     PassBadLines,
     RunnerError,
     check_bounds,
@@ -113,7 +119,7 @@ from eventlog.runners.process import Interrupted, check_stop, run
 from eventlog.runners.schedulers import POLL_S, JobRan, Scheduler, SchedulerError, run_job
 from projections import catchup as rules
 from projections.catchup import Catchup, Rerun, Unfed
-from projections.triage import explain_cmd, rerun_end_cmd, rerun_words, unfed_words
+from projections.triage import append_cmd, explain_cmd, rerun_end_cmd, rerun_words, unfed_words
 
 #: Spec section 5: a re-run over this is stopped.
 KICK_TIMEOUT_S = rules.TIMEOUT_S
@@ -191,6 +197,9 @@ class Report(msgspec.Struct, kw_only=True):
     #: Re-runs that did not end well, until the job runs again: ``label``, ``kind`` (``rerun_failed``,
     #: ``rerun_no_end``, or ``open``: no end written yet), ``kicked_at``, ``line`` (its kick's, or its end's).
     reruns: list[dict[str, Any]] = msgspec.field(default_factory=list)
+    #: Re-runs that ended but whose ``catchup_finished`` could not be written: ``label``, ``line`` (that event, as
+    #: ``problems`` prints it to paste) and ``error``; the pass kicked nothing after one.
+    unrecorded: list[dict[str, Any]] = msgspec.field(default_factory=list)
     #: Open re-runs the job of which may still run: nothing was kicked (re-runs never overlap).
     waits_for: list[str] = msgspec.field(default_factory=list)
     note: str = ""
@@ -205,8 +214,9 @@ class Report(msgspec.Struct, kw_only=True):
 
     def text(self) -> list[str]:
         """The report for people, one line each."""
+        unrecorded = {u["label"] for u in self.unrecorded}
         out = [f"{r['label']}: {r['outcome']}" + (f" (exit {r['exit']})" if r["exit"] is not None else "")
-               for r in self.runs]
+               + (" (its end NOT written to the log)" if r["label"] in unrecorded else "") for r in self.runs]
         fed = [f"imported first: {', '.join(f'{source} {n}' for source, n in self.imported.items())}"
                ] if self.imported else []
         return [*fed, *out, self.note]
@@ -241,12 +251,22 @@ def run_catchup(opts: Options) -> Report:
             if report.circuit == "open":
                 report.note += f"; {_held(state)}: a run now would re-run nothing (no probe, nothing kicked)"
         return report
+    try:
+        _locked_pass(opts, report)
+    except LockUnavailable as err:
+        report.problems.append(f"{opts.log}: {err.strerror}: nothing done")
+        report.note = "nothing done"
+    return report
+
+
+def _locked_pass(opts: Options, report: Report) -> None:
+    """A pass under the log's catch-up lock (LockUnavailable when its lock file cannot be opened or created)."""
     with runner_lock(opts.log, "catchup", wait=False) as mine:
         if not mine:
             report.busy = True
             report.note = "nothing done"
             report.notes.append(f"another catch-up holds the lock of {opts.log}: nothing done")
-            return report
+            return
         _feed(opts, report)
         with open_log(opts.log, assume_tz=opts.assume_tz) as log:
             try:
@@ -256,7 +276,6 @@ def run_catchup(opts: Options) -> Report:
                 report.interrupted = stop.signal
                 report.problems.append(f"{opts.log}: catch-up {stop.said()}")
                 report.note = f"stopped by {stop.signal}: {report.note}"
-    return report
 
 
 def _judge(opts: Options, report: Report, last_at: datetime | None, last_ts: str | None, state: Catchup,
@@ -347,6 +366,9 @@ def _feed(opts: Options, report: Report) -> None:
         except AppendError as err:
             report.problems.append(f"import {source}: cannot append to the log: {'; '.join(err.messages)}")
             continue
+        except LockUnavailable as err:
+            report.problems.append(f"import {source}: {opts.log}: {err.strerror}: nothing imported")
+            continue
         except OSError as err:
             report.problems.append(f"import {source}: cannot read {opts.log}: {err.strerror or err}")
             continue
@@ -383,8 +405,9 @@ def _open_words(r: Rerun) -> str:
     return f"its re-run kicked at {r.kicked_ts} (line {r.kicked_line}) has no end written"
 
 
-def _waits_for(opts: Options, log: Log, report: Report, state: Catchup, clock: Clock) -> None:
-    """Settle the open re-runs a catch-up that is gone left (we hold the lock), or wait for them.
+def _waits_for(opts: Options, log: Log, report: Report, state: Catchup, clock: Clock) -> bool:
+    """Settle the open re-runs a catch-up that is gone left (we hold the lock), or wait for them; False when an
+    end could not be written (then nothing is kicked).
 
     Each is a problem. With a scheduler, one it no longer runs gets its end (``exited``, no exit: how it ended
     is unknown); one it runs, or cannot tell of, is waited for. With a kick command nobody can tell whether it
@@ -413,10 +436,27 @@ def _waits_for(opts: Options, log: Log, report: Report, state: Catchup, clock: C
             report.problems.append(f"{gone}; {name} still runs it, so nothing is kicked until it ends (re-runs "
                                    f"never overlap): wait, or stop it: {opts.scheduler.kill_command(label)}")
             continue
-        log.append([{"type": "catchup_finished", "ts": clock().isoformat(), "label": label, "outcome": "exited"}])
+        if not _write_end(opts, log, clock, report, label, {"outcome": "exited"}):
+            report.problems.append(f"{gone}; {name} no longer runs it, but its end could not be written: nothing is "
+                                   "kicked")
+            return False
         report.problems.append(f"{gone}; {name} no longer runs it: its end is written with no exit status (how it "
                                f"ended is unknown); re-run it by hand once you know why "
                                f"({explain_cmd(opts.log, label)} says how)")
+    return True
+
+
+def _state_failed(log: str, err: AppendError) -> str:
+    """Why the log's state could not be had, for a person: it is opened for writing (:meth:`Log.state`), so a log
+    this user may read but not write fails there, and then it is the write that failed."""
+    verb = "write the log (it can be read, not written)" if _read_only(log) else "read the log"
+    return f"cannot {verb}: " + "; ".join(err.messages)
+
+
+def _read_only(log: str) -> bool:
+    """Whether ``log`` is a file this user may read but not write (a mode, an owner, ``chattr +i``, a read-only
+    mount): then opening it to append is what failed, not reading it."""
+    return not is_url(log) and os.access(log, os.R_OK) and not os.access(log, os.W_OK)
 
 
 def _held(state: Catchup) -> str:
@@ -428,18 +468,15 @@ def _catchup(opts: Options, log: Log, report: Report) -> None:
     try:
         replay = log.state()
     except AppendError as err:
-        report.problems.append("cannot read the log: " + "; ".join(err.messages))
-        report.note = "the log could not be read: nothing kicked"
+        report.problems.append(_state_failed(opts.log, err))
+        report.note = f"the log could not be {'written' if _read_only(opts.log) else 'read'}: nothing kicked"
         return
     clock: Clock = opts.at.clock(replay.last_at)
     state = folder(replay).catchup
     _when, takes_no_append = _judge(opts, report, replay.last_at, replay.last_ts, state, replay)
     if takes_no_append:
         return
-    try:
-        _waits_for(opts, log, report, state, clock)
-    except AppendError as err:
-        report.problems.append("cannot append to the log: " + "; ".join(err.messages))
+    if not _waits_for(opts, log, report, state, clock):
         report.note = "the log could not be written: nothing kicked"
         return
     if report.waits_for:
@@ -467,81 +504,117 @@ def _catchup(opts: Options, log: Log, report: Report) -> None:
     finally:
         kicked = sum(r["outcome"] != "interrupted" for r in report.runs)
         report.note = f"{kicked} re-run(s) done" if kicked else "nothing kicked"
+        if report.unrecorded:
+            report.note += f"; {len(report.unrecorded)} end(s) NOT written to the log: nothing more kicked"
 
 
 def _rerun_all(opts: Options, log: Log, clock: Clock, report: Report, labels: list[str]) -> None:
-    """Re-run each candidate in turn (see the module docstring)."""
-    try:
-        for i, label in enumerate(labels):
-            now = clock()
+    """Re-run each candidate in turn (see the module docstring).
+
+    No re-run starts whose ``catchup_kicked`` was not written, and a pass that could not write a line kicks
+    nothing more; a re-run whose end could not be written is reported all the same (:func:`_write_end`).
+    """
+    for i, label in enumerate(labels):
+        now = clock()
+        try:
             fresh = folder(log.state()).catchup
-            if fresh.circuit_open(now):
-                report.not_kicked.extend(labels[i:])
-                report.notes.append("the circuit opened again: no more re-runs")
-                break
-            if label not in {c.label for c in fresh.candidates(now)}:
-                report.not_kicked.append(label)
-                report.notes.append(f"{label}: no longer a candidate, not kicked")
-                continue
-            check_stop()
+        except AppendError as err:
+            report.problems.append(f"{_state_failed(opts.log, err)}: {label} and the rest are not kicked")
+            report.not_kicked.extend(labels[i:])
+            return
+        if fresh.circuit_open(now):
+            report.not_kicked.extend(labels[i:])
+            report.notes.append("the circuit opened again: no more re-runs")
+            return
+        if label not in {c.label for c in fresh.candidates(now)}:
+            report.not_kicked.append(label)
+            report.notes.append(f"{label}: no longer a candidate, not kicked")
+            continue
+        check_stop()
+        try:
             log.append([{"type": "catchup_kicked", "ts": clock().isoformat(), "label": label,
                          "timeout_s": opts.timeout_s, "kill_grace_s": opts.kill_grace_s,
                          **(opts.scheduler.kicked_by() if opts.scheduler else {"kicked_by": "kick_cmd"})}])
-            try:
-                ran = _rerun(opts, label)
-            except Interrupted as stop:
-                report.runs.append({"label": label, "outcome": "interrupted", "exit": None})
-                ended = _ended_after_stop(opts, label, stop.started)
-                if ended is None:
-                    try:
-                        log.append([{"type": "catchup_finished", "ts": clock().isoformat(), "label": label,
-                                     "outcome": "exited"}])
-                    except AppendError as err:  # said, and the stop goes on
-                        report.problems.append("cannot append to the log: " + "; ".join(err.messages))
-                    stop.what = (f"while {label} re-ran: it was stopped and its end written with no exit status"
-                                 if stop.started else f"after catchup_kicked of {label}, before it re-ran (its end "
-                                 "is written with no exit status)")
-                else:
-                    stop.what = (f"while {label} re-ran, and it may still run ({ended}): no end is written, so no "
-                                 f"catch-up kicks anything until it is ({rerun_end_cmd(opts.log, label)} once it "
-                                 "no longer runs)")
-                stop.what += (" and it is not kicked again today (re-run it by hand if it must run: "
-                              f"{explain_cmd(opts.log, label)} says how)")
-                raise
-            if ran.may_run:  # no end happened: none is written, and nothing starts after it
-                timed_out = f"re-run timed out after {opts.timeout_s:g} s; " if ran.timed_out else ""
-                report.runs.append({"label": label, "outcome": "may_still_run", "exit": None})
-                report.problems.append(f"{label}: {timed_out}{ran.error}: it may still run, so no end is written "
-                                       "and nothing more is kicked (re-runs never overlap)")
-                report.not_kicked.extend(labels[i + 1:])
-                break
-            problem = None
-            lost_sight = ran.timed_out and ran.error is not None  # the scheduler stopped answering; the job was stopped
-            if not ran.started:
-                problem = f"{label}: kick command could not start: {ran.error}" if opts.scheduler is None else (
-                    f"{label}: {opts.scheduler.name} could not start it: {ran.error}")
-                ran = JobRan(True, 127)
-            finished: dict[str, Any] = {"type": "catchup_finished", "ts": clock().isoformat(), "label": label}
-            run_: dict[str, Any]
-            if ran.timed_out:
-                finished["outcome"] = "timeout_killed"
-                run_ = {"label": label, "outcome": "timeout_killed", "exit": None}
-                problem = f"{label}: re-run timed out after {opts.timeout_s:g} s; {ran.error or 'stopped'}"
+        except AppendError as err:
+            report.problems.append(f"{label}: its catchup_kicked could not be written ({'; '.join(err.messages)}): "
+                                   "it is not kicked, nor is any job after it (no re-run starts unrecorded)")
+            report.not_kicked.extend(labels[i:])
+            return
+        try:
+            ran = _rerun(opts, label)
+        except Interrupted as stop:
+            report.runs.append({"label": label, "outcome": "interrupted", "exit": None})
+            ended = _ended_after_stop(opts, label, stop.started)
+            if ended is None:
+                written = _write_end(opts, log, clock, report, label, {"outcome": "exited"})
+                said = "its end is written with no exit status" if written else "its end could not be written"
+                stop.what = (f"while {label} re-ran: it was stopped and {said}" if stop.started
+                             else f"after catchup_kicked of {label}, before it re-ran ({said})")
             else:
-                finished.update(outcome="exited", exit=ran.exit)
-                run_ = {"label": label, "outcome": "exited", "exit": ran.exit}
-                if ran.exit != 0:
-                    problem = problem or f"{label}: re-run exit {ran.exit}"
-            if problem:
-                report.problems.append(problem)
-            log.append([finished])
-            report.runs.append(run_)
-            if lost_sight:
-                report.not_kicked.extend(labels[i + 1:])
-                report.notes.append(f"{label}: the scheduler stopped answering: no more re-runs")
-                break
+                stop.what = (f"while {label} re-ran, and it may still run ({ended}): no end is written, so no "
+                             f"catch-up kicks anything until it is ({rerun_end_cmd(opts.log, label)} once it "
+                             "no longer runs)")
+            stop.what += (" and it is not kicked again today (re-run it by hand if it must run: "
+                          f"{explain_cmd(opts.log, label)} says how)")
+            raise
+        if ran.may_run:  # no end happened: none is written, and nothing starts after it
+            timed_out = f"re-run timed out after {opts.timeout_s:g} s; " if ran.timed_out else ""
+            report.runs.append({"label": label, "outcome": "may_still_run", "exit": None})
+            report.problems.append(f"{label}: {timed_out}{ran.error}: it may still run, so no end is written "
+                                   "and nothing more is kicked (re-runs never overlap)")
+            report.not_kicked.extend(labels[i + 1:])
+            return
+        problem = None
+        lost_sight = ran.timed_out and ran.error is not None  # the scheduler stopped answering; the job was stopped
+        if not ran.started:
+            problem = f"{label}: kick command could not start: {ran.error}" if opts.scheduler is None else (
+                f"{label}: {opts.scheduler.name} could not start it: {ran.error}")
+            ran = JobRan(True, 127)
+        end: dict[str, Any]
+        if ran.timed_out:
+            end = {"outcome": "timeout_killed"}
+            problem = f"{label}: re-run timed out after {opts.timeout_s:g} s; {ran.error or 'stopped'}"
+        else:
+            end = {"outcome": "exited", "exit": ran.exit}
+            if ran.exit != 0:
+                problem = problem or f"{label}: re-run exit {ran.exit}"
+        if problem:
+            report.problems.append(problem)
+        report.runs.append({"label": label, "outcome": end["outcome"], "exit": end.get("exit")})
+        written = _write_end(opts, log, clock, report, label, end)
+        if lost_sight:
+            report.notes.append(f"{label}: the scheduler stopped answering: no more re-runs")
+        if not written or lost_sight:
+            report.not_kicked.extend(labels[i + 1:])
+            return
+
+
+def _write_end(opts: Options, log: Log, clock: Clock, report: Report, label: str, end: dict[str, Any]) -> bool:
+    """Append the ``catchup_finished`` of ``label`` (``end``: its ``outcome`` and ``exit``); whether it was written.
+
+    An end that happened is never lost: when its line cannot be written, a problem says how the re-run ended and
+    prints that exact line to paste (the log holds the re-run open until then: it "may still run", and a pass with
+    ``kick_cmd`` kicks nothing), and it is in ``unrecorded``.
+    """
+    finished = {"type": "catchup_finished", "ts": clock().isoformat(), "label": label, **end}
+    try:
+        log.append([finished])
     except AppendError as err:
-        report.problems.append("cannot append to the log: " + "; ".join(err.messages))
+        error = "; ".join(err.messages)
+        report.unrecorded.append({"label": label, "line": finished, "error": error})
+        report.problems.append(
+            f"{label}: its re-run ended ({_end_words(end)}) but its end could not be written ({error}): nothing more "
+            f"is kicked, and the log holds the re-run open (it may still run, to the views and the next pass) until "
+            f"it is recorded; once the log takes appends: {append_cmd(opts.log, finished)}")
+        return False
+    return True
+
+
+def _end_words(end: dict[str, Any]) -> str:
+    """How a re-run ended, in words (its ``catchup_finished``'s ``outcome`` and ``exit``)."""
+    if end["outcome"] == "timeout_killed":
+        return "killed at its timeout"
+    return "no exit status" if end.get("exit") is None else f"exit {end['exit']}"
 
 
 def _ended_after_stop(opts: Options, label: str, started: bool) -> str | None:

@@ -4,8 +4,10 @@ Usage: catchup_kick.py RECORD PLAN LABEL. PLAN is a JSON object
 ``{LABEL: MODE}``; MODE is ``ok`` (exit 0 at once), ``exit:N``, ``sleep:S``
 (sleep S seconds, then exit 0), ``wait:FILE`` (exit 0 once FILE exists, at
 most 20 s), ``ignore-term`` (ignore SIGTERM, start a child
-that sleeps in the same process group, sleep 30 s) or ``ran:OTHER:LOG`` (append
-a ``job_ran`` of OTHER to LOG, as the guard would if OTHER ran meanwhile).
+that sleeps in the same process group, sleep 30 s), ``ran:OTHER:LOG`` (append
+a ``job_ran`` of OTHER to LOG, as the guard would if OTHER ran meanwhile) or
+``full:LOG`` (exit 0, leaving the catch-up that runs it no room to write past
+LOG's size: its RLIMIT_FSIZE, as a disk that just filled up).
 
 On start it appends ``{"label", "env", "pid", "alive"}`` to RECORD, where
 ``alive`` lists the pids of earlier kicks (and their children) still running:
@@ -61,6 +63,11 @@ elif mode.startswith("wait:"):
         time.sleep(0.02)
 elif mode == "ignore-term":
     time.sleep(30)
+elif mode.startswith("full:"):
+    import resource
+
+    size = os.path.getsize(mode[5:])
+    resource.prlimit(os.getppid(), resource.RLIMIT_FSIZE, (size, size))
 elif mode.startswith("ran:"):
     _, other, log = mode.split(":", 2)
     from eventlog.appender import EventLog
