@@ -121,6 +121,18 @@ def elapsed_s(later: datetime, earlier: datetime) -> float:
     return seconds(micros(later) - micros(earlier))
 
 
+def not_before(at: datetime, other: datetime) -> bool:
+    """Whether ``at`` is the same instant as ``other`` or later (as :func:`elapsed_s` ``>= 0``, cheaper).
+
+    Python compares two aware times by their instants unless both share one tzinfo object; then it
+    compares wall clocks, which only a zone with DST gets wrong (an hour across its change).
+    """
+    zone = at.tzinfo
+    if zone is not other.tzinfo or zone.__class__ is timezone:
+        return at >= other
+    return micros(at) >= micros(other)
+
+
 def later(at: datetime, wait: timedelta) -> datetime | None:
     """``at`` plus ``wait`` of real time, in ``at``'s own zone; None ("never") past what Python can hold.
 

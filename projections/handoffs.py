@@ -27,8 +27,11 @@ Decisions where the spec is silent (the lead's):
   the spec says);
 - an event of a handoff never created, and a second ``handoff_created``, are
   rejected; a rejection leaves state and timestamps as they were;
-- stale means strictly longer than ``stale_after`` since the last *applied*
-  event of that handoff; ``stale_after`` is the caller's (``--stale-after``),
+- stale means strictly longer than ``stale_after`` since the handoff was last
+  heard of: the latest ``ts`` among its latest ``claimed`` and every *applied*
+  event of it after that (a clock running behind never makes a fresh claim
+  stale; with times in order it is the last applied event; :func:`_heard`);
+  ``stale_after`` is the caller's (``--stale-after``),
   else the ``stale_after_s`` of the last ``watcher_run`` that states one (the
   age the watcher hands silent requests to a person at), else 30 min;
 - ``pending.oldest_age_s`` is T minus the earliest ``handoff_created`` time of
@@ -117,7 +120,7 @@ from eventlog.events import (
     WatcherRun,
     parse_time,
 )
-from projections.base import FoldResult, Handler, Rejected, elapsed_s, later, micros, num, seconds, summary
+from projections.base import FoldResult, Handler, Rejected, elapsed_s, later, micros, not_before, num, seconds, summary
 
 # --- the rules (spec section 3) ------------------------------------------------------
 
@@ -222,12 +225,13 @@ class Handoff(msgspec.Struct, gc=False, array_like=True):
     repo: str | None
     branch: str | None
     head: str | None
-    #: The time of its last applied event (for stale): kept as read, since converting costs more than the
-    #: fold. Only compared (a snapshot gives it back in UTC) ...
+    #: When it was last heard of (for stale, :func:`_heard`): the latest time among its latest claim (or its
+    #: creation) and every applied event since, the last line in log order when times do not run backwards. Kept
+    #: as read, since converting costs more than the fold. Only compared (a snapshot gives it back in UTC) ...
     last_at: datetime
-    #: ... and its ``ts`` as written: printed (a triage item's "since") ...
+    #: ... and the ``ts`` of the event that set it, as written: printed (a triage item's "since") ...
     last_ts: str
-    #: ... and its line (a view names it).
+    #: ... and that event's line (a view names it).
     last_line: int
     state: HandoffState = PENDING
     attempt: int = 0
@@ -346,6 +350,16 @@ def _misfit(kind: str, hid: str, h: Handoff) -> Rejected:
         return Rejected(f"{hid} already has a live claim ({h.state} by {h.watcher}, attempt {h.attempt})")
     wanted = " or ".join(s for s in STATES if s in RULES[kind])
     return Rejected(f"{kind} applies only to a {wanted} handoff; {hid} is {h.state}")
+
+
+def _heard(h: Handoff, line: int, at: datetime, ts: str) -> None:
+    """An applied event of ``h`` (line ``line``, at ``at``, written ``ts``) moves the time it was last heard of only
+    forward: the latest ``ts`` among its latest claim (or its creation) and every event of it since, which is where
+    its silence (stale) is measured from. A clock running behind (spec section 2: ``ts`` may run backwards between
+    writers) never makes a fresh claim stale; with times in order it is the latest event. A tie goes to the later
+    line. A ``claimed`` sets it afresh (:meth:`Handoffs._move`)."""
+    if not_before(at, h.last_at):
+        h.last_at, h.last_ts, h.last_line = at, ts, line
 
 
 def _fmt(value: datetime) -> str:
@@ -615,15 +629,19 @@ class Handoffs:
         h.revision += 1
         return h
 
-    def _move(self, h: Handoff, state: HandoffState, line: int, at: datetime, ts: str) -> None:
+    def _move(self, h: Handoff, state: HandoffState, line: int, at: datetime, ts: str, afresh: bool = False) -> None:
         """Set a handoff's state (keeping the live and per-account pending counts) as of the event of ``line`` at
-        ``at`` (written ``ts``); no answer is awaited after it."""
+        ``at`` (written ``ts``: :func:`_heard`, or its silence starts there ``afresh``); no answer is awaited after
+        it."""
         if (h.state in LIVE) != (state in LIVE):
             self.state.live += 1 if state in LIVE else -1
         if (h.state == PENDING) != (state == PENDING):
             self._account(h.account).pending += 1 if state == PENDING else -1
         h.state = state
-        h.last_at, h.last_ts, h.last_line = at, ts, line
+        if afresh:
+            h.last_at, h.last_ts, h.last_line = at, ts, line
+        else:
+            _heard(h, line, at, ts)
         h.awaiting_answer = False
 
     def _created(self, ev: HandoffCreated, line: int, at: datetime) -> FoldResult:
@@ -642,21 +660,21 @@ class Handoffs:
         if isinstance(h, Rejected):
             return h
         h.local_started = True
-        h.last_at, h.last_ts, h.last_line = at, ev.ts, line
+        _heard(h, line, at, ev.ts)
         return None
 
     def _local_start_failed(self, ev: LocalStartFailed, line: int, at: datetime) -> FoldResult:
         h = self._fits("local_start_failed", ev.handoff_id)
         if isinstance(h, Rejected):
             return h
-        h.last_at, h.last_ts, h.last_line = at, ev.ts, line
+        _heard(h, line, at, ev.ts)
         return None
 
     def _claimed(self, ev: Claimed, line: int, at: datetime) -> FoldResult:
         h = self._fits("claimed", ev.handoff_id)
         if isinstance(h, Rejected):
             return h
-        self._move(h, CLAIMED, line, at, ev.ts)
+        self._move(h, CLAIMED, line, at, ev.ts, afresh=True)
         h.attempt = ev.attempt
         h.watcher = ev.watcher
         self.state.claims_by[ev.watcher] = self.state.claims_by.get(ev.watcher, 0) + 1
