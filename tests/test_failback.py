@@ -402,6 +402,27 @@ def test_cli_pass_prints_a_summary_and_json(tmp_path: Path, cli: Any) -> None:
     assert "nothing pending: no probe" in out.stdout
 
 
+def test_cli_pass_that_released_a_stale_claim_says_it_is_pending_again(tmp_path: Path, cli: Any) -> None:
+    """A user review: after releasing a stale claim the pass printed "nothing pending: no probe", though the
+    replay right after shows it pending, its account due and it first in next_claims."""
+    log = write_log(tmp_path / "log.jsonl", [
+        created("h-r"),
+        {"type": "claimed", "ts": ts(-31), "handoff_id": "h-r", "watcher": "watcher-dead", "attempt": 1},
+    ])
+    args = ["--probe-cmd", f"{sys.executable} {PROBE} ok", "--resume-cmd", f"{sys.executable} {RESUME} verified",
+            "--watcher", "w2"]
+    out = cli("failback", str(log), *args, "--at", T0.isoformat())
+    assert out.returncode == 0, out.stderr
+    assert "nothing pending" not in out.stdout, out.stdout
+    assert "released stale claim h-r" in out.stdout and "pending again, claimed on a later pass" in out.stdout
+    assert "nothing else pending: no probe" in out.stdout
+    handoffs = json.loads(cli("replay", str(log)).stdout)["handoffs"]
+    assert handoffs["pending"]["count"] == 1 and handoffs["next_claims"] == ["h-r"]
+    # ... and the next pass claims it
+    out = cli("failback", str(log), *args, "--at", (T0 + timedelta(minutes=15)).isoformat())
+    assert out.returncode == 0 and "claimed h-r" in out.stdout, out.stdout + out.stderr
+
+
 @pytest.mark.parametrize(
     "args",
     [

@@ -14,6 +14,8 @@ A pass (claim one at a time, save the state, then go on):
    ``resume_failing``. All are appended with the handoff's revision as read
    (``expect_revision``): a handoff that moved meanwhile is left alone.
 2. No pending handoff (or no free slot of ``max_inflight``): no probe at all.
+   The claims released in 1. are pending again but not this pass's to claim:
+   its report counts the other pending handoffs ("nothing else pending").
 3. Every account the projection's probe plan says is due, and that has a
    pending handoff, is probed with the probe command;
    ``eventlog.probe.classify`` names the outcome; a ``probe_result`` is
@@ -204,6 +206,7 @@ class Report(msgspec.Struct, kw_only=True):
     #: Handoffs whose resume failed with effect none ``RESUME_FAILING_AFTER`` times in a row, which this pass
     #: handed to a person (``resume_failing``): ``handoff_id``, ``attempt``, ``failures``, ``detail``.
     failing: list[dict[str, Any]] = msgspec.field(default_factory=list)
+    #: Pending handoffs this pass could claim: not those it released (pending again, a later pass claims them).
     pending: int = 0
     free_slots: int = 0
     probes: list[dict[str, Any]] = msgspec.field(default_factory=list)
@@ -242,15 +245,17 @@ class Report(msgspec.Struct, kw_only=True):
         """The report for people, one line each."""
         verdict = "ok, but it sent work to a person" if self.exit == "ok" and self.problems else self.exit
         out = [f"failback pass by {self.watcher} at {self.started_at}: {verdict}"]
-        out += [f"  released stale claim {r['handoff_id']}: {r['reason']}" for r in self.released]
+        out += [f"  released stale claim {r['handoff_id']}: {r['reason']}; pending again, claimed on a later pass "
+                "(not this one)" for r in self.released]
         out += [f"  handed to a person (resume_unconfirmed): {u['handoff_id']} (attempt {u['attempt']})"
                 for u in self.unconfirmed]
+        again = bool(self.released)  # those released are pending too, for a later pass
         if self.write_failed:
             pass
         elif not self.pending:
-            out.append("  nothing pending: no probe")
+            out.append(f"  nothing {'else ' if again else ''}pending: no probe")
         elif not self.free_slots:
-            out.append(f"  {self.pending} pending, no free slot: no probe")
+            out.append(f"  {self.pending} {'other ' if again else ''}pending, no free slot: no probe")
         for p in self.probes:
             limit = p.get("limit")
             more = ""
