@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable
 from datetime import datetime, tzinfo
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import msgspec
 import watchfiles
@@ -40,8 +40,11 @@ DEBOUNCE_MS = 10
 STEP_MS = 1
 #: How often the outputs are rewritten, judged again, when no line arrives (``--tick``).
 TICK_S = 5.0
-#: The longest the loop sleeps between looks at the file and the clock.
+#: The longest the loop sleeps between looks at the file and the clock (a quarter of a shorter tick).
 WAKE_S = 0.2
+#: How late a look may come after its wake (the loop's own work, the machine): a judge due before the next look
+#: plus this is made at this look (:class:`Schedule`).
+LOOK_LATE_S = 0.05
 #: How often every byte already folded is read again (:meth:`Follower.verify`).
 VERIFY_EVERY_S = 5.0
 #: What follows why no log file is at the path (a directory, a FIFO, a device), on stderr and in a 503.
@@ -50,6 +53,8 @@ WAITING_FOR_A_FILE = "waiting for a log file there"
 WAITING_UNTIL_READABLE = "waiting until it can"
 #: What :class:`Follower` waits out at the path, besides nothing: no file a log can be, a file it may not read.
 WAITED_FOR = (FileNotFoundError, NotALogFile, PermissionError)
+
+_F = TypeVar("_F")
 
 
 class Follower:
@@ -311,6 +316,34 @@ def write_text(path: str, text: str) -> None:
     snapshot.write_atomic(path, text.encode("utf-8"), mode=0o644)
 
 
+class Schedule:
+    """When a follow loop judges again with no new line: ``tick_s`` after the previous judge began, never later.
+
+    The loop looks at the file (or the stream) and the clock every ``wake_s`` (:func:`wake_ms`); a judge that would
+    fall due before the next look, give or take :data:`LOOK_LATE_S`, is made at this one. So judges begin at most
+    ``tick_s`` apart and at least ``tick_s - wake_s - LOOK_LATE_S``; later only when a look comes more than
+    :data:`LOOK_LATE_S` after its wake (a machine too busy to wake the process, a judge or a snapshot that takes
+    longer than the tick). Clocks are ``time.monotonic`` seconds.
+    """
+
+    def __init__(self, tick_s: float, now: float) -> None:
+        self.tick_s = tick_s
+        self.wake_s = wake_ms(tick_s) / 1000
+        #: Looks that may come late by this much still judge in time (never more than a wake: a tiny tick).
+        self.late_s = min(LOOK_LATE_S, self.wake_s)
+        #: When the latest judge began.
+        self.began = now
+
+    def due(self, now: float) -> bool:
+        """Whether to judge at this look (at ``now``): the next one would come after the tick."""
+        return now + self.wake_s + self.late_s >= self.began + self.tick_s
+
+    def judge(self, on_change: Callable[[_F], None], follower: _F) -> None:
+        """Judge now (``on_change``), and count the next tick from now."""
+        self.began = time.monotonic()
+        on_change(follower)
+
+
 def follow(
     follower: Follower,
     on_change: Callable[[Follower], None],
@@ -321,9 +354,9 @@ def follow(
 ) -> None:
     """Catch up, call ``on_change``, then again on every change of the file until ``stop`` is set.
 
-    With no change, ``on_change`` is called again ``tick_s`` after the last
-    call, so what it judges as of now is judged again. SIGINT and SIGTERM set
-    ``stop`` (when called from the main thread).
+    With no change, ``on_change`` is called again at most ``tick_s`` after the
+    previous call began (:class:`Schedule`), so what it judges as of now is judged
+    again. SIGINT and SIGTERM set ``stop`` (when called from the main thread).
     """
     stop = stop or threading.Event()
     if threading.current_thread() is threading.main_thread():
@@ -332,39 +365,43 @@ def follow(
     note = follower.start()
     if note:
         report(note)
-    on_change(follower)
-    saved = written = verified = time.monotonic()
+    schedule = Schedule(tick_s, time.monotonic())
+    schedule.judge(on_change, follower)
+    saved = verified = time.monotonic()
     target = Path(follower.path).resolve()
     directory = str(target.parent)
 
-    def mine(_change: watchfiles.Change, changed: str) -> bool:
-        return Path(changed) == target
-
-    for _changes in watchfiles.watch(
-        directory, watch_filter=mine, debounce=DEBOUNCE_MS, step=STEP_MS, stop_event=stop,
+    # Every change in the directory comes back here (no watch_filter): a filtered one would have watchfiles wait
+    # a whole wake again, and the outputs written beside the log would hold each tick back that long.
+    for changes in watchfiles.watch(
+        directory, watch_filter=None, debounce=DEBOUNCE_MS, step=STEP_MS, stop_event=stop,
         rust_timeout=wake_ms(tick_s), yield_on_timeout=True, raise_interrupt=False, recursive=False,
     ):
         if stop.is_set():
             break
-        before = seen(follower)
-        note = follower.catch_up()
-        if note:
-            report(note)
-        after = seen(follower)
-        if note or after != before or time.monotonic() - written >= tick_s:
-            on_change(follower)
-            written = time.monotonic()
+        tick = schedule.due(time.monotonic())
+        if tick or not changes or any(Path(changed) == target for _change, changed in changes):
+            before = seen(follower)
+            note = follower.catch_up()
+            if note:
+                report(note)
+            if note or seen(follower) != before or tick:
+                schedule.judge(on_change, follower)
+        busy = False
         if time.monotonic() - verified > VERIFY_EVERY_S:
             note = follower.verify()
             verified = time.monotonic()
+            busy = True
             if note:
                 report(note)
                 follower.catch_up()
-                on_change(follower)
-                written = time.monotonic()
+                schedule.judge(on_change, follower)
         if follower.snapshot_path and time.monotonic() - saved > snapshot_every_s:
             keep_snapshot(follower, report)
             saved = time.monotonic()
+            busy = True
+        if busy and schedule.due(time.monotonic()):  # that took a while: the next look may come after the tick
+            schedule.judge(on_change, follower)
     keep_snapshot(follower, report)
 
 
@@ -376,8 +413,8 @@ def seen(follower: Follower) -> tuple[Any, ...]:
 
 
 def wake_ms(tick_s: float) -> int:
-    """How long a follow loop may sleep, in ms: :data:`WAKE_S`, less for a shorter tick (1 ms at least)."""
-    return max(1, int(min(WAKE_S, tick_s) * 1000))
+    """How long a follow loop may sleep, in ms: :data:`WAKE_S`, a quarter of a shorter tick (1 ms at least)."""
+    return max(1, int(min(WAKE_S, tick_s / 4) * 1000))
 
 
 class Snapshotting(Protocol):

@@ -111,7 +111,7 @@ from eventlog.appender import (
 )
 from eventlog.events import INT64_MAX, KEY_FIELDS, Event, stream_of, type_name
 from eventlog.fold import Folder, Rejected
-from eventlog.follow import TICK_S, LogUnreachable, keep_snapshot, wake_ms
+from eventlog.follow import TICK_S, LogUnreachable, Schedule, keep_snapshot, wake_ms
 from eventlog.logs import ClosedOnExit, LogUnavailable, Unreachable
 from eventlog.reader import Reader, check_object, deeper_at, iter_lines
 from eventlog.replay import Progress, Replay
@@ -1468,11 +1468,12 @@ def follow(
 ) -> None:
     """Catch up, call ``on_change``, then again after every delivery until ``stop`` is set (SIGINT/SIGTERM).
 
-    With no delivery, ``on_change`` is called again ``tick_s`` after the last call (judged again, as a file's
-    :func:`eventlog.follow.follow`). A server that cannot be reached, at the start or later, is waited for,
-    for ever: said once (``report``, and the follower's ``unreachable`` for ``on_change``) with the state kept
-    as it was; once it is back, the stream is read up to its last sequence at once (an ordered consumer alone
-    took 10 to 17 s to resume), followed again, and that is said. LogUnavailable when there is no such stream.
+    With no delivery, ``on_change`` is called again at most ``tick_s`` after the previous call began (judged
+    again, as a file's :func:`eventlog.follow.follow`, on one :class:`~eventlog.follow.Schedule`). A server that
+    cannot be reached, at the start or later, is waited for, for ever: said once (``report``, and the follower's
+    ``unreachable`` for ``on_change``) with the state kept as it was; once it is back, the stream is read up to its
+    last sequence at once (an ordered consumer alone took 10 to 17 s to resume), followed again, and that is said.
+    LogUnavailable when there is no such stream.
     """
     import signal
 
@@ -1481,7 +1482,8 @@ def follow(
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, lambda *_: stop.set())
     wake = wake_ms(tick_s) / 1000
-    saved = written = time.monotonic()
+    schedule = Schedule(tick_s, time.monotonic())
+    saved = time.monotonic()
     retry_at, backoff = 0.0, RECONNECT_FIRST_S
     try:
         while not stop.is_set():
@@ -1512,9 +1514,8 @@ def follow(
             if follower.snapshot_path and time.monotonic() - saved > snapshot_every_s:
                 changed = _keep_snapshot(follower, report) or changed
                 saved = time.monotonic()
-            if changed or time.monotonic() - written >= tick_s:
-                on_change(follower)
-                written = time.monotonic()
+            if changed or schedule.due(time.monotonic()):
+                schedule.judge(on_change, follower)
     finally:
         follower.detach()
     _keep_snapshot(follower, report)
