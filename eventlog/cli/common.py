@@ -67,9 +67,24 @@ def plain(doc: str) -> str:
     return re.sub(r"``([^`]+)``", r"\1", doc)
 
 
-def add_log(parser: argparse.ArgumentParser, help: str | None = None) -> None:
-    """LOG: the first positional argument of every command that reads or writes a log."""
-    parser.add_argument("log", metavar="LOG", help=help or "a JSONL file, or nats://HOST:PORT/STREAM")
+#: What an empty LOG says: the shipped units pass ``${LEDGER_LOG}``, empty when ledger.env misses or misspells it.
+EMPTY_LOG = "LOG is empty (is LEDGER_LOG set in ledger.env?)"
+
+
+def log_path(text: str) -> str:
+    """A LOG argument as given; ArgumentTypeError (exit 2 at parse time) when it is empty or blank.
+
+    An empty LOG would otherwise read as the working directory (``serve``, ``follow``) or as a log named ``""``.
+    """
+    if not text.strip():
+        raise argparse.ArgumentTypeError(EMPTY_LOG)
+    return text
+
+
+def add_log(parser: argparse.ArgumentParser, help: str | None = None, **more: Any) -> None:
+    """LOG: the first positional argument of every command that reads or writes a log (:func:`log_path`)."""
+    parser.add_argument("log", metavar="LOG", type=log_path, help=help or "a JSONL file, or nats://HOST:PORT/STREAM",
+                        **more)
 
 
 def add_judging(parser: argparse.ArgumentParser, default: str = "now") -> None:

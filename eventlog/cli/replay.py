@@ -22,6 +22,7 @@ from eventlog.cli.common import (
     error,
     judging,
     leave_at_exit,
+    log_path,
     print_json,
     record_line,
     replay_log,
@@ -50,9 +51,9 @@ def register(sub: Any) -> None:
     """Add the ``replay`` subcommand."""
     p = command_parser(sub, "replay", help="replay logs and print one dump each", description=DESCRIPTION,
                        exits=EXITS)
-    p.add_argument("logs", nargs="*", metavar="LOG")
+    p.add_argument("logs", nargs="*", metavar="LOG", type=log_path)
     add_judging(p, default="the log's last event")
-    p.add_argument("--checks", metavar="LOG", help="print only the impl-lane-watch/v1 records of LOG")
+    p.add_argument("--checks", metavar="LOG", type=log_path, help="print only the impl-lane-watch/v1 records of LOG")
     p.add_argument("--check", action="store_true", help="compare each dump with LOG's .expected.json")
     p.add_argument("--strict", action="store_true", help="stop with exit 2 at the first bad line")
     p.add_argument("--stale-after", type=duration, metavar="DURATION",

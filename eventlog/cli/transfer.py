@@ -26,7 +26,7 @@ import sys
 from typing import Any
 
 from eventlog.appender import AppendError
-from eventlog.cli.common import append_failed, command_parser, dumps, error, mark_done
+from eventlog.cli.common import add_log, append_failed, command_parser, dumps, error, mark_done
 from eventlog.logs import LogUnavailable, is_url, open_log
 
 IMPORT_EXITS = """\
@@ -40,12 +40,12 @@ def register(sub: Any) -> None:
     parts = (__doc__ or "").split("\n\n")
     p = command_parser(sub, "export", help="write a log (a nats:// stream) as JSONL lines on stdout",
                        description=parts[1], exits="0  done\n2  a log that cannot be read")
-    p.add_argument("log", metavar="LOG")
+    add_log(p)
     p.set_defaults(run=run_export)
     q = command_parser(sub, "import-log", help="publish a JSONL file into an empty nats:// stream, line N as seq N",
                        description=parts[2], exits=IMPORT_EXITS)
     q.add_argument("file", metavar="FILE")
-    q.add_argument("log", metavar="LOG", help="nats://HOST:PORT/STREAM[?prefix=P&replicas=N]")
+    add_log(q, "nats://HOST:PORT/STREAM[?prefix=P&replicas=N]")
     q.set_defaults(run=run_import_log)
 
 
