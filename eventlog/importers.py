@@ -83,8 +83,11 @@ from eventlog.reader import NESTED_TOO_DEEP, deeper_at
 from projections.ahead import TOLERANCE_S
 from projections.triage import duration_words
 
-#: The name the seed's ``is_guarded`` looks for in ``ProgramArguments``.
+#: The name of the guard program the seed's jobs are started through (``is_guarded``: ``claude-quota-guard.py``).
 GUARD_PATTERN = "claude-quota-guard"
+
+#: The ``Label`` prefix of the ledger's own plists (ops/launchd): never a job of catch-up's, whatever they run.
+OURS = "org.recovery-ledger."
 
 #: ``StartCalendarInterval`` keys, in the order launchd documents them.
 CALENDAR_KEYS = ("Month", "Day", "Weekday", "Hour", "Minute")
@@ -323,9 +326,21 @@ def json_value(data: bytes) -> Any:
 
 
 def is_guarded(plist: dict[str, Any], pattern: str = GUARD_PATTERN) -> bool:
-    """The seed's ``is_guarded``: ``ProgramArguments`` is a list and one item holds ``pattern``."""
+    """The seed's ``is_guarded`` as it says it: the job is started through the guard program.
+
+    ``ProgramArguments`` is a list and one of its words (an item, or a word of one: ``sh -c "python3
+    ~/bin/claude-quota-guard.py run"``) names a file whose name holds ``pattern``. A directory on a path
+    does not (``~/.claude-quota-guard/state.json``, the guard's state handed to another program): the
+    seed's any-substring test counted catch-up's own plist, which imports that file, as a guarded job.
+    """
     arguments = plist.get("ProgramArguments")
-    return isinstance(arguments, list) and any(pattern in str(value) for value in arguments)
+    return isinstance(arguments, list) and any(
+        pattern in os.path.basename(word) for value in arguments for word in str(value).split())
+
+
+def is_ours(label: str) -> bool:
+    """Whether ``label`` is one of the ledger's own plists (:data:`OURS`): follow, serve, catch-up itself ..."""
+    return label.startswith(OURS)
 
 
 def _whole(value: Any, what: str) -> int:
@@ -375,11 +390,13 @@ def registration(plist: dict[str, Any], label: str, pattern: str = GUARD_PATTERN
 
 
 class Plist(NamedTuple):
-    """A plist with a ``Label``: its path, and its ``job_registered`` (None: it could not become one, named)."""
+    """A plist with a ``Label``: its path, and its ``job_registered`` (None: it could not become one, named; or it is
+    one of the ledger's own plists, ``ours``, never registered)."""
 
     label: str
     path: str
     event: dict[str, Any] | None
+    ours: bool = False
 
 
 def read_launchd(directory: str, pattern: str = GUARD_PATTERN) -> tuple[list[Plist], list[str]]:
@@ -387,7 +404,8 @@ def read_launchd(directory: str, pattern: str = GUARD_PATTERN) -> tuple[list[Pli
 
     A plist that cannot be read or has no string ``Label`` is a problem and is left out; one whose schedule
     holds a value the log cannot (:func:`registration`) or whose event the appender would refuse (a label of
-    2 MiB) is a problem too, kept with no event (its label is there: its job is not gone).
+    2 MiB) is a problem too, kept with no event (its label is there: its job is not gone). One of the
+    ledger's own (:func:`is_ours`) is kept with no event and ``ours`` set, whatever else it holds.
     """
     found: list[Plist] = []
     problems: list[str] = []
@@ -408,6 +426,9 @@ def read_launchd(directory: str, pattern: str = GUARD_PATTERN) -> tuple[list[Pli
         if not isinstance(label, str) or not label:
             problems.append(f"{path}: no Label")
             continue
+        if is_ours(label):
+            found.append(Plist(label, path, None, ours=True))
+            continue
         try:
             ev: dict[str, Any] | None = registration(plist, label, pattern)
         except ValueError as err:
@@ -424,6 +445,7 @@ def registrations(plists: Iterable[Plist]) -> tuple[list[dict[str, Any]], list[s
     cannot tell), and registering each in turn would flip the label's calendar on every import.
     """
     paths: dict[str, list[str]] = {}
+    plists = [p for p in plists if not p.ours]
     for p in plists:
         paths.setdefault(p.label, []).append(p.path)
     events = [p.event for p in plists if p.event is not None and len(paths[p.label]) == 1]
@@ -437,9 +459,16 @@ def registrations(plists: Iterable[Plist]) -> tuple[list[dict[str, Any]], list[s
 def gone(plists: Iterable[Plist], log: Known) -> list[str]:
     """The labels ``log`` registers as guarded that no plist names (sorted): their plists were removed, or are
     elsewhere. One whose current registration is unguarded (retired, or never guarded) is not named: catch-up
-    never judges it."""
+    never judges it; nor one of the ledger's own (:func:`ours_guarded`)."""
     named = {p.label for p in plists}
-    return sorted(label for label, job in log.jobs.items() if job.guarded and label not in named)
+    return sorted(label for label, job in log.jobs.items() if job.guarded and label not in named
+                  and not is_ours(label))
+
+
+def ours_guarded(log: Known) -> list[str]:
+    """The ledger's own labels (:func:`is_ours`) ``log`` registers as guarded (sorted): an import before they were
+    skipped took catch-up's own plist, which names the guard's state file, for a guarded job."""
+    return sorted(label for label, job in log.jobs.items() if job.guarded and is_ours(label))
 
 
 # --- the guard's markers ---------------------------------------------------------------

@@ -418,6 +418,51 @@ def test_the_install_steps_enable_lanes_and_catch_up_only_where_their_work_runs(
     assert ran.returncode == 1 and "no guarded job in the log" in ran.stderr and "stop its timer" in ran.stderr
 
 
+def _mac_catchup_pass(home: Path, log: Path) -> subprocess.CompletedProcess[str]:
+    """The catch-up plist's ProgramArguments as launchd runs them, in a HOME of ``home`` (``~`` is expanded by
+    eventlog), on ``log``."""
+    argv = _as_here(plist("catchup")["ProgramArguments"], {f"{PREFIX}/var/ledger.jsonl": str(log)})
+    return subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "HOME": str(home)})
+
+
+def test_the_catchup_plist_never_takes_the_ledgers_own_plists_for_guarded_jobs(tmp_path: Path) -> None:
+    """OPERATIONS copies the ledger's plists into ~/Library/LaunchAgents, which the catch-up plist imports; its own
+    arguments name ~/.claude-quota-guard/state.json, so the seed's any-substring test registered catch-up itself as a
+    guarded job: "no guarded job" could never fire, and a retire did not stick. Now the ledger's plists are skipped
+    ("ours") and only the guard program makes a job guarded; a log an earlier import wrote says how to retire it."""
+    home, log = tmp_path / "home", tmp_path / "ledger.jsonl"
+    agents = home / "Library" / "LaunchAgents"
+    agents.mkdir(parents=True)
+    for job in ("follow", "failback", "serve", "catchup"):
+        shutil.copy(LAUNCHD / f"org.recovery-ledger.{job}.plist", agents)
+    log.touch()
+    ran = _mac_catchup_pass(home, log)
+    assert ran.returncode == 1 and "no guarded job in the log (no job_registered at all)" in ran.stderr, ran.stderr
+    assert log.read_text() == ""
+    out = subprocess.run([sys.executable, "-m", "eventlog", "import", "launchd", str(log), str(agents), "--json"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout)
+    assert report["registered"] == [] and report["ours"] == [f"org.recovery-ledger.{j}" for j in
+                                                             ("catchup", "failback", "follow", "serve")]
+
+    # a log an earlier import fed: the pass names the registration and the line that retires it, which sticks
+    log.write_text('{"type": "job_registered", "ts": "2026-08-21T00:00:00+00:00", "seq": 1, "label": '
+                   '"org.recovery-ledger.catchup", "guarded": true, "calendar": null, "interval_s": 1800}\n')
+    ran = _mac_catchup_pass(home, log)
+    assert ran.returncode == 1
+    assert "org.recovery-ledger.catchup: registered in" in ran.stderr and "no guarded job in the log" not in ran.stderr
+    (retire,) = re.findall(r"(printf '%s\\n' '[^']*' \| eventlog append \S+)", ran.stderr)
+    bin_dir = os.path.dirname(sys.executable)
+    subprocess.run(retire, shell=True, check=True, cwd=ROOT, timeout=60,
+                   env={**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"})
+    ran = _mac_catchup_pass(home, log)
+    assert ran.returncode == 1 and "no guarded job in the log (none of its 1 registered job(s)" in ran.stderr
+    assert "org.recovery-ledger.catchup: registered" not in ran.stderr
+    assert [json.loads(line)["guarded"] for line in log.read_text().splitlines()] == [True, False]
+
+
 # --- what feeds lane state: the lane observer, one instance per lane ----------------------------------------
 
 

@@ -84,8 +84,12 @@ def register(sub: Any) -> None:
     isub = imp.add_subparsers(dest="source", required=True, metavar="SOURCE")
     ld = command_parser(isub, "launchd", help="job_registered from the *.plist files of DIR", exits=EXITS,
                         description="One job_registered per *.plist of DIR, unless the label's current\n"
-                        "registration in LOG is the same: guarded when ProgramArguments holds the\n"
-                        "guard's name, calendar from StartCalendarInterval, interval_s from StartInterval.\n"
+                        "registration in LOG is the same: guarded when a word of ProgramArguments is\n"
+                        "the guard program (a file name holding --guard-pattern: claude-quota-guard.py;\n"
+                        "not a directory, ~/.claude-quota-guard/state.json), calendar from\n"
+                        "StartCalendarInterval, interval_s from StartInterval. The ledger's own plists\n"
+                        "(Label org.recovery-ledger.*) are skipped (\"ours\"): never registered; one LOG\n"
+                        "registers as guarded is named with the line that retires it (exit 1).\n"
                         "Named on stderr and not registered (exit 1): a schedule value int() cannot read\n"
                         "(\"Hour\": \"nine\"), an entry that is no dictionary, and a Label several plists\n"
                         "hold (none of them: launchd loads one). A guarded job LOG registers that no\n"
@@ -95,7 +99,8 @@ def register(sub: Any) -> None:
     add_log(ld, "the log to append to (created if absent)")
     ld.add_argument("directory", metavar="DIR", help="e.g. ~/Library/LaunchAgents")
     ld.add_argument("--guard-pattern", default=importers.GUARD_PATTERN, metavar="TEXT",
-                    help="ProgramArguments holding TEXT make a job guarded (claude-quota-guard)")
+                    help="a word of ProgramArguments whose file name holds TEXT makes a job guarded "
+                    "(claude-quota-guard)")
     ld.add_argument("--log", dest="old_log", action=_OldLog, help=argparse.SUPPRESS)
     ld.add_argument("--json", action="store_true", help="print one JSON object")
     ld.set_defaults(run=run_import_launchd)
@@ -278,6 +283,7 @@ def _lines(done: Any) -> tuple[list[str], list[str]]:
                                   *done.notes]
     if isinstance(done, imports.LaunchdReport):
         return [f"{len(done.registered)} job(s) registered, {done.unchanged} unchanged"
+                + (f", {len(done.ours)} skipped (ours: {', '.join(done.ours)})" if done.ours else "")
                 + (f", {len(done.gone)} guarded job(s) with no plist" if done.gone else "")
                 + (f", {len(done.problems)} problem(s)" if done.problems else "")], done.notes
     left = f", {unfinished_words(done.unfinished)}" if done.unfinished else ""

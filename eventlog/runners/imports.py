@@ -71,8 +71,9 @@ class LaunchdImport:
 
 
 class LaunchdReport(msgspec.Struct, kw_only=True):
-    """Labels registered (new or changed), how many were unchanged, plists that could not be read or settled,
-    and the guarded labels the log registers that no plist holds (``gone``).
+    """Labels registered (new or changed), how many were unchanged, the ledger's own plists skipped (``ours``),
+    plists that could not be read or settled, and the guarded labels the log registers that no plist holds
+    (``gone``).
 
     ``notes``: what a person should know besides (a directory with no plist at all, each label gone), said on
     stderr.
@@ -87,10 +88,14 @@ class LaunchdReport(msgspec.Struct, kw_only=True):
     gone: list[str] = msgspec.field(default_factory=list)
     #: The log's bad lines (said in ``problems`` too).
     bad_lines: BadLines = msgspec.field(default_factory=BadLines)
+    #: The Labels of the ledger's own plists in the directory (``org.recovery-ledger.*``: follow, serve, catch-up
+    #: itself ...), in file order: skipped, never registered as jobs.
+    ours: list[str] = msgspec.field(default_factory=list)
 
     @property
     def status(self) -> int:
-        """1 when a plist could not be read or registered or the log has bad lines, else 0 (a label gone too)."""
+        """1 when a plist could not be read or registered, the log registers one of the ledger's own labels as
+        guarded, or the log has bad lines, else 0 (a label gone too)."""
         return 1 if self.problems else 0
 
 
@@ -100,7 +105,8 @@ def import_launchd(opts: LaunchdImport) -> LaunchdReport:
     A label several plists hold is a problem and none of them is registered; a label the log registers as
     guarded that no plist holds is named (``gone``) with the line that retires it (:func:`projections.triage.
     retire_job_cmd`) for a person to append: nothing is written for it, since a directory named by mistake would
-    retire every job.
+    retire every job. The ledger's own plists are skipped (``ours``); one the log registers as guarded (an
+    import that did not skip them) is a problem, with the line that retires it.
     """
     not_a_directory(opts.log)
     plists, problems, notes = _read_dir(opts.directory, "*.plist file",
@@ -110,8 +116,14 @@ def import_launchd(opts: LaunchdImport) -> LaunchdReport:
     with runner_lock(opts.log, "import", wait=True):
         log = importers.known(log_events(opts.log, bad=bad))
         gone = importers.gone(plists, log)
+        ours = importers.ours_guarded(log)
         new = importers.new_registrations(events, log)
         _append(opts.log, new)
+    problems += [f"{label}: registered in {opts.log} as guarded, but it is one of the ledger's own plists (Label "
+                 f"{importers.OURS}*), never a job catch-up re-runs (an earlier import took the guard's state file "
+                 "in its arguments for the guard); it keeps the log from ever saying it holds no guarded job. "
+                 "Retire it (imports skip the ledger's plists now, so it stays retired): "
+                 + retire_job_cmd(opts.log, log.jobs[label]) for label in ours]
     notes += [f"{label}: registered in {opts.log} as guarded, but no plist in {opts.directory} holds this Label "
               "(its plist removed?). Catch-up still judges it by that registration: once its markers stop coming, "
               "every catch-up pass names it, 2 h after its calendar slot, as a job nothing feeds and fails. Put the "
@@ -119,7 +131,8 @@ def import_launchd(opts: LaunchdImport) -> LaunchdReport:
               "false, its calendar kept; importing its plist again registers it anew): "
               + retire_job_cmd(opts.log, log.jobs[label]) for label in gone]
     report = LaunchdReport(registered=[ev["label"] for ev in new], unchanged=len(events) - len(new),
-                           problems=problems + unsettled, notes=notes, gone=gone)
+                           problems=problems + unsettled, notes=notes, gone=gone,
+                           ours=[p.label for p in plists if p.ours])
     name_bad_lines(report, opts.log, bad)
     return report
 
