@@ -219,6 +219,31 @@ def unusable(target: str) -> str | None:
     return None
 
 
+def unwritable(target: str) -> str | None:
+    """Why an append to LOG would be refused by the system now, for a person; None when it would not (as far as
+    ``access(W_OK)`` tells: one or two calls, no write), and for a stream.
+
+    An append locks and writes the log itself; a log not there yet is created in its directory. So the log
+    must be writable, or, while it does not exist, its directory (one that does not exist is another matter:
+    :func:`unusable`). (The sidecar beside it is a cache: not saving it refuses nothing.) A read-only file
+    system is named as such: a systemd unit with ``ProtectSystem=strict`` sees every path read-only but its
+    ``ReadWritePaths=``.
+    """
+    if is_url(target):
+        return None
+    where = os.path.dirname(os.path.abspath(target))
+    each, what = (target, target) if os.path.lexists(target) else (where, f"{target}: its directory {where}")
+    if not os.path.exists(each) or os.access(each, os.W_OK, effective_ids=os.access in os.supports_effective_ids):
+        return None
+    try:
+        read_only = bool(os.statvfs(each).f_flag & os.ST_RDONLY)
+    except OSError:
+        read_only = False
+    why = ("is on a read-only file system (under systemd's ProtectSystem=strict: a path the unit's ReadWritePaths= "
+           "does not hold)" if read_only else "may not be written by this user")
+    return f"{what} {why}: every append and decision to it is refused"
+
+
 def same_file(a: str, b: str) -> bool:
     """Whether two paths name one file: the same device and inode when both exist (a symbolic or a hard link,
     ``./T/../T/l.jsonl``), else the same path once symbolic links are resolved (one not created yet)."""

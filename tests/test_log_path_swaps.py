@@ -202,6 +202,47 @@ def test_serve_waits_for_a_log_it_may_not_read_and_follows_it_once_it_can(tmp_pa
     assert f"{log} is there now; following it" in server.stderr.read_text()
 
 
+def test_serve_says_on_healthz_and_at_start_that_it_may_not_write_its_log(tmp_path: Path) -> None:
+    """The shipped serve unit may write only /var/lib/recovery-ledger (ReadWritePaths=), while ledger.env invited a
+    log anywhere: every POST got 503 while /healthz said "following", and nothing said why. Now /healthz says it
+    (still 200: it follows; reads go on) and so does stderr at start, until the log may be written."""
+    log = write_log(tmp_path / "ledger.jsonl", LINES)
+    log.chmod(0o444)
+    new = json.dumps({**LINES[0], "handoff_id": "h-new"}) + "\n"
+    try:
+        server = start_server(log, tmp_path, via=bound_by_permissions())
+        try:
+            why = f"{log} may not be written by this user: every append and decision to it is refused"
+            assert why in server.stderr.read_text()
+            health = httpx.get(server.url + "/healthz")
+            assert health.status_code == 200 and health.json()["status"] == "following", health.text
+            assert health.json()["writable"] is False and health.json()["write_problem"] == why
+            assert server.client().post("/v1/events", content=new).status_code == 503
+            log.chmod(0o644)
+            health = httpx.get(server.url + "/healthz")
+            assert health.json()["writable"] is True and "write_problem" not in health.json(), health.text
+            assert server.client().post("/v1/events", content=new).status_code == 200
+        finally:
+            stop_promptly(server)
+    finally:
+        log.chmod(0o644)
+
+
+def test_serve_of_a_log_not_there_yet_says_when_its_directory_may_not_be_written(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    data.mkdir(mode=0o555)
+    try:
+        server = start_server(data / "ledger.jsonl", tmp_path, ready=False, via=bound_by_permissions())
+        try:
+            why = (f"{data / 'ledger.jsonl'}: its directory {data} may not be written by this user: every append "
+                   "and decision to it is refused")
+            assert why in server.stderr.read_text()
+        finally:
+            stop_promptly(server)
+    finally:
+        data.chmod(0o755)
+
+
 def test_follow_says_a_log_it_may_not_read_is_missing_and_follows_it_once_it_can(tmp_path: Path) -> None:
     log = write_log(tmp_path / "work.jsonl", LINES)
     proc, dump, prom = follow(log, tmp_path, via=bound_by_permissions())

@@ -27,7 +27,9 @@ from eventlog.observe import FINISHED
 from eventlog.runners.process import DRAIN_S
 from tests.conftest import ROOT, system_tool
 from tests.opskit import OPS
+from tests.serving import start_server
 from tests.test_follow import _wait_for
+from tests.test_log_path_swaps import stop_promptly
 from tests.test_prom import promtool
 
 SYSTEMD = OPS / "systemd"
@@ -336,6 +338,38 @@ def test_operations_doc_lists_every_shipped_file() -> None:
     assert len(shipped) >= 20
     for path in shipped:
         assert any(fnmatch(path, pattern) for pattern in patterns), path
+
+
+def _read_only(directory: Path) -> list[str]:
+    """A command prefix that runs a process seeing ``directory`` read-only, as ``ProtectSystem=strict`` shows a path
+    outside ``ReadWritePaths=`` (a bind mount in a mount namespace of its own); a skip where that is not allowed."""
+    mount = 'mount --bind "$0" "$0" && mount -o remount,bind,ro "$0"'
+    if shutil.which("unshare") is None or subprocess.run(
+            ["unshare", "-m", "sh", "-c", mount, str(directory)], capture_output=True, timeout=60).returncode != 0:
+        pytest.skip("a read-only bind mount needs unshare -m and mount (root)")
+    return ["unshare", "-m", "sh", "-c", mount + ' && exec "$@"', str(directory)]
+
+
+def test_the_serve_unit_says_when_its_log_is_outside_its_read_write_paths(tmp_path: Path) -> None:
+    """ledger.env invited a log anywhere, and the serve unit may write only its ReadWritePaths=: every POST got 503
+    while /healthz said "following". The unit and ledger.env now say it; serve says it at start and on /healthz,
+    naming the read-only file system and ReadWritePaths=."""
+    service = unit(SYSTEMD / "recovery-ledger-serve.service")["Service"]
+    assert service["ProtectSystem"] == ["strict"] and service["ReadWritePaths"] == ["/var/lib/recovery-ledger"]
+    assert "ReadWritePaths=" in (SYSTEMD / "ledger.env").read_text().split("LEDGER_LOG=")[0]
+    data = tmp_path / "srv"
+    data.mkdir()
+    log = data / "ledger.jsonl"
+    shutil.copy(ROOT / "fixtures" / "handoffs_seed_98.jsonl", log)
+    server = start_server(log, tmp_path, via=_read_only(data))
+    try:
+        why = (f"{log} is on a read-only file system (under systemd's ProtectSystem=strict: a path the unit's "
+               "ReadWritePaths= does not hold): every append and decision to it is refused")
+        assert why in server.stderr.read_text()
+        health = server.client(None).get("/healthz").json()
+        assert (health["status"], health["writable"], health["write_problem"]) == ("following", False, why)
+    finally:
+        stop_promptly(server)
 
 
 # --- what feeds catch-up: the jobs, the circuit and the markers, imported before each pass -------------------

@@ -189,7 +189,7 @@ def run_serve(args: argparse.Namespace) -> int:
     if unusable is not None:
         error(f"{unusable}; not serving it")
         return 2
-    for warning in warnings:
+    for warning in [*warnings, *filter(None, [logs.unwritable(args.log)])]:
         error(warning)
     if not keys.keys:
         error(f"key file {args.keys} has no key: every request but /healthz will be refused (401)")

@@ -33,7 +33,7 @@ from typing import Any
 
 import msgspec
 
-from eventlog import clock
+from eventlog import clock, logs
 from eventlog import follow as file_follow
 from eventlog.appender import AppendError, AppendResult
 from eventlog.clock import NOW, At
@@ -463,12 +463,15 @@ class Served:
                 "unknown": turn_id in item["unknown_turns"], "session_state": item["admission_state"]}
 
     def health(self) -> dict[str, Any]:
-        """What ``/healthz`` says while the log is followed."""
+        """What ``/healthz`` says while the log is followed; ``writable`` false (and ``write_problem``, why) when the
+        system would refuse an append now (:func:`eventlog.logs.unwritable`): reads go on, writes get 503."""
         self.check()
+        unwritable = logs.unwritable(self.name)
         with self.lock:
             replay = self.replay
             return {"status": "following", "log": self.name, "events": replay.events,
-                    "last_seq": replay.reader.last_seq, "last_ts": replay.last_ts}
+                    "last_seq": replay.reader.last_seq, "last_ts": replay.last_ts, "writable": unwritable is None,
+                    **({} if unwritable is None else {"write_problem": unwritable})}
 
     # -- writing -----------------------------------------------------------------
 
