@@ -18,6 +18,7 @@ without one and ``--assume-tz``), also on the day a clock changes.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, tzinfo
@@ -47,9 +48,37 @@ def local_zone() -> tzinfo | None:
     return _local_zone(os.environ.get("TZ"))
 
 
+#: The file the C library reads the machine's zone from when ``TZ`` is not set.
+LOCALTIME = "/etc/localtime"
+#: What a ``TZ`` value may hold to be pasted unquoted into a shell command (``TZ=Asia/Tokyo eventlog ...``).
+_PASTABLE = re.compile(r"[\w+\-/.,]+")
+
+
+def local_zone_name() -> str:
+    """The machine's zone as a ``TZ=`` value that makes another process judge days and hours as this one does
+    (:func:`local_zone`): ``TZ`` as set (a zone name, a zone file's path; ``UTC`` when empty), else the zone
+    /etc/localtime links to (``Europe/Berlin``), else /etc/timezone's; ``UTC`` without /etc/localtime, as the C
+    library reads it. "" when none of them names one that can be pasted into a shell unquoted."""
+    tz = os.environ.get("TZ")
+    if tz is not None:
+        name = tz.removeprefix(":") or "UTC"
+    elif not os.path.lexists(LOCALTIME):
+        name = "UTC"
+    else:
+        target = os.path.realpath(LOCALTIME)
+        name = target.split("/zoneinfo/", 1)[1] if "/zoneinfo/" in target else ""
+        if not name:
+            try:
+                with open("/etc/timezone", encoding="utf-8") as f:
+                    name = f.read().strip()
+            except (OSError, ValueError):
+                name = ""
+    return name if _PASTABLE.fullmatch(name) else ""
+
+
 @lru_cache(maxsize=8)
 def _local_zone(tz: str | None) -> tzinfo | None:
-    name = "/etc/localtime" if tz is None else tz.removeprefix(":")
+    name = LOCALTIME if tz is None else tz.removeprefix(":")
     if not name:
         return UTC  # TZ="" is UTC to the C library
     try:
@@ -169,4 +198,5 @@ def parse_at(text: str | None, assume_tz: tzinfo | None = None, default: At = NO
     return At(value, text, zone=assume_tz, local=local)
 
 
-__all__ = ["LAST_LINE", "LOG", "NOW", "At", "Clock", "fixed", "in_zone", "local_zone", "now", "parse_at"]
+__all__ = ["LAST_LINE", "LOG", "NOW", "At", "Clock", "fixed", "in_zone", "local_zone", "local_zone_name", "now",
+           "parse_at"]

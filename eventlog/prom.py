@@ -23,6 +23,7 @@ from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+from eventlog.clock import local_zone_name
 from eventlog.events import PROBE_OUTCOMES
 from eventlog.logs import no_event_log
 from eventlog.prom_controls import control_families
@@ -115,6 +116,7 @@ def exposition(
     no_watcher: bool | None = None,
     failing: Mapping[str, float] | None = None,
     snapshot_unsaved: bool | None = None,
+    zone: str | None = None,
 ) -> str:
     """The text exposition of one dump.
 
@@ -139,7 +141,10 @@ def exposition(
     retired (``Handoffs.unwatched``; left out when None); ``failing``: by account, how long its probes have been
     failing in a row as of the dump's ``as_of``, in seconds (``Handoffs.failing_since``; an account of the dump's
     ``probe_plan`` not in it: 0; the family is left out when None); ``snapshot_unsaved``: ``follow`` could not save
-    its ``--snapshot`` the last time it was to (left out when None: it keeps none).
+    its ``--snapshot`` the last time it was to (left out when None: it keeps none); ``zone``: the ``TZ=`` value
+    of the zone catch-up's days were judged in (``eventlog.clock.local_zone_name``; "" when it has none that
+    can be pasted, or not judged live), the ``zone`` label of the catch-up verdicts judged by day (candidates,
+    probe, unfed), so the commands an alert prints judge in it too (left out when None).
     """
     out = _Text(str(dump.get("log", "")))
     one: Labels = {}
@@ -216,11 +221,13 @@ def exposition(
                   [(one, int(lanes_error))])
 
     c = dump["catchup"]
-    out.gauge("recovery_catchup_candidates", "Skipped scheduled jobs to re-run now.", [(one, len(c["candidates"]))])
+    daily: Labels = {} if zone is None else {"zone": zone}
+    out.gauge("recovery_catchup_candidates", "Skipped scheduled jobs to re-run now (zone: the TZ their today is "
+              "judged in).", [(daily, len(c["candidates"]))])
     out.gauge("recovery_catchup_circuit_open", "1 while the quota circuit is open.",
               [(one, int(c["circuit"] == "open"))])
-    out.gauge("recovery_catchup_probe", "1 when a catch-up run now would probe (candidates, circuit not open).",
-              [(one, int(bool(c["probe"])))])
+    out.gauge("recovery_catchup_probe", "1 when a catch-up run now would probe (candidates, circuit not open; "
+              "zone: the TZ their today is judged in).", [(daily, int(bool(c["probe"])))])
     if reruns is not None:
         out.gauge("recovery_catchup_reruns", "Catch-up re-runs that did not end well, until the job runs again, by "
                   "kind (both always listed): failed (killed at its timeout, an exit other than 0 or none; status: "
@@ -229,7 +236,8 @@ def exposition(
     if unfed is not None:
         out.gauge("recovery_catchup_unfed", "Guarded jobs whose calendar slot of today passed 2 h ago or more and "
                   "the log holds no marker of today for them (neither skipped nor ran): nothing feeds their markers "
-                  "(eventlog import quota-log), or they did not run (status: unfed).", [(one, unfed)])
+                  "(eventlog import quota-log), or they did not run (status: unfed; zone: the TZ their today is "
+                  "judged in).", [(daily, unfed)])
 
     s = dump["sessions"]
     tally = Counter((item["admission_state"], item["attention"] or "") for item in s["items"].values())
@@ -263,7 +271,8 @@ def of_replay(replay: Replay, dump: dict[str, Any], tick_s: float | None = None,
               snapshot_unsaved: bool | None = None) -> str:
     """The exposition of ``dump``, a dump of ``replay``, with the latency samples and last time it holds.
 
-    ``live``: the dump is judged as of the wall clock now, so the times ahead of it are counted.
+    ``live``: the dump is judged as of the wall clock now, so the times ahead of it are counted, and catch-up's
+    days in the machine's zone, which the ``zone`` label names ("" otherwise: no label to Prometheus).
     ``snapshot_unsaved``: ``follow``'s last save of its ``--snapshot`` failed (None: it keeps none).
     """
     as_of = dump.get("as_of")
@@ -297,7 +306,8 @@ def of_replay(replay: Replay, dump: dict[str, Any], tick_s: float | None = None,
                       unfinished_batch=0 if replay.uncommitted is None else replay.uncommitted.lines,
                       not_a_log=no_event_log(str(dump.get("log", "")), replay) is not None, ahead=ahead,
                       reruns=reruns, unfed=unfed, deadline_passed=late, retired=retired,
-                      no_watcher=unwatched, failing=failing, snapshot_unsaved=snapshot_unsaved)
+                      no_watcher=unwatched, failing=failing, snapshot_unsaved=snapshot_unsaved,
+                      zone=local_zone_name() if live else "")
 
 
 def _handoffs(out: _Text, h: dict[str, Any], durations: Mapping[str, Sequence[float]] | None) -> None:

@@ -10,9 +10,10 @@ import re
 import shlex
 import subprocess
 import sys
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import pytest
 import yaml
@@ -30,6 +31,7 @@ from tests.opskit import (
     RULE_TESTS,
     RULES,
     exposed,
+    follow_file,
     follow_prom,
     held_series,
     selectors,
@@ -125,6 +127,10 @@ PLACEHOLDERS = {"{{ $labels.log }}": L, "{{ $labels.product }}": "sashiko-repair
                 "...": "x"}
 
 
+#: What a catch-up alert's command starts with: the zone its days were judged in (the ``zone`` label follow writes).
+ZONED = "{{ with $labels.zone }}TZ={{ . }} {{ end }}"
+
+
 def typed_commands() -> list[str]:
     """Every whole ``eventlog LOG ...`` command an alert's description or docs/OPERATIONS.md's table tells a person
     to type, placeholders filled (``a\\|b``: the first; ``| jq ...`` cut off)."""
@@ -132,7 +138,7 @@ def typed_commands() -> list[str]:
     texts += re.findall(r"^\| `Recovery\w+` \|.*$", (ROOT / "docs" / "OPERATIONS.md").read_text(), flags=re.M)
     found = []
     for text in texts:
-        for command in re.findall(r"`(eventlog [^`]+)`", text):
+        for command in re.findall(r"`(?:" + re.escape(ZONED) + r"|TZ=\S+ )?(eventlog [^`]+)`", text):
             if "LOG" not in command and "$labels.log" not in command:
                 continue  # a command named in words ("then `eventlog handoff requeue` with the log, ...")
             command = re.sub(r"(\w+)\\\|\w+", r"\1", command).split(" | ")[0].split(" \\| ")[0]
@@ -441,6 +447,78 @@ def test_bad_and_rejected_lines_already_in_the_log_when_follow_starts_fire_and_k
                              timeout=120)
     assert checked.returncode == 0, (checked.stdout + checked.stderr)[-4000:]
     assert run_cli("status", str(log), "--at", "log").returncode == 1  # the same verdict as the alert's
+
+
+# --- catch-up's days: the commands an alert prints judge in the zone follow judged in ---------------------------
+
+
+def _zones_apart(now: datetime) -> tuple[str, str, datetime]:
+    """Two zones (follow's, the person's shell's) and a slot, today in both: passed 3 h ago in the first, still to
+    come in the second (so a guarded job with no marker is unfed there, and a skipped one a candidate, but
+    neither in the second), and not within 2 h of midnight."""
+    zones = [f"Etc/GMT{-k:+d}" if k else "UTC" for k in range(-12, 15)]  # Etc/GMT-9 is UTC+9
+    for follows in zones:
+        slot = (now.astimezone(ZoneInfo(follows)) - timedelta(hours=3)).replace(second=0, microsecond=0)
+        if slot.date() != now.astimezone(ZoneInfo(follows)).date() or slot.hour > 21:
+            continue
+        for shell in zones:
+            there = now.astimezone(ZoneInfo(shell))
+            if there.replace(hour=slot.hour, minute=slot.minute, second=0, microsecond=0) > there + timedelta(
+                    minutes=10):
+                return follows, shell, slot
+    raise AssertionError(f"no two zones apart at {now}")
+
+
+def _rendered(alert: str) -> str:
+    """The description promtool checked for ``alert`` firing with zone Asia/Tokyo (ops/prometheus/tests)."""
+    for test in rule_tests():
+        for exp in test.get("exp_alerts") or []:
+            if test["alertname"] == alert and exp["exp_labels"].get("zone") == "Asia/Tokyo":
+                return str(exp["exp_annotations"]["description"])
+    raise AssertionError(f"no unit test of {alert} with a zone")
+
+
+def test_the_catchup_alerts_commands_judge_in_the_zone_follow_judged_in(tmp_path: Path) -> None:
+    """OPERATIONS puts TZ in ledger.env only: follow judged catch-up's today in it, and the alerts' commands, pasted
+    in a shell of another zone, judged another today ("Nothing needs a person." under RecoveryCatchupUnfed). follow
+    now names its zone on the catch-up verdicts judged by day, and the commands carry it."""
+    for alert in ("RecoveryCatchupUnfed", "RecoveryCatchupWaiting"):
+        (rule,) = [r for r in rules() if r["alert"] == alert]
+        assert ZONED + "eventlog " in rule["annotations"]["description"], alert
+    now = datetime.now(UTC)
+    follows, shell, slot = _zones_apart(now)
+    calendar = [{"Hour": slot.hour, "Minute": slot.minute}]
+    registered = (now - timedelta(hours=4, minutes=1)).isoformat()
+    log = write_log(tmp_path / "ledger.jsonl", [
+        {"type": "job_registered", "ts": registered, "label": "com.lily.brief", "guarded": True,
+         "calendar": calendar, "interval_s": None},
+        {"type": "job_registered", "ts": registered, "label": "com.lily.post", "guarded": True,
+         "calendar": calendar, "interval_s": None},
+        {"type": "job_skipped", "ts": (now - timedelta(minutes=1)).isoformat(), "label": "com.lily.post",
+         "reason": "quota", "remaining_s": 60},
+    ])
+    text = follow_file(log, tmp_path, env={"TZ": follows})
+    assert sample_value(text, "recovery_catchup_unfed", zone=follows) == 1
+    assert sample_value(text, "recovery_catchup_probe", zone=follows) == 1
+
+    def pasted(alert: str) -> list[subprocess.CompletedProcess[str]]:
+        """Each eventlog command of the alert's description, as the person pastes it into a shell of ``shell``."""
+        commands = re.findall(r"`(TZ=\S+ eventlog [^`]+)`", _rendered(alert))
+        assert commands, alert
+        bin_dir = os.path.dirname(sys.executable)
+        return [subprocess.run(c.replace("Asia/Tokyo", follows).replace(L, str(log)).replace(
+            "LABEL", "com.lily.brief"), shell=True, capture_output=True, text=True, timeout=120, cwd=ROOT,
+            env={**os.environ, "TZ": shell, "PATH": f"{bin_dir}:{os.environ['PATH']}"}) for c in commands]
+
+    status, explain = pasted("RecoveryCatchupUnfed")
+    assert status.returncode == 1 and "com.lily.brief" in status.stdout and "nothing feeds" in status.stdout, \
+        status.stdout + status.stderr
+    assert "nothing feeds its markers" in explain.stdout, explain.stdout + explain.stderr
+    (dry_run,) = pasted("RecoveryCatchupWaiting")
+    assert "com.lily.post" in dry_run.stdout, dry_run.stdout + dry_run.stderr
+    # the same command without the zone, as the alerts printed it: the shell's today, another verdict
+    unzoned = run_cli("status", str(log), "--domain", "catchup", env={"TZ": shell})
+    assert unzoned.returncode == 0 and "Nothing needs a person." in unzoned.stdout, unzoned.stdout
 
 
 # --- probes failing for hours: series follow writes minute by minute ------------------------------------------
