@@ -372,6 +372,36 @@ def test_the_serve_unit_says_when_its_log_is_outside_its_read_write_paths(tmp_pa
         stop_promptly(server)
 
 
+def test_the_steps_to_run_as_another_user_give_it_all_the_units_read_as_ledger(tmp_path: Path) -> None:
+    """OPERATIONS said to change User= and chown /var/lib/recovery-ledger only: /etc/recovery-ledger stayed ledger's
+    (0750), so serve run as that user could not read its key file (exit 2 every 10 s) and the resume, enqueue and
+    kick scripts there could not be run. The block, run on the shipped units (sudo, id and chown stubbed), moves
+    every unit to the user and hands it every directory the doc gives to ledger."""
+    text = (ROOT / "docs" / "OPERATIONS.md").read_text()
+    section = text.split("### Another user than `ledger`", 1)[1]
+    block = section.split("```sh\n", 1)[1].split("```", 1)[0]
+    units = tmp_path / "system"
+    units.mkdir()
+    for path in SYSTEMD.glob("recovery-ledger-*"):
+        shutil.copy(path, units)
+    script = ("sudo() { \"$@\"; }\nid() { echo aiko; }\nchown() { echo \"$@\" >> chowned; }\n"
+              "systemctl() { :; }\n" + block.replace("/etc/systemd/system/", f"{units}/"))
+    subprocess.run(["sh", "-ec", script], cwd=tmp_path, check=True, timeout=60)
+    for path in units.glob("*.service"):
+        service = unit(path)["Service"]
+        assert (service["User"], service["Group"]) == (["aiko"], ["aiko"]), path.name
+    (chowned,) = (tmp_path / "chowned").read_text().splitlines()
+    assert chowned.split()[:2] == ["-R", "aiko:aiko"], chowned
+    paths = chowned.split()[2:]
+    given = re.findall(r"install -d -o ledger -g ledger -m \d+ (\S+)", text)  # the directories ledger is given
+    given += re.findall(r"useradd .*--home-dir (\S+)", text)
+    assert "/etc/recovery-ledger" in given and "/var/lib/recovery-ledger" in given
+    for directory in given:
+        assert any(directory == p or directory.startswith(p + "/") for p in paths), directory
+    for rule in ("sudo -u aiko eventlog keys add", "setfacl -m u:aiko:rwx /var/lib/prometheus/node-exporter"):
+        assert rule in " ".join(section.split("\n## ", 1)[0].split()), rule
+
+
 # --- what feeds catch-up: the jobs, the circuit and the markers, imported before each pass -------------------
 
 
