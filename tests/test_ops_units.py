@@ -194,6 +194,18 @@ def test_each_unit_runs_its_command_with_flags_eventlog_takes(job: str) -> None:
         assert args.host == "127.0.0.1"
 
 
+@pytest.mark.parametrize("job", [*JOBS, OBSERVE])
+def test_each_units_command_refuses_a_ledger_env_without_ledger_log_naming_it(job: str) -> None:
+    """ledger.env without LEDGER_LOG (or with it misspelt): systemd passes ${LEDGER_LOG} as an empty argument.
+    Runners said `cannot read : no such log`, serve served its working directory, follow exported log="": every
+    unit's command now stops at once, exit 2, naming the variable."""
+    values = {**(lane_values() if job == OBSERVE else env()), "LEDGER_LOG": ""}
+    ran = subprocess.run(_as_here(exec_start(job, values), {}), cwd=ROOT, capture_output=True, text=True,
+                         timeout=120)
+    assert ran.returncode == 2, ran.stdout + ran.stderr
+    assert "LOG is empty (is LEDGER_LOG set in ledger.env?)" in ran.stderr
+
+
 def timespan_s(text: str) -> float:
     """A systemd time span (``10min``) in seconds, as systemd-analyze reads it."""
     out = subprocess.run([systemd_analyze(), "timespan", text], capture_output=True, text=True, timeout=60,
