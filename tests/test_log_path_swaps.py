@@ -237,6 +237,7 @@ def test_serve_of_a_log_not_there_yet_says_when_its_directory_may_not_be_written
             why = (f"{data / 'ledger.jsonl'}: its directory {data} may not be written by this user: every append "
                    "and decision to it is refused")
             assert why in server.stderr.read_text()
+            assert health_until(server, lambda r: r.status_code == 503).json()["code"] == "LOG_UNAVAILABLE"
         finally:
             stop_promptly(server)
     finally:
