@@ -1,12 +1,14 @@
 """Importers for the catch-up domain: launchd plists, the quota guard's markers and circuit (seed 002).
 
 - :func:`read_launchd` turns ``*.plist`` files into ``job_registered`` events:
-  ``guarded`` when ``ProgramArguments`` holds the guard's name (the seed's
-  ``is_guarded``), ``calendar`` from ``StartCalendarInterval`` (a dict or a
-  list of dicts), ``interval_s`` from ``StartInterval``. What it cannot settle
-  is named and not registered: a schedule value ``int()`` cannot read, and
-  (:func:`registrations`) a ``Label`` that several plists hold; :func:`gone`
-  names the labels a log registers that no plist holds any more.
+  ``guarded`` when a word of ``ProgramArguments`` is the guard program (the
+  seed's ``is_guarded``, as its words say it), ``calendar`` from
+  ``StartCalendarInterval`` (a dict or a list of dicts), ``interval_s`` from
+  ``StartInterval``. The ledger's own plists (:func:`is_ours`) are skipped.
+  What it cannot settle is named and not registered: a schedule value ``int()``
+  cannot read, and (:func:`registrations`) a ``Label`` that several plists
+  hold; :func:`gone` names the labels a log registers that no plist holds any
+  more.
 - :func:`read_markers` turns ``CLAUDE_QUOTA_JOB_SKIPPED job=L reason=R
   remaining=Ns ts=EPOCH`` and ``CLAUDE_QUOTA_JOB_RAN job=L exit=N ts=EPOCH``
   lines into ``job_skipped`` and ``job_ran`` events, ``ts`` being the epoch
