@@ -1,8 +1,8 @@
 """Importers for the catch-up domain: launchd plists, the quota guard's markers and circuit (seed 002).
 
 - :func:`read_launchd` turns ``*.plist`` files into ``job_registered`` events:
-  ``guarded`` when a word of ``ProgramArguments`` is the guard program (the
-  seed's ``is_guarded``, as its words say it), ``calendar`` from
+  ``guarded`` when an item of ``ProgramArguments`` holds the guard's name (the
+  seed's ``is_guarded``, a plain substring test), ``calendar`` from
   ``StartCalendarInterval`` (a dict or a list of dicts), ``interval_s`` from
   ``StartInterval``. The ledger's own plists (:func:`is_ours`) are skipped.
   What it cannot settle is named and not registered: a schedule value ``int()``
@@ -328,16 +328,14 @@ def json_value(data: bytes) -> Any:
 
 
 def is_guarded(plist: dict[str, Any], pattern: str = GUARD_PATTERN) -> bool:
-    """The seed's ``is_guarded`` as it says it: the job is started through the guard program.
+    """The seed's ``is_guarded``: ``ProgramArguments`` is a list and one item holds ``pattern``.
 
-    ``ProgramArguments`` is a list and one of its words (an item, or a word of one: ``sh -c "python3
-    ~/bin/claude-quota-guard.py run"``) names a file whose name holds ``pattern``. A directory on a path
-    does not (``~/.claude-quota-guard/state.json``, the guard's state handed to another program): the
-    seed's any-substring test counted catch-up's own plist, which imports that file, as a guarded job.
+    The seed's own test, a plain substring ("判定はProgramArgumentsの文字列一致だけ"): it also matches
+    ``~/.claude-quota-guard/state.json`` in another program's arguments, which is why the ledger's own
+    plists (catch-up's names that file) are skipped before it is asked (:func:`is_ours`).
     """
     arguments = plist.get("ProgramArguments")
-    return isinstance(arguments, list) and any(
-        pattern in os.path.basename(word) for value in arguments for word in str(value).split())
+    return isinstance(arguments, list) and any(pattern in str(value) for value in arguments)
 
 
 def is_ours(label: str) -> bool:

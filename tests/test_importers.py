@@ -95,17 +95,16 @@ def test_guard_pattern_and_odd_plists(tmp_path: Path) -> None:
                            "d is not registered")
 
 
-def test_only_the_guard_program_makes_a_job_guarded() -> None:
-    """Seed 002: a job is guarded when it is started through claude-quota-guard.py. The guard's state file in another
-    program's arguments (catch-up's own plist imports it) is no such start."""
+def test_is_guarded_is_the_seeds_substring_test() -> None:
+    """Seed 002's ``is_guarded``: any ``ProgramArguments`` item holding ``claude-quota-guard`` ("判定はProgramArguments
+    の文字列一致だけ"), a guard installed under a directory of that name included; not a string for the list."""
     def guarded(*args: str) -> bool:
         return importers.is_guarded({"ProgramArguments": list(args)})
 
     assert guarded(*GUARD, "post") and guarded("claude-quota-guard", "post")
     assert guarded("/bin/sh", "-c", "exec python3 ~/bin/claude-quota-guard.py --job post 2>>~/Library/Logs/p.err")
-    assert not guarded("/opt/recovery-ledger/.venv/bin/eventlog", "catchup", "LOG", "--import-circuit",
-                       "~/.claude-quota-guard/state.json")
-    assert not guarded("/usr/bin/python3", "/Users/lily/.claude-quota-guard/report.py")
+    assert guarded("/usr/bin/python3", "/opt/claude-quota-guard/guard.py", "--job", "post")
+    assert not guarded("/usr/bin/python3", "/Users/lily/bin/quota.py", "--job", "post")
     assert not importers.is_guarded({"ProgramArguments": "claude-quota-guard.py"})
 
 

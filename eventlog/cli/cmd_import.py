@@ -84,9 +84,8 @@ def register(sub: Any) -> None:
     isub = imp.add_subparsers(dest="source", required=True, metavar="SOURCE")
     ld = command_parser(isub, "launchd", help="job_registered from the *.plist files of DIR", exits=EXITS,
                         description="One job_registered per *.plist of DIR, unless the label's current\n"
-                        "registration in LOG is the same: guarded when a word of ProgramArguments is\n"
-                        "the guard program (a file name holding --guard-pattern: claude-quota-guard.py;\n"
-                        "not a directory, ~/.claude-quota-guard/state.json), calendar from\n"
+                        "registration in LOG is the same: guarded when an item of ProgramArguments\n"
+                        "holds --guard-pattern (claude-quota-guard, the seed's is_guarded), calendar from\n"
                         "StartCalendarInterval, interval_s from StartInterval. The ledger's own plists\n"
                         "(Label org.recovery-ledger.*) are skipped (\"ours\"): never registered; one LOG\n"
                         "registers as guarded is named with the line that retires it (exit 1).\n"
