@@ -4,6 +4,7 @@ a verdict label either fires its alert or is known to need nobody."""
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import re
@@ -26,7 +27,7 @@ from eventlog.prom import NEEDS_HUMAN_REASONS, of_replay
 from eventlog.runners.sessions import needs_decision
 from projections.ahead import CHECKS
 from projections.runner import Runner
-from tests.conftest import ROOT, run_cli, write_log
+from tests.conftest import ROOT, run_cli, system_tool, write_log
 from tests.opskit import (
     RULE_TESTS,
     RULES,
@@ -119,7 +120,7 @@ def test_every_alert_has_a_severity_a_summary_and_a_command_to_type_next() -> No
 
 
 #: What the placeholders of an alert's commands stand for, as a person would fill them in.
-PLACEHOLDERS = {"{{ $labels.log }}": L, "{{ $labels.product }}": "sashiko-repair",
+PLACEHOLDERS = {"{{ $labels.log }}": L, "{{ $log }}": L, "{{ $labels.product }}": "sashiko-repair",
                 "{{ $labels.watcher }}": "watcher-a",
                 "{{ $labels.account }}": "cloud-account-a", "LOG": L, "SESSION_ID": "s-1",
                 "HANDOFF_ID": "h1", "ACCOUNT": "cloud-account-a", "PRODUCT": "sashiko-repair", "ID": "h1",
@@ -139,7 +140,7 @@ def typed_commands() -> list[str]:
     found = []
     for text in texts:
         for command in re.findall(r"`(?:" + re.escape(ZONED) + r"|TZ=\S+ )?(eventlog [^`]+)`", text):
-            if "LOG" not in command and "$labels.log" not in command:
+            if "LOG" not in command and "$labels.log" not in command and "{{ $log }}" not in command:
                 continue  # a command named in words ("then `eventlog handoff requeue` with the log, ...")
             command = re.sub(r"(\w+)\\\|\w+", r"\1", command).split(" | ")[0].split(" \\| ")[0]
             for word, value in PLACEHOLDERS.items():
@@ -187,6 +188,152 @@ def test_the_alerts_in_docs_metrics_are_the_shipped_rules() -> None:
     documented = {name: (expr, wait.strip()) for name, expr, wait in rows}
     shipped = {rule["alert"]: (" ".join(rule["expr"].split()), rule.get("for", "")) for rule in rules()}
     assert documented == shipped
+
+
+
+# --- no label taken from the log runs when a person pastes an alert's command ---------------------------------
+
+#: The labels an alert copies from the log's own lines (follow names them as the log does).
+FROM_THE_LOG = ("watcher", "account", "product")
+#: The plain labels of every alert below: the series' other labels are the values follow writes.
+PLAIN = {"log": L, **dict.fromkeys(FROM_THE_LOG, "watcher-a"), "kind": "retryable", "reason": "conflict",
+         "check": "watcher_late", "admission_state": "recovery_required", "attention": "RECOVERY_REQUIRED"}
+#: Names a writer of the log may give a watcher, an account or a lane: each would run something if pasted bare.
+HOSTILE_IDS = ("$(touch PWNED)", "w; touch PWNED", "`touch PWNED`", "it's PWNED", "two words", "a\nb`touch PWNED`")
+#: LOGs follow may be given: a space, a quote, what a shell expands, a backtick, a leading dash.
+HOSTILE_LOGS = ("/srv/ledger data/it's.jsonl", "/srv/$(touch PWNED).jsonl", "/srv/`touch PWNED`;x.jsonl",
+                "-ledger.jsonl", '/srv/a\\b"c$HOME!.jsonl')
+
+
+def _go_unquoted(text: str) -> str:
+    """A Go-quoted string's value (strconv.Quote: ``\\"``, ``\\\\``, ``\\n``, ``\\xNN``, ``\\uNNNN``, ...)."""
+    value = ast.literal_eval(f'"{text}"')
+    assert isinstance(value, str)
+    return value
+
+
+_GO_PAIR = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
+
+
+def rendered(tmp_path: Path, cases: list[dict[str, str]]) -> list[dict[str, dict[str, str]]]:
+    """For each of ``cases`` (an alert's labels), every shipped alert's annotations as Prometheus renders them.
+
+    Each rule fires on one series holding the case's labels (its ``$value`` 1). promtool is told to expect no
+    annotations, and what it got is read back from its report; then told to expect exactly what was read, it
+    passes: the texts are promtool's own, not a re-implementation of its templates."""
+    shipped = rules()
+    for rule in shipped:
+        rule["expr"], _ = "hostile_input", rule.pop("for", None)
+    (tmp_path / "rules.yml").write_text(yaml.safe_dump({"groups": [{"name": "hostile", "rules": shipped}]}))
+
+    def run(expected: list[dict[str, dict[str, str]]] | None) -> subprocess.CompletedProcess[str]:
+        tests = []
+        for i, labels in enumerate(cases):
+            series = "hostile_input{" + ",".join(f"{k}={json.dumps(v)}" for k, v in {**labels, "case": str(i)}.items())
+            tests.append({"interval": "1m", "input_series": [{"series": series + "}", "values": "1x3"}],
+                          "alert_rule_test": [
+                              {"eval_time": "1m", "alertname": rule["alert"], "exp_alerts": [
+                                  {"exp_labels": {**labels, "case": str(i), **rule["labels"]},
+                                   **({"exp_annotations": expected[i][rule["alert"]]} if expected else {})}]}
+                              for rule in shipped]})
+        (tmp_path / "t.yml").write_text(json.dumps({"rule_files": ["rules.yml"], "evaluation_interval": "1m",
+                                                    "tests": tests}))
+        return subprocess.run([promtool(), "test", "rules", "t.yml"], cwd=tmp_path, capture_output=True, text=True,
+                              timeout=300)
+
+    report = run(None)
+    assert report.returncode != 0
+    got: list[dict[str, dict[str, str]]] = [{} for _ in cases]
+    for labels_text, annotations_text in re.findall(r"got:\[\s*0:\s*Labels:\{(.*)\}\n\s*Annotations:\{(.*)\}\n",
+                                                    report.stdout + report.stderr):
+        labels = {k: _go_unquoted(v) for k, v in _GO_PAIR.findall(labels_text)}
+        got[int(labels["case"])][labels["alertname"]] = {k: _go_unquoted(v)
+                                                         for k, v in _GO_PAIR.findall(annotations_text)}
+    assert [set(g) for g in got] == [{rule["alert"] for rule in shipped}] * len(cases), report.stdout[-3000:]
+    again = run(got)
+    assert again.returncode == 0, (again.stdout + again.stderr)[-3000:]
+    return got
+
+
+#: Every program an alert's command names, and the ones its words run (``$(id -u)``, ``| jq``): none is on
+#: the PATH of :func:`pasted`, so each only says what it was given.
+PROGRAMS = {"--reason", "curl", "df", "eventlog", "grep", "head", "id", "jq", "journalctl", "launchctl", "ls", "mv",
+            "od", "systemctl", "tail"}
+
+
+def pasted(command: str, workdir: Path) -> list[list[str]]:
+    """What bash runs when ``command`` is pasted: the argv of each program it starts (sorted: a pipeline's run at
+    once). No program is found: bash's ``command_not_found_handle`` writes down each argv instead of running it."""
+    record = workdir / "argv"
+    record.unlink(missing_ok=True)
+    script = ("command_not_found_handle() { printf '%s\\0' \"$#\" \"$@\" >&3; }\n"
+              f"exec 3>{shlex.quote(str(record))}\n{command}\n")
+    ran = subprocess.run([system_tool("bash", "bash"), "-c", script], cwd=workdir, capture_output=True,
+                         text=True, timeout=30, env={"PATH": str(workdir / "no-programs"), "HOME": "/home/someone"})
+    assert (ran.returncode, ran.stderr) == (0, ""), (command, ran.stderr)
+    words, argvs = record.read_text().split("\0")[:-1], []
+    while words:
+        count, words = int(words[0]), words[1:]
+        argvs.append(words[:count])
+        words = words[count:]
+    return sorted(argvs)
+
+
+def spans(text: str) -> list[str]:
+    """The backticked commands of an alert's text."""
+    assert text.count("`") % 2 == 0, text
+    return re.findall(r"`([^`]*)`", text)
+
+
+def test_no_label_from_the_log_is_in_a_command_and_the_log_is_one_word(tmp_path: Path) -> None:
+    """The review: an account named ``$(touch PWNED)`` made RecoveryAccountBackingOff say ``eventlog explain LOG
+    $(touch PWNED)``, which pasted into bash created PWNED; a watcher ``w; rm -rf ~`` made the retire command two.
+    Every alert, rendered by promtool for names and LOGs a shell would act on: no name from the log is in any
+    command (nor opens one), and each command, pasted into bash, runs exactly what it runs for a plain LOG, with
+    that LOG as one word (``./`` before a leading ``-``)."""
+    cases = [PLAIN] + [{**PLAIN, "log": log, **dict.fromkeys(FROM_THE_LOG, ident)}
+                       for log in HOSTILE_LOGS for ident in HOSTILE_IDS[HOSTILE_LOGS.index(log) % 2::2]]
+    texts = rendered(tmp_path, cases)
+    plain = texts[0]
+    for labels, alerts in zip(cases[1:], texts[1:], strict=True):
+        word = "./" + labels["log"] if labels["log"].startswith("-") else labels["log"]
+        for alert, texts_of in alerts.items():
+            said = texts_of["description"]
+            # a summary names LOG as it is (follow's own argument, no command); nothing else in it opens a span
+            assert "`" not in texts_of["summary"].replace(labels["log"], ""), (alert, texts_of["summary"])
+            commands, plain_commands = spans(said), spans(plain[alert]["description"])
+            assert len(commands) == len(plain_commands), (alert, said)
+            for command, plain_command in zip(commands, plain_commands, strict=True):
+                assert labels["watcher"] not in command, (alert, command)
+                runs = pasted(command, tmp_path)
+                assert {argv[0] for argv in runs} <= PROGRAMS, (alert, command)
+                assert runs == sorted([w.replace(L, word) for w in argv] for argv in pasted(plain_command, tmp_path)), \
+                    (alert, command)
+                if not re.search(r"[|$]", command.replace(labels["log"], "")):  # one program, nothing expanded
+                    assert [shlex.split(command)] == runs, (alert, command)
+    touched = [alerts for alerts in texts if "PWNED" in json.dumps(alerts)]
+    assert touched and not (tmp_path / "PWNED").exists()
+
+
+def test_the_alerts_of_an_id_from_the_log_name_it_in_words_and_say_where_the_quoted_command_is(
+    tmp_path: Path,
+) -> None:
+    """What replaces the bare id: the name Go-quoted in words (a backtick as \\x60), and a command without it
+    that lists the item with the `eventlog explain` eventlog quotes itself."""
+    ident = "`touch PWNED`; x"
+    (texts,) = rendered(tmp_path, [{**PLAIN, **dict.fromkeys(FROM_THE_LOG, ident)}])
+    quoted = '"\\x60touch PWNED\\x60; x"'
+    expected = {"RecoveryWatcherDead": ("watchers", "Failback watcher " + quoted),
+                "RecoveryWatcherErrored": (None, "failback watcher " + quoted),
+                "RecoveryAccountBackingOff": ("handoffs", "Probes of account " + quoted),
+                "RecoveryLaneStalled": ("lanes", "Lane " + quoted)}
+    for alert, (domain, summary) in expected.items():
+        assert summary in texts[alert]["summary"]
+        if domain is not None:
+            assert quoted in texts[alert]["description"]
+            assert f"eventlog status {L} --domain {domain} --all" in spans(texts[alert]["description"])
+    mentioned = {alert for alert, texts_of in texts.items() if ident[1:6] in json.dumps(texts_of)}
+    assert mentioned == set(expected)
 
 
 # --- every value of a verdict label: its alert, or known to need nobody --------------------------------
