@@ -175,3 +175,56 @@ def test_follow_s_prometheus_file_carries_the_unrecorded_interrupt(tmp_path: Pat
         proc.communicate(timeout=20)
     lines = [x for x in prom.read_text().splitlines() if x.startswith("recovery_sessions_interrupt_unrecorded{")]
     assert lines == [f'recovery_sessions_interrupt_unrecorded{{log="{log}"}} 1']
+
+
+def test_a_pass_pasted_with_its_placeholders_unfilled_is_refused_and_writes_nothing(tmp_path: Path) -> None:
+    """The review pasted every printed command as printed: `explain`'s pass for a late watcher, its
+    `'<your probe command>'` and `'<your resume command>'` unfilled, exited 0, wrote an `ok` heartbeat (then
+    `status` said "Nothing needs a person." with no watcher running), and on a log with a stale claim released it
+    and handed a handoff to a person. Each command a view prints with a `'<...>'` is refused as printed: exit 2,
+    the placeholder named, nothing written; the views say what they said before."""
+    hour_ago = (datetime.now().astimezone() - timedelta(hours=1)).isoformat()
+    log = write_log(tmp_path / "work log.jsonl", [
+        {"type": "handoff_created", "ts": hour_ago, "handoff_id": "h1", "account": "cloud-account-a"},
+        {"type": "handoff_created", "ts": hour_ago, "handoff_id": "h2", "account": "cloud-account-b"},
+        {"type": "watcher_run", "ts": hour_ago, "watcher": "w1", "exit": "ok", "period_s": 900},
+        {"type": "claimed", "ts": hour_ago, "handoff_id": "h2", "watcher": "w1", "attempt": 1},
+        {"type": "probe_result", "ts": hour_ago, "account": "cloud-account-a", "outcome": "auth_error"}])
+    shown = items(log)
+    assert {i["reason_code"] for i in shown} >= {"watcher_late", "stale_retryable", "auth_error"}
+    explained = json.loads(run_cli("explain", str(log), "w1", "--json").stdout)
+    printed = [cmd for v in explained["verdicts"] for cmd in v["next"]] + [i["next"] for i in shown]
+    with_blanks = [cmd for cmd in printed if "'<" in cmd]
+    assert len(with_blanks) == 3, printed  # the pass, the retire, the probe by hand
+    before = log.read_bytes()
+    for command in with_blanks:
+        done = typed(command, tmp_path)
+        assert done.returncode == 2 and "is the placeholder of a copied command" in done.stderr, \
+            (command, done.stdout + done.stderr)
+    assert log.read_bytes() == before
+
+    def said(listed: list[dict[str, Any]]) -> list[tuple[str, str, str]]:
+        return [(i["reason_code"], i["id"], i["next"]) for i in listed]
+
+    assert said(items(log)) == said(shown)
+
+
+def test_every_option_a_person_fills_in_refuses_its_placeholder(tmp_path: Path) -> None:
+    """One check for every option whose value a view may leave to a person: their commands, a pass's name."""
+    log, probe, resume = setup(tmp_path)
+    before = log.read_bytes()
+    blank = "<fill this in>"
+    for args, option in (
+        (["failback", str(log), "--probe-cmd", blank, "--resume-cmd", resume], "--probe-cmd"),
+        (["failback", str(log), "--probe-cmd", probe, "--resume-cmd", blank], "--resume-cmd"),
+        (["failback", str(log), "--probe-cmd", probe, "--resume-cmd", resume, "--watcher", blank], "--watcher"),
+        (["handoff", "probe", str(log), "cloud-account-a", "--probe-cmd", blank], "--probe-cmd"),
+        (["lanes", str(log), "--enqueue-cmd", blank], "--enqueue-cmd"),
+        (["catchup", str(log), "--probe-cmd", blank, "--kick-cmd", "true"], "--probe-cmd"),
+        (["catchup", str(log), "--probe-cmd", "true", "--kick-cmd", blank], "--kick-cmd"),
+        (["handoff", "skip", str(log), "h1", "--reason", blank], "--reason"),
+    ):
+        done = run_cli(*args)
+        assert done.returncode == 2 and f"{option} '{blank}' is the placeholder of a copied command" in done.stderr, \
+            (args, done.stderr)
+    assert log.read_bytes() == before

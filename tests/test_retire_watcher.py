@@ -175,3 +175,37 @@ def test_retire_usage(tmp_path: Path) -> None:
         out = run_cli("failback", str(log), *args)
         assert out.returncode == 2 and said in out.stderr, (args, out.stderr)
     assert log.read_bytes() == before
+
+
+def test_a_watcher_named_empty_can_be_retired_or_run_by_the_commands_its_explain_prints(tmp_path: Path) -> None:
+    """The spec's `watcher` is any string, and the appender takes `""`: such a watcher was late for ever, since both
+    commands `explain` prints for it were refused (`--retire ''`: "names no watcher"; `--watcher ''`: "is empty").
+    Each works now, with its placeholders filled in; an empty name the log does not know stays refused."""
+    log = write_log(tmp_path / "work.jsonl", [
+        {"type": "handoff_created", "ts": ago(80), "handoff_id": "h1", "account": "cloud-account-a"}, beat("", 72)])
+    assert codes(log) == {"watcher_late": [""]}
+    [item] = [i for g in json.loads(run_cli("status", str(log), "--json").stdout)["groups"] for i in g["items"]]
+    assert item["next"] == f"eventlog explain {log} ''"
+    [verdict] = json.loads(typed(item["next"] + " --json", tmp_path).stdout)["verdicts"]
+    [run_now, retire] = verdict["next"]
+    assert "--watcher ''" in run_now and "--retire ''" in retire
+    passing = tmp_path / "copy.jsonl"
+    passing.write_bytes(log.read_bytes())
+    ran = typed(run_now.replace(shlex.quote(str(log)), shlex.quote(str(passing))), tmp_path,
+                probe="echo PING_OK", resume="""printf '{"started": "session of %s"}\\n' {handoff_id}""")
+    assert ran.returncode == 0, ran.stderr
+    last = json.loads(passing.read_text().splitlines()[-1])
+    assert (last["type"], last["watcher"], last["exit"]) == ("watcher_run", "", "ok")
+    assert "watcher_late" not in codes(passing)
+    done = typed(retire.replace("'<why it stopped for good>'", "'a one-off pass'"), tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert codes(log) == {"no_watcher": ["failback"]}  # retired: its pending handoff has no watcher left
+    # a nameless watcher the log does not name is never started, nor retired
+    (tmp_path / "other").mkdir()
+    other = story(tmp_path / "other")
+    before = other.read_bytes()
+    for args, said in ((["--watcher", "", "--probe-cmd", "true", "--resume-cmd", "true"], "--watcher is empty"),
+                       (["--retire", "", "--reason", "x"], "no watcher_run or claim names watcher ''")):
+        out = run_cli("failback", str(other), *args)
+        assert out.returncode == 2 and said in out.stderr, (args, out.stderr)
+    assert other.read_bytes() == before

@@ -21,7 +21,7 @@ from eventlog.cli.common import (
 )
 from eventlog.probe import EXPECTED
 from eventlog.runners import catchup, schedulers
-from eventlog.runners.process import split_command
+from eventlog.runners.common import command_words
 
 DESCRIPTION = """\
 Re-run today's quota-skipped jobs, one at a time:
@@ -119,7 +119,8 @@ EXITS = """\
      log), SIGTERM or SIGINT stopped it,
      or LOG has bad lines (a catch-up writes no line per pass, so it cannot
      tell new ones from old: each counts; the rest is still judged and kicked)
-2    bad usage or no such log"""
+2    bad usage (a command still the '<...>' placeholder of a copied command)
+     or no such log: nothing run or written"""
 
 
 def register(sub: Any) -> None:
@@ -160,8 +161,8 @@ def run_catchup(args: argparse.Namespace) -> int:
         tz, at = judging(args)
         opts = catchup.Options(
             log=args.log,
-            probe_cmd=split_command(args.probe_cmd, "--probe-cmd") if args.probe_cmd else None,
-            kick_cmd=split_command(args.kick_cmd, "--kick-cmd") if args.kick_cmd else None,
+            probe_cmd=command_words(args.probe_cmd, "--probe-cmd") if args.probe_cmd else None,
+            kick_cmd=command_words(args.kick_cmd, "--kick-cmd") if args.kick_cmd else None,
             scheduler=schedulers.scheduler(args.scheduler, launchd_domain=args.launchd_domain,
                                            systemd_user=args.systemd_user) if args.scheduler else None,
             poll_s=args.poll, expected=args.expect,

@@ -23,7 +23,7 @@ from eventlog.cli.common import (
 )
 from eventlog.probe import EXPECTED
 from eventlog.runners import failback, handoff
-from eventlog.runners.process import split_command
+from eventlog.runners.common import command_words
 
 DESCRIPTION = """\
 One pass of the failback watcher, as cron or launchd would run it every 15 minutes:
@@ -92,7 +92,9 @@ EXITS = """\
    SIGINT) or it sent work to a person (a resume that failed with effect
    unknown, a conflict, a stale resume_requested, a resume that failed with
    effect none 3 times in a row). Older bad lines are only named on stderr
-2  bad usage, or no such log
+2  bad usage (a command or --watcher still the '<...>' placeholder of a copied
+   command, an empty --watcher no line of the log names), or no such log:
+   nothing run or written
 With --retire: 0 retired (now, or already: nothing written), 1 the log could
 not be written, 2 bad usage (an empty --reason or a '<...>' placeholder), no
 such log, or no line names the watcher"""
@@ -140,8 +142,8 @@ def run(args: argparse.Namespace) -> int:
         tz, at = judging(args)
         opts = failback.Options(
             log=args.log,
-            probe_cmd=split_command(args.probe_cmd, "--probe-cmd"),
-            resume_cmd=split_command(args.resume_cmd, "--resume-cmd"),
+            probe_cmd=command_words(args.probe_cmd, "--probe-cmd"),
+            resume_cmd=command_words(args.resume_cmd, "--resume-cmd"),
             watcher=args.watcher,
             period_s=args.period,
             timeout_s=args.timeout,

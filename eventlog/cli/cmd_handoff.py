@@ -20,7 +20,7 @@ from eventlog.cli.common import (
 )
 from eventlog.probe import EXPECTED
 from eventlog.runners import handoff
-from eventlog.runners.process import split_command
+from eventlog.runners.common import command_words
 
 DESCRIPTION = """\
 What a person does with one handoff (each is one checked append at the revision
@@ -60,7 +60,8 @@ PROBE_EXITS = """\
    the exit or signal of a probe killed, timed out or exit 126/127), it could not start, the
    log could not be written, lines of it were bad (named on stderr), or SIGTERM or
    SIGINT stopped it (the probe's process group is stopped; nothing recorded)
-2  bad usage, no such log, or no line names the account"""
+2  bad usage (a --probe-cmd still the '<...>' placeholder of a copied command), no
+   such log, or no line names the account: nothing run or recorded"""
 
 HELP = {
     "release": "give back a claim before any request (claimed -> pending)",
@@ -122,7 +123,7 @@ def run_probe(args: argparse.Namespace) -> int:
     try:
         tz, at = judging(args)
         opts = handoff.ProbeOnce(log=args.log, account=args.account,
-                                 probe_cmd=split_command(args.probe_cmd, "--probe-cmd"), timeout_s=args.timeout,
+                                 probe_cmd=command_words(args.probe_cmd, "--probe-cmd"), timeout_s=args.timeout,
                                  kill_grace_s=args.kill_grace, expected=args.expect, actor=args.actor, at=at,
                                  assume_tz=tz)
         opts.check()

@@ -23,7 +23,7 @@ from eventlog.cli.common import (
     stoppable,
 )
 from eventlog.runners import lanes
-from eventlog.runners.process import split_command
+from eventlog.runners.common import command_words
 from projections.ahead import TOLERANCE_S
 from projections.triage import duration_words
 
@@ -85,7 +85,8 @@ LANES_EXITS = """\
    since the last lane_check (older ones are only named on stderr), it has no
    lane at all (nothing feeds lane state: run eventlog observe lane for each
    lane), or SIGTERM or SIGINT stopped the run
-2  bad usage or no such log"""
+2  bad usage (--enqueue-cmd still the '<...>' placeholder of a copied command)
+   or no such log: nothing run or written"""
 
 
 def register(sub: Any) -> None:
@@ -133,7 +134,7 @@ def run_lanes(args: argparse.Namespace) -> int:
     """``eventlog lanes``: see ``eventlog lanes --help``."""
     try:
         tz, at = judging(args)
-        opts = lanes.LanesOptions(log=args.log, enqueue_cmd=split_command(args.enqueue_cmd, "--enqueue-cmd"),
+        opts = lanes.LanesOptions(log=args.log, enqueue_cmd=command_words(args.enqueue_cmd, "--enqueue-cmd"),
                                   timeout_s=args.timeout, kill_grace_s=args.kill_grace, unpicked_s=args.unpicked,
                                   quiet_s=args.quiet, at=at, assume_tz=tz)
         opts.check()

@@ -20,7 +20,7 @@ from eventlog.importers import unfinished_problem
 from eventlog.logs import Log, LogUnavailable, Unreachable, is_url, lock_path, no_event_log, open_log
 from eventlog.reader import Reader
 from eventlog.replay import Replay
-from eventlog.runners.process import Interrupted, waiting
+from eventlog.runners.process import Interrupted, split_command, waiting
 from projections.runner import Runner
 from projections.triage import LogFacts, command, line_cmd
 
@@ -46,17 +46,31 @@ class LogNotReached(RunnerError):
 PLACEHOLDER = re.compile(r"<[^<>]*>")
 
 
+def check_filled(name: str, value: str | None) -> None:
+    """RunnerError when a person's ``value`` for option ``name`` is the ``<...>`` placeholder a view printed for
+    them to fill in, pasted as it is (``--probe-cmd '<your probe command>'``, ``--reason '<why>'``): nothing is
+    run or written then. Every option a printed command leaves to a person is checked here (its commands, a
+    reason, evidence, the name a pass writes); None (not given) passes."""
+    if value is not None and PLACEHOLDER.fullmatch(value.strip()):
+        raise RunnerError(f"{name} {value!r} is the placeholder of a copied command: write the real one "
+                          "(nothing was run or written)")
+
+
 def check_said(name: str, value: str | None) -> None:
     """RunnerError when a person's ``value`` for option ``name`` (a reason, evidence) says nothing: empty, or the
-    ``<...>`` placeholder of a copied command pasted as it is. It is kept in the log for the audit, as if someone
-    had checked; None (not given) passes."""
-    if value is None:
-        return
-    if not value.strip():
+    ``<...>`` placeholder of a copied command pasted as it is (:func:`check_filled`). It is kept in the log for
+    the audit, as if someone had checked; None (not given) passes."""
+    if value is not None and not value.strip():
         raise RunnerError(f"{name} is empty: say why")
-    if PLACEHOLDER.fullmatch(value.strip()):
-        raise RunnerError(f"{name} {value!r} is the placeholder of a copied command: write the real one "
-                          "(it is kept in the log, for the audit)")
+    check_filled(name, value)
+
+
+def command_words(text: str, option: str) -> list[str]:
+    """The words of a person's command option (``--probe-cmd CMD``): split as a shell would (no shell runs it);
+    RunnerError for a placeholder pasted as it is (:func:`check_filled`), ValueError for a text that cannot be
+    split or is empty."""
+    check_filled(option, text)
+    return split_command(text, option)
 
 
 class BadLines(msgspec.Struct, kw_only=True):

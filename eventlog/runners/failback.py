@@ -117,7 +117,7 @@ from eventlog.clock import NOW, At, Clock
 from eventlog.logs import Log, LogUnavailable, is_url, open_log
 from eventlog.probe import EXPECTED, Verdict, judge
 from eventlog.reader import NESTED_TOO_DEEP, deeper_at
-from eventlog.runners.common import PassBadLines, RunnerError, check_bounds, folder, require_log
+from eventlog.runners.common import PassBadLines, RunnerError, check_bounds, check_filled, folder, require_log
 from eventlog.runners.process import DETAIL_CHARS, Interrupted, Ran, excerpt, run
 from projections.base import elapsed_s
 from projections.handoffs import (
@@ -160,9 +160,11 @@ class Options:
     assume_tz: tzinfo | None = None
 
     def check(self) -> None:
-        """RunnerError when the pass cannot run with these options (nothing is written then)."""
-        if not self.watcher:
-            raise RunnerError("--watcher is empty")
+        """RunnerError when the pass cannot run with these options (nothing is written then). Its name is refused
+        when it is a ``<...>`` placeholder pasted as it is (:func:`check_filled`; the CLI checks its commands so:
+        :func:`~eventlog.runners.common.command_words`), and when empty unless the log already names a watcher so
+        (the spec takes any string, and ``explain`` of that watcher prints ``--watcher ''``): never a new one."""
+        check_filled("--watcher", self.watcher)
         if not self.probe_cmd or not self.resume_cmd:
             raise RunnerError("the probe and resume commands must not be empty")
         if self.period_s < 1:
@@ -177,6 +179,16 @@ class Options:
         require_log(self.log, self.assume_tz)
         if not is_url(self.log) and not os.access(self.log, os.R_OK | os.W_OK):
             raise RunnerError(f"cannot read and write {self.log}")
+        if not self.watcher and not names_watcher(self.log, self.watcher, self.assume_tz):
+            raise RunnerError("--watcher is empty: a pass takes no name but one the log's watcher_run or claimed "
+                              "lines already give")
+
+
+def names_watcher(target: str, name: str, assume_tz: tzinfo | None = None) -> bool:
+    """Whether a ``watcher_run`` or ``claimed`` line of the log names watcher ``name``."""
+    with open_log(target, assume_tz=assume_tz) as log:
+        state = folder(log.state()).handoffs.state
+    return name in state.watchers or name in state.claims_by
 
 
 class NotReached(msgspec.Struct, kw_only=True):

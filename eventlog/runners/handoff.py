@@ -198,9 +198,9 @@ class Retire:
     assume_tz: tzinfo | None = None
 
     def check(self) -> None:
-        """RunnerError when it cannot be done with these options (nothing is written then)."""
-        if not self.watcher:
-            raise RunnerError("--retire names no watcher")
+        """RunnerError when it cannot be done with these options (nothing is written then). Any name is taken, the
+        empty one too (the spec's ``watcher`` is any string, and ``explain`` of such a watcher prints
+        ``--retire ''``): :func:`retire` refuses one no line of the log gives."""
         check_said("--reason", self.reason)
         require_log(self.log, self.assume_tz)
 
