@@ -63,6 +63,7 @@ first noticed it (no line can say it).
 from __future__ import annotations
 
 import json
+import posixpath
 import re
 import shlex
 from collections.abc import Iterable, Sequence
@@ -580,8 +581,9 @@ def status_cmd(log: str, every: bool = False) -> str:
 
 
 def dir_cmd(log: str) -> str:
-    """``ls -la DIR``: what the directory of LOG holds now (a log missing, moved, or cut short)."""
-    return command("ls -la", [log.rsplit("/", 1)[0] if "/" in log else "."])
+    """``ls -la DIR``: what the directory of LOG holds now (a log missing, moved, or cut short); ``/`` for a LOG
+    directly under it, ``.`` for one with no directory."""
+    return command("ls -la", [posixpath.dirname(log) or "."])
 
 
 def explain_cmd(log: str, ident: str) -> str:

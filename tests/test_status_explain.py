@@ -220,6 +220,16 @@ def test_a_missing_log_is_named_not_an_all_clear(tmp_path: Path) -> None:
     assert run_cli("status", str(tmp_path / "no-dir" / "gone.jsonl")).returncode == 2
 
 
+def test_the_directory_command_of_a_missing_log_directly_under_the_root_lists_the_root(tmp_path: Path) -> None:
+    """`status /x.jsonl` printed `ls -la ''`, which fails ("cannot access ''"): the directory of /x.jsonl is /."""
+    name = f"/{tmp_path.name}-never-there.jsonl"
+    assert not Path(name).exists()
+    [item] = items_of(json.loads(run_cli("status", name, "--json").stdout))
+    assert item["next"] == "ls -la /"
+    listed = subprocess.run(["sh", "-c", item["next"]], capture_output=True, text=True, timeout=30, check=False)
+    assert listed.returncode == 0, listed.stderr
+
+
 # --- the screen: grouped, natural order, at most a screen --------------------------------------------
 
 
