@@ -652,14 +652,17 @@ class ByHand(NamedTuple):
 def by_hand_cmds(label: str, r: Rerun) -> ByHand | None:
     """For how the catch-up kicked it (``catchup_kicked.kicked_by``): ``launchctl kickstart DOMAIN/LABEL`` and
     ``launchctl list LABEL`` (no domain written: ``gui/$(id -u)``, the shell fills in the uid), or ``systemctl
-    [--user] start UNIT`` and ``systemctl [--user] is-active UNIT``. None for a kick command, or when it is not
-    written (an older line): no OS command fits, and a view prints no command taken from the log."""
+    [--user] start UNIT`` and ``systemctl [--user] is-active UNIT`` (:func:`command`: ``-- UNIT`` when it starts
+    with ``-``). A label that starts with ``-`` could be read as an option of ``launchctl list``: its check is
+    ``launchctl print DOMAIN/LABEL``, which names the job by its target. None for a kick command, or when it is
+    not written (an older line): no OS command fits, and a view prints no command taken from the log."""
     if r.kicked_by == "launchd":
         target = q(f"{r.launchd_domain}/{label}") if r.launchd_domain else f"gui/$(id -u)/{q(label)}"
-        return ByHand(f"launchctl kickstart {target}", f"launchctl list {q(label)}")
+        check = f"launchctl print {target}" if label.startswith("-") else f"launchctl list {q(label)}"
+        return ByHand(f"launchctl kickstart {target}", check)
     if r.kicked_by in ("systemd", "systemd_user"):
-        ctl, unit = "systemctl" + (" --user" if r.kicked_by == "systemd_user" else ""), q(systemd_unit(label))
-        return ByHand(f"{ctl} start {unit}", f"{ctl} is-active {unit}")
+        ctl, unit = "systemctl" + (" --user" if r.kicked_by == "systemd_user" else ""), systemd_unit(label)
+        return ByHand(command(f"{ctl} start", [unit]), command(f"{ctl} is-active", [unit]))
     return None
 
 

@@ -320,3 +320,65 @@ def test_a_launchd_domain_launchctl_does_not_name_so_is_bad_usage(fake: Fake) ->
     out = fake.catchup("launchd", "--launchd-domain", "gui/501/x; rm -rf ~")
     assert out.returncode == 2 and "not a launchd domain" in out.stderr
     assert fake.calls() == [] and fake.tail() == []
+
+
+def _reruns(log: Path) -> list[tuple[str, str, str | None, int | None]]:
+    events = [json.loads(line) for line in log.read_text().splitlines()]
+    return [(e["type"], e["label"], e.get("outcome"), e.get("exit")) for e in events if e["type"].startswith("catchup")]
+
+
+def _explained_next(log: Path, label: str, env: dict[str, str]) -> list[str]:
+    """What `explain` prints next for a job label (`--` before it: it starts with `-`)."""
+    out = subprocess.run([sys.executable, "-m", "eventlog", "explain", str(log), "--at", AT, "--json", "--", label],
+                         capture_output=True, text=True, env=env, cwd=ROOT, timeout=60, check=False)
+    assert out.returncode == 0, out.stderr
+    return [cmd for v in json.loads(out.stdout)["verdicts"] for cmd in v["next"]]
+
+
+def test_a_label_that_starts_with_a_dash_is_kicked_and_shown_after_a_double_dash(fake: Fake) -> None:
+    """systemctl reads `-dash.sd.service` as options ("invalid option -- 'd'"): the runner's own start, show and
+    kill, and the commands `explain` prints, put `--` before such a unit, as every command to copy does; a kick
+    command gets `--` before the label too; a launchd job's check is `launchctl print DOMAIN/LABEL`."""
+    fake.plan(**{"-dash.sd": "exit:3"})
+    fake.log.write_text("".join(json.dumps(e) + "\n" for e in (registered("-dash.sd"), skipped("-dash.sd"))))
+    out = fake.catchup("systemd")
+    assert out.returncode == 1 and out.stderr.strip() == "eventlog: -dash.sd: re-run exit 3", out.stderr
+    assert _reruns(fake.log) == [("catchup_kicked", "-dash.sd", None, None),
+                                 ("catchup_finished", "-dash.sd", "exited", 3)]
+    assert [c["argv"] for c in kicks(fake.calls(), "start")] == [["start", "--no-block", "--", "-dash.sd.service"]]
+    # by hand, where catch-up kicked it: pasted, systemd starts it
+    start = "systemctl start -- -dash.sd.service"
+    assert start in _explained_next(fake.log, "-dash.sd", fake.env)
+    by_hand = subprocess.run(["sh", "-c", start], capture_output=True, text=True, env=fake.env, timeout=60,
+                             check=False)
+    assert by_hand.returncode == 0, by_hand.stderr
+    assert fake.calls()[-1]["argv"] == ["start", "--", "-dash.sd.service"]
+    # a re-run with no end: the check comes first, and it works pasted too
+    with fake.log.open("a") as f:
+        f.write(json.dumps({"type": "catchup_kicked", "ts": "2026-08-21T09:10:00+09:00", "label": "-dash.sd",
+                            "kicked_by": "systemd_user", "timeout_s": 60, "kill_grace_s": 5}) + "\n")
+    commands = _explained_next(fake.log, "-dash.sd", fake.env)
+    assert (commands[0], commands[-1]) == ("systemctl --user is-active -- -dash.sd.service",
+                                           "systemctl --user start -- -dash.sd.service"), commands
+    checked = subprocess.run(["sh", "-c", commands[0]], capture_output=True, text=True, env=fake.env, timeout=60,
+                             check=False)
+    assert "invalid option" not in checked.stderr and checked.stdout.strip() in ("active", "inactive")
+    assert fake.calls()[-1]["argv"] == ["--user", "is-active", "--", "-dash.sd.service"]
+    with fake.log.open("a") as f:
+        f.write(json.dumps({"type": "catchup_kicked", "ts": "2026-08-21T09:20:00+09:00", "label": "-dash.sd",
+                            "kicked_by": "launchd", "launchd_domain": "gui/501", "timeout_s": 60,
+                            "kill_grace_s": 5}) + "\n")
+    commands = _explained_next(fake.log, "-dash.sd", fake.env)
+    assert (commands[0], commands[-1]) == ("launchctl print gui/501/-dash.sd", "launchctl kickstart gui/501/-dash.sd")
+
+
+def test_a_kick_command_gets_a_double_dash_before_a_label_that_starts_with_one(fake: Fake) -> None:
+    fake.plan(**{"-dash.sd": "exit:0"})
+    fake.log.write_text("".join(json.dumps(e) + "\n" for e in (registered("-dash.sd"), skipped("-dash.sd"))))
+    out = subprocess.run(
+        [sys.executable, "-m", "eventlog", "catchup", str(fake.log), "--probe-cmd",
+         shlex.join([sys.executable, str(PROBE), str(fake.probes), "0"]), "--kick-cmd", "systemctl start",
+         "--at", AT], capture_output=True, text=True, env=fake.env, cwd=ROOT, timeout=60, check=False)
+    assert out.returncode == 0, out.stderr
+    assert [c["argv"] for c in fake.calls()] == [["start", "--", "-dash.sd"]]
+    assert _reruns(fake.log)[-1] == ("catchup_finished", "-dash.sd", "exited", 0)

@@ -69,10 +69,11 @@ Re-run today's quota-skipped jobs, one at a time:
                         job runs under launchd, outside our process group)
   --scheduler systemd   the same with systemctl start --no-block UNIT,
                         systemctl show, systemctl kill --signal=...
-  --kick-cmd CMD        CMD with the label as its last argument and in
-                        CATCHUP_LABEL; over --timeout its process group gets
-                        SIGTERM, then SIGKILL after --kill-grace; its exit is
-                        the re-run's (work it left running is not waited for)
+  --kick-cmd CMD        CMD with the label as its last argument (after --
+                        when it starts with -) and in CATCHUP_LABEL; over
+                        --timeout its process group gets SIGTERM, then
+                        SIGKILL after --kill-grace; its exit is the re-run's
+                        (work it left running is not waited for)
   A re-run that cannot start is recorded as exited with exit 127 (a kick call
   that timed out is checked with the scheduler first: the job may have
   started). No end is recorded that did not happen: a job that even SIGKILL

@@ -662,7 +662,8 @@ def _rerun(opts: Options, label: str) -> JobRan:
     if opts.scheduler is not None:
         return run_job(opts.scheduler, label, timeout_s=opts.timeout_s, grace_s=opts.kill_grace_s, poll_s=opts.poll_s)
     assert opts.kick_cmd is not None
-    ran = run([*opts.kick_cmd, label], env={"CATCHUP_LABEL": label}, timeout_s=opts.timeout_s,
+    dash = ["--"] if label.startswith("-") else []  # else the kick command reads the label as an option
+    ran = run([*opts.kick_cmd, *dash, label], env={"CATCHUP_LABEL": label}, timeout_s=opts.timeout_s,
               grace_s=opts.kill_grace_s, capture_stdout=False)
     return JobRan(ran.started, ran.exit, ran.timed_out, ran.stdout, ran.stderr, ran.error)
 

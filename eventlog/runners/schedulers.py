@@ -43,6 +43,7 @@ from typing import Protocol
 from eventlog.events import LAUNCHD_DOMAIN
 from eventlog.runners.process import Ran, check_stop, run, started, waiting
 from projections.catchup import systemd_unit
+from projections.triage import command
 
 #: Bound on one ``launchctl``/``systemctl`` call.
 CALL_TIMEOUT_S = 30.0
@@ -167,8 +168,11 @@ class Systemd:
     name: str = "systemd"
     queued: bool = True  # start --no-block queues a start job
 
-    def _systemctl(self, *args: str) -> str:
-        return _call(["systemctl", *(["--user"] if self.user else []), *args])
+    def _systemctl(self, *args: str, label: str) -> str:
+        """``systemctl [--user] ARGS... UNIT``: ``-- UNIT`` when the unit starts with ``-`` (else an option)."""
+        unit = self.unit(label)
+        return _call(["systemctl", *(["--user"] if self.user else []), *args, *(["--"] if unit.startswith("-") else []),
+                      unit])
 
     unit = staticmethod(systemd_unit)
 
@@ -176,7 +180,7 @@ class Systemd:
         """From ``systemctl show``."""
         props = dict(line.split("=", 1) for line in self._systemctl(
             "show", "-p", "InvocationID", "-p", "ActiveState", "-p", "MainPID", "-p", "ExecMainCode",
-            "-p", "ExecMainStatus", self.unit(label)).splitlines() if "=" in line)
+            "-p", "ExecMainStatus", label=label).splitlines() if "=" in line)
         active = props.get("ActiveState", "")
         running = active in _SYSTEMD_RUNNING or (active == "active" and props.get("MainPID", "0") not in ("", "0"))
         status = props.get("ExecMainStatus", "")
@@ -187,16 +191,15 @@ class Systemd:
 
     def kick(self, label: str) -> None:
         """``systemctl start --no-block`` (a oneshot unit would block the call until it ends)."""
-        self._systemctl("start", "--no-block", self.unit(label))
+        self._systemctl("start", "--no-block", label=label)
 
     def signal(self, label: str, signal: str) -> None:
         """``systemctl kill --signal=SIGNAL UNIT``: every process of the unit."""
-        self._systemctl("kill", f"--signal={signal}", self.unit(label))
+        self._systemctl("kill", f"--signal={signal}", label=label)
 
     def kill_command(self, label: str) -> str:
-        """``systemctl [--user] kill --signal=SIGKILL UNIT``."""
-        return shlex.join(["systemctl", *(["--user"] if self.user else []), "kill", "--signal=SIGKILL",
-                           self.unit(label)])
+        """``systemctl [--user] kill --signal=SIGKILL UNIT`` (``-- UNIT`` when it starts with ``-``)."""
+        return command("systemctl" + (" --user" if self.user else "") + " kill --signal=SIGKILL", [self.unit(label)])
 
     def kicked_by(self) -> dict[str, str]:
         """``systemd``, or ``systemd_user`` for the user's manager."""

@@ -165,9 +165,26 @@ def launchctl(argv: list[str]) -> int:
     return 64
 
 
+#: The options of systemctl the runner and the views use (``-p`` takes the next word).
+SYSTEMCTL_OPTIONS = ("--user", "--no-block", "-p")
+
+
 def systemctl(argv: list[str]) -> int:
+    """As systemctl(1) reads its words (getopt): options anywhere, ``--`` ends them, an unknown one is refused."""
     record("systemctl", argv)
-    args = [a for a in argv if a != "--user"]
+    given, signal_option, args = iter(argv), "", []
+    for word in given:
+        if word == "--":
+            args += list(given)
+        elif word.startswith("--signal="):
+            signal_option = word.removeprefix("--signal=")
+        elif word == "-p":
+            next(given)
+        elif word.startswith("-") and word not in SYSTEMCTL_OPTIONS:
+            print(f"systemctl: invalid option -- '{word.lstrip('-')[:1]}'", file=sys.stderr)
+            return 1
+        elif not word.startswith("-"):
+            args.append(word)
     label = args[-1].removesuffix(".service")
     if label not in plan():
         print(f"Unit {args[-1]} not found.", file=sys.stderr)
@@ -188,7 +205,7 @@ def systemctl(argv: list[str]) -> int:
         return 0 if pid else 3
     if args[0] == "kill":
         if pid is not None:
-            os.kill(pid, getattr(signal, args[1].removeprefix("--signal=")))
+            os.kill(pid, getattr(signal, signal_option))
         return 0
     print(f"unknown systemctl command {argv}", file=sys.stderr)
     return 64
