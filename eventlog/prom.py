@@ -39,7 +39,7 @@ from projections.handoffs import (
 )
 from projections.lanes import KINDS
 from projections.runner import Runner
-from projections.sessions import Admission, Attention
+from projections.sessions import WORKER_WAITS, Admission, Attention
 
 #: Upper bounds of the handoff latency buckets, in seconds: 1 s to a week.
 LATENCY_BUCKETS_S: tuple[float, ...] = (
@@ -104,6 +104,8 @@ def exposition(
     tick_s: float | None = None,
     unrecorded: int | None = None,
     retry_under_way: int | None = None,
+    without_worker: Mapping[str, int] | None = None,
+    decision_wait_s: float | None = None,
     torn_tail_stuck: bool | None = None,
     unfinished_batch: int | None = None,
     not_a_log: bool | None = None,
@@ -125,7 +127,9 @@ def exposition(
     time; ``tick_s``: ``follow``'s tick (exported so an alert needs no constant); ``unrecorded``: sessions
     with an interrupt of unknown outcome for a turn whose end the log never recorded (``Sessions.unrecorded``);
     ``retry_under_way``: sessions of ``retry_due`` whose retry a worker claimed less than 1 h ago
-    (``Sessions.retry_under_way``);
+    (``Sessions.retry_under_way``); ``without_worker``: sessions that should have a worker and have none at work
+    past its bound, by kind (``Sessions.without_worker``; left out when None); ``decision_wait_s``: the longest any
+    session has waited for a decision, in seconds (``Sessions.decision_wait_s``; left out when None);
     ``torn_tail_stuck``: the torn tail is one no append cuts (``Replay.stuck_tail``); ``unfinished_batch``: the
     complete lines of an unfinished batch at the end (``Replay.uncommitted``; held, neither events nor bad
     lines); ``not_a_log``: the file is no event log, so no append is taken on it (``eventlog.logs.no_event_log``);
@@ -249,6 +253,18 @@ def exposition(
         out.gauge("recovery_sessions_retry_under_way", "Sessions of recovery_sessions_retry_due whose retry a worker "
                   "claimed at or after retry_at less than WORKER_STARTUP_TIMEOUT_SEC (1 h) ago: it may still be "
                   "retrying storage, not overdue.", [(one, retry_under_way)])
+    if without_worker is not None:
+        out.gauge("recovery_sessions_without_worker", "Sessions that should have a worker and have none at work, by "
+                  "kind (every kind listed): worker_not_ready (claimed, not ready after WORKER_STARTUP_TIMEOUT_SEC, "
+                  "1 h), worker_gone (its worker failed, drained or is gone, and no claim 10 min since), "
+                  "decision_unclaimed (retry_restore or start_fresh accepted, and no claim 10 min since) (status: "
+                  "the same reason codes).",
+                  [({"kind": kind}, without_worker.get(kind, 0)) for kind in WORKER_WAITS])
+    if decision_wait_s is not None:
+        out.gauge("recovery_sessions_decision_wait_seconds", "The longest any session has waited for a decision, "
+                  "judged at recovery_judged_timestamp_seconds: seconds since the event that put it there (status: "
+                  "the for_s of restore_failed, startup_failed, outcome_unknown, context_gap); 0 when none waits.",
+                  [(one, decision_wait_s)])
     out.gauge("recovery_sessions_unknown_turn_left", "Sessions that moved on (neither recovery_required nor "
               "closed) still holding a turn of unknown outcome: never re-run on its own, it waits for abandon, "
               "confirm_completed or close (status: outcome_unknown).",
@@ -284,7 +300,7 @@ def of_replay(replay: Replay, dump: dict[str, Any], tick_s: float | None = None,
     durations = handoffs.durations() if handoffs is not None else None
     sessions = getattr(replay.folder, "sessions", None)
     unrecorded = len(sessions.unrecorded()) if sessions is not None else None
-    retrying = late = unwatched = failing = None
+    retrying = late = unwatched = failing = without = waited = None
     retired: list[str] = []
     if handoffs is not None:
         unwatched = handoffs.unwatched()
@@ -293,6 +309,8 @@ def of_replay(replay: Replay, dump: dict[str, Any], tick_s: float | None = None,
         late = len(handoffs.past_deadline(at)) if at is not None else 0
     if sessions is not None:
         retrying = len(sessions.retry_under_way(at)) if at is not None else 0
+        without = sessions.without_worker(at) if at is not None else {}
+        waited = sessions.decision_wait_s(at) if at is not None else 0.0
     catchup = getattr(replay.folder, "catchup", None)
     reruns = unfed = None
     if catchup is not None:
@@ -301,7 +319,8 @@ def of_replay(replay: Replay, dump: dict[str, Any], tick_s: float | None = None,
     lanes = getattr(replay.folder, "lanes", None)
     lanes_error = None if lanes is None else lanes.last_pass is not None and lanes.last_pass.exit == "error"
     return exposition(dump, durations=durations, last_event_at=replay.last_at, tick_s=tick_s, unrecorded=unrecorded,
-                      retry_under_way=retrying, lanes_error=lanes_error,
+                      retry_under_way=retrying, without_worker=without, decision_wait_s=waited,
+                      lanes_error=lanes_error,
                       torn_tail_stuck=replay.stuck_tail is not None,
                       unfinished_batch=0 if replay.uncommitted is None else replay.uncommitted.lines,
                       not_a_log=no_event_log(str(dump.get("log", "")), replay) is not None, ahead=ahead,

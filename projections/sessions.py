@@ -45,6 +45,12 @@ Where the spec is silent (the lead's decisions, and this module's):
 - The latest applied ``worker_claimed`` is kept (``claimed_at``, views only): a
   retry due whose claim is at or after ``retry_at`` and less than
   :data:`WORKER_STARTUP_TIMEOUT` old is under way, not overdue (docs/DECISIONS.md).
+- Views only, too: what became of that claim (``claim_end``: its worker ready,
+  or how it first ended), the latest accepted ``retry_restore``/``start_fresh``
+  (``decided``), and when the interrupt that left a turn's outcome unknown said
+  so before the log recorded the turn's end (``unknown_since``): a session that
+  should have a worker and has none is named (:func:`worker_wait`), and a wait
+  keeps its start when the turn's end is recorded later.
 - ``interrupt_stage`` and ``control_result`` are the session's events (they
   count in its revision); their timeline is :mod:`projections.controls`.
 """
@@ -75,7 +81,7 @@ from eventlog.events import (
     parse_time,
 )
 from projections import controls
-from projections.base import NOT_APPLIED, FoldResult, Handler, Rejected, elapsed_s, later, micros
+from projections.base import NOT_APPLIED, FoldResult, Handler, Rejected, later, micros, num, seconds
 from projections.controls import Control, timeline
 
 # --- words of the seed -------------------------------------------------------------
@@ -106,6 +112,20 @@ MAX_FAILURES: Final = 3
 #: Seed 004's WORKER_STARTUP_TIMEOUT_SEC (fixed at its default in the current deployment): how long a claimed
 #: worker retries storage before it is ready or fails. A retry claimed less long ago is under way, not overdue.
 WORKER_STARTUP_TIMEOUT: Final = timedelta(seconds=3600)
+#: How long an accepted ``retry_restore``/``start_fresh``, or a worker that ended without a counted failure, may wait
+#: for the next worker's claim before the views say nothing took the session (docs/DECISIONS.md): ten times the
+#: longest backoff (60 s) the scheduler waits before it launches the next generation. Seed 004: acceptance is not a
+#: restart ("受理は worker 不在や実際の再開成功とは異なります").
+CLAIM_WAIT: Final = timedelta(minutes=10)
+#: How a worker's first end after its claim is named (:attr:`Session.claim_end`) when it is a counted failure.
+COUNTED: Final = "counted_failure"
+#: Worker ends after which the scheduler launches the next worker at once (seed 004): a worker that ``failed``, one
+#: drained (``drain``: "セッションは lease 期限を待たずすぐ戻ります"), and one that left without a release
+#: (``execution_gone``). A ``pause``, ``terminate``, ``close`` or ``revoked`` ends the work on purpose.
+RELAUNCHED_AFTER: Final = frozenset({"failed", "drain", "execution_gone"})
+#: Why a session that should have a worker has none, as of T (:func:`worker_wait`), in screen order.
+WorkerWaitKind = Literal["worker_not_ready", "worker_gone", "decision_unclaimed"]
+WORKER_WAITS: Final[tuple[WorkerWaitKind, ...]] = ("worker_not_ready", "worker_gone", "decision_unclaimed")
 #: A deterministic restore failure: retrying with the same runtime cannot succeed.
 INCOMPATIBLE_CHECKPOINT: Final = "incompatible_checkpoint"
 #: ``reason`` of an unknown outcome without a ``terminal_reason``.
@@ -143,6 +163,15 @@ class FirstUse(msgspec.Struct, array_like=True, gc=False):
         return ", ".join(parts)
 
 
+class Mark(msgspec.Struct, array_like=True, gc=False, frozen=True):
+    """One event a view judges a session by: what it says, its ``ts`` as written, its line, its instant (epoch µs)."""
+
+    what: str
+    ts: str
+    line: int
+    us: int
+
+
 class Session(msgspec.Struct, array_like=True, gc=False):
     """One session's state (the dump item, plus what the rules need; ``array_like``: packed as a list).
 
@@ -178,6 +207,17 @@ class Session(msgspec.Struct, array_like=True, gc=False):
     claimed_generation: int = 0
     #: Turns started and not finished yet (a ``turn_finished`` ends one; views only: :meth:`Sessions.unrecorded`).
     running: set[str] = msgspec.field(default_factory=set)
+    #: The instant of ``since`` (epoch µs) and of the latest applied claim (views only).
+    since_us: int = 0
+    claimed_us: int = 0
+    #: What became of the latest claim first (views only): ``ready``, or how its worker ended (a ``stop_kind``,
+    #: ``execution_gone``, :data:`COUNTED`); a worker of an older generation says nothing of it. None: nothing yet.
+    claim_end: Mark | None = None
+    #: The latest accepted ``retry_restore`` or ``start_fresh`` (views only).
+    decided: Mark | None = None
+    #: Turn -> the first interrupt result that said its outcome is unknown before the log recorded the turn's end
+    #: (views only: the wait starts there, and keeps that start once the turn's end is recorded).
+    unknown_since: dict[str, Mark] = msgspec.field(default_factory=dict)
 
     def item(self) -> dict[str, Any]:
         """The dump's item for this session."""
@@ -193,17 +233,37 @@ class Session(msgspec.Struct, array_like=True, gc=False):
             "unknown_turns": sorted(self.unknown) if self.unknown else [],
         }
 
+    def claim_pending(self) -> bool:
+        """Whether the latest applied claim's worker is starting: no worker of its generation was ready since, and
+        none ended (stopped, gone, or a counted failure)."""
+        return self.claimed_at is not None and self.claim_end is None
+
+    def starting(self, at: datetime) -> bool:
+        """Whether that starting worker (:meth:`claim_pending`) was claimed less than :data:`WORKER_STARTUP_TIMEOUT`
+        ago at ``at``: it may still be retrying storage (seed 004), so it is not late."""
+        return self.claim_pending() and seconds(micros(at) - self.claimed_us) < WORKER_STARTUP_TIMEOUT.total_seconds()
+
     def retry_claimed(self) -> bool:
-        """Whether the session is in ``backoff`` and its latest claim is at or after ``retry_at`` (as instants):
-        the retry started (a worker took the session) and no worker is ready yet."""
-        return (self.admission_state == BACKOFF and self.retry_at is not None and self.claimed_at is not None
-                and parse_time(self.claimed_at) >= parse_time(self.retry_at))
+        """Whether the session is in ``backoff`` and its starting claim (:meth:`claim_pending`) is at or after
+        ``retry_at`` (as instants): the retry started (a worker took the session) and no worker is ready yet."""
+        return (self.admission_state == BACKOFF and self.retry_at is not None and self.claim_pending()
+                and self.claimed_us >= micros(parse_time(self.retry_at)))
 
     def retry_under_way(self, at: datetime) -> bool:
-        """Whether a claimed retry (:meth:`retry_claimed`) is less than :data:`WORKER_STARTUP_TIMEOUT` old at ``at``:
-        its worker may still be retrying storage (seed 004), so the retry is not overdue."""
-        return self.retry_claimed() and self.claimed_at is not None and (
-            elapsed_s(at, parse_time(self.claimed_at)) < WORKER_STARTUP_TIMEOUT.total_seconds())
+        """Whether a claimed retry (:meth:`retry_claimed`) is under way at ``at`` (:meth:`starting`), not overdue."""
+        return self.retry_claimed() and self.starting(at)
+
+    def mark_since(self, ts: str, line: int, at: datetime) -> None:
+        """The event that put the session in its state: ``since`` (as written), its line and instant."""
+        self.since, self.since_line, self.since_us = ts, line, micros(at)
+
+    def ended(self, what: str, generation: int | None, ts: str, line: int, at: datetime) -> None:
+        """A worker ended (``generation`` None: every execution is gone): the claim's first end, unless it came from a
+        worker older than the claim or the claim's worker already ended."""
+        if generation is not None and generation < self.claimed_generation:
+            return
+        if self.claim_end is None or self.claim_end.what == "ready":
+            self.claim_end = Mark(what, ts, line, micros(at))
 
     # -- facts the rules ask about -------------------------------------------------
 
@@ -337,7 +397,8 @@ class Sessions:
             if why is not None:
                 return Rejected(f"session {ev.session_id!r} is {why}: no new generation ({ev.generation}) is admitted")
         s = self._seen(ev.session_id, ev.generation)
-        s.claimed_at, s.claimed_line, s.claimed_generation = ev.ts, line, ev.generation
+        s.claimed_at, s.claimed_line, s.claimed_generation, s.claimed_us = ev.ts, line, ev.generation, micros(at)
+        s.claim_end = None
         return None
 
     def _ready(self, ev: WorkerReady, line: int, at: datetime) -> FoldResult:
@@ -351,23 +412,27 @@ class Sessions:
         s.retry_at = None
         s.attention = None
         s.admit_as(ADMITTED)
-        s.since, s.since_line = ev.ts, line
+        s.mark_since(ev.ts, line, at)
+        if ev.generation >= s.claimed_generation and s.claim_end is None:
+            s.claim_end = Mark("ready", ev.ts, line, micros(at))
         return None
 
     def _restore_failed(self, ev: CheckpointRestoreFailed, line: int, at: datetime) -> FoldResult:
         """A counted failure: attention RESTORE_FAILED."""
         self._failed(self._seen(ev.session_id, ev.generation), RESTORE_FAILED, ev.reason, line, at, ev.ts)
+        self.sessions[ev.session_id].ended(COUNTED, ev.generation, ev.ts, line, at)
         return None
 
     def _startup_failed(self, ev: StartupFailed, line: int, at: datetime) -> FoldResult:
         """A counted failure: attention STARTUP_FAILED."""
         self._failed(self._seen(ev.session_id, ev.generation), STARTUP_FAILED, ev.reason, line, at, ev.ts)
+        self.sessions[ev.session_id].ended(COUNTED, ev.generation, ev.ts, line, at)
         return None
 
     @staticmethod
     def _failed(s: Session, attention: Attention, reason: str, line: int, at: datetime, ts: str) -> None:
         """failures + 1; 1st: backoff 30 s, 2nd: 60 s, 3rd or incompatible: recovery_required (and it stays so)."""
-        s.since, s.since_line = ts, line
+        s.mark_since(ts, line, at)
         s.failures += 1
         s.attention = attention
         s.reason = reason
@@ -380,9 +445,14 @@ class Sessions:
             s.admit_as(BACKOFF)
             s.retry_at = _later(at, wait)
 
-    def _not_counted(self, ev: StorageUnavailable | WorkerStopped, line: int, at: datetime) -> FoldResult:
-        """Transient storage errors and stopped workers never count."""
+    def _not_counted(self, ev: StorageUnavailable, line: int, at: datetime) -> FoldResult:
+        """Transient storage errors never count."""
         self._seen(ev.session_id, ev.generation)
+        return None
+
+    def _stopped(self, ev: WorkerStopped, line: int, at: datetime) -> FoldResult:
+        """A stopped worker never counts; the views keep how it ended (:meth:`Session.ended`)."""
+        self._seen(ev.session_id, ev.generation).ended(ev.stop_kind, ev.generation, ev.ts, line, at)
         return None
 
     def _turn_started(self, ev: TurnStarted, line: int, at: datetime) -> FoldResult:
@@ -402,9 +472,12 @@ class Sessions:
         s = self._seen(ev.session_id)
         s.place(ev.turn_id)
         s.running.discard(ev.turn_id)
+        waited = s.unknown_since.pop(ev.turn_id, None)
         if ev.outcome == OUTCOME_UNKNOWN:
             s.unknown[ev.turn_id] = line
-            s.since, s.since_line = ev.ts, line
+            s.mark_since(ev.ts, line, at)
+            if waited is not None:  # an interrupt said so first: the wait started there (views only)
+                s.since, s.since_line, s.since_us = waited.ts, waited.line, waited.us
             s.admit_as(RECOVERY_REQUIRED_STATE)
             s.attention = RECOVERY_REQUIRED
             s.retry_at = None
@@ -419,7 +492,9 @@ class Sessions:
 
     def _gone(self, ev: ExecutionGone, line: int, at: datetime) -> FoldResult:
         """The scheduler confirmed no execution is left."""
-        self._seen(ev.session_id).gone_line = line
+        s = self._seen(ev.session_id)
+        s.gone_line = line
+        s.ended("execution_gone", None, ev.ts, line, at)
         return None
 
     def _decision(self, ev: RecoveryDecision, line: int, at: datetime) -> FoldResult:
@@ -442,8 +517,9 @@ class Sessions:
                                               ev.evidence_ref or None, j.result)
         if not j.accepted:
             return NOT_APPLIED
-        s.since, s.since_line = ev.ts, line
+        s.mark_since(ev.ts, line, at)
         if ev.decision in ("retry_restore", "start_fresh"):
+            s.decided = Mark(ev.decision, ev.ts, line, micros(at))
             s.admit_as(ADMITTED)
             s.failures = 0
             s.attention = None
@@ -569,7 +645,11 @@ class Sessions:
         """A control's result closes its timeline (``projections.controls``)."""
         result = controls.fold_result(self.state.controls, ev, line)
         if result is None:
-            self._seen(ev.session_id)
+            s = self._seen(ev.session_id)
+            turn = self.state.controls[ev.control_id].turn_id
+            if (turn is not None and ev.outcome.lower() in controls.UNKNOWN_OUTCOMES
+                    and (turn not in s.turns or turn in s.running)):
+                s.unknown_since.setdefault(turn, Mark("interrupt", ev.ts, line, micros(at)))
         return result
 
     def first_use(self, session_id: str, idempotency_key: str) -> FirstUse | None:
@@ -614,6 +694,23 @@ class Sessions:
         """The sessions of :meth:`retry_due` whose retry is under way at ``as_of`` (:meth:`Session.retry_under_way`)."""
         return [sid for sid in self.retry_due(as_of) if self.state.sessions[sid].retry_under_way(as_of)]
 
+    def without_worker(self, as_of: datetime) -> dict[str, int]:
+        """How many sessions wait overdue for a worker at ``as_of``, by :func:`worker_wait` kind (every kind listed)."""
+        out: dict[str, int] = dict.fromkeys(WORKER_WAITS, 0)
+        for s in self.state.sessions.values():
+            w = worker_wait(s, as_of)
+            if w is not None and w["overdue"]:
+                out[w["kind"]] += 1
+        return out
+
+    def decision_wait_s(self, as_of: datetime) -> float:
+        """The longest any session has waited for a decision (:func:`needs_decision`) at ``as_of``: seconds since the
+        event that put it there (``since``; an interrupt that said the turn's outcome unknown first, when the turn's
+        end was recorded later); 0 when none waits."""
+        now = micros(as_of)
+        return max([seconds(now - s.since_us) for s in self.state.sessions.values()
+                    if s.since is not None and needs_decision(s.item())] + [0.0])
+
     def view(self, as_of: datetime, as_of_text: str | None = None) -> dict[str, Any]:
         """The ``sessions`` part of the dump (``retry_due``: judged at ``as_of``)."""
         sessions = self.state.sessions
@@ -630,7 +727,7 @@ class Sessions:
         CheckpointRestoreFailed: _restore_failed,
         StartupFailed: _startup_failed,
         StorageUnavailable: _not_counted,
-        WorkerStopped: _not_counted,
+        WorkerStopped: _stopped,
         TurnStarted: _turn_started,
         TurnFinished: _turn_finished,
         CheckpointCommitted: _checkpoint,
@@ -648,8 +745,9 @@ def _later(at: datetime, wait: timedelta) -> str | None:
 
 
 def describe(sessions: Sessions, session_id: str, as_of: datetime | None) -> dict[str, Any]:
-    """The dump item plus ``retry_due``, ``needs_decision``, ``fenced``, ``would_accept``, ``would_refuse``,
-    ``decisions`` (its receipts, with who decided) and ``controls`` (its interrupts' verdicts)."""
+    """The dump item plus ``retry_due``, ``retry_claimed``, ``worker_wait``, ``needs_decision``, ``fenced``,
+    ``would_accept``, ``would_refuse``, ``decisions`` (its receipts, with who decided) and ``controls`` (its
+    interrupts' verdicts)."""
     s = sessions.sessions[session_id]
     out = s.item()
     due = None
@@ -658,6 +756,8 @@ def describe(sessions: Sessions, session_id: str, as_of: datetime | None) -> dic
     out["retry_due"] = due
     #: The claim that started the due retry, and whether it is still under way (None: no such claim).
     out["retry_claimed"] = retry_claimed(s, as_of)
+    #: Why a session that should have a worker has none at work, since when, and whether that is late (None: no wait).
+    out["worker_wait"] = worker_wait(s, as_of)
     #: Why a new generation or a turn would be refused now (``Session.fence``), or None.
     out["fenced"] = s.fence(as_of) if as_of is not None else None
     out["needs_decision"] = needs_decision(out)
@@ -684,25 +784,88 @@ def describe(sessions: Sessions, session_id: str, as_of: datetime | None) -> dic
     return out
 
 
-def retry_claimed(s: Session, as_of: datetime | None) -> dict[str, Any] | None:
-    """The claim that started a session's retry (:meth:`Session.retry_claimed`): ``at`` (as written), ``line``,
-    ``generation`` and ``under_way`` (less than :data:`WORKER_STARTUP_TIMEOUT` old at ``as_of``; None: no
-    ``as_of``); None when the session has no such claim."""
-    if not s.retry_claimed():
+def pending_claim(s: Session, as_of: datetime | None) -> dict[str, Any] | None:
+    """The session's latest claim while its worker is starting (:meth:`Session.claim_pending`): ``at`` (as written),
+    ``line``, ``generation`` and ``under_way`` (less than :data:`WORKER_STARTUP_TIMEOUT` old at ``as_of``; None: no
+    ``as_of``); None when no worker is starting."""
+    if not s.claim_pending():
         return None
     return {"at": s.claimed_at, "line": s.claimed_line, "generation": s.claimed_generation,
-            "under_way": s.retry_under_way(as_of) if as_of is not None else None}
+            "under_way": s.starting(as_of) if as_of is not None else None}
 
 
-def claim_words(claimed: dict[str, Any]) -> str:
-    """A claimed retry (:func:`retry_claimed`) in words: under way since its claim, or not ready after the
-    worker's startup timeout (look at the worker's log)."""
+def retry_claimed(s: Session, as_of: datetime | None) -> dict[str, Any] | None:
+    """The claim that started a session's retry (:meth:`Session.retry_claimed`), as :func:`pending_claim` gives it;
+    None when the session has no such claim."""
+    return pending_claim(s, as_of) if s.retry_claimed() else None
+
+
+def claim_words(claimed: dict[str, Any], retry: bool = True) -> str:
+    """A starting worker's claim (:func:`pending_claim`) in words: under way since its claim (``retry``: a retry's),
+    or not ready after the worker's startup timeout (look at the worker's log)."""
     worker = f"a worker (generation {claimed['generation']}, line {claimed['line']})"
+    hours = WORKER_STARTUP_TIMEOUT.total_seconds() / 3600
     if claimed["under_way"] is False:
-        hours = WORKER_STARTUP_TIMEOUT.total_seconds() / 3600
         return (f"{worker} claimed it at {claimed['at']} and is not ready after {hours:g} h "
                 "(WORKER_STARTUP_TIMEOUT_SEC): look at the worker's log")
-    return f"retry under way since {claimed['at']}: {worker} took it and may still be retrying storage"
+    if retry:
+        return f"retry under way since {claimed['at']}: {worker} took it and may still be retrying storage"
+    return (f"{worker} claimed it at {claimed['at']} and is not ready yet: it may still be retrying storage "
+            f"(named after {hours:g} h, WORKER_STARTUP_TIMEOUT_SEC)")
+
+
+def worker_wait(s: Session, as_of: datetime | None) -> dict[str, Any] | None:
+    """Why a session that should have a worker has none at work, since when, and whether that is late at ``as_of``.
+
+    Judged for a session ``admitted``, or ``stopped`` and resumable with a resume claimed (the first that holds):
+    ``decision_unclaimed``, an accepted ``retry_restore``/``start_fresh`` that no worker claimed since (seed 004:
+    acceptance is not a restart); ``worker_not_ready``, its latest claim's worker is starting
+    (:meth:`Session.claim_pending`); ``worker_gone``, that worker ended as failed, drained or gone
+    (:data:`RELAUNCHED_AFTER`) and no worker claimed the session since. A session in ``backoff`` is its retry's to
+    judge (:func:`retry_claimed`); one that waits for a decision or is closed needs no worker.
+
+    The dict: ``kind``, ``since`` (the event waited from, as written), ``line``, ``what`` (the decision, ``claimed``,
+    or how the worker ended), ``generation`` (of the latest claim; 0: none), ``after_s`` (the bound:
+    :data:`CLAIM_WAIT`, or :data:`WORKER_STARTUP_TIMEOUT` for a starting worker), ``overdue`` (past it at ``as_of``;
+    None without ``as_of``). None when the session has a worker (or needs none).
+    """
+    state = s.admission_state
+    kind: WorkerWaitKind
+    if state == ADMITTED and s.decided is not None and s.decided.line > s.claimed_line:
+        kind, mark, bound = "decision_unclaimed", s.decided, CLAIM_WAIT
+    elif state in (ADMITTED, STOPPED) and s.attention != CONTEXT_GAP and s.claim_pending():
+        assert s.claimed_at is not None  # a pending claim has its time
+        kind, mark = "worker_not_ready", Mark("claimed", s.claimed_at, s.claimed_line, s.claimed_us)
+        bound = WORKER_STARTUP_TIMEOUT
+    elif state == ADMITTED and s.claim_end is not None and s.claim_end.what in RELAUNCHED_AFTER:
+        kind, mark, bound = "worker_gone", s.claim_end, CLAIM_WAIT
+    else:
+        return None
+    overdue = None if as_of is None else seconds(micros(as_of) - mark.us) >= bound.total_seconds()
+    return {"kind": kind, "since": mark.ts, "line": mark.line, "what": mark.what, "generation": s.claimed_generation,
+            "after_s": num(bound.total_seconds()), "overdue": overdue}
+
+
+def worker_wait_words(w: dict[str, Any]) -> str:
+    """A :func:`worker_wait` in words: what happened when (with its line), and, once overdue, where to look."""
+    late = w["overdue"] is True
+    minutes = f"{w['after_s'] / 60:g} min"
+    if w["kind"] == "worker_not_ready":
+        return claim_words({"at": w["since"], "line": w["line"], "generation": w["generation"],
+                            "under_way": None if w["overdue"] is None else not late}, retry=False)
+    if w["kind"] == "decision_unclaimed":
+        said = f"{w['what']} was accepted at {w['since']} (line {w['line']})"
+        if late:
+            return (f"{said} and no worker claimed it in the {minutes} since: acceptance is not a restart (seed "
+                    "004); look at the scheduler's log")
+        return f"{said}; no worker claimed it yet (named after {minutes})"
+    how = ("the scheduler confirmed no execution left (execution_gone" if w["what"] == "execution_gone"
+           else f"its worker stopped ({w['what']}")
+    said = f"{how}, line {w['line']}) at {w['since']}"
+    if late:
+        return (f"{said} and no worker claimed it in the {minutes} since: nothing runs it; look at the scheduler's "
+                "log (a worker that ends before it is ready counts a failure, seed 004)")
+    return f"{said}; no worker claimed it yet (named after {minutes})"
 
 
 def needs_decision(item: dict[str, Any]) -> bool:

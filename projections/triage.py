@@ -38,7 +38,14 @@ What needs a person (each reason code is in :data:`REASONS`):
   ``outcome_unknown``, ``context_gap``); in backoff with its retry due and no
   worker ready since (``retry_due``), unless a worker claimed it at or after
   its ``retry_at`` less than ``WORKER_STARTUP_TIMEOUT_SEC`` (1 h) ago: that
-  retry is under way (its worker may still be retrying storage, seed 004).
+  retry is under way (its worker may still be retrying storage, seed 004);
+  one that should have a worker and has none at work
+  (:func:`projections.sessions.worker_wait`): a claimed worker not ready after
+  ``WORKER_STARTUP_TIMEOUT_SEC`` (``worker_not_ready``), a worker that ended
+  (failed, drained, gone) with no claim 10 min since (``worker_gone``), an
+  accepted ``retry_restore``/``start_fresh`` with no claim 10 min since
+  (``decision_unclaimed``); an interrupt that left a turn's outcome unknown
+  and the log never recorded the turn's end (``interrupt_unrecorded``).
 - **log**: the log missing; a file that is no event log (``not_a_log``: every append is refused);
   an unfinished last line no append will cut (``torn_tail_stuck``: every append is refused);
   committed lines that vanished while a server followed the log, or a stream's sequences that hold no
@@ -53,7 +60,10 @@ latest probe of a backing-off account, the watcher's last run, the finished
 job or the last progress of a lane, the end of a re-run that ended badly, the kick of one
 that never reported its end, the skip of a candidate, the latest marker of a job nothing feeds (its
 registration when it has none), the circuit's
-opening, the event that put a session in its state, a retry's due time.
+opening, the event that put a session in its state (for a turn of unknown outcome, the interrupt result that
+said so first, when the turn's end was recorded after it), a retry's due time, the claim, the worker's end or
+the decision a session waits for a worker since, the interrupt result of a turn whose end the log never
+recorded.
 Every "since" is a time the log wrote, printed as written (with the offset it
 was written with, spec section 2); T itself is printed as given. Bad and
 rejected lines have no "since"; lines that vanished have the time a server
@@ -115,11 +125,14 @@ from projections.sessions import (
     RESTORE_FAILED,
     STARTUP_FAILED,
     STOPPED,
+    WORKER_WAITS,
     Session,
     Sessions,
     claim_words,
     describe,
     retry_claimed,
+    worker_wait,
+    worker_wait_words,
 )
 
 #: The domains of the triage, in screen order.
@@ -175,6 +188,11 @@ REASONS: tuple[Reason, ...] = (
     Reason("sessions", "outcome_unknown", "Sessions holding a turn of unknown outcome", True),
     Reason("sessions", "context_gap", "Sessions stopped with a context gap", True),
     Reason("sessions", "retry_due", "Sessions whose retry is due, and nothing moved", False),
+    Reason("sessions", "worker_not_ready",
+           "Sessions whose claimed worker is not ready after WORKER_STARTUP_TIMEOUT_SEC (1 h)", False),
+    Reason("sessions", "worker_gone", "Sessions whose worker ended, and no worker took them since", False),
+    Reason("sessions", "decision_unclaimed",
+           "Sessions admitted by a decision, and no worker took them since (acceptance is not a restart)", False),
     Reason("sessions", "interrupt_unrecorded",
            "Interrupts that ended with the turn's outcome unknown, a turn whose end the log never recorded", False),
     Reason("log", "bad_line", "Bad lines (skipped, counted)", False),
@@ -384,7 +402,7 @@ class CatchupTotals(msgspec.Struct, kw_only=True):
 
 
 class SessionTotals(msgspec.Struct, kw_only=True):
-    """Sessions by admission state, those waiting for a decision, those whose retry is due."""
+    """Sessions by admission state, those waiting for a decision, those whose retry is due, those without a worker."""
 
     sessions: int
     admitted: int
@@ -395,6 +413,9 @@ class SessionTotals(msgspec.Struct, kw_only=True):
     waiting_decision: int
     retry_due: int
     decisions: int
+    #: Sessions that should have a worker and have none at work (``worker_not_ready``, ``worker_gone``,
+    #: ``decision_unclaimed``).
+    without_worker: int = 0
 
 
 class LogTotals(msgspec.Struct, kw_only=True):
@@ -489,6 +510,12 @@ def duration_words(seconds: float) -> str:
     if first + 1 < len(values) and values[first + 1][0]:
         words.append(f"{values[first + 1][0]} {values[first + 1][1]}")
     return " ".join(words)
+
+
+def for_words(seconds: float) -> str:
+    """How long something has been so: ``for 2 h 5 min`` (``in 5 min`` when T is before it)."""
+    words = duration_words(seconds)
+    return words if words.startswith("in ") else f"for {words}"
 
 
 _OPTION_UNITS = (("d", 86400), ("h", 3600), ("m", 60))
@@ -989,13 +1016,15 @@ class _Judge:
     # -- sessions ---------------------------------------------------------------------------------
 
     def session(self, sid: str) -> list[Item]:
-        """A session waiting for a decision, or whose retry is due."""
+        """A session waiting for a decision, whose retry is due, that should have a worker and has none at work, or
+        with an interrupt of a turn whose end the log never recorded."""
         sessions = self.runner.sessions
         s = sessions.sessions[sid]
+        out: list[Item] = []
         code = session_code(s)
         if code is not None:
-            return [self.item(code, sid, session_words(s), next_decision(self.log, sessions, sid), s.since)]
-        if s.admission_state == BACKOFF and s.retry_at is not None:
+            out.append(self.item(code, sid, session_words(s), next_decision(self.log, sessions, sid), s.since))
+        elif s.admission_state == BACKOFF and s.retry_at is not None:
             due = _time(s.retry_at)
             claimed = retry_claimed(s, self.at)
             if due is not None and self.known and due <= self.at and not (claimed and claimed["under_way"]):
@@ -1004,18 +1033,25 @@ class _Judge:
                 return [self.item("retry_due", sid, f"{s.attention} ({s.reason}), failure {s.failures}: its retry "
                                   f"was due at {s.retry_at}; {why}, before any decision (close cannot be undone)",
                                   sessions_cmd(self.log, sid), s.retry_at)]
-        lost = self.unrecorded().get(sid)
+        wait = worker_wait(s, self.at) if self.known else None
+        if wait is not None and wait["overdue"]:
+            out.append(self.item(wait["kind"], sid, f"{s.admission_state}, but {worker_wait_words(wait)}; it takes "
+                                 "no work meanwhile", sessions_cmd(self.log, sid), wait["since"]))
+        lost = self.unrecorded().get(sid) if code is None else None  # a decision settles the turns first
         if lost:
+            first = min((s.unknown_since[c.turn_id] for c in lost if c.turn_id in s.unknown_since),
+                        key=lambda m: m.line, default=None)
             c = lost[0]
             ended = {"type": "turn_finished", "session_id": sid, "turn_id": c.turn_id, "outcome": "outcome_unknown",
                      "terminal_reason": c.reason_code or "interrupt_outcome_unknown"}
             how = "it started, no turn_finished came" if c.turn_id in s.running else "not even its start"
-            return [self.item("interrupt_unrecorded", sid, f"{len(lost)} interrupt(s) ended with outcome "
-                              f"{c.outcome} ({c.reason_code or 'no reason code'}, line {c.result_line}) for turn "
-                              f"{c.turn_id}, whose end the log never recorded ({how}): the "
-                              "session still takes work as if it were known; once its worker is gone, record the "
-                              "turn's end, then decide", append_cmd(self.log, ended))]
-        return []
+            out.append(self.item("interrupt_unrecorded", sid, f"{len(lost)} interrupt(s) ended with outcome "
+                                 f"{c.outcome} ({c.reason_code or 'no reason code'}, line {c.result_line}) for turn "
+                                 f"{c.turn_id}, whose end the log never recorded ({how}): the "
+                                 "session still takes work as if it were known; once its worker is gone, record the "
+                                 "turn's end, then decide", append_cmd(self.log, ended),
+                                 first.ts if first is not None else None))
+        return out
 
     def unrecorded(self) -> dict[str, list[Control]]:
         """:meth:`Sessions.unrecorded`, worked out once per judgement."""
@@ -1412,7 +1448,7 @@ def totals(runner: Runner, judge: _Judge, groups: list[Group]) -> Totals:
             sessions=len(sessions.sessions), admitted=states.get("admitted", 0), backoff=states.get(BACKOFF, 0),
             recovery_required=states.get(RECOVERY_REQUIRED_STATE, 0), stopped=states.get(STOPPED, 0),
             closed=states.get(CLOSED, 0), waiting_decision=waiting, retry_due=count.get("retry_due", 0),
-            decisions=len(sessions.receipts))
+            decisions=len(sessions.receipts), without_worker=sum(count.get(code, 0) for code in WORKER_WAITS))
     return out
 
 
@@ -1763,8 +1799,12 @@ def _session_verdict(judge: _Judge, sid: str) -> Verdict:
         says = f"{state}: resumable; a new worker's claim and ready resume it"
     elif s.admission_state == CLOSED:
         says = "closed: final, it admits nothing"
-    else:
+    elif d["worker_wait"] is None:
         says = f"{state}: admitted, takes work"
+    else:
+        says = f"{state}: admitted, no worker at work"
+    if d["worker_wait"] is not None:
+        says += f"; {worker_wait_words(d['worker_wait'])}"
     if d["fenced"]:
         says += f"; new work refused: {d['fenced']}"
     cmds = [decide_cmd(judge.log, sid, e["decision"], e["expected_revision"], e.get("target_turn_id"))
@@ -1778,6 +1818,6 @@ def _session_verdict(judge: _Judge, sid: str) -> Verdict:
 __all__ = [
     "DOMAINS", "KIND_OF_FIELD", "REASONS", "SHOWN", "BadLineFact", "Domain", "Group", "Item", "Kind", "LinesVanished",
     "LogFacts", "Reason", "Totals", "Triage", "UnfinishedBatch", "Verdict", "dir_cmd", "duration_option",
-    "duration_words", "explain", "natural_key", "not_applied", "retire_job_cmd", "session_needs", "status_cmd",
-    "triage", "unfed_words",
+    "duration_words", "explain", "for_words", "natural_key", "not_applied", "retire_job_cmd", "session_needs",
+    "status_cmd", "triage", "unfed_words",
 ]

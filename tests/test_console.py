@@ -252,7 +252,9 @@ def test_the_session_page_says_what_needs_a_person_and_its_command(browser: Any,
         wait(browser, 10, lambda d: d.find_element(By.ID, "sid").text == "w1", "the session page shows")
         wait(browser, 10, lambda d: texts(d, "#sneeds .next") == [item["next"]], "the session page gives the command")
         [line] = texts(browser, "#sneeds .line")
-        assert item["for_s"] is None and line == f"interrupt_unrecorded: {item['reason']}"  # as status words it
+        assert item["for_s"] is not None  # since its control_result
+        said = re.fullmatch(r"interrupt_unrecorded \(for [^)]*\): (.*)", line)
+        assert said is not None and said[1] == item["reason"]  # as status words it
         assert "deadline_exceeded" in line and "t1" in line
         assert not browser.find_element(By.ID, "noneeds").is_displayed()
 
@@ -260,6 +262,35 @@ def test_the_session_page_says_what_needs_a_person_and_its_command(browser: Any,
         wait(browser, 10, lambda d: d.find_element(By.ID, "sid").text == "s-unk", "the session page shows")
         wait(browser, 10, lambda d: d.find_element(By.ID, "noneeds").is_displayed(), "it says nothing is needed")
         assert texts(browser, "#sneeds .item") == []
+    finally:
+        server.stop()
+
+
+def test_a_session_with_no_worker_at_work_is_listed_and_its_page_says_why(browser: Any, tmp_path: Path) -> None:
+    """The review's sessions, relative to now: each admitted and "takes work" in the dump, none had a line on the
+    console. Each is listed with its age and its command, and its page says why (worker_not_ready, worker_gone,
+    decision_unclaimed)."""
+    from selenium.webdriver.common.by import By
+
+    from tests.test_sessions_without_worker import WITHOUT, shifted
+
+    log = tmp_path / "ledger.jsonl"
+    EventLog(log).append(shifted(datetime.now().astimezone().replace(microsecond=0)))
+    server = start_server(log, tmp_path, None, "--tick", "1s")
+    try:
+        status = server.client("viewer").get("/v1/status", params={"all": "1"}).json()
+        found = {i["id"]: i for g in status["groups"] for i in g["items"] if i["id"] in WITHOUT}
+        assert {sid: i["reason_code"] for sid, i in found.items()} == {sid: c for sid, (c, _t) in WITHOUT.items()}
+        open_with_key(browser, server.url + "/?all=1", server.keys["ops"])
+        wait(browser, 10, lambda d: {i["next"] for i in found.values()} <= set(texts(d, "#needs .item .next")),
+             "the status page lists them")
+        lines = texts(browser, "#needs .item .line")
+        assert any(line.startswith("s-stuck (for 5 h): admitted, but a worker") for line in lines), lines
+        wait(browser, 10, lambda d: click_link(d, "s-dead"), "a click on the session")
+        wait(browser, 10, lambda d: d.find_element(By.ID, "sid").text == "s-dead", "the session page shows")
+        wait(browser, 10, lambda d: texts(d, "#sneeds .next") == [found["s-dead"]["next"]], "its command")
+        [line] = texts(browser, "#sneeds .line")
+        assert line == f"worker_gone (for 1 h 59 min): {found['s-dead']['reason']}"
     finally:
         server.stop()
 

@@ -21,12 +21,15 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from eventlog.cli import build_parser
-from eventlog.clock import parse_at
+from eventlog.cli.common import replay_log
+from eventlog.clock import LAST_LINE, parse_at
 from eventlog.follow import Follower, judged
 from eventlog.prom import NEEDS_HUMAN_REASONS, of_replay
 from eventlog.runners.sessions import needs_decision
+from eventlog.views import status as triage_of
 from projections.ahead import CHECKS
 from projections.runner import Runner
+from projections.sessions import WORKER_WAITS
 from tests.conftest import ROOT, run_cli, system_tool, write_log
 from tests.opskit import (
     RULE_TESTS,
@@ -360,6 +363,8 @@ VERDICTS: dict[str, tuple[str, dict[str, str | None]]] = {
     # an interrupt's verdict says how it went; a person is needed when its turn's outcome is unknown, which the
     # session says (RecoverySessionNeedsDecision, RecoverySessionUnknownTurnLeft), or, when the log never recorded
     # the turn's end, recovery_sessions_interrupt_unrecorded (RecoverySessionInterruptUnrecorded), as status does
+    # a session that should have a worker and has none at work, past its bound (status: the same reason codes)
+    "recovery_sessions_without_worker": ("kind", dict.fromkeys(WORKER_WAITS, "RecoverySessionWithoutWorker")),
     "recovery_controls_total": ("verdict", dict.fromkeys(
         ("clean", "late_sdk", "engine_timeout", "capture_timeout", "capture_failed", "checkpoint_unavailable",
          "deadline_exceeded", "unexplained"), None)),
@@ -507,6 +512,23 @@ def expected_alerts(dump: dict[str, Any]) -> set[tuple[str, frozenset[tuple[str,
     return out
 
 
+#: RecoverySessionDecisionWaitLong's bound: a wait for a decision longer than this pages (critical).
+DECISION_WAIT_LONG_S = 4 * 3600
+
+
+def session_alerts_from_status(log: Path) -> set[tuple[str, frozenset[tuple[str, str]]]]:
+    """The sessions alerts no dump holds the facts of, as `status` judges the log at its last line: a session with no
+    worker at work (RecoverySessionWithoutWorker, by kind), a wait for a decision over 4 h
+    (RecoverySessionDecisionWaitLong)."""
+    items = [i for g in triage_of(replay_log(str(log), show_progress=False), str(log), LAST_LINE).groups
+             for i in g.items if i.domain == "sessions"]
+    out = {("RecoverySessionWithoutWorker", frozenset({("kind", i.reason_code)})) for i in items
+           if i.reason_code in WORKER_WAITS}
+    if any(i.needs_decision and (i.for_s or 0) > DECISION_WAIT_LONG_S for i in items):
+        out.add(("RecoverySessionDecisionWaitLong", frozenset()))
+    return out
+
+
 def _fixture_case(log: Path, shipped: list[dict[str, Any]]) -> tuple[dict[str, Any], set[str]]:
     """One promtool test: the fixture's exposition judged at its last line, held as it is for 12 h 40 min
     (:func:`tests.opskit.held_series`: follow alive, each watcher exactly as late as the dump says). Each alert is
@@ -522,6 +544,7 @@ def _fixture_case(log: Path, shipped: list[dict[str, Any]]) -> tuple[dict[str, A
                      for kind in set(reruns_not_ended_well(log, dump["as_of"]).values())}
         if unfed_from_lines(log, dump["as_of"]):
             expected.add(("RecoveryCatchupUnfed", frozenset()))
+        expected |= session_alerts_from_status(log)
     checks = []
     for rule in shipped:
         if rule["alert"] in NOT_FROM_A_FIXTURE:

@@ -147,6 +147,55 @@ def interrupts_of_no_recorded_end(log: Path) -> set[str]:
     return {sid for sid, turn in unknown - ended if turn is not None}
 
 
+def sessions_without_worker(log: Path, dump: dict[str, Any]) -> set[str]:
+    """Sessions that should have a worker and have none at work as of the dump's ``as_of``: admitted with a
+    ``retry_restore``/``start_fresh`` accepted 10 min ago or more and no claim since; admitted (or stopped without a
+    context gap) with its latest claim 1 h old or more and no worker of its generation ready, stopped, failed or gone
+    since; admitted with that worker failed, drained or gone 10 min ago or more and no claim since. Read from the
+    applied lines (the dump's ``rejected`` and receipts say which); the rule is docs/DECISIONS.md's "A session with
+    no worker at work"."""
+    at = datetime.fromisoformat(dump["as_of"])
+    rejected = {r["line"] for r in dump["rejected"]}
+    accepted = {r["line"] for r in dump["sessions"]["receipts"] if r["result"] == "accepted" and not r["replayed"]}
+    seen: dict[str, dict[str, Any]] = {}
+    for number, line in enumerate(log.read_bytes().splitlines(), 1):
+        try:
+            ev = json.loads(line)
+            kind, sid, ts = ev["type"], ev["session_id"], datetime.fromisoformat(ev["ts"])
+        except (ValueError, KeyError, TypeError):
+            continue
+        if number in rejected:
+            continue
+        s = seen.setdefault(sid, {"claim": None, "generation": 0, "end": None, "decided": None})
+        generation = ev.get("generation")
+        older = isinstance(generation, int) and generation < s["generation"]
+        if kind == "worker_claimed":
+            s.update(claim=ts, generation=generation, end=None, decided=None)
+        elif kind == "worker_ready" and not older and s["end"] is None:
+            s["end"] = ("ready", ts)
+        elif kind in ("worker_stopped", "startup_failed", "checkpoint_restore_failed", "execution_gone") \
+                and not older and (s["end"] is None or s["end"][0] == "ready"):
+            s["end"] = (ev.get("stop_kind", kind), ts)
+        elif kind == "recovery_decision" and number in accepted and ev["decision"] in ("retry_restore", "start_fresh"):
+            s["decided"] = ts
+    out = set()
+    for sid, s in seen.items():
+        item = dump["sessions"]["items"][sid]
+        state = item["admission_state"]
+        if state == "admitted" and s["decided"] is not None:
+            late = (at - s["decided"]).total_seconds() >= 600
+        elif state in ("admitted", "stopped") and item["attention"] != "CONTEXT_GAP" and s["claim"] is not None \
+                and s["end"] is None:
+            late = (at - s["claim"]).total_seconds() >= 3600
+        else:
+            end = s["end"]
+            late = state == "admitted" and end is not None and end[0] in ("failed", "drain", "execution_gone") \
+                and (at - end[1]).total_seconds() >= 600
+        if late:
+            out.add(sid)
+    return out
+
+
 @pytest.fixture(scope="module")
 def dumps() -> dict[str, dict[str, Any]]:
     out = run_cli("replay", *[str(p) for p in LOGS])
@@ -173,6 +222,8 @@ def test_status_at_log_names_everything_the_dump_says_needs_a_person(log: Path,
     expected = needs_a_person(dump) | {("catchup", label) for label in {*reruns, *unfed}}
     expected |= {("sessions", sid) for sid in interrupts_of_no_recorded_end(log)
                  if dump["sessions"]["items"][sid]["admission_state"] != "closed"}
+    if dump["as_of"]:
+        expected |= {("sessions", sid) for sid in sessions_without_worker(log, dump)}
     named = {(item["domain"], item["id"]) for item in items_of(got)}
     assert named == expected
     assert out.returncode == (1 if expected else 0)

@@ -33,8 +33,8 @@ from eventlog.logs import LogUnavailable, Unreachable, open_log
 from eventlog.replay import BadLine, Replay
 from eventlog.runners import sessions as runner
 from eventlog.runners.common import BadLines, NamedBadLine, bad_lines, bad_lines_said, folder, naming
-from projections.sessions import DECISIONS, claim_words
-from projections.triage import opt, session_needs
+from projections.sessions import DECISIONS, claim_words, worker_wait_words
+from projections.triage import for_words, opt, session_needs
 
 DECIDE = """\
 Append a recovery_decision to LOG, accepted or not (a refused decision is part of
@@ -63,17 +63,21 @@ DECIDE_EXITS = """\
 
 SESSIONS = """\
 Each session's state, why it stopped, when it retries (due or not, as of now or
---at), and which decisions it would accept now, with the arguments to give decide.
-A session that needs a person says why, as `eventlog status` does (--json: needs,
-its items of status --json; [] for none). The log's bad lines are left out of
-every state: they are counted on stderr (--json: bad_lines {count, first}); for
-one SESSION, those that name it are named (--json: named_by_bad_lines [{line,
-reason, next}])."""
+--at), and which decisions it would accept now, with the arguments to give
+decide. A session that needs a person says why and since when, as `eventlog
+status` does (--json: needs, its items of status --json; [] for none). A session
+that should have a worker and has none at work is named once that is late: a
+claimed worker not ready after WORKER_STARTUP_TIMEOUT_SEC (1 h), or no claim 10
+min after its worker ended or after a retry_restore/start_fresh was accepted
+(--json: worker_wait). The log's bad lines are left out of every state: they are
+counted on stderr (--json: bad_lines {count, first}); for one SESSION, those
+that name it are named (--json: named_by_bad_lines [{line, reason, next}])."""
 
 SESSIONS_EXITS = """\
 0  no session shown needs a person, and LOG has no bad line
 1  a session shown needs a person by the rule of status (a decision to make, a retry due and no
-   worker ready since, an interrupt of a turn whose end the log never recorded), or LOG has bad lines
+   worker ready since, no worker at work though it should have one, an interrupt of a turn whose
+   end the log never recorded), or LOG has bad lines
 2  bad usage, a log that cannot be read, or no session of that id"""
 
 
@@ -220,11 +224,18 @@ def os_user() -> str:
         return f"uid {os.getuid()}"
 
 
+def _since(item: dict[str, Any]) -> str:
+    """`` (since T, for 2 h 5 min)`` of a status item (empty when it has no time)."""
+    if item["since"] is None:
+        return ""
+    return f" (since {item['since']}" + (f", {for_words(item['for_s'])})" if item["for_s"] is not None else ")")
+
+
 def _print_person(sid: str, d: dict[str, Any]) -> None:
     say()
     say(f"{sid}: {d['admission_state']}" + (f" ({d['attention']})" if d["attention"] else ""))
     for item in d["needs"]:
-        say(f"  needs a person: {item['reason']}")
+        say(f"  needs a person: {item['reason']}{_since(item)}")
     say(f"  revision {d['revision']}, generation {d['generation']}, failures {d['failures']}")
     if d["reason"] is not None:
         say(f"  last reason: {d['reason']}")
@@ -233,6 +244,8 @@ def _print_person(sid: str, d: dict[str, Any]) -> None:
         say(f"  retries at {d['retry_at']} ({when})" if when else f"  retries at {d['retry_at']}")
     if d["retry_claimed"] is not None:
         say(f"  {claim_words(d['retry_claimed'])}")
+    if d["worker_wait"] is not None and not d["worker_wait"]["overdue"]:  # once overdue, a needs line says it
+        say(f"  {worker_wait_words(d['worker_wait'])}")
     if d["unknown_turns"]:
         say(f"  unknown turns (never re-run on their own): {', '.join(d['unknown_turns'])}")
     if d["admission_state"] == "stopped":

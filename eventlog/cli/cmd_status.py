@@ -22,7 +22,7 @@ from eventlog.logs import is_url
 from eventlog.runners.common import bad_lines, named_problem
 from eventlog.views import Explained, explain, status, status_of_missing
 from projections.ahead import TOLERANCE_S
-from projections.triage import DOMAINS, SHOWN, Group, Item, Triage, Verdict, duration_words
+from projections.triage import DOMAINS, SHOWN, Group, Item, Triage, Verdict, duration_words, for_words
 
 #: The lines a default screen aims to stay within (a 1M-event log with every kind of trouble included).
 SCREEN_LINES = 50
@@ -37,7 +37,9 @@ not), lanes (stalled now, with whether a resume went out; the lanes runner's
 last pass, when it ended in error), catch-up (a guarded job with no marker of
 today 2 h after its slot: nothing feeds its markers?; re-runs that ended badly
 or never reported their end, candidates, an open circuit), sessions (waiting
-for a decision, a retry due), and the log itself (missing, bad lines, rejected
+for a decision, a retry due, no worker at work though one should be: claimed
+and not ready after 1 h, or none claimed 10 min after a worker ended or a
+decision was accepted), and the log itself (missing, bad lines, rejected
 events, the complete lines of an unfinished batch a writer left, an unfinished
 last line; a tail no append will cut, and a file that is no event log at all,
 so every append is refused, wait for a person's decision; as of now, a line
@@ -189,7 +191,7 @@ def group_lines(g: Group, limit: int | None) -> list[str]:
 
 def item_lines(it: Item) -> list[str]:
     """One item: ``  ID (for 2 h 5 min): reason`` and the command to copy, indented."""
-    since = f" ({_for(it.for_s)})" if it.for_s is not None else ""
+    since = f" ({for_words(it.for_s)})" if it.for_s is not None else ""
     return [f"  {it.id}{since}: {it.reason}", f"      {it.next}"]
 
 
@@ -223,7 +225,9 @@ def totals_lines(t: Triage) -> list[str]:
     if (s := tot.sessions) is not None:
         out.append(f"Sessions: {s.sessions:,}; admitted {s.admitted:,}, backoff {s.backoff:,}, recovery required "
                    f"{s.recovery_required:,}, stopped {s.stopped:,}, closed {s.closed:,}; waiting for a decision "
-                   f"{s.waiting_decision:,}, retry due {s.retry_due:,}; {_plural(s.decisions, 'decision')} logged")
+                   f"{s.waiting_decision:,}, retry due {s.retry_due:,}"
+                   + (f", no worker at work {s.without_worker:,}" if s.without_worker else "")
+                   + f"; {_plural(s.decisions, 'decision')} logged")
     lg = tot.log
     tails = [f"an unfinished batch of {_plural(lg.unfinished_batch, 'complete line')}"] if lg.unfinished_batch else []
     if lg.torn_line:
@@ -260,12 +264,6 @@ def _short(reason: str) -> str:
     """A reason on one line, cut to a screen's share."""
     flat = " ".join(reason.split()) or "(empty)"
     return flat if len(flat) <= _REASON_CHARS else flat[:_REASON_CHARS - 3] + "..."
-
-
-def _for(seconds: float) -> str:
-    """``for 2 h 5 min`` (``in 5 min`` when T is before it)."""
-    words = duration_words(seconds)
-    return words if words.startswith("in ") else f"for {words}"
 
 
 def _plural(n: int, word: str) -> str:
@@ -320,7 +318,7 @@ def verdict_lines(v: Verdict) -> list[str]:
     """One verdict: ``KIND ID: what it is``, since when, what needs a person, the commands to copy."""
     out = [f"  {v.kind} {v.id}: {v.says}"]
     if v.since is not None:
-        ago = f" ({_for(v.for_s)})" if v.for_s is not None else ""
+        ago = f" ({for_words(v.for_s)})" if v.for_s is not None else ""
         out.append(f"    since {v.since}{ago}" + (f"; until {v.until}" if v.until else ""))
     if v.needs_person:
         out.append(f"    needs a person: {', '.join(it.reason_code for it in v.needs_person)} (as status shows it)")
