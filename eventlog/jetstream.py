@@ -1,7 +1,9 @@
 """The log on NATS JetStream: the same events, one subject per stream, checked appends.
 
-A LOG of the form ``nats://[USER:PASS@]HOST:PORT[,HOST:PORT...]/STREAM[?prefix=P&replicas=N&timeout=S]``
-names a JetStream stream. This module is imported only for such a LOG, so
+A LOG of the form ``nats://[USER[:PASS]@]HOST:PORT[,HOST:PORT...]/STREAM[?prefix=P&replicas=N&timeout=S]``
+names a JetStream stream (a user without a password in the URL: the password is ``NATS_PASSWORD``'s; no
+user: ``NATS_TOKEN``'s token, if set; :func:`eventlog.logs.credentials`). A log's ``name`` never holds the
+password (:func:`eventlog.logs.printed`). This module is imported only for such a LOG, so
 ``nats-py`` is needed only then (the ``nats`` extra).
 
 The mapping (docs: README, "When to move from a file to JetStream, and how"):
@@ -75,6 +77,7 @@ import asyncio
 import base64
 import hashlib
 import json
+import os
 import random
 import re
 import sys
@@ -83,7 +86,7 @@ import time
 import uuid
 import zlib
 from collections import deque
-from collections.abc import Callable, Coroutine, Iterable, Iterator
+from collections.abc import Callable, Coroutine, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, tzinfo
 from typing import IO, Any, NamedTuple, TypeVar
@@ -112,7 +115,7 @@ from eventlog.appender import (
 from eventlog.events import INT64_MAX, KEY_FIELDS, Event, stream_of, type_name
 from eventlog.fold import Folder, Rejected
 from eventlog.follow import TICK_S, LogUnreachable, Schedule, keep_snapshot, wake_ms
-from eventlog.logs import ClosedOnExit, LogUnavailable, Unreachable
+from eventlog.logs import ClosedOnExit, Credentials, LogUnavailable, Unreachable, credentials, printed, userinfo
 from eventlog.reader import Reader, check_object, deeper_at, iter_lines
 from eventlog.replay import Progress, Replay
 from eventlog.tail import Uncommitted
@@ -169,35 +172,37 @@ BATCH_COMMIT = "Nats-Batch-Commit"
 
 @dataclass(frozen=True)
 class Target:
-    """Where a stream is: servers, stream name, subject prefix, replicas for a new stream, timeout."""
+    """Where a stream is: servers (no credentials in them), stream name, subject prefix, replicas for a new stream,
+    timeout, and the credentials to give the servers."""
 
     servers: tuple[str, ...]
     stream: str
     prefix: str | None
     replicas: int = 1
     timeout: float = 10.0
+    credentials: Credentials = field(default_factory=Credentials)
 
 
-def parse_url(url: str) -> Target:
-    """Parse ``nats://[USER:PASS@]HOST:PORT[,HOST:PORT...]/STREAM[?prefix=P&replicas=N&timeout=S]``."""
+def parse_url(url: str, env: Mapping[str, str] = os.environ) -> Target:
+    """Parse ``nats://[USER[:PASS]@]HOST:PORT[,HOST:PORT...]/STREAM[?prefix=P&replicas=N&timeout=S]``; the
+    credentials come from it or from ``env`` (:func:`eventlog.logs.credentials`)."""
     if not url.startswith("nats://"):
         raise ValueError("not a nats:// URL")
-    rest = url[len("nats://"):]
+    rest = userinfo(url)[2]
     rest, _, query = rest.partition("?")
-    netloc, slash, path = rest.partition("/")
+    hosts, slash, path = rest.partition("/")
     stream = unquote(path)
     if not slash or not stream:
         raise ValueError("no stream: write nats://HOST:PORT/STREAM")
     if not _STREAM_NAME.fullmatch(stream):
         raise ValueError(f"stream name {stream!r}: use letters, digits, - and _ only")
-    userinfo, at, hosts = netloc.rpartition("@")
     if not hosts:
         raise ValueError("no server: write nats://HOST:PORT/STREAM")
     servers = []
     for host in hosts.split(","):
         if not host:
             raise ValueError("an empty server in the list")
-        servers.append(f"nats://{userinfo}{at}{host}")
+        servers.append(f"nats://{host}")
     params = {k: v[-1] for k, v in parse_qs(query, keep_blank_values=True, strict_parsing=False).items()}
     unknown = set(params) - {"prefix", "replicas", "timeout"}
     if unknown:
@@ -214,7 +219,7 @@ def parse_url(url: str) -> Target:
         raise ValueError("replicas must be 1 to 5")
     if not 0 < timeout <= 3600:
         raise ValueError("timeout must be more than 0 seconds")
-    return Target(tuple(servers), stream, prefix, replicas, timeout)
+    return Target(tuple(servers), stream, prefix, replicas, timeout, credentials(url, env))
 
 
 def encode_id(value: str) -> str:
@@ -285,11 +290,6 @@ def _default_folder() -> Folder:
 
 class _Stuck(Unreachable):
     """A call on the connection's loop did not end in its bound: a publish in it may or may not have landed."""
-
-
-def shown(server: str) -> str:
-    """A server's URL without its user and password (for messages)."""
-    return re.sub(r"//[^@/]*@", "//", server)
 
 
 class Message(NamedTuple):
@@ -380,7 +380,8 @@ class JetStreamLog(ClosedOnExit):
         before_publish: Callable[[int], None] | None = None,
         assume_tz: tzinfo | None = None,
     ) -> None:
-        self.name = url
+        #: The log as printed (:func:`eventlog.logs.printed`): never its password.
+        self.name = printed(url)
         #: The zone the stream's lines without an offset are read in by ``state`` and ``append``'s check.
         self.assume_tz = assume_tz
         self.target = parse_url(url)
@@ -428,7 +429,7 @@ class JetStreamLog(ClosedOnExit):
         url = self._nc.connected_url if self._nc is not None else None
         if url is not None and url.hostname:
             return f"nats://{url.hostname}:{url.port}"
-        return ", ".join(shown(s) for s in self.target.servers)
+        return ", ".join(self.target.servers)
 
     def why_down(self) -> str:
         """Why the connection is not up, in words naming the server (the client's last error, when it gave one)."""
@@ -489,8 +490,10 @@ class JetStreamLog(ClosedOnExit):
         # unanswered: a server that hangs is noticed within timeout.
         seconds: dict[str, Any] = {"connect_timeout": timeout, "reconnect_time_wait": RECONNECT_FIRST_S,
                                    "ping_interval": timeout / 2}
+        given = self.target.credentials
         try:
             await asyncio.wait_for(nc.connect(servers=list(self.target.servers), name="eventlog",
+                                              user=given.user, password=given.password, token=given.token,
                                               max_reconnect_attempts=-1, max_outstanding_pings=1, error_cb=failed,
                                               disconnected_cb=dropped, reconnected_cb=back, **seconds), bound)
         except (nats.errors.Error, OSError, TimeoutError) as err:

@@ -12,6 +12,10 @@ of the whole log, for checks and runners), ``replay`` (a replay from empty
 state, for ``tools/replay``), ``lines`` (every stored line or message with its
 number) and ``exists``. Use them as context managers: a JetStream log holds a
 connection until closed.
+
+A LOG is printed by :func:`printed` wherever it is shown: a ``nats://`` URL without its password. A URL that
+names a user (``nats://USER@HOST:PORT/STREAM``) takes the password from :data:`PASSWORD_VAR`
+(:func:`credentials`), so a printed command works pasted where that variable is set.
 """
 
 from __future__ import annotations
@@ -21,7 +25,8 @@ import os
 import re
 import stat
 import tempfile
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
 from datetime import tzinfo
 from types import TracebackType
 from typing import Any, BinaryIO, Protocol, Self
@@ -34,6 +39,14 @@ from eventlog.replay import Progress, Replay
 
 #: A LOG argument that starts with this names a JetStream stream.
 NATS_SCHEME = "nats://"
+#: Where a ``nats://USER@...`` LOG without a password in it takes the password from.
+PASSWORD_VAR = "NATS_PASSWORD"  # noqa: S105 - the name of a variable, not a password
+#: Where a ``nats://`` LOG that names no user takes a token from, when it is set.
+TOKEN_VAR = "NATS_TOKEN"  # noqa: S105 - the name of a variable, not a token
+
+#: Passwords given in this process's LOG arguments, by the LOG as printed (:func:`taken`). This process's
+#: only: never put in the environment, so no command it starts gets one.
+_given: dict[str, str] = {}
 
 
 class LogUnavailable(OSError):
@@ -175,6 +188,71 @@ def is_url(target: str) -> bool:
     return target.startswith(NATS_SCHEME)
 
 
+def userinfo(url: str) -> tuple[str | None, str | None, str]:
+    """A ``nats://`` URL's user (None: it names none), its password (None: none in it), and what follows the ``@``.
+
+    The user's part ends at the URL's last ``@`` (no server, stream or option holds one), so a password
+    may hold any character; the user is what comes before its first ``:``.
+    """
+    rest = url[len(NATS_SCHEME):]
+    info, at, after = rest.rpartition("@")
+    if not at:
+        return None, None, rest
+    user, colon, password = info.partition(":")
+    return user, (password if colon else None), after
+
+
+def printed(log: str) -> str:
+    """LOG as every output shows it: a ``nats://`` URL without its password (``nats://USER@HOST:PORT/STREAM``,
+    which opens where :data:`PASSWORD_VAR` holds it); anything else as given."""
+    if not is_url(log):
+        return log
+    user, password, after = userinfo(log)
+    return log if password is None else f"{NATS_SCHEME}{user}@{after}"
+
+
+def taken(log: str) -> str:
+    """A LOG argument as a command uses and shows it: :func:`printed`. A password given in it is kept in this
+    process (:func:`credentials`), so the printed LOG opens here as the given one did."""
+    if is_url(log) and (password := userinfo(log)[1]) is not None:
+        _given[printed(log)] = password
+    return printed(log)
+
+
+def password_note(log: str) -> str | None:
+    """What a person pasting the commands printed for LOG needs to know: for a URL that names a user, that they
+    carry no password (None: nothing to know)."""
+    if not is_url(log) or userinfo(log)[0] is None:
+        return None
+    return f"The commands name the log without its password: run them where {PASSWORD_VAR} holds it."
+
+
+@dataclass(frozen=True)
+class Credentials:
+    """What a client gives a stream's servers: a user and password, or a token (never in a repr)."""
+
+    user: str | None = None
+    password: str | None = field(default=None, repr=False)
+    token: str | None = field(default=None, repr=False)
+
+
+def credentials(url: str, env: Mapping[str, str] = os.environ) -> Credentials:
+    """The credentials of a ``nats://`` LOG: its user with the password in it, else the one given to
+    :func:`taken` in this process, else :data:`PASSWORD_VAR`'s; with no user, :data:`TOKEN_VAR`'s token (none when
+    it is not set). ValueError when a user has no password anywhere."""
+    user, password, _ = userinfo(url)
+    if user is None:
+        return Credentials(token=env.get(TOKEN_VAR) or None)
+    if password is None:
+        password = _given.get(url)
+    if password is None:
+        password = env.get(PASSWORD_VAR) or None
+    if password is None:
+        raise ValueError(f"the URL names a user and no password: set {PASSWORD_VAR} to the password (a token goes "
+                         f"in {TOKEN_VAR}, with no user in the URL)")
+    return Credentials(user, password)
+
+
 class NotALogFile(OSError):
     """What is at a log's path is no file that can hold a log (a directory, a FIFO, a device): the message says
     which, in the appender's words (:func:`eventlog.appender.not_a_log_file`)."""
@@ -307,12 +385,12 @@ def open_log(
         from eventlog.jetstream import JetStreamLog
     except ImportError as err:
         raise LogUnavailable(
-            f"{text}: a nats:// LOG needs the NATS client: pip install 'recovery-ledger[nats]' ({err})"
+            f"{printed(text)}: a nats:// LOG needs the NATS client: pip install 'recovery-ledger[nats]' ({err})"
         ) from err
     try:
         return JetStreamLog(text, new_folder, assume_tz=assume_tz)
     except ValueError as err:
-        raise LogUnavailable(f"{text}: {err}") from err
+        raise LogUnavailable(f"{printed(text)}: {err}") from err
 
 
 def lock_path(target: str, name: str) -> str:
@@ -336,9 +414,10 @@ def lock_path(target: str, name: str) -> str:
                                    "may write; remove it")
     import hashlib  # here: only a lock beside a stream needs it
 
-    digest = hashlib.sha256(target.encode()).hexdigest()[:24]
+    digest = hashlib.sha256(printed(target).encode()).hexdigest()[:24]  # with or without its password: one lock
     return os.path.join(directory, f"{digest}.{name}.lock")
 
 
-__all__ = ["NATS_SCHEME", "FileLog", "Log", "LogUnavailable", "NotALogFile", "Unreachable", "complete_lines", "is_url",
-           "lock_path", "no_event_log", "open_log", "open_regular", "same_file", "unusable", "written_over"]
+__all__ = ["NATS_SCHEME", "PASSWORD_VAR", "TOKEN_VAR", "Credentials", "FileLog", "Log", "LogUnavailable", "NotALogFile",
+           "Unreachable", "complete_lines", "credentials", "is_url", "lock_path", "no_event_log", "open_log",
+           "open_regular", "password_note", "printed", "same_file", "taken", "unusable", "userinfo", "written_over"]

@@ -21,7 +21,7 @@ import msgspec
 
 from eventlog.clock import At
 from eventlog.events import KEY_FIELDS, type_name
-from eventlog.logs import no_event_log, open_log
+from eventlog.logs import no_event_log, open_log, printed
 from eventlog.reader import Reader, as_written
 from eventlog.replay import Replay
 from eventlog.runners.common import BadLines, NamedBadLine, id_pattern
@@ -49,13 +49,14 @@ def facts(replay: Replay, log: str, vanished: LinesVanished | None = None) -> Lo
     """What the triage needs of the log itself: its name, events, bad lines, a torn tail (an unfinished batch, a
     torn last line, and whether it is stuck), whether it is no event log at all (every append is refused either
     way), the committed lines that vanished while a live process followed it (``vanished``: only it knows), and a
-    stream's sequences that hold no message any more (its replay's ``vanished``: every read sees them)."""
+    stream's sequences that hold no message any more (its replay's ``vanished``: every read sees them). The name is
+    LOG as printed (:func:`eventlog.logs.printed`): the commands the triage prints never carry a password."""
     stuck = None if replay.stuck_tail is None else StuckTail(*replay.stuck_tail)
     u = replay.uncommitted
     unfinished = None if u is None else UnfinishedBatch(u.words(), u.line, u.lines, u.torn_after)
     v = replay.vanished
     gaps = None if v is None else StreamGaps(lines=v.lines, runs=v.runs, words=v.words())
-    return LogFacts(name=log, events=replay.events, torn_tail=replay.torn_tail, unfinished=unfinished,
+    return LogFacts(name=printed(log), events=replay.events, torn_tail=replay.torn_tail, unfinished=unfinished,
                     stuck_tail=stuck, not_a_log=no_event_log(log, replay), vanished=vanished, gaps=gaps,
                     bad_lines=[BadLineFact(b["line"], b["reason"]) for b in replay.bad_lines])
 
@@ -83,7 +84,7 @@ def status_of_missing(log: str, at: At, not_file: str | None = None) -> Triage:
     ``not_file``: what is at its path instead (``LOG is a directory, not a log file``), which the item says.
     """
     as_of, text = at.resolve(None, None)
-    return triage(Runner(), as_of, text, LogFacts(name=log, missing=True, not_file=not_file))
+    return triage(Runner(), as_of, text, LogFacts(name=printed(log), missing=True, not_file=not_file))
 
 
 class Line(msgspec.Struct, kw_only=True, omit_defaults=True):
@@ -134,7 +135,7 @@ def lines_of(path: str, ident: str, assume_tz: Any = None, bad: Mapping[int, str
         for n, raw in log.lines():
             if n in bad:
                 if pattern is not None and named is not None and pattern.search(raw):
-                    named.append(NamedBadLine.of(path, n, bad[n]))
+                    named.append(NamedBadLine.of(printed(path), n, bad[n]))
                 continue
             decoded = reader.decode(raw, n)
             if isinstance(decoded, str):
@@ -162,7 +163,7 @@ def explain(replay: Replay, log: str, ident: str, at: At, assume_tz: Any = None)
     if not found and not judged:
         if not named:
             return None
-        return Explained(log=log, id=ident, as_of=text, lines=[], verdicts=[], bad_lines=bad,
+        return Explained(log=printed(log), id=ident, as_of=text, lines=[], verdicts=[], bad_lines=bad,
                          named_by_bad_lines=named)
     rejected = {r["line"]: r["reason"] for r in runner.rejected}
     for item in found:
@@ -170,7 +171,7 @@ def explain(replay: Replay, log: str, ident: str, at: At, assume_tz: Any = None)
     if not judged:  # lines name it, and none of them made it an entity (all rejected, say)
         field = named_by[0][1]
         judged = [not_applied(KIND_OF_FIELD[field], ident, len(found), sum(x.rejected is not None for x in found))]
-    return Explained(log=log, id=ident, as_of=text, lines=found, verdicts=judged, bad_lines=bad,
+    return Explained(log=printed(log), id=ident, as_of=text, lines=found, verdicts=judged, bad_lines=bad,
                      named_by_bad_lines=named)
 
 

@@ -60,6 +60,8 @@ class Servers:
     procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
     logs: list[Path] = field(default_factory=list)
     argvs: list[list[str]] = field(default_factory=list)
+    #: What a client must give to connect (nats-py's ``user``, ``password``, ``token``): none, by default.
+    auth: dict[str, str] = field(default_factory=dict)
 
     def kill(self, node: int = 0) -> None:
         """Stop one node at once (SIGKILL), as a crash or a lost host would."""
@@ -72,7 +74,7 @@ class Servers:
         with open(self.logs[node], "ab") as out:
             self.procs[node] = subprocess.Popen(self.argvs[node], stdout=out, stderr=subprocess.STDOUT,
                                                 stdin=subprocess.DEVNULL)
-        asyncio.run(_wait_ready(Servers([self.urls[node]], [self.procs[node]]), 1))
+        asyncio.run(_wait_ready(Servers([self.urls[node]], [self.procs[node]], auth=self.auth), 1))
 
     def stream_url(self, stream: str, node: int = 0, **options: object) -> str:
         """``nats://HOST:PORT/STREAM?...`` on one node."""
@@ -93,20 +95,26 @@ class Servers:
                 p.wait(5)
 
 
-def start(tmp: Path, nodes: int = 1, config: str | None = None) -> Servers:
+def start(tmp: Path, nodes: int = 1, config: str | None = None, *, user: str | None = None,
+          password: str | None = None, token: str | None = None) -> Servers:
     """Start one server, or a cluster of ``nodes`` with routes to each other, all with JetStream.
 
     ``config``: the text of a configuration file every node reads (``-c``), e.g. ``max_payload: 4MB``.
+    ``user`` and ``password``, or ``token``: what clients must give (``--user``/``--pass``, ``--auth``).
     """
     binary = server_binary()
     ports = free_ports(nodes * 2)
     client, route = ports[:nodes], ports[nodes:]
-    servers = Servers([f"nats://127.0.0.1:{p}" for p in client])
+    auth = {k: v for k, v in (("user", user), ("password", password), ("token", token)) if v is not None}
+    flags = {"user": "--user", "password": "--pass", "token": "--auth"}
+    servers = Servers([f"nats://127.0.0.1:{p}" for p in client], auth=auth)
     try:
         for i in range(nodes):
             store = tmp / f"n{i + 1}"
             store.mkdir(parents=True, exist_ok=True)
             argv = [binary, "-a", "127.0.0.1", "-p", str(client[i]), "-n", f"n{i + 1}", "-js", "-sd", str(store)]
+            for name, value in auth.items():
+                argv += [flags[name], value]
             if config is not None:
                 conf = tmp / "nats.conf"
                 conf.write_text(config + "\n", encoding="utf-8")
@@ -145,7 +153,7 @@ async def _wait_ready(servers: Servers, nodes: int) -> None:
                 if p.poll() is not None:
                     raise RuntimeError(f"nats-server exited with {p.returncode}: {servers.logs}")
             try:
-                nc = await nats.connect(url, connect_timeout=1, allow_reconnect=False, error_cb=quiet)
+                nc = await nats.connect(url, connect_timeout=1, allow_reconnect=False, error_cb=quiet, **servers.auth)
                 try:
                     js = nc.jetstream(timeout=2)
                     await js.account_info()

@@ -118,7 +118,8 @@ def test_urls() -> None:
     t = parse_url("nats://127.0.0.1:4222/WORK")
     assert (t.servers, t.stream, t.prefix, t.replicas) == (("nats://127.0.0.1:4222",), "WORK", None, 1)
     t = parse_url("nats://u:p@h1:1,h2:2/S?prefix=a.b&replicas=3&timeout=2.5")
-    assert t.servers == ("nats://u:p@h1:1", "nats://u:p@h2:2")
+    assert t.servers == ("nats://h1:1", "nats://h2:2")
+    assert (t.credentials.user, t.credentials.password) == ("u", "p")
     assert (t.stream, t.prefix, t.replicas, t.timeout) == ("S", "a.b", 3, 2.5)
     for bad in ["nats://h:1", "nats://h:1/", "nats://h:1/A.B", "nats://h:1/S?prefix=a.*", "nats://h:1/S?x=1",
                 "nats://h:1/S?replicas=9"]:

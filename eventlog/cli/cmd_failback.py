@@ -58,7 +58,8 @@ output into a line is cut to 200 characters, with a mark. A probe that gives
 no answer (could not start, over --timeout, killed by a signal, exit 126 or
 127) is an error of the pass: its probe_result (network_timeout after
 --timeout, else as the output says) names the exit or signal.
-Commands get FAILBACK_LOG, FAILBACK_WATCHER, FAILBACK_ACCOUNT and, for the
+Commands get FAILBACK_LOG (a nats:// LOG without its password: a command opens
+it where NATS_PASSWORD holds it), FAILBACK_WATCHER, FAILBACK_ACCOUNT and, for the
 resume command, FAILBACK_HANDOFF_ID, FAILBACK_ATTEMPT, FAILBACK_REPO,
 FAILBACK_BRANCH, FAILBACK_HEAD; {handoff_id}-style placeholders are filled in
 the arguments.

@@ -201,6 +201,8 @@ def run_serve(args: argparse.Namespace) -> int:
     host, port = sock.getsockname()[:2]
     shown = f"[{host}]" if ":" in host else host
     error(f"serving {args.log} on http://{shown}:{port}/ (console at /, API at /v1/)")
+    if (note := logs.password_note(args.log)) is not None:
+        error(note)
     sys.stderr.flush()
     try:
         # the commands it serves are pasted wherever the console is read: LOG in full

@@ -29,7 +29,7 @@ from eventlog.cli.common import (
     say,
     zone,
 )
-from eventlog.logs import LogUnavailable, Unreachable, open_log
+from eventlog.logs import LogUnavailable, Unreachable, open_log, password_note
 from eventlog.replay import BadLine, Replay
 from eventlog.runners import sessions as runner
 from eventlog.runners.common import BadLines, NamedBadLine, bad_lines, bad_lines_said, folder, naming
@@ -202,6 +202,8 @@ def run_sessions(args: argparse.Namespace) -> int:
                      **more}))
     else:
         say(f"{args.log}: {len(ids)} session(s) as of {as_of_text}")
+        if (note := password_note(args.log)) is not None:
+            say(note)
         for sid, d in shown.items():
             _print_person(sid, d)
     said_bad_lines(args.log, args.session, bad, named)

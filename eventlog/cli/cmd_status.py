@@ -18,7 +18,7 @@ import msgspec
 from eventlog.cli.common import UsageError, add_judging, add_log, command_parser, dumps, error, judging, replay_log, say
 from eventlog.cli.timeline import timeline_lines
 from eventlog.clock import At
-from eventlog.logs import is_url
+from eventlog.logs import is_url, password_note
 from eventlog.runners.common import bad_lines, named_problem
 from eventlog.views import Explained, explain, status, status_of_missing
 from projections.ahead import TOLERANCE_S
@@ -154,8 +154,11 @@ def fit(t: Triage, lines: int = SCREEN_LINES) -> int:
 
 
 def screen(t: Triage, limit: int | None) -> list[str]:
-    """The triage for people: a head line, each group (its first ``limit`` items; None: all), the totals."""
+    """The triage for people: a head line (and what pasting its commands needs), each group (its first ``limit``
+    items; None: all), the totals."""
     out = [head(t)]
+    if (note := password_note(t.log)) is not None:
+        out.append(note)
     if not t.needs_person:
         out.append("Nothing needs a person.")
     else:
@@ -309,6 +312,8 @@ def explained_lines(e: Explained) -> list[str]:
              for b in e.named_by_bad_lines]
     out = [text for _n, text in sorted(rows)]
     out.append(f"as of {e.as_of}:" if e.as_of is not None else "as of its last line, and it has none:")
+    if (note := password_note(e.log)) is not None:
+        out.append(f"  {note}")
     for v in e.verdicts:
         out += verdict_lines(v)
     return out

@@ -20,7 +20,7 @@ import orjson
 
 from eventlog.appender import AppendError
 from eventlog.clock import NOW, At, parse_at
-from eventlog.logs import is_url, open_log
+from eventlog.logs import PASSWORD_VAR, TOKEN_VAR, is_url, open_log, taken
 from eventlog.printable import escape
 from eventlog.replay import Progress, Replay
 from eventlog.runners.common import RunnerError
@@ -69,22 +69,27 @@ def plain(doc: str) -> str:
 
 #: What an empty LOG says: the shipped units pass ``${LEDGER_LOG}``, empty when ledger.env misses or misspells it.
 EMPTY_LOG = "LOG is empty (is LEDGER_LOG set in ledger.env?)"
+#: What a ``nats://`` LOG's password is, in every LOG's help.
+LOG_PASSWORD = (f"USER's password comes from {PASSWORD_VAR} (one written in the URL works too; no output shows "
+                f"it), a token from {TOKEN_VAR}")
+#: The help of LOG.
+LOG_HELP = f"a JSONL file, or nats://[USER@]HOST:PORT/STREAM; {LOG_PASSWORD}"
 
 
 def log_path(text: str) -> str:
-    """A LOG argument as given; ArgumentTypeError (exit 2 at parse time) when it is empty or blank.
+    """A LOG argument as it is printed (:func:`eventlog.logs.taken`: a password in a ``nats://`` URL is kept
+    aside, never printed); ArgumentTypeError (exit 2 at parse time) when it is empty or blank.
 
     An empty LOG would otherwise read as the working directory (``serve``, ``follow``) or as a log named ``""``.
     """
     if not text.strip():
         raise argparse.ArgumentTypeError(EMPTY_LOG)
-    return text
+    return taken(text)
 
 
 def add_log(parser: argparse.ArgumentParser, help: str | None = None, **more: Any) -> None:
     """LOG: the first positional argument of every command that reads or writes a log (:func:`log_path`)."""
-    parser.add_argument("log", metavar="LOG", type=log_path, help=help or "a JSONL file, or nats://HOST:PORT/STREAM",
-                        **more)
+    parser.add_argument("log", metavar="LOG", type=log_path, help=help or LOG_HELP, **more)
 
 
 def add_judging(parser: argparse.ArgumentParser, default: str = "now") -> None:

@@ -13,6 +13,7 @@ from datetime import tzinfo
 from typing import Any
 
 from eventlog.cli.common import (
+    LOG_HELP,
     UsageError,
     add_judging,
     add_thresholds,
@@ -51,7 +52,7 @@ def register(sub: Any) -> None:
     """Add the ``replay`` subcommand."""
     p = command_parser(sub, "replay", help="replay logs and print one dump each", description=DESCRIPTION,
                        exits=EXITS)
-    p.add_argument("logs", nargs="*", metavar="LOG", type=log_path)
+    p.add_argument("logs", nargs="*", metavar="LOG", type=log_path, help=LOG_HELP)
     add_judging(p, default="the log's last event")
     p.add_argument("--checks", metavar="LOG", type=log_path, help="print only the impl-lane-watch/v1 records of LOG")
     p.add_argument("--check", action="store_true", help="compare each dump with LOG's .expected.json")

@@ -26,7 +26,7 @@ import sys
 from typing import Any
 
 from eventlog.appender import AppendError
-from eventlog.cli.common import add_log, append_failed, command_parser, dumps, error, mark_done
+from eventlog.cli.common import LOG_PASSWORD, add_log, append_failed, command_parser, dumps, error, mark_done
 from eventlog.logs import LogUnavailable, is_url, open_log
 
 IMPORT_EXITS = """\
@@ -45,7 +45,7 @@ def register(sub: Any) -> None:
     q = command_parser(sub, "import-log", help="publish a JSONL file into an empty nats:// stream, line N as seq N",
                        description=parts[2], exits=IMPORT_EXITS)
     q.add_argument("file", metavar="FILE")
-    add_log(q, "nats://HOST:PORT/STREAM[?prefix=P&replicas=N]")
+    add_log(q, f"nats://[USER@]HOST:PORT/STREAM[?prefix=P&replicas=N]; {LOG_PASSWORD}")
     q.set_defaults(run=run_import_log)
 
 

@@ -114,7 +114,7 @@ import msgspec
 
 from eventlog.appender import AppendError, Conflict
 from eventlog.clock import NOW, At, Clock
-from eventlog.logs import Log, LogUnavailable, is_url, open_log
+from eventlog.logs import Log, LogUnavailable, is_url, open_log, printed
 from eventlog.probe import EXPECTED, Verdict, judge
 from eventlog.reader import NESTED_TOO_DEEP, deeper_at
 from eventlog.runners.common import PassBadLines, RunnerError, check_bounds, check_filled, folder, require_log
@@ -541,7 +541,7 @@ def attempts_words(attempts: Sequence[int]) -> str:
 
 
 def _env(log: str, watcher: str, values: dict[str, str]) -> dict[str, str]:
-    env = {"FAILBACK_LOG": log if is_url(log) else os.path.abspath(log), "FAILBACK_WATCHER": watcher}
+    env = {"FAILBACK_LOG": printed(log) if is_url(log) else os.path.abspath(log), "FAILBACK_WATCHER": watcher}
     for name, value in values.items():
         env["FAILBACK_" + name.upper()] = value
     return env

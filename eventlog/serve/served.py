@@ -40,7 +40,17 @@ from eventlog.clock import NOW, At
 from eventlog.events import Event
 from eventlog.fold import FoldResult
 from eventlog.follow import Follower, judged
-from eventlog.logs import ClosedOnExit, Log, LogUnavailable, complete_lines, is_url, open_log, open_regular
+from eventlog.logs import (
+    ClosedOnExit,
+    Log,
+    LogUnavailable,
+    complete_lines,
+    is_url,
+    open_log,
+    open_regular,
+    password_note,
+    printed,
+)
 from eventlog.prom import of_replay
 from eventlog.reader import Reader, as_written, iter_blocks
 from eventlog.replay import Progress, Replay, uncommitted_reason
@@ -124,7 +134,8 @@ class Served:
 
     def __init__(self, target: str, *, assume_tz: tzinfo | None = None, max_age_s: float = MAX_AGE_S,
                  stale_s: float = STALE_S) -> None:
-        self.name = target
+        #: LOG as given (what is opened) and as printed (every answer, message and command: no password).
+        self.target, self.name = target, printed(target)
         self.stream = is_url(target)
         self.max_age_s = max_age_s
         self.stale_s = stale_s
@@ -381,7 +392,8 @@ class Served:
                 "problem": None}
 
     def commands(self) -> dict[str, str]:
-        """What a person pastes to ask the log itself: ``status`` (``eventlog status LOG``) and ``all`` (its ``--all``).
+        """What a person pastes to ask the log itself: ``status`` (``eventlog status LOG``) and ``all`` (its ``--all``),
+        and for a URL that names a user ``note``: the commands carry no password (:func:`eventlog.logs.password_note`).
 
         While LOG's path holds no file a log can be (a FIFO, a directory, a device), both are ``ls -la DIR``:
         ``status`` would wait on a FIFO for ever (it reads one as ``cat`` does, on purpose) or fail.
@@ -389,7 +401,9 @@ class Served:
         if getattr(self.follower, "not_file", None) is not None:
             look = dir_cmd(self.name)
             return {"status": look, "all": look}
-        return {"status": status_cmd(self.name), "all": status_cmd(self.name, every=True)}
+        note = password_note(self.name)
+        return {"status": status_cmd(self.name), "all": status_cmd(self.name, every=True),
+                **({"note": note} if note is not None else {})}
 
     def metrics(self, at: At = NOW) -> str:
         """The Prometheus exposition of ``follow --prom`` (its histograms read the folded state: under the lock)."""
@@ -507,12 +521,12 @@ class Served:
         """The next lines after ``cursor`` (which moves): (``line`` or ``bad_line``, seq, data)."""
         if self.stream:
             return self._stream_lines(cursor)
-        return _file_lines(self.name, cursor)
+        return _file_lines(self.target, cursor)
 
     def _stream_lines(self, cursor: Cursor) -> list[tuple[str, int, bytes]]:
         with self._tail_lock:
             if self._tail_log is None:
-                self._tail_log = open_log(self.name)
+                self._tail_log = open_log(self.target)
             out: list[tuple[str, int, bytes]] = []
             tail: Any = self._tail_log
             info = tail.info()
@@ -675,7 +689,7 @@ class ServedLog(ClosedOnExit):
         """Every line (the log's own); a file only while it is one (a FIFO at its path is refused, never read)."""
         if self.served.stream:
             return self.served.writer.lines()
-        return _regular_lines(self.name)
+        return _regular_lines(self.served.target)
 
     def exists(self) -> bool:
         """Whether the log is there."""

@@ -110,6 +110,14 @@ let lastAsOf = null;
 let staleKind = null;
 let commands = null;
 
+// What to paste comes with every tick, view and outage; `note` (a URL that names a user): its password is not in them.
+function takeCommands(given) {
+  if (!given) return;
+  commands = given;
+  $("lognote").hidden = !given.note;
+  setText("lognote", given.note || "");
+}
+
 function fresh(asOf) {
   lastViewAt = performance.now();
   if (asOf) lastAsOf = asOf;
@@ -196,11 +204,11 @@ function live(url, on, onMissing) {
         const value = JSON.parse(data);
         if (name === "tick") {
           tickS = value.tick_s;
-          if (value.commands) commands = value.commands;
+          takeCommands(value.commands);
           return;
         }
         if (name === "unavailable") {
-          if (value.commands) commands = value.commands;
+          takeCommands(value.commands);
           setConn("down", "not current");
           fresh();
           notCurrent("unavailable", value.message, value.since, true);
@@ -293,7 +301,7 @@ function noneWaiting(text) {
 }
 
 function renderStatus(payload) {
-  commands = payload.commands;
+  takeCommands(payload.commands);
   const status = payload.status;
   fresh(status && status.as_of);
   if (payload.problem) {
