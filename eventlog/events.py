@@ -241,6 +241,9 @@ class LaneCheck(Event, tag="lane_check"):
     #: that ended in error, as a watcher's.
     exit: Literal["ok", "error"] | None = None
     detail: str | None = None
+    #: How often the lanes runner runs (``--period``, more than 0; it writes it): the views name a lanes pass
+    #: late when no ``lane_check`` came for twice the last one stated (1 h when none did).
+    period_s: Annotated[float, msgspec.Meta(gt=0)] | None = None
 
 
 class ResumeEnqueued(Event, tag="resume_enqueued"):
@@ -493,7 +496,7 @@ PROJECT_FIELDS: dict[type[Event], tuple[str, ...]] = {
     Released: ("actor",),
     ResumeFailed: ("actor",),
     WatcherRun: ("detail", "stale_after_s", "retired"),
-    LaneCheck: ("unpicked_s", "quiet_s", "exit", "detail"),
+    LaneCheck: ("unpicked_s", "quiet_s", "exit", "detail", "period_s"),
     CatchupKicked: ("timeout_s", "kill_grace_s", "kicked_by", "launchd_domain"),
 }
 

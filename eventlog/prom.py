@@ -37,7 +37,7 @@ from projections.handoffs import (
     REASON_UNKNOWN_EFFECT,
     STATES,
 )
-from projections.lanes import KINDS
+from projections.lanes import KINDS, Heartbeat
 from projections.runner import Runner
 from projections.sessions import WORKER_WAITS, Admission, Attention
 
@@ -113,6 +113,8 @@ def exposition(
     reruns: Mapping[str, int] | None = None,
     unfed: int | None = None,
     lanes_error: bool | None = None,
+    lanes_beat: Heartbeat | None = None,
+    lanes_late: bool | None = None,
     deadline_passed: int | None = None,
     retired: Collection[str] = (),
     no_watcher: bool | None = None,
@@ -138,7 +140,9 @@ def exposition(
     ``no_end``: ``projections.catchup.Catchup.bad_reruns``; left out when None); ``unfed``: guarded jobs whose
     slot of today passed 2 h ago with no marker of today (``projections.catchup.Catchup.unfed``; left out when
     None); ``lanes_error``: the lanes
-    runner's last pass ended in error (``Lanes.last_pass``); ``deadline_passed``: handoffs still out (pending,
+    runner's last pass ended in error (``Lanes.last_pass``); ``lanes_beat``: the lanes pass's heartbeat as of the
+    dump's ``as_of`` (``Lanes.heartbeat``; None: no pass is due, or not judged); ``lanes_late``: it is late
+    (status: ``lanes_late``; left out when None); ``deadline_passed``: handoffs still out (pending,
     claimed) whose deadline passed as of the dump's ``as_of`` (``Handoffs.past_deadline``); ``retired``: watchers
     a person retired, left out of the per-watcher families (so ``RecoveryWatcherDead`` stops for them; the dump
     still lists them); ``no_watcher``: handoffs are pending and no watcher runs, none ever ran or every one is
@@ -223,6 +227,8 @@ def exposition(
         out.gauge("recovery_lanes_last_pass_error", "1 when the lanes runner's last pass ended in error (a resume it "
                   "could not send, no lane in the log, ...: its lane_check's exit; status: lanes_error).",
                   [(one, int(lanes_error))])
+    if lanes_late is not None:
+        _lanes_pass(out, lanes_beat, lanes_late)
 
     c = dump["catchup"]
     daily: Labels = {} if zone is None else {"zone": zone}
@@ -318,9 +324,11 @@ def of_replay(replay: Replay, dump: dict[str, Any], tick_s: float | None = None,
         unfed = len(catchup.unfed(at)) if at is not None else 0
     lanes = getattr(replay.folder, "lanes", None)
     lanes_error = None if lanes is None else lanes.last_pass is not None and lanes.last_pass.exit == "error"
+    beat = lanes.heartbeat(at) if lanes is not None and at is not None else None
+    lanes_late = None if lanes is None else beat is not None and beat.late
     return exposition(dump, durations=durations, last_event_at=replay.last_at, tick_s=tick_s, unrecorded=unrecorded,
                       retry_under_way=retrying, without_worker=without, decision_wait_s=waited,
-                      lanes_error=lanes_error,
+                      lanes_error=lanes_error, lanes_beat=beat, lanes_late=lanes_late,
                       torn_tail_stuck=replay.stuck_tail is not None,
                       unfinished_batch=0 if replay.uncommitted is None else replay.uncommitted.lines,
                       not_a_log=no_event_log(str(dump.get("log", "")), replay) is not None, ahead=ahead,
@@ -376,6 +384,23 @@ def _watchers(out: _Text, h: dict[str, Any], retired: Collection[str]) -> None:
               [({"watcher": name}, int(w["exit"] == "error")) for name, w in watchers])
     out.gauge("recovery_watcher_heartbeat_late", "1 when the watcher's last heartbeat is older than twice "
               "its period.", [({"watcher": name}, int(bool(w["late"]))) for name, w in watchers])
+
+
+def _lanes_pass(out: _Text, beat: Heartbeat | None, late: bool) -> None:
+    """The lanes pass's heartbeat (samples only while a pass is due: a lane not stopped on purpose), and whether it
+    is late."""
+    one: Labels = {}
+    out.gauge("recovery_lanes_last_pass_timestamp_seconds", "When the last lanes pass ran (the last lane_check), "
+              "while the log has a lane not stopped on purpose.",
+              _when(one, beat.ts) if beat is not None and beat.checked else [])
+    out.gauge("recovery_lanes_period_seconds", "How often the lanes runner runs, as its last lane_check says "
+              "(period_s; 1 h when none does).", [(one, beat.period_s)] if beat is not None else [])
+    out.gauge("recovery_lanes_last_pass_age_seconds", "Seconds from the last lanes pass to the time judged at "
+              "(before the first pass: from the first lane event), while the log has a lane not stopped on purpose.",
+              [(one, max(0.0, beat.age_s))] if beat is not None else [])
+    out.gauge("recovery_lanes_late", "1 when no lanes pass came for twice its period, or none at all while lanes "
+              "have been fed that long: nothing checks the lanes, nor observes them with --observe (status: "
+              "lanes_late).", [(one, int(late))])
 
 
 def _when(labels: Labels, text: str | None) -> list[tuple[Labels, float]]:

@@ -109,10 +109,17 @@ looks at what moved: the job's finish, the repository's HEAD, the progress file'
   twice. *Seed:* the first monitor only notified; the resume depended on someone carrying
   the message, and that gap was the 21 hours. Its `lane_check`, written before any send
   (no send when it cannot be written: nothing would record the resume), says how the pass
-  stands (`exit`: `ok`, or `error` with a `detail`: a log with no lane, new bad lines); a
-  pass that ends in error after it (a resume it could not send or record, a stop signal)
-  writes a second one, same `ts`, that says so. Every live view names a last pass that ended
-  in error, as a watcher's, so a failed send is never silent.
+  stands (`exit`: `ok`, or `error` with a `detail`: a lane it could not observe, a log with
+  no lane, new bad lines); a pass that ends in error after it (a resume it could not send or
+  record, a stop signal) writes a second one, same `ts`, that says so. Every live view names
+  a last pass that ended in error, as a watcher's, so a failed send is never silent.
+- **The noticer is watched too.** *Seed:* "壊れていたのは実装レーンではなく、「終わった」と気づく
+  主体でした". The lanes pass's `lane_check` is its heartbeat, with the period it runs at
+  (`period_s`, `--period`, 1 h): with lanes in the log (not all stopped on purpose), a last
+  `lane_check` older than twice it, or none while lanes have been fed that long, is named by
+  every live view (`lanes_late`) and paged. `eventlog lanes --observe DIR` observes each lane
+  before it checks, so one timer does both and its heartbeat covers the observation too: an
+  observer's own silence cannot be told from a quiet lane in the log.
 - Live views judge every lane now (`lanes.now` in the dump), not only at logged checks."""),
     ("Quota catch-up: re-run today's skipped jobs", "seed 002", (
         "job_registered", "circuit_opened", "circuit_closed", "job_skipped", "job_ran", "catchup_kicked",

@@ -6,7 +6,9 @@ the latest ``status_updated`` (time and state), ``job_finished`` and
 ``repo_commit`` (by log order), whether the lane is stopped, and the latest
 ``resume_enqueued`` of each (product, kind): its line, time and task branch;
 and how the lanes runner's last pass ended (the last ``lane_check`` that
-states its ``exit``: :class:`LanePass`).
+states its ``exit``: :class:`LanePass`); and the lanes pass's heartbeat: the
+time of the last ``lane_check`` and the period it states, or before any, the
+first lane event (:meth:`Lanes.heartbeat`).
 
 Decisions where the spec is silent (the lead's):
 
@@ -22,6 +24,14 @@ Decisions where the spec is silent (the lead's):
   with the thresholds it states (what that check judged with), and with those
   of the line before it for a threshold it does not state.
 
+The **lanes pass is late** (project's rule, mirroring the spec's watcher
+late) as of T when the log has a lane not stopped on purpose and its last
+``lane_check`` (any: it says a check ran) is older than twice the period it
+states (``period_s``; the last that states one, else :data:`PERIOD_S`, the
+shipped hourly timer), or there is none and the first lane event is that old.
+Every lane stopped on purpose: no pass is due (nothing is sent to a stopped
+lane; that is how lanes are retired).
+
 A **stall** is identified by its product, its kind and the event that anchors
 it: the ``job_finished`` for ``job-unpicked``, the ``status_updated`` for
 ``status-quiet``. A ``resume_enqueued`` of that product and kind after the
@@ -31,7 +41,7 @@ anchor (log order) covers it: the runner never enqueues twice for one stall.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal, NotRequired, TypedDict
+from typing import Any, Literal, NamedTuple, NotRequired, TypedDict
 
 import msgspec
 
@@ -95,6 +105,24 @@ class LanePass(msgspec.Struct, gc=False):
     line: int = 0
 
 
+class Heartbeat(NamedTuple):
+    """The lanes pass's heartbeat as of T (:meth:`Lanes.heartbeat`)."""
+
+    #: The last ``lane_check``'s ``ts`` as written; before any, the first lane event's.
+    ts: str
+    #: Seconds from it to T.
+    age_s: float
+    #: The runner's period: the last ``lane_check`` that states ``period_s``, else :data:`PERIOD_S`.
+    period_s: float
+    #: Whether a ``lane_check`` is in the log (False: ``ts`` is the first lane event's).
+    checked: bool
+
+    @property
+    def late(self) -> bool:
+        """Older than :data:`LATE_PERIODS` periods."""
+        return self.age_s > LATE_PERIODS * self.period_s
+
+
 class Verdict(TypedDict):
     """One lane's result in an ``impl-lane-watch/v1`` record (keys in the seed's order)."""
 
@@ -133,6 +161,14 @@ class LanesState(msgspec.Struct):
     check_line: int = 0
     #: The lanes runner's last pass, as the last ``lane_check`` that states its ``exit`` says (None: none did).
     last_pass: LanePass | None = None
+    #: The time of the last ``lane_check``, to measure from, and its ``ts`` as written (None: none yet).
+    check_at: datetime | None = None
+    check_ts: str | None = None
+    #: The ``period_s`` of the last ``lane_check`` that states one (None: none did).
+    checked_period_s: float | None = None
+    #: The first lane event (the one that made the first lane), to measure from, and its ``ts`` as written.
+    first_at: datetime | None = None
+    first_ts: str | None = None
 
 
 def _printed(ts: str | None, at: datetime) -> str:
@@ -200,6 +236,10 @@ def _threshold(configured: float | None, checked_s: float | None, unit_s: int, d
 #: The seed's thresholds: a finished job not picked up after 90 minutes, progress quiet for 8 hours.
 DEFAULT_UNPICKED_MINUTES = 90
 DEFAULT_QUIET_HOURS = 8
+#: The lanes runner's period when no ``lane_check`` states one: the shipped timer's (seed 001: "毎時の定常点検").
+PERIOD_S = 3600.0
+#: A lanes pass is late after this many periods with no ``lane_check`` (as the spec's watcher: twice).
+LATE_PERIODS = 2
 
 
 class Lanes:
@@ -284,6 +324,18 @@ class Lanes:
         """How the lanes runner's last pass ended (None: no ``lane_check`` states it)."""
         return self.state.last_pass
 
+    def heartbeat(self, as_of: datetime) -> Heartbeat | None:
+        """The lanes pass's heartbeat as of ``as_of``; None when no pass is due: no lane, or every lane is stopped
+        on purpose (see the module docstring)."""
+        state = self.state
+        if all(lane.stopped for lane in state.lanes.values()):  # no lane at all included
+            return None
+        period = PERIOD_S if state.checked_period_s is None else state.checked_period_s
+        if state.check_at is not None and state.check_ts is not None:
+            return Heartbeat(state.check_ts, elapsed_s(as_of, state.check_at), period, True)
+        assert state.first_at is not None and state.first_ts is not None  # a lane was made by an event
+        return Heartbeat(state.first_ts, elapsed_s(as_of, state.first_at), period, False)
+
     def view(self, as_of: datetime, as_of_text: str | None = None) -> dict[str, Any]:
         """The ``lanes`` part of the dump: the logged checks, and ``now``, every lane judged at ``as_of``.
 
@@ -294,15 +346,18 @@ class Lanes:
 
     # -- handlers -----------------------------------------------------------------------
 
-    def _lane(self, product: str) -> Lane:
-        lanes = self.state.lanes
-        lane = lanes.get(product)
+    def _lane(self, product: str, ts: str, at: datetime) -> Lane:
+        """``product``'s lane, made by this event (at ``at``, ``ts`` as written) when it is new."""
+        state = self.state
+        lane = state.lanes.get(product)
         if lane is None:
-            lane = lanes[product] = Lane()
+            lane = state.lanes[product] = Lane()
+            if state.first_at is None:
+                state.first_at, state.first_ts = at, ts
         return lane
 
     def _status_updated(self, ev: StatusUpdated, line: int, at: datetime) -> FoldResult:
-        lane = self._lane(ev.product)
+        lane = self._lane(ev.product, ev.ts, at)
         lane.updated_at = at
         lane.updated_ts = ev.ts
         lane.updated_line = line
@@ -310,23 +365,23 @@ class Lanes:
         return None
 
     def _job_finished(self, ev: JobFinished, line: int, at: datetime) -> FoldResult:
-        lane = self._lane(ev.product)
+        lane = self._lane(ev.product, ev.ts, at)
         lane.finished_at = at
         lane.finished_ts = ev.ts
         lane.finished_line = line
         return None
 
     def _repo_commit(self, ev: RepoCommit, line: int, at: datetime) -> FoldResult:
-        lane = self._lane(ev.product)
+        lane = self._lane(ev.product, ev.ts, at)
         lane.commit_at, lane.commit_ts, lane.commit_line = at, ev.ts, line
         return None
 
     def _lane_stopped(self, ev: LaneStopped, line: int, at: datetime) -> FoldResult:
-        self._lane(ev.product).stopped = True
+        self._lane(ev.product, ev.ts, at).stopped = True
         return None
 
     def _lane_started(self, ev: LaneStarted, line: int, at: datetime) -> FoldResult:
-        self._lane(ev.product).stopped = False
+        self._lane(ev.product, ev.ts, at).stopped = False
         return None
 
     def _lane_check(self, ev: LaneCheck, line: int, at: datetime) -> FoldResult:
@@ -342,6 +397,9 @@ class Lanes:
             state.checked_quiet_s = ev.quiet_s
         if ev.exit is not None:
             state.last_pass = LanePass(ev.ts, ev.exit, ev.detail, line)
+        state.check_at, state.check_ts = at, ev.ts
+        if ev.period_s is not None:
+            state.checked_period_s = ev.period_s
         return None
 
     def _resume_enqueued(self, ev: ResumeEnqueued, line: int, at: datetime) -> FoldResult:

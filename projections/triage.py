@@ -114,7 +114,7 @@ from projections.handoffs import (
     SKIPPED,
     Handoff,
 )
-from projections.lanes import JOB_UNPICKED, STATUS_QUIET
+from projections.lanes import JOB_UNPICKED, LATE_PERIODS, STATUS_QUIET, Heartbeat
 from projections.runner import Runner
 from projections.sessions import (
     BACKOFF,
@@ -173,6 +173,8 @@ REASONS: tuple[Reason, ...] = (
     Reason("watchers", "watcher_error", "Watchers whose last pass ended in error", False),
     Reason("watchers", "watcher_late", "Watchers that stopped reporting", False),
     Reason("watchers", "no_watcher", "Pending handoffs, and no watcher runs (none ever ran, or all are retired)",
+           False),
+    Reason("lanes", "lanes_late", "No lanes pass lately: nothing checks the lanes (nor observes them, with --observe)",
            False),
     Reason("lanes", "lanes_error", "The lanes runner's last pass ended in error", False),
     Reason("lanes", "job_unpicked", "Finished jobs nobody picked up", False),
@@ -384,6 +386,8 @@ class LaneTotals(msgspec.Struct, kw_only=True):
     idle: int
     last_pass: str | None = None
     last_pass_exit: Literal["ok", "error"] | None = None
+    #: Whether the lanes pass is late (``lanes_late``).
+    late: bool = False
 
 
 class CatchupTotals(msgspec.Struct, kw_only=True):
@@ -655,6 +659,21 @@ def retire_cmd(log: str, name: str) -> str:
 LANES_HELP = "eventlog lanes --help"
 #: How to feed a lane's state (its files are the person's).
 OBSERVE_HELP = "eventlog observe lane --help"
+#: Where to look when the lanes pass is late: its timer (systemd) or its job (launchd).
+LANES_TIMER = ("(systemd: `systemctl status recovery-ledger-lanes.timer`; launchd: "
+               "`launchctl print gui/$(id -u)/org.recovery-ledger.lanes`)")
+
+
+def lanes_late_words(beat: Heartbeat) -> str:
+    """Why the lanes pass is late: since when, its period, where to look, and what is not done meanwhile."""
+    every = (f"it runs every {duration_words(beat.period_s)} and is late after "
+             f"{duration_words(LATE_PERIODS * beat.period_s)}")
+    if not beat.checked:
+        return (f"no lanes pass in the log, and lanes have been fed since {beat.ts} ({every}): no stall is ever "
+                f"resumed; is its timer enabled? {LANES_TIMER}")
+    return (f"no lanes pass since {beat.ts}; {every}: is its timer running? {LANES_TIMER}; until one runs no "
+            "stall is resumed, and the lanes it observes (--observe) are judged from what it last read: a finished "
+            "job may look moving")
 
 
 def lanes_words(unpicked_s: float, quiet_s: float) -> str:
@@ -802,6 +821,7 @@ class _Judge:
         self.live = live and self.known
         self._unrecorded: dict[str, list[Control]] | None = None
         self._ahead: list[Ahead] | None = None
+        self._late: list[Item] | None = None
 
     def item(self, code: str, ident: str, reason: str, next_cmd: str, since: str | None = None,
              until: str | None = None) -> Item:
@@ -934,6 +954,15 @@ class _Judge:
                           f"{last.detail or 'no detail given'}; {fix}",
                           OBSERVE_HELP if not lanes.lanes else LANES_HELP, last.ts)]
 
+    def lanes_late(self) -> list[Item]:
+        """The lanes pass, when it is late as of T (:meth:`projections.lanes.Lanes.heartbeat`; worked out once per
+        judgement)."""
+        if self._late is None:
+            beat = self.runner.lanes.heartbeat(self.at) if self.known else None
+            self._late = ([self.item("lanes_late", "lanes", lanes_late_words(beat), LANES_HELP, beat.ts)]
+                          if beat is not None and beat.late else [])
+        return self._late
+
     def resumed(self, product: str, kind: str) -> str:
         """Whether a resume covers the stall: when it was enqueued and its task, or why none was sent yet."""
         lanes = self.runner.lanes
@@ -946,6 +975,9 @@ class _Judge:
             return "; no resume sent: no lanes pass in the log (eventlog lanes sends them)"
         if last.exit == "error":
             return f"; no resume sent: the last lanes pass ({last.ts}) ended in error"
+        late = self.lanes_late()
+        if late:
+            return f"; no resume sent: no lanes pass since {late[0].since}, and one is late (lanes_late)"
         return f"; no resume sent yet: the next lanes pass sends one (the last ran at {last.ts})"
 
     def lanes(self) -> list[Item]:
@@ -1347,6 +1379,7 @@ def triage(runner: Runner, as_of: datetime | None, as_of_text: str | None, facts
     for name in h.state.watchers:
         items += judge.watcher(name)
     items += judge.no_watcher()
+    items += judge.lanes_late()
     items += judge.lanes_pass()
     items += judge.lanes()
     items += judge.unfed()
@@ -1428,7 +1461,8 @@ def totals(runner: Runner, judge: _Judge, groups: list[Group]) -> Totals:
         out.lanes = LaneTotals(products=len(results), stalled=sum(r["stalled"] for r in results),
                                moving=reasons.count("moving"), stopped=reasons.count("stopped-on-purpose"),
                                idle=reasons.count("lane-idle"), last_pass=None if last is None else last.ts,
-                               last_pass_exit=None if last is None else last.exit)
+                               last_pass_exit=None if last is None else last.exit,
+                               late=bool(count.get("lanes_late")))
     c = runner.catchup
     if c.jobs or c.markers or c.state.open_until is not None or c.state.reruns:
         is_open = c.circuit_open(judge.at)
@@ -1651,6 +1685,17 @@ def _watcher_verdict(judge: _Judge, name: str) -> Verdict:
 
 
 def _lane_verdict(judge: _Judge, product: str) -> Verdict:
+    """A lane's verdict; while the lanes pass is late, that too (what it says may be as of its last pass)."""
+    verdict = _lane_said(judge, product)
+    late = judge.lanes_late()
+    if not late:
+        return verdict
+    return msgspec.structs.replace(verdict, says=f"{verdict.says}; but {late[0].reason}",
+                                   needs_person=late + verdict.needs_person,
+                                   next=[*verdict.next, *(it.next for it in late if it.next not in verdict.next)])
+
+
+def _lane_said(judge: _Judge, product: str) -> Verdict:
     lanes = judge.runner.lanes
     record = next(r for r in lanes.judge(judge.at, judge.text)["results"] if r["product"] == product)
     lane = lanes.lanes[product]

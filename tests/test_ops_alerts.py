@@ -456,12 +456,14 @@ def test_operations_doc_says_what_to_type_next_for_every_alert() -> None:
 #: nor how long an account's probes have failed, 6 h of which no fixture holds (handoffs.yml; its series written
 #: minute by minute below: test_an_account_whose_probes_fail_for_6_hours_is_paged_though_its_backoffs_run_out),
 #: nor whether follow could save its snapshot (ledger.yml; its series in tests/test_follow_outputs.py),
-#: nor a stream's server that cannot be reached (ledger.yml; its series in tests/test_nats_liveness.py).
+#: nor a stream's server that cannot be reached (ledger.yml; its series in tests/test_nats_liveness.py),
+#: nor a lanes pass that stopped: no fixture's last lane_check is twice its period old at its last line
+#: (lanes_catchup.yml; its series in tests/test_lanes_late.py).
 NOT_FROM_A_FIXTURE = {"RecoveryFollowDead", "RecoveryMetricsAbsent", "RecoveryLogMissing", "RecoveryInterruptSlow",
                       "RecoverySessionInterruptUnrecorded", "RecoveryTornTailStuck", "RecoveryUnfinishedBatch",
                       "RecoveryNotALog", "RecoveryLinesVanished", "RecoveryDatedAhead", "RecoveryLanesErrored",
                       "RecoveryHandoffPastDeadline", "RecoveryAccountBackingOff", "RecoverySnapshotUnsaved",
-                      "RecoveryLogUnreachable"}
+                      "RecoveryLogUnreachable", "RecoveryLanesDead", "RecoveryLanesLate"}
 
 
 def expected_alerts(dump: dict[str, Any]) -> set[tuple[str, frozenset[tuple[str, str]]]]:

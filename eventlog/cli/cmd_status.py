@@ -34,7 +34,8 @@ then the totals of each domain the log holds. Every domain is looked at:
 handoffs (handed to a person, stale claims, still out past their deadline,
 accounts backing off), watchers (late, or ended in error; a retired one is
 not), lanes (stalled now, with whether a resume went out; the lanes runner's
-last pass, when it ended in error), catch-up (a guarded job with no marker of
+last pass, when it ended in error or is late: no lane_check for twice its
+period), catch-up (a guarded job with no marker of
 today 2 h after its slot: nothing feeds its markers?; re-runs that ended badly
 or never reported their end, candidates, an open circuit), sessions (waiting
 for a decision, a retry due, no worker at work though one should be: claimed
@@ -216,8 +217,9 @@ def totals_lines(t: Triage) -> list[str]:
                    f"last run {w.last_run or 'never'}")
     if (la := tot.lanes) is not None:
         last = f"; last lanes pass {la.last_pass} ({la.last_pass_exit})" if la.last_pass is not None else ""
+        late = "; the lanes pass is late" if la.late else ""
         out.append(f"Lanes: {_plural(la.products, 'product')}; stalled {la.stalled:,}, moving {la.moving:,}, "
-                   f"stopped {la.stopped:,}, idle {la.idle:,}{last}")
+                   f"stopped {la.stopped:,}, idle {la.idle:,}{last}{late}")
     if (c := tot.catchup) is not None:
         circuit = f"open until {c.open_until}" if c.circuit == "open" else "closed"
         reruns = (f"re-runs ended badly {c.reruns_failed:,}, never reported their end {c.reruns_no_end:,}; "
