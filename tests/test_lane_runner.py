@@ -263,8 +263,8 @@ def test_lanes_at_pins_the_check_and_thresholds_apply(tmp_path: Path) -> None:
     out = lanes(log, record, "ok", "--at", at, "--quiet", "9h", "--json")
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["enqueued"] == [] and not record.exists()
-    assert read(log)[-1] == {"type": "lane_check", "ts": at, "unpicked_s": 5400, "quiet_s": 32400, "exit": "ok",
-                             "seq": 2}
+    assert read(log)[-1] == {"type": "lane_check", "ts": at, "unpicked_s": 5400, "quiet_s": 32400, "period_s": 3600,
+                             "exit": "ok", "seq": 2}
     out = lanes(log, record, "ok", "--at", at, "--json")  # the default 8h: stalled
     assert [e["product"] for e in json.loads(out.stdout)["enqueued"]] == ["quiet"]
 

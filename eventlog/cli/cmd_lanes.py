@@ -41,6 +41,19 @@ STALLS_EXITS = """\
 2  bad usage or a log that cannot be read"""
 
 LANES = """\
+With --observe DIR, first observe every lane of DIR: each NAME.env there (not
+hidden; the KEY=VALUE files the recovery-ledger-observe-lane@NAME units read:
+LANE_PRODUCT, LANE_WORKER_LOG, LANE_FINISHED_REGEX, LANE_REPO, LANE_REF,
+LANE_PROGRESS, LANE_STOP_FILE) is one lane, observed as eventlog observe lane
+does with those options (an empty or unset one is not given). The files are
+read as data, never run: a line that is no KEY=VALUE, an unknown key, a key
+set twice, a quote not closed, a bare value with a quote or a backslash
+(systemd drops it: quote the value), no LANE_PRODUCT or no source is named
+FILE:LINE: reason and that lane is not observed. A lane that cannot be observed
+is named (lane PRODUCT (FILE): why) and the others still are; so is a DIR that
+cannot be read or holds no NAME.env. So one timer observes and checks, and its
+lane_check is the heartbeat of both.
+
 Judge every lane as of now (or --at), append the run's lane_check (ts: the time
 judged at) with how the run stands, exit ok or exit error and a detail saying
 what it could not do (what it says on stderr), and only then, for each lane
@@ -66,27 +79,32 @@ this user may not write) gets no CMD run: its lane_check could not be written,
 and nothing could record the resume. A resume sent whose resume_enqueued cannot
 be written is said with the eventlog append command that records it: the next
 run sends it again unless it is pasted first. A log with no lane at all is said
-(nothing feeds lane state: eventlog observe lane does, for each lane). Two
-runners of one log take turns (LOG.lanes.lock). SIGTERM or SIGINT: the running
-CMD is stopped as over --timeout (no resume_enqueued: the next run retries), no
-other starts (nor is the lock waited for any longer), and what was cut short is
-said. Why it exits 1 is on stderr, one line each.
+(nothing feeds lane state: --observe DIR, or eventlog observe lane for each
+lane). Two runners of one log take turns (LOG.lanes.lock). SIGTERM or SIGINT:
+the running CMD is stopped as over --timeout (no resume_enqueued: the next run
+retries), no other starts (nor is the lock waited for any longer), and what was
+cut short is said. Why it exits 1 is on stderr, one line each.
 
 The lane_check states --unpicked and --quiet (unpicked_s, quiet_s, seconds):
 status, explain, follow, serve, stalls and tools/replay judge lanes with them
-(until a later check states others), so they show the stalls this run acts on."""
+(until a later check states others), so they show the stalls this run acts on.
+It states --period too (period_s: how often this runs, as its timer does; 1h):
+while the log has a lane not stopped on purpose, status, explain, serve and
+follow --prom name the lanes pass late when no lane_check came for twice it
+(lanes_late; none at all: twice it since the first lane event)."""
 
 LANES_EXITS = """\
 0  done: every stall resumed or already covered
-1  a CMD failed, the log could not be read or written (a resume sent but not
-   recorded is said so, with the line to paste: the next run sends it again
-   unless it is), its lock file could not be opened or created (named, and
-   why: nothing done), it has bad lines new
-   since the last lane_check (older ones are only named on stderr), it has no
-   lane at all (nothing feeds lane state: run eventlog observe lane for each
-   lane), or SIGTERM or SIGINT stopped the run
+1  a CMD failed, a lane of --observe DIR could not be observed (or DIR read), the
+   log could not be read or written (a resume sent but not recorded is said so,
+   with the line to paste: the next run sends it again unless it is), its lock
+   file could not be opened or created (named, and why: nothing done), it has
+   bad lines new since the last lane_check (older ones are only named on
+   stderr), it has no lane at all (nothing feeds lane state: --observe DIR, or
+   eventlog observe lane for each lane), or SIGTERM or SIGINT stopped the run
 2  bad usage (--enqueue-cmd still the '<...>' placeholder of a copied command)
-   or no such log: nothing run or written"""
+   or no such log (with --observe a log file is created, as observe lane does):
+   nothing run or written"""
 
 
 def register(sub: Any) -> None:
@@ -106,6 +124,10 @@ def register(sub: Any) -> None:
                    help="CMD timeout (5m)")
     q.add_argument("--kill-grace", type=duration, default=lanes.KILL_GRACE_S, metavar="DURATION",
                    help="SIGTERM to SIGKILL for a CMD over --timeout (5s)")
+    q.add_argument("--observe", metavar="DIR",
+                   help="observe each lane of DIR/NAME.env first (as the observe-lane@ units; empty: none)")
+    q.add_argument("--period", type=duration, default=lanes.PERIOD_S, metavar="DURATION",
+                   help="how often this runs, as its timer does (1h): late after twice it")
     add_thresholds(q, runner=True)
     add_judging(q)
     q.add_argument("--json", action="store_true", help="print one JSON object")
@@ -136,9 +158,10 @@ def run_lanes(args: argparse.Namespace) -> int:
         tz, at = judging(args)
         opts = lanes.LanesOptions(log=args.log, enqueue_cmd=command_words(args.enqueue_cmd, "--enqueue-cmd"),
                                   timeout_s=args.timeout, kill_grace_s=args.kill_grace, unpicked_s=args.unpicked,
-                                  quiet_s=args.quiet, at=at, assume_tz=tz)
+                                  quiet_s=args.quiet, at=at, assume_tz=tz, observe_dir=args.observe or None,
+                                  period_s=args.period)
         opts.check()
     except (UsageError, ValueError) as err:
         return refused(err)
     done = stoppable("lanes", lambda: lanes.run_lanes(opts))
-    return report(done, args.json, done.text(), done.notes)
+    return report(done, args.json, done.observed_text() + done.text(), done.notes)

@@ -6,24 +6,29 @@ time dated more than :data:`projections.ahead.TOLERANCE_S` ahead (a finished job
 a status, a commit: a writer's clock ahead) is a problem too: its lane cannot be
 judged stalled until the clock passes it.
 
-:func:`run_lanes` judges every lane at its clock and, **before any command
-runs**, appends its ``lane_check`` (intent before the act; ts: the time it
-judged at, so its record is the one the pass acted on) with how the pass stands:
-``exit`` ``ok``, or ``error`` and a ``detail`` naming what it could not do (its
-problems, as on stderr). When that line cannot be written (a full disk, a file
-this user may not write, no event log, a torn tail no append cuts) no command
-runs: nothing would record the resume, so every run would send it again. Then
-for each lane that check finds stalled and that no ``resume_enqueued`` covers
-yet (same product and kind, after the stall's anchor), it runs the enqueue
-command with the product and the kind as its last two arguments and in
-``RESUME_PRODUCT`` and ``RESUME_KIND``, and then appends ``resume_enqueued``.
-The last non-empty line the command prints on stdout, if any, is its
-``task_branch`` (cut by :func:`~eventlog.runners.process.excerpt`). Stopped and
-idle lanes are never stalled, so never resumed. The command's result is its own
-exit: one that starts the work in the background and exits 0 has enqueued it
-(seed 001's resume is asynchronous); the work it left running is not waited
-for. A pass that ends in error after its ``lane_check`` (a failed send, a resume
-not recorded, a stop signal) appends a second ``lane_check``, same ts, that says
+:func:`run_lanes` first observes every lane of ``observe_dir`` when it is given
+(:func:`eventlog.runners.observe.observe_dir`: each ``NAME.env`` there, as
+``eventlog observe lane`` would; a lane that cannot be observed is a problem,
+named, and the others are still observed), so one timer observes and checks and
+its ``lane_check`` is the heartbeat of both. It then judges every lane at its
+clock and, **before any command runs**, appends its ``lane_check`` (intent
+before the act; ts: the time it judged at, so its record is the one the pass
+acted on) with how the pass stands: ``exit`` ``ok``, or ``error`` and a
+``detail`` naming what it could not do (its problems, as on stderr). When that
+line cannot be written (a full disk, a file this user may not write, no event
+log, a torn tail no append cuts) no command runs: nothing would record the
+resume, so every run would send it again. Then for each lane that check finds
+stalled and that no ``resume_enqueued`` covers yet (same product and kind, after
+the stall's anchor), it runs the enqueue command with the product and the kind
+as its last two arguments and in ``RESUME_PRODUCT`` and ``RESUME_KIND``, and
+then appends ``resume_enqueued``. The last non-empty line the command prints on
+stdout, if any, is its ``task_branch`` (cut by
+:func:`~eventlog.runners.process.excerpt`). Stopped and idle lanes are never
+stalled, so never resumed. The command's result is its own exit: one that
+starts the work in the background and exits 0 has enqueued it (seed 001's
+resume is asynchronous); the work it left running is not waited for. A pass
+that ends in error after its ``lane_check`` (a failed send, a resume not
+recorded, a stop signal) appends a second ``lane_check``, same ts, that says
 so: a failed send, a stop signal, new bad lines and a log with no lane all leave
 that trace in the log, and the views name a last pass that ended in error (as
 failback's heartbeat).
@@ -51,6 +56,11 @@ failback's heartbeat).
   (``unpicked_s``, ``quiet_s``): ``tools/replay`` judges that line's record
   with them, and ``status``, ``explain``, ``follow``, ``serve``, ``stalls``
   and the dump judge lanes as this run did until a later check states others.
+  It states ``period_s`` too (how often the runner runs): the views name the
+  lanes pass late when no ``lane_check`` came for twice it
+  (:meth:`projections.lanes.Lanes.heartbeat`).
+- A stop signal while it observes (git's process group is stopped) ends the
+  run there: nothing judged, no ``lane_check`` (as while waiting for the lock).
 
 A log with no lane at all (nothing fed lane state: no ``eventlog observe lane``
 ran) is a problem of the runner: its check judges nothing, so no stall could
@@ -72,7 +82,7 @@ import msgspec
 
 from eventlog.appender import AppendError
 from eventlog.clock import NOW, At, Clock, now
-from eventlog.logs import Log, no_event_log, open_log
+from eventlog.logs import Log, is_url, no_event_log, open_log
 from eventlog.runners.common import (
     BadLines,
     LockUnavailable,
@@ -80,12 +90,14 @@ from eventlog.runners.common import (
     RunnerError,
     bad_lines,
     check_bounds,
+    not_a_directory,
     require_log,
     runner_lock,
 )
+from eventlog.runners.observe import ObserveReport, observe_dir
 from eventlog.runners.process import DETAIL_CHARS, Interrupted, excerpt, run
 from projections.ahead import dated_ahead
-from projections.lanes import CheckRecord, Lanes
+from projections.lanes import PERIOD_S, CheckRecord, Lanes
 from projections.runner import in_units, thresholds
 from projections.triage import AHEAD_KIND, ahead_words, append_cmd, explain_cmd
 
@@ -174,19 +186,30 @@ class LanesOptions:
     #: When the check is made: now (the default), a fixed time, or the log's last line.
     at: At = NOW
     assume_tz: tzinfo | None = None
+    #: A directory of lane env files (``NAME.env``) to observe before the check (None: none; the lanes are fed
+    #: by their own observers).
+    observe_dir: str | None = None
+    #: How often the runner runs (its timer's period; by default the shipped hourly timer's), stated in its
+    #: ``lane_check``.
+    period_s: float = PERIOD_S
 
     def check(self) -> None:
         """RunnerError when the runner cannot run with these options (nothing is written then)."""
         if not self.enqueue_cmd:
             raise RunnerError("--enqueue-cmd is empty")
-        check_bounds(self.kill_grace_s, timeout_s=self.timeout_s)
+        check_bounds(self.kill_grace_s, timeout_s=self.timeout_s, period_s=self.period_s)
         _check_thresholds(self.unpicked_s, self.quiet_s)
-        require_log(self.log, self.assume_tz)
+        if self.observe_dir is not None and not is_url(self.log):
+            not_a_directory(self.log)  # a log file the observation creates, as eventlog observe lane does
+        else:
+            require_log(self.log, self.assume_tz)
 
 
 class LanesReport(msgspec.Struct, kw_only=True):
     """What a lanes run did: the check it made, and each stall enqueued, already enqueued, or failed."""
 
+    #: What observing each lane of ``observe_dir`` did, in file order (empty: none was given).
+    observed: list[ObserveReport] = msgspec.field(default_factory=list)
     check: CheckRecord | None = None
     #: Whether its ``lane_check`` was appended (before any command ran: none runs when it could not be).
     recorded: bool = False
@@ -207,6 +230,10 @@ class LanesReport(msgspec.Struct, kw_only=True):
     def status(self) -> int:
         """1 when a problem needs a person, else 0."""
         return 1 if self.problems else 0
+
+    def observed_text(self) -> list[str]:
+        """What it observed, for people, one line each (to print before :meth:`text`)."""
+        return [f"observed {line}" for report in self.observed for line in report.text()]
 
     def text(self) -> list[str]:
         """The report for people, one line each."""
@@ -251,12 +278,21 @@ def run_lanes(opts: LanesOptions) -> LanesReport:
     """
     report = LanesReport()
     try:
+        _observe(opts, report)
         _run_lanes(opts, report)
-    except Interrupted as stop:  # while waiting for the lock: nothing was judged, nothing is written
+    except Interrupted as stop:  # while observing or waiting for the lock: nothing was judged, nothing is written
         _stopped(opts, report, stop)
     except LockUnavailable as err:
         report.problems.append(f"{opts.log}: {err.strerror}: nothing judged, no resume sent")
     return report
+
+
+def _observe(opts: LanesOptions, report: LanesReport) -> None:
+    """The pass's first step: observe each lane of ``opts.observe_dir`` (none: nothing), its problems the pass's."""
+    if opts.observe_dir is None:
+        return
+    report.observed = observe_dir(opts.observe_dir, opts.log, opts.assume_tz, opts.at)
+    report.problems += [problem for observed in report.observed for problem in observed.problems]
 
 
 def _stopped(opts: LanesOptions, report: LanesReport, stop: Interrupted) -> None:
@@ -354,7 +390,8 @@ def _record(opts: LanesOptions, log: Log, checked_at: str, report: LanesReport) 
     """Append the pass's ``lane_check``: the thresholds it judged with, and how the pass stands (its problems, if
     any); whether it was written."""
     event: dict[str, Any] = {"type": "lane_check", "ts": checked_at, "unpicked_s": opts.unpicked_s,
-                             "quiet_s": opts.quiet_s, "exit": "error" if report.problems else "ok"}
+                             "quiet_s": opts.quiet_s, "period_s": opts.period_s,
+                             "exit": "error" if report.problems else "ok"}
     if report.problems:
         event["detail"] = excerpt("; ".join(report.problems), DETAIL_CHARS)
     try:
@@ -370,7 +407,8 @@ def no_lane(log: str) -> str:
     """Why a check of a log with no lane at all judged nothing, and what feeds lane state."""
     return (f"{log}: no lane in the log (no status_updated, job_finished, repo_commit, lane_stopped or lane_started "
             "of any product): nothing is judged, so no stall can ever be found; feed each lane's state with "
-            "`eventlog observe lane LOG PRODUCT` every 10 minutes (docs/OPERATIONS.md)")
+            "--observe DIR (a NAME.env per lane) or `eventlog observe lane LOG PRODUCT` every 10 minutes "
+            "(docs/OPERATIONS.md)")
 
 
 def task_branch(stdout: str) -> str | None:
@@ -383,6 +421,6 @@ def task_branch(stdout: str) -> str | None:
 
 
 __all__ = [
-    "ENQUEUE_TIMEOUT_S", "KILL_GRACE_S", "QUIET_S", "UNPICKED_S", "LanesOptions", "LanesReport", "StallOptions",
-    "StallReport", "in_units", "judge_stalls", "no_lane", "run_lanes", "task_branch", "thresholds",
+    "ENQUEUE_TIMEOUT_S", "KILL_GRACE_S", "PERIOD_S", "QUIET_S", "UNPICKED_S", "LanesOptions", "LanesReport",
+    "StallOptions", "StallReport", "in_units", "judge_stalls", "no_lane", "run_lanes", "task_branch", "thresholds",
 ]

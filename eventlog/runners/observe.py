@@ -33,6 +33,11 @@ that is not UTF-8 in its time or job id, an event the appender would refuse)
 is named ``FILE:LINE: reason`` on every pass, and the others are observed; so
 is a last line left without its newline for a minute.
 
+:func:`observe_dir` observes every lane of a directory of lane env files
+(``NAME.env``, the ``KEY=VALUE`` files the ``recovery-ledger-observe-lane@NAME``
+units read, :data:`LANE_KEYS`), read as data (:mod:`eventlog.envfile`), each by
+:func:`observe_lane`: the lanes pass's first step (``eventlog lanes --observe``).
+
 "Now" is the time ``at`` gives (``--at``, else the clock). A worker log line
 or a progress file's mtime dated ahead of it (more than the views' tolerance,
 :func:`eventlog.importers.ahead_edge`: 2062 typed for 2026, a clock ahead) is
@@ -52,7 +57,9 @@ from typing import Any
 
 import msgspec
 
+from eventlog.appender import AppendError
 from eventlog.clock import NOW, At
+from eventlog.envfile import parse_env
 from eventlog.importers import EndedLines, appendable, instant, not_ahead, not_utf8, open_text
 from eventlog.logs import open_log
 from eventlog.observe import (
@@ -66,6 +73,7 @@ from eventlog.observe import (
 )
 from eventlog.runners.common import (
     BadLines,
+    LockUnavailable,
     RunnerError,
     count_unfinished,
     log_events,
@@ -74,7 +82,7 @@ from eventlog.runners.common import (
     runner_lock,
     unfinished_words,
 )
-from eventlog.runners.process import run
+from eventlog.runners.process import Interrupted, run
 
 #: Bound on one ``git`` call.
 GIT_TIMEOUT_S = 30.0
@@ -96,6 +104,9 @@ class LaneObservation:
     assume_tz: tzinfo | None = None
     #: The time ``lane_started`` is stamped with (now unless pinned).
     at: At = NOW
+    #: Whether the log's bad lines are among the problems (False: the caller says them itself, as a lanes pass
+    #: does: only those new since its last check); they are counted in ``bad_lines`` either way.
+    say_bad_lines: bool = True
 
     def check(self) -> re.Pattern[str]:
         """RunnerError when it cannot run; the worker log's pattern."""
@@ -120,6 +131,8 @@ class ObserveReport(msgspec.Struct, kw_only=True):
 
     log: str
     product: str
+    #: The lane's env file, when it was observed from one (:func:`observe_dir`).
+    file: str | None = None
     appended: list[dict[str, Any]] = msgspec.field(default_factory=list)
     bad_lines: BadLines = msgspec.field(default_factory=BadLines)
     problems: list[str] = msgspec.field(default_factory=list)
@@ -141,12 +154,13 @@ class ObserveReport(msgspec.Struct, kw_only=True):
         older = (f"{len(self.older)} finished line(s) older than the lane's latest job_finished, not appended: "
                  f"{', '.join(self.older)}") if self.older else ""
         left = "; ".join(filter(None, (older, unfinished_words(self.unfinished))))
+        name = self.product or self.file or ""
         if not self.appended:
             done = (f"nothing written; {len(self.problems)} problem(s), on stderr" if self.problems
                     else "nothing changed, nothing written")
-            return [f"{self.product}: {done}" + (f"; {left}" if left else "")]
-        return [f"{self.product}: {e['type']} at {e['ts']}" + (f" ({_what(e)})" if _what(e) else "")
-                for e in self.appended] + ([f"{self.product}: {left}"] if left else [])
+            return [f"{name}: {done}" + (f"; {left}" if left else "")]
+        return [f"{name}: {e['type']} at {e['ts']}" + (f" ({_what(e)})" if _what(e) else "")
+                for e in self.appended] + ([f"{name}: {left}"] if left else [])
 
 
 def _what(ev: dict[str, Any]) -> str:
@@ -164,7 +178,10 @@ def observe_lane(opts: LaneObservation) -> ObserveReport:
         bad: list[dict[str, Any]] = []
         now = opts.at.clock(None)()
         known = lane_known(log_events(opts.log, opts.assume_tz, bad), opts.product, now)
-        name_bad_lines(report, opts.log, bad)
+        if opts.say_bad_lines:
+            name_bad_lines(report, opts.log, bad)
+        else:
+            report.bad_lines = BadLines.of(bad)
         new: list[tuple[datetime, dict[str, Any]]] = []
         ahead: list[str] = []
         if opts.worker_log:
@@ -292,4 +309,111 @@ def _stop(opts: LaneObservation, known: LaneKnown, report: ObserveReport,
     return []
 
 
-__all__ = ["GIT_TIMEOUT_S", "LaneObservation", "ObserveReport", "observe_lane"]
+# --- a directory of lanes (the lanes pass's --observe) ------------------------------------------
+
+#: A lane env file's keys (ops/systemd/lane.env; what the observe-lane@ unit passes each as).
+LANE_KEYS: dict[str, str] = {
+    "LANE_PRODUCT": "PRODUCT", "LANE_WORKER_LOG": "--worker-log", "LANE_FINISHED_REGEX": "--finished-regex",
+    "LANE_REPO": "--repo", "LANE_REF": "--ref", "LANE_PROGRESS": "--progress", "LANE_STOP_FILE": "--stop-file",
+}
+#: The keys of the sources: at least one is needed.
+SOURCE_KEYS = ("LANE_WORKER_LOG", "LANE_REPO", "LANE_PROGRESS", "LANE_STOP_FILE")
+
+
+def lane_settings(path: str, log: str, assume_tz: tzinfo | None = None, at: At = NOW,
+                  ) -> tuple[LaneObservation | None, list[str]]:
+    """The observation of the lane env file ``path`` into ``log``, read as the observe-lane@ unit passes it (an
+    empty or unset key is an option not given), or None and why it cannot be used (``FILE:LINE: reason``, one
+    each: a line :func:`eventlog.envfile.parse_env` refuses, a key that is no lane setting, no product, no
+    source, a regex that does not compile)."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as err:
+        return None, [f"{path}: cannot read it: {err.strerror or err}"]
+    values, problems = parse_env(data, path, LANE_KEYS)
+
+    def get(key: str) -> str | None:
+        return values[key].value if key in values and values[key].value else None
+
+    product = get("LANE_PRODUCT")
+    if product is None:
+        problems.append(f"{path}: no LANE_PRODUCT: set it to the lane's product (what status and the alerts call "
+                        "the lane)")
+    if not any(get(key) for key in SOURCE_KEYS):
+        problems.append(f"{path}: nothing to observe: set {', '.join(SOURCE_KEYS[:-1])} or {SOURCE_KEYS[-1]}")
+    regex = get("LANE_FINISHED_REGEX") or FINISHED
+    try:
+        compile_finished(regex)
+    except ValueError as err:
+        problems.append(f"{path}:{values['LANE_FINISHED_REGEX'].line}: LANE_FINISHED_REGEX: {err}")
+    if problems or product is None:
+        return None, problems
+    return LaneObservation(log=log, product=product, worker_log=get("LANE_WORKER_LOG"), finished_regex=regex,
+                           repo=get("LANE_REPO"), ref=get("LANE_REF") or "HEAD", progress=get("LANE_PROGRESS"),
+                           stop_file=get("LANE_STOP_FILE"), assume_tz=assume_tz, at=at, say_bad_lines=False), []
+
+
+def observe_dir(directory: str, log: str, assume_tz: tzinfo | None = None, at: At = NOW) -> list[ObserveReport]:
+    """Observe every lane of ``directory`` into ``log``: each ``*.env`` file (not hidden), in name order, is one
+    lane (:func:`lane_settings`), observed as :func:`observe_lane` does; the log's bad lines are counted, not said
+    (the caller says them).
+
+    One report per file, with its ``file``, each problem naming the lane (``lane PRODUCT (FILE): ...``) or the
+    file (``FILE:LINE: ...``): a file that cannot be used, or two files of one product, is not observed; a lane
+    whose log cannot be read or written is said, and the next is still observed. A directory that cannot be read
+    or holds no ``*.env`` file is one report with that problem (a pass that observes nothing must not look fine).
+    A stop signal (:class:`~eventlog.runners.process.Interrupted`) is raised, saying which lane it cut short.
+    """
+    try:
+        with os.scandir(directory) as entries:
+            names = sorted(e.name for e in entries if e.name.endswith(".env") and not e.name.startswith("."))
+    except OSError as err:
+        return [ObserveReport(log=log, product="", file=directory,
+                              problems=[f"cannot read the lanes directory {directory}: {err.strerror or err}"])]
+    if not names:
+        return [ObserveReport(log=log, product="", file=directory,
+                              problems=[f"the lanes directory {directory} holds no *.env file: no lane is observed "
+                                        "(one NAME.env per lane: ops/systemd/lane.env)"])]
+    reports: list[ObserveReport] = []
+    files: dict[str, str] = {}
+    for name in names:
+        path = os.path.join(directory, name)
+        opts, problems = lane_settings(path, log, assume_tz, at)
+        if opts is not None and opts.product in files:
+            problems = [f"{path}: LANE_PRODUCT {opts.product} is also {files[opts.product]}'s: one file per lane "
+                        "(this one is not observed)"]
+            opts = None
+        if opts is None:
+            reports.append(ObserveReport(log=log, product="", file=path, problems=problems))
+            continue
+        files[opts.product] = path
+        reports.append(_observe_one(opts, path))
+    return reports
+
+
+def _observe_one(opts: LaneObservation, path: str) -> ObserveReport:
+    """:func:`observe_lane` of the lane of ``path``, its problems (and a failure) said as the lane's."""
+    where = f"lane {opts.product} ({path})"
+    try:
+        report = observe_lane(opts)
+    except Interrupted as stop:
+        stop.what = f"while observing {where}: nothing of it appended, nothing judged"
+        raise
+    except AppendError as err:
+        report = ObserveReport(log=opts.log, product=opts.product,
+                               problems=[f"cannot append to {opts.log}: {'; '.join(err.messages)}"])
+    except LockUnavailable as err:  # LOG.observe.lock
+        report = ObserveReport(log=opts.log, product=opts.product, problems=[f"{err.strerror}: not observed"])
+    except OSError as err:  # the log could not be read
+        report = ObserveReport(log=opts.log, product=opts.product,
+                               problems=[f"cannot read {opts.log}: {err.strerror or err}"])
+    except ValueError as err:  # RunnerError: settings observe lane refuses
+        report = ObserveReport(log=opts.log, product=opts.product, problems=[str(err)])
+    report.file = path
+    report.problems = [f"{where}: {problem}" for problem in report.problems]
+    return report
+
+
+__all__ = ["GIT_TIMEOUT_S", "LANE_KEYS", "LaneObservation", "ObserveReport", "lane_settings", "observe_dir",
+           "observe_lane"]
