@@ -187,6 +187,9 @@ def test_each_unit_runs_its_command_with_flags_eventlog_takes(job: str) -> None:
     if job == "failback":
         assert args.period == every  # the heartbeat says how often the timer runs it: the alerts use it
         assert shlex.split(args.probe_cmd) == ["claude", "-p", "reply PING_OK"]  # the quotes survive
+    if job == "lanes":
+        assert args.period == every  # its lane_check says how often the timer runs it: RecoveryLanesDead uses it
+        assert args.observe == env()["LANES_OBSERVE_DIR"] == "/etc/recovery-ledger/lanes"  # the lane files' home
     if job == "follow":
         assert args.prom.startswith("/var/lib/prometheus/node-exporter/") and args.prom.endswith(".prom")
         assert os.path.dirname(args.prom) in service["ReadWritePaths"][0].split()
@@ -264,7 +267,7 @@ def test_each_plist_loads_and_says_what_its_systemd_unit_says(job: str) -> None:
         # would stop nothing). Elsewhere the operator's --kick-cmd runs a job and waits.
         assert (mac.scheduler, mac.kick_cmd) == ("launchd", None) and linux.kick_cmd
         mac.scheduler, mac.kick_cmd = linux.scheduler, linux.kick_cmd
-    paths = {"log", "dump", "prom", "snapshot", "keys", "resume_cmd", "enqueue_cmd", "kick_cmd", *FEEDS}
+    paths = {"log", "dump", "prom", "snapshot", "keys", "resume_cmd", "enqueue_cmd", "kick_cmd", "observe", *FEEDS}
     assert {k: v for k, v in vars(mac).items() if k not in paths and not callable(v)} == \
         {k: v for k, v in vars(linux).items() if k not in paths and not callable(v)}
     assert {k for k in paths if getattr(mac, k, None)} == {k for k in paths if getattr(linux, k, None)}
@@ -576,11 +579,39 @@ def test_the_lane_observers_command_feeds_the_lane_the_lanes_check_judges(tmp_pa
     assert [json.loads(line)["type"] for line in log.read_text().splitlines()] == ["status_updated"]
     again = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert again.returncode == 0 and "nothing changed" in again.stdout  # safe every 10 minutes
-    check = subprocess.run(_as_here(exec_start("lanes"), {env()["LEDGER_LOG"]: str(log),
-                                                          env()["LANES_ENQUEUE_CMD"]: "false"}),
+    only_checks = {**env(), "LANES_OBSERVE_DIR": ""}  # the lanes are fed by their observers: the pass only checks
+    check = subprocess.run(_as_here(exec_start("lanes", only_checks), {env()["LEDGER_LOG"]: str(log),
+                                                                       env()["LANES_ENQUEUE_CMD"]: "false"}),
                            cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert check.returncode == 0, check.stderr
     assert "sashiko-repair: moving" in check.stdout
+
+
+def test_the_lanes_units_pass_observes_each_lane_file_then_writes_its_heartbeat_at_the_timers_period(
+        tmp_path: Path) -> None:
+    """The shipped lanes unit, with LANES_OBSERVE_DIR holding the shipped lane.env (its paths made real, its
+    other sources unset): one pass observes the lane and checks it, and its lane_check states the timer's period,
+    what RecoveryLanesDead and status's lanes_late compare with. No observe-lane@ timer is needed."""
+    log, lanes_dir, progress = tmp_path / "ledger.jsonl", tmp_path / "lanes", tmp_path / "progress.json"
+    lanes_dir.mkdir()
+    progress.write_text('{"state": "running"}\n')
+    shipped = (SYSTEMD / "lane.env").read_text()
+    lane = env("lane.env")
+    text = shipped.replace(lane["LANE_PROGRESS"], str(progress))
+    for key in ("LANE_WORKER_LOG", "LANE_REPO", "LANE_STOP_FILE"):
+        text = text.replace(f"{key}={lane[key]}", f"{key}=")
+    (lanes_dir / "sashiko-repair.env").write_text(text)
+    values = {**env(), "LEDGER_LOG": str(log), "LANES_ENQUEUE_CMD": "false", "LANES_OBSERVE_DIR": str(lanes_dir)}
+    argv = exec_start("lanes", values)
+    ran = subprocess.run([sys.executable, "-m", "eventlog", *argv[1:]], cwd=ROOT, capture_output=True, text=True,
+                         timeout=120)
+    assert ran.returncode == 0, ran.stderr
+    assert "observed sashiko-repair: status_updated" in ran.stdout and "sashiko-repair: moving" in ran.stdout
+    lines = [json.loads(line) for line in log.read_text().splitlines()]
+    assert [e["type"] for e in lines] == ["status_updated", "lane_check"]
+    times = elapses(unit(SYSTEMD / "recovery-ledger-lanes.timer")["Timer"]["OnCalendar"][0], 2)
+    assert lines[-1]["period_s"] == (times[1] - times[0]).total_seconds() == JOBS["lanes"][1]
+    assert lines[-1]["exit"] == "ok"
 
 
 def test_the_lanes_check_of_a_log_no_observer_feeds_says_so_and_fails(tmp_path: Path) -> None:
