@@ -85,7 +85,8 @@ def test_sessions_of_a_session_only_a_bad_line_names(log: Path) -> None:
 
 
 def test_sessions_of_a_clean_log_says_nothing_on_stderr(tmp_path: Path) -> None:
-    clean = write_log(tmp_path / "clean.jsonl", [CLAIMED])
+    ready = {"type": "worker_ready", "ts": "2026-08-03T09:00:20+09:00", "session_id": "s1", "generation": 1}
+    clean = write_log(tmp_path / "clean.jsonl", [CLAIMED, ready])  # ready: a worker not ready after 1 h is named
     out = run_cli("sessions", str(clean), *AT)
     assert (out.returncode, out.stderr) == (0, "")
     assert json.loads(run_cli("sessions", str(clean), "--json", *AT).stdout)["bad_lines"] == {"count": 0, "first": []}
