@@ -76,7 +76,7 @@ import json
 import posixpath
 import re
 import shlex
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any, Literal, NamedTuple
@@ -736,6 +736,13 @@ def decide_cmd(log: str, session_id: str, decision: str, revision: int, turn: st
                *(["--evidence-ref '<evidence>'"] if decision == "confirm_completed" else []),
                opt("--idempotency-key", key), "--reason '<why>'"]
     return command("eventlog decide", [log, session_id], options)
+
+
+def accept_cmds(log: str, session_id: str, would_accept: Iterable[Mapping[str, Any]]) -> list[str]:
+    """The ``eventlog decide`` command of each decision a session would accept now (its ``would_accept``), ``close``
+    (final) last: what ``explain`` and ``sessions`` print to copy."""
+    return [decide_cmd(log, session_id, e["decision"], e["expected_revision"], e.get("target_turn_id"))
+            for e in sorted(would_accept, key=lambda e: e["decision"] == "close")]
 
 
 def line_cmd(facts: LogFacts, line: int) -> str:
@@ -1852,8 +1859,7 @@ def _session_verdict(judge: _Judge, sid: str) -> Verdict:
         says += f"; {worker_wait_words(d['worker_wait'])}"
     if d["fenced"]:
         says += f"; new work refused: {d['fenced']}"
-    cmds = [decide_cmd(judge.log, sid, e["decision"], e["expected_revision"], e.get("target_turn_id"))
-            for e in sorted(d["would_accept"], key=lambda e: e["decision"] == "close")]  # close (final) last
+    cmds = accept_cmds(judge.log, sid, d["would_accept"])
     d["interrupts"] = {cid: timeline(c) for cid, c in sorted(sessions.state.controls.items())
                        if c.session_id == sid}
     return _verdict(judge, "session", sid, s.admission_state, says, judge.session(sid), s.since,
@@ -1862,7 +1868,7 @@ def _session_verdict(judge: _Judge, sid: str) -> Verdict:
 
 __all__ = [
     "DOMAINS", "KIND_OF_FIELD", "REASONS", "SHOWN", "BadLineFact", "Domain", "Group", "Item", "Kind", "LinesVanished",
-    "LogFacts", "Reason", "Totals", "Triage", "UnfinishedBatch", "Verdict", "dir_cmd", "duration_option",
+    "LogFacts", "Reason", "Totals", "Triage", "UnfinishedBatch", "Verdict", "accept_cmds", "dir_cmd", "duration_option",
     "duration_words", "explain", "for_words", "natural_key", "not_applied", "retire_job_cmd", "session_needs",
     "status_cmd", "triage", "unfed_words",
 ]

@@ -34,7 +34,7 @@ from eventlog.replay import BadLine, Replay
 from eventlog.runners import sessions as runner
 from eventlog.runners.common import BadLines, NamedBadLine, bad_lines, bad_lines_said, folder, naming
 from projections.sessions import DECISIONS, claim_words, worker_wait_words
-from projections.triage import for_words, opt, session_needs
+from projections.triage import accept_cmds, for_words, opt, session_needs, sessions_cmd
 
 DECIDE = """\
 Append a recovery_decision to LOG, accepted or not (a refused decision is part of
@@ -63,13 +63,14 @@ DECIDE_EXITS = """\
 
 SESSIONS = """\
 Each session's state, why it stopped, when it retries (due or not, as of now or
---at), and which decisions it would accept now, with the arguments to give
-decide. A session that needs a person says why and since when, as `eventlog
-status` does (--json: needs, its items of status --json; [] for none). A session
-that should have a worker and has none at work is named once that is late: a
-claimed worker not ready after WORKER_STARTUP_TIMEOUT_SEC (1 h), or no claim 10
-min after its worker ended or after a retry_restore/start_fresh was accepted
-(--json: worker_wait). The log's bad lines are left out of every state: they are
+--at), and which decisions it would accept now, each as the whole `eventlog
+decide` command explain prints (close last; replace '<why>'). A session that
+needs a person says why and since when, as `eventlog status` does, with status'
+command under it (next:) (--json: needs, its items of status --json; [] for
+none). A session that should have a worker and has none at work is named once
+that is late: a claimed worker not ready after WORKER_STARTUP_TIMEOUT_SEC (1 h),
+or no claim 10 min after its worker ended or after a retry_restore/start_fresh
+was accepted (--json: worker_wait). The log's bad lines are left out of every state: they are
 counted on stderr (--json: bad_lines {count, first}); for one SESSION, those
 that name it are named (--json: named_by_bad_lines [{line, reason, next}])."""
 
@@ -205,7 +206,7 @@ def run_sessions(args: argparse.Namespace) -> int:
         if (note := password_note(args.log)) is not None:
             say(note)
         for sid, d in shown.items():
-            _print_person(sid, d)
+            _print_person(args.log, sid, d)
     said_bad_lines(args.log, args.session, bad, named)
     return 1 if bad.count or needs else 0
 
@@ -233,11 +234,14 @@ def _since(item: dict[str, Any]) -> str:
     return f" (since {item['since']}" + (f", {for_words(item['for_s'])})" if item["for_s"] is not None else ")")
 
 
-def _print_person(sid: str, d: dict[str, Any]) -> None:
+def _print_person(log: str, sid: str, d: dict[str, Any]) -> None:
+    """One session of the text view; every command printed is whole, to copy (status' and explain's own)."""
     say()
     say(f"{sid}: {d['admission_state']}" + (f" ({d['attention']})" if d["attention"] else ""))
     for item in d["needs"]:
         say(f"  needs a person: {item['reason']}{_since(item)}")
+        if item["next"] != sessions_cmd(log, sid):  # that one prints what is read here
+            say(f"    next: {item['next']}")
     say(f"  revision {d['revision']}, generation {d['generation']}, failures {d['failures']}")
     if d["reason"] is not None:
         say(f"  last reason: {d['reason']}")
@@ -262,10 +266,8 @@ def _print_person(sid: str, d: dict[str, Any]) -> None:
         say(f"  interrupt {cid} (turn {c['turn_id']}): {c['verdict'] or 'in progress'}{effect}")
     if d["would_accept"]:
         say("  would accept now:")
-        for e in d["would_accept"]:
-            turn = f" {opt('--target-turn', e['target_turn_id'])}" if "target_turn_id" in e else ""
-            extra = " --evidence-ref E" if e["decision"] == "confirm_completed" else ""
-            say(f"    --decision {e['decision']} --expected-revision {e['expected_revision']}{turn}{extra}")
+        for cmd in accept_cmds(log, sid, d["would_accept"]):
+            say(f"    {cmd}")
     else:
         say("  would accept now: nothing")
     if d["would_refuse"]:
