@@ -20,12 +20,13 @@ from typing import Any
 import msgspec
 
 from eventlog.clock import At
-from eventlog.events import KEY_FIELDS, type_name
+from eventlog.events import KEY_FIELDS, Event, RecoveryDecision, type_name
 from eventlog.logs import no_event_log, open_log, printed
 from eventlog.reader import Reader, as_written
 from eventlog.replay import Replay
 from eventlog.runners.common import BadLines, NamedBadLine, id_pattern
 from projections.runner import Runner
+from projections.sessions import ACCEPTED
 from projections.triage import (
     KIND_OF_FIELD,
     BadLineFact,
@@ -38,11 +39,16 @@ from projections.triage import (
     Verdict,
     not_applied,
     triage,
+    turn_verdict,
 )
 from projections.triage import explain as verdicts_of
+from projections.turns import Turns
 
-#: Fields whose value names an id ``explain`` finds lines by: the stream keys, and the watcher's name.
-ID_FIELDS: tuple[str, ...] = (*KEY_FIELDS, "watcher")
+#: The fields that name a session's turn (``explain`` folds the lines that name a turn id into its story).
+TURN_FIELDS: tuple[str, ...] = ("turn_id", "target_turn_id", "covers_turn")
+#: Fields whose value names an id ``explain`` finds lines by: the stream keys, the watcher's name, a turn and an
+#: interrupt (``control_id``). Every id field a line holds: a turn id was named by four lines and "no line" found it.
+ID_FIELDS: tuple[str, ...] = (*KEY_FIELDS, "watcher", *TURN_FIELDS, "control_id")
 
 
 def facts(replay: Replay, log: str, vanished: LinesVanished | None = None) -> LogFacts:
@@ -119,15 +125,15 @@ class Explained(msgspec.Struct, kw_only=True):
 
 
 def lines_of(path: str, ident: str, assume_tz: Any = None, bad: Mapping[int, str] | None = None,
-             named: list[NamedBadLine] | None = None) -> list[tuple[Line, str]]:
-    """Every line of ``path`` (a file or a stream) whose event names ``ident``, in log order, with the field of
-    :data:`ID_FIELDS` that does.
+             named: list[NamedBadLine] | None = None) -> list[tuple[Line, str, Event]]:
+    """Every line of ``path`` (a file or a stream) whose event names ``ident``, in log order, with the first field of
+    :data:`ID_FIELDS` that does and the event.
 
     The lines in ``bad`` (number: reason; a replay's bad lines) are not read as
     events: those whose text names ``ident`` (:func:`eventlog.runners.common.id_pattern`)
     are added to ``named``, in the same single read.
     """
-    found: list[tuple[Line, str]] = []
+    found: list[tuple[Line, str, Event]] = []
     reader = Reader(assume_tz)
     bad = bad or {}
     pattern = id_pattern(ident) if bad and named is not None else None
@@ -143,7 +149,8 @@ def lines_of(path: str, ident: str, assume_tz: Any = None, bad: Mapping[int, str
             ev = decoded[0]
             field = next((key for key in ID_FIELDS if getattr(ev, key, None) == ident), None)
             if field is not None:
-                found.append((Line(line=n, type=type_name(ev), ts=ev.ts, event=msgspec.Raw(as_written(raw))), field))
+                found.append((Line(line=n, type=type_name(ev), ts=ev.ts, event=msgspec.Raw(as_written(raw))), field,
+                              ev))
     return found
 
 
@@ -155,7 +162,7 @@ def explain(replay: Replay, log: str, ident: str, at: At, assume_tz: Any = None)
     """
     named: list[NamedBadLine] = []
     named_by = lines_of(log, ident, assume_tz, {b["line"]: b["reason"] for b in replay.bad_lines}, named)
-    found = [line for line, _field in named_by]
+    found = [line for line, _field, _ev in named_by]
     runner = _runner(replay)
     as_of, text = at.resolve(replay.last_at, replay.last_ts)
     judged = verdicts_of(runner, ident, as_of, text, facts(replay, log), at.live)
@@ -168,6 +175,7 @@ def explain(replay: Replay, log: str, ident: str, at: At, assume_tz: Any = None)
     rejected = {r["line"]: r["reason"] for r in runner.rejected}
     for item in found:
         item.rejected = rejected.get(item.line)
+    judged += turn_verdicts(runner, log, ident, named_by)
     if not judged:  # lines name it, and none of them made it an entity (all rejected, say)
         field = named_by[0][1]
         judged = [not_applied(KIND_OF_FIELD[field], ident, len(found), sum(x.rejected is not None for x in found))]
@@ -175,4 +183,23 @@ def explain(replay: Replay, log: str, ident: str, at: At, assume_tz: Any = None)
                      named_by_bad_lines=named)
 
 
-__all__ = ["ID_FIELDS", "Explained", "Line", "explain", "facts", "lines_of", "status", "status_of_missing"]
+def turn_verdicts(runner: Runner, log: str, turn_id: str, named_by: list[tuple[Line, str, Event]]) -> list[Verdict]:
+    """The verdict of turn ``turn_id`` in each session that has one, folded (:class:`projections.turns.Turns`) from
+    the lines that name it that the replay applied: not rejected, and of the decisions only those accepted the first
+    time (a refused or repeated one changes nothing), as ``GET /v1/sessions/{id}/turns/{turn_id}`` folds them."""
+    lines = [(line, ev) for line, _field, ev in named_by
+             if line.rejected is None and any(getattr(ev, f, None) == turn_id for f in TURN_FIELDS)]
+    decided = {line.line for line, ev in lines if isinstance(ev, RecoveryDecision)}
+    applied = {r.line for r in runner.sessions.receipts
+               if r.line in decided and r.result == ACCEPTED and not r.replayed} if decided else set()
+    turns = Turns()
+    for line, ev in lines:
+        if not isinstance(ev, RecoveryDecision) or line.line in applied:
+            turns.fold(ev, line.line)
+    sessions = runner.sessions.sessions
+    return [turn_verdict(log, sid, turn_id, msgspec.to_builtins(t), sessions.get(sid))
+            for sid, t in sorted(turns.of(turn_id).items())]
+
+
+__all__ = ["ID_FIELDS", "TURN_FIELDS", "Explained", "Line", "explain", "facts", "lines_of", "status",
+           "status_of_missing", "turn_verdicts"]

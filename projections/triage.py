@@ -134,13 +134,14 @@ from projections.sessions import (
     worker_wait,
     worker_wait_words,
 )
+from projections.turns import turn_words
 
 #: The domains of the triage, in screen order.
 Domain = Literal["handoffs", "watchers", "lanes", "catchup", "sessions", "log"]
 DOMAINS: tuple[Domain, ...] = ("handoffs", "watchers", "lanes", "catchup", "sessions", "log")
 
 #: The kinds of id :func:`explain` knows, in the order its verdicts come.
-Kind = Literal["handoff", "account", "watcher", "lane", "catchup", "session"]
+Kind = Literal["handoff", "account", "watcher", "lane", "catchup", "session", "turn", "interrupt"]
 
 #: How many items of each group a screen shows unless every item is asked for.
 SHOWN = 3
@@ -1540,12 +1541,45 @@ def explain(runner: Runner, ident: str, as_of: datetime | None, as_of_text: str 
         out.append(_catchup_verdict(judge, ident))
     if ident in runner.sessions.sessions:
         out.append(_session_verdict(judge, ident))
+    control = runner.sessions.state.controls.get(ident)
+    if control is not None:
+        out.append(_interrupt_verdict(judge.log, ident, control))
     return out
 
 
 #: The field of an event that names an id of each kind.
 KIND_OF_FIELD: dict[str, Kind] = {"handoff_id": "handoff", "account": "account", "watcher": "watcher",
-                                  "product": "lane", "label": "catchup", "session_id": "session"}
+                                  "product": "lane", "label": "catchup", "session_id": "session",
+                                  "turn_id": "turn", "target_turn_id": "turn", "covers_turn": "turn",
+                                  "control_id": "interrupt"}
+
+
+def turn_verdict(log: str, session_id: str, turn_id: str, turn: dict[str, Any], session: Session | None) -> Verdict:
+    """A session's turn (``turn``: :class:`projections.turns.Turn` as a plain object, folded from the applied lines
+    that name it): what happened to it in line order (:func:`~projections.turns.turn_words`), whether its outcome
+    is still unknown (the session waits for a decision), and ``eventlog sessions LOG SESSION`` to look further."""
+    unknown = session is not None and turn_id in session.unknown
+    again = turn["last_started_line"] is not None and turn["last_started_line"] != turn["started_line"]
+    running = turn["last_started_line"] is not None and (
+        turn["finished_line"] is None or turn["finished_line"] < turn["last_started_line"])
+    says = f"in session {session_id}: {turn_words(turn)}"
+    if unknown:
+        says += "; its outcome is still unknown: never re-run on its own, the session waits for a decision"
+    code = ("outcome_unknown" if unknown else "started_again" if again and running else "running" if running
+            else turn["resolution"] or turn["outcome"] or "named")
+    facts = {"session_id": session_id, **turn, "unknown": unknown,
+             "session_state": session.admission_state if session is not None else None}
+    return Verdict(kind="turn", id=turn_id, code=code, says=says, since=None,
+                   next=[sessions_cmd(log, session_id)], facts=facts)
+
+
+def _interrupt_verdict(log: str, control_id: str, c: Control) -> Verdict:
+    """An interrupt (a control of the interrupt timeline): its verdict, its turn and session, and its timeline."""
+    t = timeline(c)
+    says = (f"in session {c.session_id}, turn {c.turn_id}: {t['verdict'] or 'no verdict yet'}"
+            + (f"; outcome {t['outcome']}" if t["outcome"] is not None else "; no result yet"))
+    return Verdict(kind="interrupt", id=control_id, code=t["verdict"] or "in_progress", says=says,
+                   next=[sessions_cmd(log, c.session_id)], facts={"interrupts": {control_id: t}})
 
 
 def not_applied(kind: Kind, ident: str, lines: int, rejected: int) -> Verdict:
@@ -1870,5 +1904,5 @@ __all__ = [
     "DOMAINS", "KIND_OF_FIELD", "REASONS", "SHOWN", "BadLineFact", "Domain", "Group", "Item", "Kind", "LinesVanished",
     "LogFacts", "Reason", "Totals", "Triage", "UnfinishedBatch", "Verdict", "accept_cmds", "dir_cmd", "duration_option",
     "duration_words", "explain", "for_words", "natural_key", "not_applied", "retire_job_cmd", "session_needs",
-    "status_cmd", "triage", "unfed_words",
+    "status_cmd", "triage", "turn_verdict", "unfed_words",
 ]

@@ -331,6 +331,6 @@ def verdict_lines(v: Verdict) -> list[str]:
         out.append(f"    needs a person: {', '.join(it.reason_code for it in v.needs_person)} (as status shows it)")
     for cmd in v.next:
         out.append(f"    next: {cmd}")
-    if v.kind == "session" and v.facts.get("interrupts"):
+    if v.kind in ("session", "interrupt") and v.facts.get("interrupts"):
         out += ["  " + line for line in timeline_lines(v.facts["interrupts"])]
     return out

@@ -60,7 +60,7 @@ from eventlog.views import status as triage_of
 from eventlog.views import status_of_missing
 from projections.runner import Runner
 from projections.triage import SHOWN, Triage, dir_cmd, status_cmd
-from projections.turns import Turns
+from projections.turns import Turns, turn_words
 
 log = logging.getLogger("eventlog.serve")
 
@@ -462,7 +462,9 @@ class Served:
         return decisions.unknown_session(self.name, session_id, bad, naming(self.log, bad, session_id))
 
     def turn(self, session_id: str, turn_id: str) -> dict[str, Any] | None:
-        """One turn of a session (outcome, ``terminal_reason``, ...), or None when unknown."""
+        """One turn of a session (:class:`projections.turns.Turn`: its first start, outcome, ``terminal_reason``,
+        resolution and latest start; ``says``: all of it in line order, :func:`~projections.turns.turn_words`), or
+        None when unknown."""
         self.check()
         with self.lock:
             runner = folder(self.replay)
@@ -474,7 +476,8 @@ class Served:
                 return None
             item = sessions.sessions[session_id].item()
         return {"session_id": session_id, "turn_id": turn_id, **turn,
-                "unknown": turn_id in item["unknown_turns"], "session_state": item["admission_state"]}
+                "unknown": turn_id in item["unknown_turns"], "session_state": item["admission_state"],
+                "says": turn_words(turn)}
 
     def health(self) -> dict[str, Any]:
         """What ``/healthz`` says while the log is followed; ``writable`` false (and ``write_problem``, why) when the
