@@ -53,10 +53,19 @@ Where the spec is silent (the lead's decisions, and this module's):
   keeps its start when the turn's end is recorded later.
 - ``interrupt_stage`` and ``control_result`` are the session's events (they
   count in its revision); their timeline is :mod:`projections.controls`.
+- A receipt keeps why it got its result (:meth:`Sessions.judge`'s words, the
+  ones ``eventlog sessions`` gives for the same rule) and, for a
+  ``REQUEST_STALE`` on another revision, what moved the session as it was
+  then: its latest applied event (``last_line``, ``last_type``, ``last_ts``)
+  and its latest accepted decision of any kind (``last_decision``; not
+  ``decided``, the restart alone) made on that revision or later
+  (:meth:`Receipt.explained`; views only, the dump's receipt is
+  :meth:`Receipt.item`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Final, Literal
@@ -132,6 +141,11 @@ INCOMPATIBLE_CHECKPOINT: Final = "incompatible_checkpoint"
 OUTCOME_UNKNOWN: Final = "outcome_unknown"
 
 
+#: The events of a session's stream that the rules apply (a decision counts itself, in :meth:`Sessions._decision`).
+SessionEvent = (WorkerClaimed | WorkerReady | CheckpointRestoreFailed | StartupFailed | StorageUnavailable
+                | WorkerStopped | TurnStarted | TurnFinished | CheckpointCommitted | ExecutionGone | InterruptStage
+                | ControlResult)
+
 #: A session's ``admission_state`` and ``attention`` (a snapshot holding any other is refused).
 Admission = Literal["admitted", "backoff", "recovery_required", "stopped", "closed"]
 Attention = Literal["RESTORE_FAILED", "STARTUP_FAILED", "RECOVERY_REQUIRED", "CONTEXT_GAP"]
@@ -146,6 +160,8 @@ class FirstUse(msgspec.Struct, array_like=True, gc=False):
     target_turn_id: str | None
     evidence_ref: str | None
     result: str
+    #: Why it got that result (:attr:`Judgement.why`), so a repeat of a refusal says why again.
+    why: str = ""
 
     def same_request(self, decision: str, expected_revision: int, target_turn_id: str | None,
                      evidence_ref: str | None) -> bool:
@@ -170,6 +186,41 @@ class Mark(msgspec.Struct, array_like=True, gc=False, frozen=True):
     ts: str
     line: int
     us: int
+
+
+class Change(msgspec.Struct, array_like=True, gc=False):
+    """An applied event of a session, as a refusal names it: its line, type and ``ts`` (as written), and for a
+    decision what was decided, by whom, why and on which revision."""
+
+    line: int
+    type: str
+    ts: str | None
+    decision: str | None = None
+    actor: str | None = None
+    reason: str | None = None
+    target_turn_id: str | None = None
+    #: The revision a decision was made on (its ``expected_revision``); it moved the session to the next one.
+    revision: int | None = None
+
+    def item(self) -> dict[str, Any]:
+        """``{line, type, ts}``, and for a decision ``decision``, ``actor``, ``reason``, ``target_turn_id``,
+        ``revision``."""
+        out: dict[str, Any] = {"line": self.line, "type": self.type, "ts": self.ts}
+        if self.decision is not None:
+            out.update(decision=self.decision, actor=self.actor, reason=self.reason,
+                       target_turn_id=self.target_turn_id, revision=self.revision)
+        return out
+
+
+def change_words(change: Mapping[str, Any]) -> str:
+    """A change (:meth:`Change.item`) for people: ``line 20: close by bob at TS ('storage fixed'), accepted on
+    revision 7``, or ``line 21: worker_claimed at TS``."""
+    at = f" at {change['ts']}" if change["ts"] else ""
+    if change.get("decision") is None:
+        return f"line {change['line']}: {change['type']}{at}"
+    turn = f" {change['target_turn_id']}" if change["target_turn_id"] is not None else ""
+    return (f"line {change['line']}: {change['decision']}{turn} by {change['actor'] or 'unknown'}{at} "
+            f"({change['reason']!r}), accepted on revision {change['revision']}")
 
 
 class Session(msgspec.Struct, array_like=True, gc=False):
@@ -218,6 +269,13 @@ class Session(msgspec.Struct, array_like=True, gc=False):
     #: Turn -> the first interrupt result that said its outcome is unknown before the log recorded the turn's end
     #: (views only: the wait starts there, and keeps that start once the turn's end is recorded).
     unknown_since: dict[str, Mark] = msgspec.field(default_factory=dict)
+    #: The line, type and ``ts`` of the latest applied event (what moved the revision last: a refusal names it).
+    last_line: int = 0
+    last_type: str = ""
+    last_ts: str | None = None
+    #: The latest accepted decision of any kind (a refusal on an older revision names who moved the session; the
+    #: restart a worker should claim is :attr:`decided`).
+    last_decision: Change | None = None
 
     def item(self) -> dict[str, Any]:
         """The dump's item for this session."""
@@ -284,6 +342,20 @@ class Session(msgspec.Struct, array_like=True, gc=False):
         """Whether the committed checkpoint covers every started turn."""
         return self.covered is not None and len(self.turns) - 1 <= self.covered
 
+    def last_change(self) -> Change | None:
+        """The latest applied event (the decision itself when it was one), or None before any."""
+        if not self.last_line:
+            return None
+        if self.last_decision is not None and self.last_decision.line == self.last_line:
+            return self.last_decision
+        return Change(self.last_line, self.last_type, self.last_ts)
+
+    def decided_since(self, revision: int) -> Change | None:
+        """The latest accepted decision when it was made on ``revision`` or later (it moved the session past what
+        a request on ``revision`` saw), else None."""
+        d = self.last_decision
+        return d if d is not None and d.revision is not None and d.revision >= revision else None
+
     def gone_after(self, turn_id: str) -> bool:
         """Whether ``execution_gone`` came after the turn became unknown."""
         return self.gone_line > self.unknown[turn_id]
@@ -312,7 +384,8 @@ class Session(msgspec.Struct, array_like=True, gc=False):
 
 
 class Receipt(msgspec.Struct, array_like=True, gc=False):
-    """The receipt of one ``recovery_decision``: its line and ``seq``, what was decided, the result, and by whom.
+    """The receipt of one ``recovery_decision``: its line and ``seq``, what was decided, the result, by whom, when
+    and why, and what moved the session when it was refused for its revision.
 
     ``first_line``: the line of the first request sent with its idempotency key
     (its own line when it is the first; the earlier one when ``replayed`` or
@@ -327,11 +400,31 @@ class Receipt(msgspec.Struct, array_like=True, gc=False):
     replayed: bool
     first_line: int
     actor: str | None
+    ts: str
+    expected_revision: int
+    target_turn_id: str | None
+    #: The line's ``reason`` (the person's).
+    reason: str
+    #: Why this result (:attr:`Judgement.why`: the words ``eventlog sessions`` gives for the same rule).
+    why: str
+    #: For ``REQUEST_STALE`` on another revision: the session's latest applied event when it was judged ...
+    last_change: Change | None = None
+    #: ... and the latest accepted decision made on the expected revision or later (who moved it).
+    decided_since: Change | None = None
 
     def item(self) -> dict[str, Any]:
         """The dump's receipt (the spec's keys, then ``first_line`` and ``actor``)."""
         return {"line": self.line, "session_id": self.session_id, "decision": self.decision, "result": self.result,
                 "replayed": self.replayed, "first_line": self.first_line, "actor": self.actor}
+
+    def explained(self) -> dict[str, Any]:
+        """The dump's receipt, then ``ts``, ``expected_revision``, ``target_turn_id``, ``reason``, ``why``,
+        ``last_change`` and ``decided_since`` (:meth:`Change.item`, or null): what ``decide``, the API and the
+        session views give."""
+        return {**self.item(), "ts": self.ts, "expected_revision": self.expected_revision,
+                "target_turn_id": self.target_turn_id, "reason": self.reason, "why": self.why,
+                "last_change": None if self.last_change is None else self.last_change.item(),
+                "decided_since": None if self.decided_since is None else self.decided_since.item()}
 
 
 class SessionsState(msgspec.Struct):
@@ -396,7 +489,7 @@ class Sessions:
             why = s.fence(at, resume=True)
             if why is not None:
                 return Rejected(f"session {ev.session_id!r} is {why}: no new generation ({ev.generation}) is admitted")
-        s = self._seen(ev.session_id, ev.generation)
+        s = self._seen(ev, line, ev.generation)
         s.claimed_at, s.claimed_line, s.claimed_generation, s.claimed_us = ev.ts, line, ev.generation, micros(at)
         s.claim_end = None
         return None
@@ -407,7 +500,7 @@ class Sessions:
         why = s.fence(at, resume=True) if s is not None else None
         if why is not None:
             return Rejected(f"session {ev.session_id!r} is {why}: a worker cannot admit it by being ready")
-        s = self._seen(ev.session_id, ev.generation)
+        s = self._seen(ev, line, ev.generation)
         s.failures = 0
         s.retry_at = None
         s.attention = None
@@ -419,13 +512,13 @@ class Sessions:
 
     def _restore_failed(self, ev: CheckpointRestoreFailed, line: int, at: datetime) -> FoldResult:
         """A counted failure: attention RESTORE_FAILED."""
-        self._failed(self._seen(ev.session_id, ev.generation), RESTORE_FAILED, ev.reason, line, at, ev.ts)
+        self._failed(self._seen(ev, line, ev.generation), RESTORE_FAILED, ev.reason, line, at, ev.ts)
         self.sessions[ev.session_id].ended(COUNTED, ev.generation, ev.ts, line, at)
         return None
 
     def _startup_failed(self, ev: StartupFailed, line: int, at: datetime) -> FoldResult:
         """A counted failure: attention STARTUP_FAILED."""
-        self._failed(self._seen(ev.session_id, ev.generation), STARTUP_FAILED, ev.reason, line, at, ev.ts)
+        self._failed(self._seen(ev, line, ev.generation), STARTUP_FAILED, ev.reason, line, at, ev.ts)
         self.sessions[ev.session_id].ended(COUNTED, ev.generation, ev.ts, line, at)
         return None
 
@@ -447,12 +540,12 @@ class Sessions:
 
     def _not_counted(self, ev: StorageUnavailable, line: int, at: datetime) -> FoldResult:
         """Transient storage errors never count."""
-        self._seen(ev.session_id, ev.generation)
+        self._seen(ev, line, ev.generation)
         return None
 
     def _stopped(self, ev: WorkerStopped, line: int, at: datetime) -> FoldResult:
         """A stopped worker never counts; the views keep how it ended (:meth:`Session.ended`)."""
-        self._seen(ev.session_id, ev.generation).ended(ev.stop_kind, ev.generation, ev.ts, line, at)
+        self._seen(ev, line, ev.generation).ended(ev.stop_kind, ev.generation, ev.ts, line, at)
         return None
 
     def _turn_started(self, ev: TurnStarted, line: int, at: datetime) -> FoldResult:
@@ -461,7 +554,7 @@ class Sessions:
         why = s.fence(at) if s is not None else None
         if why is not None:
             return Rejected(f"session {ev.session_id!r} is {why}: turn {ev.turn_id!r} is not dispatched")
-        s = self._seen(ev.session_id)
+        s = self._seen(ev, line)
         if ev.turn_id not in s.turns:  # a repeated start, or a start after its end, starts nothing
             s.running.add(ev.turn_id)
         s.place(ev.turn_id)
@@ -469,7 +562,7 @@ class Sessions:
 
     def _turn_finished(self, ev: TurnFinished, line: int, at: datetime) -> FoldResult:
         """``outcome_unknown``: recovery_required, RECOVERY_REQUIRED; the turn is never re-run on its own."""
-        s = self._seen(ev.session_id)
+        s = self._seen(ev, line)
         s.place(ev.turn_id)
         s.running.discard(ev.turn_id)
         waited = s.unknown_since.pop(ev.turn_id, None)
@@ -486,13 +579,13 @@ class Sessions:
 
     def _checkpoint(self, ev: CheckpointCommitted, line: int, at: datetime) -> FoldResult:
         """The latest checkpoint covers its turn and every turn before it."""
-        s = self._seen(ev.session_id)
+        s = self._seen(ev, line)
         s.covered = s.turns.get(ev.covers_turn, len(s.turns) - 1)
         return None
 
     def _gone(self, ev: ExecutionGone, line: int, at: datetime) -> FoldResult:
         """The scheduler confirmed no execution is left."""
-        s = self._seen(ev.session_id)
+        s = self._seen(ev, line)
         s.gone_line = line
         s.ended("execution_gone", None, ev.ts, line, at)
         return None
@@ -509,15 +602,21 @@ class Sessions:
             evidence_ref=ev.evidence_ref,
         )
         first = j.first_line if j.first_line is not None else line
+        moved = j.result == REQUEST_STALE and ev.expected_revision != s.revision  # a first refusal or its repeat
         self.state.receipts.append(
-            Receipt(line, ev.seq or None, ev.session_id, ev.decision, j.result, j.replayed, first, ev.actor))
+            Receipt(line, ev.seq or None, ev.session_id, ev.decision, j.result, j.replayed, first, ev.actor, ev.ts,
+                    ev.expected_revision, ev.target_turn_id, ev.reason, j.why,
+                    s.last_change() if moved else None, s.decided_since(ev.expected_revision) if moved else None))
         if j.first_line is not None:  # replayed, or the key reused for another request
             return NOT_APPLIED
         s.keys[ev.idempotency_key] = FirstUse(line, ev.decision, ev.expected_revision, ev.target_turn_id,
-                                              ev.evidence_ref or None, j.result)
+                                              ev.evidence_ref or None, j.result, j.why)
         if not j.accepted:
             return NOT_APPLIED
         s.mark_since(ev.ts, line, at)
+        s.last_line, s.last_type, s.last_ts = line, "recovery_decision", ev.ts
+        s.last_decision = Change(line, "recovery_decision", ev.ts, ev.decision, ev.actor, ev.reason,
+                                 ev.target_turn_id, ev.expected_revision)
         if ev.decision in ("retry_restore", "start_fresh"):
             s.decided = Mark(ev.decision, ev.ts, line, micros(at))
             s.admit_as(ADMITTED)
@@ -559,12 +658,16 @@ class Sessions:
         first = s.keys.get(idempotency_key) if idempotency_key is not None else None
         if first is not None:
             if first.same_request(decision, expected_revision, target_turn_id, evidence_ref):
-                return Judgement(first.result, True, f"idempotency key {idempotency_key!r} was seen before with "
-                                 f"the same request (line {first.line}): its first receipt", first.line)
+                return Judgement(first.result, True, f"the same request was sent with idempotency key "
+                                 f"{idempotency_key!r} at line {first.line}: its first receipt again, nothing "
+                                 f"changed (line {first.line}: {first.result}"
+                                 + (f", {first.why})" if first.why else ")"), first.line)
             return Judgement(IDEMPOTENCY_KEY_REUSED, False, f"idempotency key {idempotency_key!r} was used at line "
-                             f"{first.line} for another request ({first.describe()}); nothing changed", first.line)
+                             f"{first.line} for another request ({first.describe()}); nothing changed (send this "
+                             "one with a new key)", first.line)
         if expected_revision != s.revision:
-            return Judgement(REQUEST_STALE, False, f"expected revision {expected_revision}, session is at {s.revision}")
+            return Judgement(REQUEST_STALE, False, f"it was decided on revision {expected_revision}, and the session "
+                             f"is at revision {s.revision} now")
         state, attention = s.admission_state, s.attention
         now = f"it is {state}, attention {attention or 'none'}"
         if decision == "retry_restore":
@@ -623,13 +726,15 @@ class Sessions:
 
     # --- bookkeeping -----------------------------------------------------------------
 
-    def _seen(self, session_id: str, generation: int | None = None) -> Session:
-        """The session of an applied event: revision + 1, the highest generation kept."""
+    def _seen(self, ev: SessionEvent, line: int, generation: int | None = None) -> Session:
+        """The session of an applied event: revision + 1, the event kept as its last change, the highest
+        generation kept."""
         sessions = self.state.sessions
-        s = sessions.get(session_id)
+        s = sessions.get(ev.session_id)
         if s is None:
-            s = sessions[session_id] = Session()
+            s = sessions[ev.session_id] = Session()
         s.revision += 1
+        s.last_line, s.last_type, s.last_ts = line, ev.__struct_config__.tag, ev.ts  # type: ignore[assignment]
         if generation is not None and generation > s.generation:
             s.generation = generation
         return s
@@ -638,14 +743,14 @@ class Sessions:
         """One stage of an interrupt's timeline (``projections.controls``)."""
         result = controls.fold_stage(self.state.controls, ev, line)
         if result is None:
-            self._seen(ev.session_id)
+            self._seen(ev, line)
         return result
 
     def _control_result(self, ev: ControlResult, line: int, at: datetime) -> FoldResult:
         """A control's result closes its timeline (``projections.controls``)."""
         result = controls.fold_result(self.state.controls, ev, line)
         if result is None:
-            s = self._seen(ev.session_id)
+            s = self._seen(ev, line)
             turn = self.state.controls[ev.control_id].turn_id
             if (turn is not None and ev.outcome.lower() in controls.UNKNOWN_OUTCOMES
                     and (turn not in s.turns or turn in s.running)):
@@ -658,10 +763,10 @@ class Sessions:
         return s.keys.get(idempotency_key) if s is not None else None
 
     def receipt_of(self, seq: int) -> dict[str, Any] | None:
-        """The receipt of the decision written with ``seq``, or None."""
+        """The receipt of the decision written with ``seq`` (:meth:`Receipt.explained`), or None."""
         for r in reversed(self.state.receipts):
             if r.seq == seq:
-                return r.item()
+                return r.explained()
         return None
 
     def unrecorded(self) -> dict[str, list[Control]]:
@@ -746,8 +851,8 @@ def _later(at: datetime, wait: timedelta) -> str | None:
 
 def describe(sessions: Sessions, session_id: str, as_of: datetime | None) -> dict[str, Any]:
     """The dump item plus ``retry_due``, ``retry_claimed``, ``worker_wait``, ``needs_decision``, ``fenced``,
-    ``would_accept``, ``would_refuse``, ``decisions`` (its receipts, with who decided) and ``controls`` (its
-    interrupts' verdicts)."""
+    ``would_accept``, ``would_refuse``, ``decisions`` (its receipts, :meth:`Receipt.explained`: who decided, when,
+    why) and ``controls`` (its interrupts' verdicts)."""
     s = sessions.sessions[session_id]
     out = s.item()
     due = None
@@ -775,7 +880,7 @@ def describe(sessions: Sessions, session_id: str, as_of: datetime | None) -> dic
             refuse.append({**entry, "result": j.result, "why": j.why})
     out["would_accept"] = accept
     out["would_refuse"] = refuse
-    out["decisions"] = [r.item() for r in sessions.receipts if r.session_id == session_id]
+    out["decisions"] = [r.explained() for r in sessions.receipts if r.session_id == session_id]
     out["controls"] = {
         cid: {k: t[k] for k in ("turn_id", "verdict", "outcome", "reason_code", "effect_ms")}
         for cid, c in sorted(sessions.state.controls.items()) if c.session_id == session_id

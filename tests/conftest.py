@@ -16,12 +16,13 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def run_cli(*args: str, stdin: bytes | str | None = None, timeout: float = 60,
-            env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    """Run ``python -m eventlog ARGS`` and capture its output as text (``env``: variables set on top of ours)."""
+            env: dict[str, str] | None = None, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
+    """Run ``python -m eventlog ARGS`` in ``cwd`` and capture its output as text (``env``: variables set on top of
+    ours)."""
     data = stdin.decode() if isinstance(stdin, bytes) else stdin
     return subprocess.run(
         [sys.executable, "-m", "eventlog", *args],
-        input=data, capture_output=True, text=True, timeout=timeout, cwd=ROOT, check=False,
+        input=data, capture_output=True, text=True, timeout=timeout, cwd=cwd, check=False,
         env=None if env is None else {**os.environ, **env},
     )
 

@@ -40,10 +40,13 @@ DECIDE = """\
 Append a recovery_decision to LOG, accepted or not (a refused decision is part of
 the audit trail), and print its receipt. The decision is judged under the log's
 lock by the same rules as the replay: of two decisions made on one revision, one
-is accepted and the other refused with REQUEST_STALE. The same idempotency key
-with the same request (decision, expected revision, target turn, evidence)
-returns the first receipt; with another request it is IDEMPOTENCY_KEY_REUSED and
-changes nothing. The line names who decided (--actor, by default the OS user).
+is accepted and the other refused with REQUEST_STALE. A refusal says why in the
+words `sessions` gives for the same rule, who moved the session when its revision
+moved (the decision's line, actor, time and reason) and the command that shows
+it (next: eventlog sessions LOG SESSION). The same idempotency key with the same
+request (decision, expected revision, target turn, evidence) returns the first
+receipt; with another request it is IDEMPOTENCY_KEY_REUSED and changes nothing.
+The line names who decided (--actor, by default the OS user).
 
 Bad lines change neither the decision nor the exit status: it is judged on the
 applied lines, as the spec's rules say. Before the receipt, stderr counts the
@@ -153,10 +156,12 @@ def run_decide(args: argparse.Namespace) -> int:
         again = " (repeated idempotency key: the first receipt)" if receipt["replayed"] else ""
         by = f" by {receipt['actor']}" if receipt["actor"] else ""
         say(f"{result}{again}: {receipt['decision']} of {receipt['session_id']}{by} at line {receipt['line']}")
-        if done.note is not None:
-            say(f"  key: {done.note}")
-        elif not done.accepted and not receipt["replayed"]:
-            say(f"  why: {runner.WHY[receipt['result']]}")
+        if done.accepted:
+            if done.note is not None:
+                say(f"  key: {done.note}")
+        else:
+            for label, words in runner.refusal(receipt):
+                say(f"  {label}: {words}")
         say(f"  now: {runner.state_line(done.session)}")
         say(f"  receipt: {dumps(receipt)}")
     return done.status
@@ -260,7 +265,9 @@ def _print_person(log: str, sid: str, d: dict[str, Any]) -> None:
         say(f"  new work refused: {d['fenced']}")
     for r in d["decisions"]:
         again = f" (key first used at line {r['first_line']})" if r["first_line"] != r["line"] else ""
-        say(f"  decided at line {r['line']}: {r['decision']} by {r['actor'] or 'unknown'}: {r['result']}{again}")
+        turn = f"turn {r['target_turn_id']}, " if r["target_turn_id"] is not None else ""
+        say(f"  decided at line {r['line']}: {r['decision']} by {r['actor'] or 'unknown'}: {r['result']}{again}; "
+            f"{turn}at {r['ts']}: {r['reason']!r}")
     for cid, c in d["controls"].items():
         effect = f", effect {c['effect_ms']} ms" if c["effect_ms"] is not None else ""
         say(f"  interrupt {cid} (turn {c['turn_id']}): {c['verdict'] or 'in progress'}{effect}")

@@ -52,17 +52,18 @@ from projections.sessions import (
     IDEMPOTENCY_KEY_REUSED,
     Session,
     Sessions,
+    change_words,
     describe,
     needs_decision,
 )
+from projections.triage import sessions_cmd
 
-#: What a refusal code means, for people.
-WHY = {
-    "REQUEST_STALE": "the session's revision or state does not allow this decision now (see `eventlog sessions`)",
-    "RECOVERY_REQUIRED": "the previous execution has not been confirmed gone after that turn (wait for execution_gone)",
-    "CHECKPOINT_UNAVAILABLE": "confirm_completed needs --evidence-ref and a committed checkpoint covering the turn",
-    "IDEMPOTENCY_KEY_REUSED": "the idempotency key was used for another request; nothing changed (use a new key)",
-}
+#: How a decision's fields are named to whoever sent it: ``eventlog decide``'s options ...
+CLI_NAMES: Mapping[str, str] = {"idempotency_key": "--idempotency-key", "reason": "--reason",
+                                "evidence_ref": "--evidence-ref", "actor": "--actor"}
+#: ... and the API's (``POST /v1/sessions/{id}/recovery-decisions``: the body's fields, a header, the key).
+HTTP_NAMES: Mapping[str, str] = {"idempotency_key": "the Idempotency-Key header", "reason": 'the body\'s "reason"',
+                                 "evidence_ref": 'the body\'s "evidence_ref"', "actor": "the key's name"}
 
 
 class UnknownId(RunnerError):
@@ -82,16 +83,17 @@ class Decision(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     #: Who decides (``eventlog decide``: the OS user; the API: the key's name).
     actor: str | None = None
 
-    def check(self) -> None:
-        """RunnerError for a decision that is not valid input (nothing is written then)."""
+    def check(self, names: Mapping[str, str] = CLI_NAMES) -> None:
+        """RunnerError for a decision that is not valid input (nothing is written then), naming each field as
+        ``names`` says (:data:`CLI_NAMES`: the options of ``eventlog decide``; :data:`HTTP_NAMES`: the API's)."""
         if self.decision not in DECISIONS:
             raise RunnerError(f"decision {self.decision!r} is not one of {', '.join(DECISIONS)}")
-        if not self.idempotency_key or not self.reason.strip():
-            raise RunnerError("--idempotency-key and --reason must not be empty")
+        if not self.idempotency_key:
+            raise RunnerError(f"{names['idempotency_key']} must not be empty")
         if self.actor is not None and not self.actor.strip():
-            raise RunnerError("--actor must not be empty")
-        check_said("--reason", self.reason)
-        check_said("--evidence-ref", self.evidence_ref)
+            raise RunnerError(f"{names['actor']} must not be empty")
+        check_said(names["reason"], self.reason)
+        check_said(names["evidence_ref"], self.evidence_ref)
 
 
 class Decided(msgspec.Struct, kw_only=True):
@@ -130,14 +132,17 @@ class Decided(msgspec.Struct, kw_only=True):
                               "happened: look at them")
 
 
-def decide(log: Log, request: Decision) -> Decided:
+def decide(log: Log, request: Decision, names: Mapping[str, str] = CLI_NAMES) -> Decided:
     """Append one decision under the log's lock; its receipt and the session after it, with the log's bad lines.
 
-    Raises RunnerError for bad input, :class:`UnknownId` for a session with no
-    event yet (its message names the bad lines that name it, if any), and
-    AppendError (or its subclasses) when nothing was written.
+    The receipt is :meth:`~projections.sessions.Receipt.explained`; a refused one
+    also has ``next``, the command that shows the session (LOG named as ``log``
+    is). Raises RunnerError for bad input (its fields named as ``names`` says),
+    :class:`UnknownId` for a session with no event yet (its message names the
+    bad lines that name it, if any), and AppendError (or its subclasses) when
+    nothing was written.
     """
-    request.check()
+    request.check(names)
     state = log.state()
     before = folder(state).sessions
     sid = request.session_id
@@ -154,8 +159,27 @@ def decide(log: Log, request: Decision) -> Decided:
     receipt = sessions.receipt_of(written.first_seq)
     if receipt is None:  # the log was replaced between the append and the read-back
         raise AppendError([f"the receipt of seq {written.first_seq} is not in the log any more"])
+    if receipt["result"] != "accepted":
+        receipt["next"] = sessions_cmd(log.name, sid)
     return Decided(receipt=receipt, session=sessions.session(sid).item(), note=_key_note(sessions, request, receipt),
                    bad_lines=bad, named_by_bad_lines=named)
+
+
+def refusal(receipt: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """Why a decision was refused, for people, as (label, words): ``why`` (the rule's own words, as ``eventlog
+    sessions`` gives them; ``key`` for an idempotency key used for another request), ``moved by`` (the accepted
+    decision that moved the session past the revision it was decided on), ``last change`` (its latest applied
+    event, when another), ``next`` (the command that shows it). ``decide`` prints one per line; the API's 409 and
+    the console say them in one message."""
+    out = [("key" if receipt["result"] == IDEMPOTENCY_KEY_REUSED else "why", str(receipt["why"]))]
+    decided, last = receipt.get("decided_since"), receipt.get("last_change")
+    if decided is not None:
+        out.append(("moved by", change_words(decided)))
+    if last is not None and (decided is None or last["line"] != decided["line"]):
+        out.append(("last change", change_words(last)))
+    if receipt.get("next"):
+        out.append(("next", str(receipt["next"])))
+    return out
 
 
 def unknown_session(log: str, session_id: str, bad: Sequence[Mapping[str, Any]], named: list[NamedBadLine]) -> str:
@@ -174,7 +198,7 @@ def _key_note(sessions: Sessions, request: Decision, receipt: dict[str, Any]) ->
         return None
     if receipt["result"] == IDEMPOTENCY_KEY_REUSED:
         return (f"idempotency key {request.idempotency_key!r} was used at line {first.line} for another request "
-                f"({first.describe()}); nothing changed")
+                f"({first.describe()}); nothing changed (send this one with a new key)")
     return f"idempotency key {request.idempotency_key!r} was first used at line {first.line}: its receipt again"
 
 
@@ -190,5 +214,5 @@ def state_line(s: Session | dict[str, Any]) -> str:
     return ", ".join(parts)
 
 
-__all__ = ["WHY", "Decided", "Decision", "UnknownId", "decide", "describe", "needs_decision",
-           "state_line", "unknown_session"]
+__all__ = ["CLI_NAMES", "HTTP_NAMES", "Decided", "Decision", "UnknownId", "decide", "describe", "needs_decision",
+           "refusal", "state_line", "unknown_session"]

@@ -434,7 +434,7 @@ async def recovery_decision(request: Request) -> Response:
         target_turn_id=sent.target_turn_id, evidence_ref=sent.evidence_ref, actor=request.state.key.name,
     )
     try:
-        done = await run_in_threadpool(s.decide, wanted)
+        done = await run_in_threadpool(s.decide, wanted, decisions.HTTP_NAMES)
     except decisions.UnknownId as err:
         return problem(404, "NOT_FOUND", str(err))
     except RunnerError as err:
@@ -447,10 +447,8 @@ async def recovery_decision(request: Request) -> Response:
     if done.accepted:
         return JSON(receipt)
     code = str(done.receipt["result"])
-    why = decisions.WHY.get(code, f"refused with {code}")
-    if done.note is not None:  # a repeated key: what its first request was
-        why = f"{why} ({done.note})"
-    return problem(409, code, why, receipt=receipt)
+    said = "; ".join(f"{label}: {words}" for label, words in decisions.refusal(done.receipt))
+    return problem(409, code, said, receipt=receipt)
 
 
 @guarded("events:append")

@@ -26,7 +26,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, tzinfo
 from typing import Any
@@ -492,11 +492,13 @@ class Served:
 
     # -- writing -----------------------------------------------------------------
 
-    def decide(self, request: decisions.Decision) -> decisions.Decided:
-        """:func:`eventlog.runners.sessions.decide` on the followed state, under the lock."""
+    def decide(self, request: decisions.Decision,
+               names: Mapping[str, str] = decisions.CLI_NAMES) -> decisions.Decided:
+        """:func:`eventlog.runners.sessions.decide` on the followed state, under the lock (``names``: how a bad
+        field is named)."""
         self.check()
         with self.lock:
-            return decisions.decide(self.log, request)
+            return decisions.decide(self.log, request, names)
 
     def append(self, events: list[dict[str, Any]], expect_revision: int | None) -> AppendResult:
         """``eventlog append`` (checked) through the followed log; the state includes what was written."""
