@@ -10,6 +10,7 @@ there (docs/console-status.png, docs/console-session.png).
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
@@ -25,7 +26,7 @@ import pytest
 
 from eventlog.appender import EventLog
 from tests.conftest import ROOT, run_cli
-from tests.serving import Server, start_server
+from tests.serving import Server, make_keys, start_server
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 DRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
@@ -295,10 +296,22 @@ def test_a_session_with_no_worker_at_work_is_listed_and_its_page_says_why(browse
         server.stop()
 
 
-def test_a_second_send_is_stale_and_never_moves_to_another_turn(browser: Any, tmp_path: Path) -> None:
-    """Seed 004: a decision names the revision the person saw. After abandon z1 is accepted the page
-    goes live to the next revision, but the form keeps what was chosen: sending it again is refused
-    REQUEST_STALE, and never becomes an abandon of z2 that nobody chose."""
+def send_form(browser: Any) -> str:
+    """Click Send; the answer's head (``Accepted``, ``Refused: CODE``, ``Already accepted (line N)``) once it shows."""
+    from selenium.webdriver.common.by import By
+
+    before = browser.find_element(By.ID, "result-receipt").text
+    browser.find_element(By.ID, "send").click()
+    wait(browser, 10, lambda d: d.find_element(By.ID, "result").is_displayed()
+         and d.find_element(By.ID, "result-receipt").text != before, "the answer shows")
+    return str(browser.find_element(By.ID, "result-code").text)
+
+
+def test_a_second_send_is_the_first_receipt_and_never_moves_to_another_turn(browser: Any, tmp_path: Path) -> None:
+    """Seed 004: a decision names the revision the person saw, and the same request with the same idempotency key
+    gets its first receipt. After abandon z1 is accepted the page goes live to the next revision, but the form
+    keeps what was chosen: sending it again is the same decision ("already accepted (line N)", nothing changes),
+    never a second one refused as stale, and never an abandon of z2 that nobody chose."""
     from selenium.webdriver.common.by import By
 
     log = tmp_path / "ledger.jsonl"
@@ -316,27 +329,78 @@ def test_a_second_send_is_stale_and_never_moves_to_another_turn(browser: Any, tm
         browser.find_element(By.XPATH, "//button[text()='abandon z1']").click()
         browser.find_element(By.ID, "reason").send_keys("no confirmed effect")
 
-        def send() -> str:
-            before = browser.find_element(By.ID, "result-receipt").text
-            browser.find_element(By.ID, "send").click()
-            wait(browser, 10, lambda d: d.find_element(By.ID, "result").is_displayed()
-                 and d.find_element(By.ID, "result-receipt").text != before, "the answer shows")
-            return str(browser.find_element(By.ID, "result-code").text)
-
-        assert send() == "Accepted"
+        assert send_form(browser) == "Accepted"
         assert '"revision": 6' in browser.find_element(By.ID, "result-receipt").text  # the receipt shows
         wait(browser, 10, lambda d: texts(d, "#turns li code") == ["z2"], "the page goes live to revision 6")
-        wait(browser, 10, lambda d: "stale" in d.find_element(By.ID, "revnow").text, "the form says it is stale")
+        wait(browser, 10, lambda d: "sending it again gets its first receipt" in d.find_element(By.ID, "revnow").text,
+             "the form says a second send is the same decision")
         assert browser.find_element(By.ID, "revision").get_attribute("value") == "5"
         assert browser.find_element(By.ID, "turn").get_attribute("value") == "z1"
-        assert send() == "Refused: REQUEST_STALE"
-        decided = [line for line in log.read_text().splitlines() if "recovery_decision" in line]
-        assert len(decided) == 2 and all('"target_turn_id":"z1"' in line for line in decided)
+        assert send_form(browser) == "Already accepted (line 6)"
+        decided = [json.loads(line) for line in log.read_text().splitlines() if "recovery_decision" in line]
+        assert len(decided) == 2 and all(d["target_turn_id"] == "z1" for d in decided)
+        assert decided[0]["idempotency_key"] == decided[1]["idempotency_key"]  # one key for the one form
+        receipts = server.client("viewer").get("/v1/dump").json()["sessions"]["receipts"]
+        assert [(r["line"], r["result"], r["replayed"]) for r in receipts] == [(6, "accepted", False),
+                                                                               (7, "accepted", True)]
         assert server.client("viewer").get("/v1/sessions/s2").json()["unknown_turns"] == ["z2"]
 
         browser.find_element(By.XPATH, "//button[text()='abandon z2']").click()  # picking again takes the revision
         assert browser.find_element(By.ID, "revision").get_attribute("value") == "6"
-        assert send() == "Accepted"
+        assert send_form(browser) == "Accepted"
+    finally:
+        server.stop()
+
+
+def test_a_refusal_names_who_moved_the_session_and_a_double_click_is_one_decision(
+        browser: Any, tmp_path: Path) -> None:
+    """alice's form holds revision 2 of s-x; bob closes s-x with `eventlog decide` meanwhile; alice's Send is
+    refused and the page says by whom, on which line, why, and the command to paste. The session page lists the
+    decisions made (who, when, what, the receipt, the reason). A double click on Send is one decision."""
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.by import By
+
+    log = tmp_path / "ledger.jsonl"
+    stopped = [({"type": "worker_claimed", "session_id": sid, "generation": 1, "worker": "w", "restore": True},
+                {"type": "checkpoint_restore_failed", "session_id": sid, "generation": 1,
+                 "reason": "incompatible_checkpoint"}) for sid in ("s-x", "s-y")]
+    EventLog(log).append([ev for pair in stopped for ev in pair])
+    keys = make_keys(tmp_path / "keys.json", {"alice": ["read", "sessions:recover"]})
+    server = start_server(log, tmp_path, keys, "--tick", "1s")
+    try:
+        open_with_key(browser, server.url + "/sessions/s-x", keys["alice"])
+        wait(browser, 10, lambda d: "retry_restore" in texts(d, "#accept button"), "the decisions show")
+        assert shown(browser, "#nomade")  # no decision yet
+        browser.find_element(By.XPATH, "//button[text()='retry_restore']").click()
+        browser.find_element(By.ID, "reason").send_keys("the runtime is back")
+        bob = run_cli("decide", str(log), "s-x", "--decision", "close", "--expected-revision", "2",
+                      "--idempotency-key", "b1", "--reason", "retired for good", "--actor", "bob")
+        assert bob.returncode == 0, bob.stderr  # line 5
+        wait(browser, 10, lambda d: any("bob" in t for t in texts(d, "#made li")), "bob's decision shows live")
+        [made] = texts(browser, "#made li")
+        assert made.startswith("line 5 · ") and "bob: close (revision 2) → accepted" in made
+        assert "reason: retired for good" in made
+
+        assert send_form(browser) == "Refused: REQUEST_STALE"
+        said = browser.find_element(By.ID, "result-message").text
+        assert "it was decided on revision 2, and the session is at revision 3 now" in said
+        assert "moved by: line 5: close by bob at " in said and "'retired for good'" in said
+        assert said.endswith(f"next: eventlog sessions {log} s-x")
+        wait(browser, 10, lambda d: len(texts(d, "#made li")) == 2, "alice's refusal is in the audit trail too")
+        assert "alice: retry_restore (revision 2) → REQUEST_STALE" in texts(browser, "#made li")[1]
+
+        browser.get(server.url + "/sessions/s-y")
+        wait(browser, 10, lambda d: "close" in texts(d, "#accept button"), "s-y's decisions show")
+        browser.find_element(By.XPATH, "//button[text()='close']").click()
+        browser.find_element(By.ID, "reason").send_keys("retired")
+        ActionChains(browser).double_click(browser.find_element(By.ID, "send")).perform()
+        wait(browser, 10, lambda d: d.find_element(By.ID, "result").is_displayed()
+             and d.find_element(By.ID, "result-code").text != "", "the answer shows")
+        assert send_form(browser) == "Already accepted (line 7)"
+        receipts = [r for r in server.client("alice").get("/v1/dump").json()["sessions"]["receipts"]
+                    if r["session_id"] == "s-y"]
+        assert receipts[0]["line"] == 7 and all(r["result"] == "accepted" for r in receipts), receipts
+        assert all(r["replayed"] for r in receipts[1:])
     finally:
         server.stop()
 

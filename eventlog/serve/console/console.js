@@ -379,6 +379,7 @@ const sessionId = PAGE === "session"
 let formHeld = false;
 let sessionRevision = null;
 const turnsSeen = new Map();
+const formKeys = new Map();
 
 function turnUrl(turn) {
   return "/v1/sessions/" + idSegment(sessionId) + "/turns/" + idSegment(turn);
@@ -425,6 +426,7 @@ function sessionGone(message, seen) {
   m.hidden = false;
   setText("missing", (seen ? "This session is no longer in the log (replaced or truncated?): " : "") + message);
   $("decisions").hidden = true;
+  $("made-section").hidden = true;
   $("decide-section").hidden = true;
   $("session-page").dataset.old = "yes";
 }
@@ -435,6 +437,7 @@ function renderSession(s) {
   showAsOf(s.as_of);
   $("missing").hidden = true;
   $("decisions").hidden = false;
+  $("made-section").hidden = false;
   $("decide-section").hidden = false;
   $("session-page").dataset.old = "no";
   if (!changed("session", s)) return;
@@ -504,9 +507,14 @@ function renderSession(s) {
   $("refuse").replaceChildren(...s.would_refuse.map((d) => el("li",
     d.decision + (d.target_turn_id ? " " + d.target_turn_id : "") + ": " + d.result + " — " + d.why)));
 
+  // Every decision sent about this session, accepted or not (the audit trail): who moved it, when, and why.
+  const made = s.decisions || [];
+  $("nomade").hidden = made.length > 0;
+  $("made").replaceChildren(...made.map(madeItem));
+
   // Once the person has touched the form, it keeps what they chose: the revision they saw (so a
-  // decision made on an older view, or sent twice, is refused as REQUEST_STALE) and the turn they
-  // named (never another turn in its place).
+  // decision made on an older view is refused as REQUEST_STALE, saying who moved the session; the same
+  // form sent twice is one decision, formKey) and the turn they named (never another turn in its place).
   const turnSelect = $("turn");
   const chosen = turnSelect.value;
   const option = (value, text) => { const o = el("option", text); o.value = value; return o; };
@@ -522,11 +530,29 @@ function renderSession(s) {
   showRevisionNow();
 }
 
+// One decision of the audit trail: "line 20 · 2026-... · bob: close (revision 7) → accepted", its reason, and
+// for a refusal why (and, for a repeat, which line it repeats).
+function madeItem(r) {
+  const li = el("li", null, "decision");
+  li.dataset.result = r.result;
+  const what = r.decision + (r.target_turn_id ? " " + r.target_turn_id : "") + " (revision " + r.expected_revision
+    + ")";
+  const again = r.first_line !== r.line ? " (key first used at line " + r.first_line + ")" : "";
+  li.append(el("span", "line " + r.line + " · " + r.ts + " · ", "muted"), el("strong", r.actor || "unknown"),
+    el("span", ": " + what + " → "), el("span", r.result + again, "outcome"),
+    el("span", " — reason: " + r.reason, "reason"));
+  if (r.result !== "accepted") li.append(el("span", " — why: " + r.why, "muted why"));
+  return li;
+}
+
 function showRevisionNow() {
   const held = Number($("revision").value);
   const moved = $("revision").value !== "" && held !== sessionRevision;
+  const sent = formKeys.has(requestOf(formBody()));
   $("revnow").textContent = "the session is at revision " + sessionRevision
-    + (moved ? ": this form says " + held + ", so it would be refused as stale (pick a decision again)" : "");
+    + (!moved ? "" : sent ? ": this form was sent at revision " + held + ": sending it again gets its first receipt "
+      + "(pick a decision to decide again)"
+      : ": this form says " + held + ", so it would be refused as stale (pick a decision again)");
   $("revnow").dataset.moved = moved ? "yes" : "no";
 }
 
@@ -551,8 +577,26 @@ function judgedWithout(receipt) {
     + named.map((b) => "line " + b.line).join(", ");
 }
 
-async function sendDecision(event) {
-  event.preventDefault();
+// One idempotency key per request the form holds (what the spec compares: decision, expected revision, target
+// turn, evidence), kept while the page is open: sending the same form again (a double click, a second Send) is the
+// same request with the same key, so the server answers with its first receipt instead of judging a second
+// decision (which the first one made stale). Another decision, turn, evidence or revision is a new request
+// (formKeys: request -> its key, declared with the page's other state).
+function requestOf(body) {
+  return JSON.stringify([body.decision, body.expected_revision, body.target_turn_id ?? null,
+    body.evidence_ref ?? null]);
+}
+function formKey(body) {
+  const request = requestOf(body);
+  if (!formKeys.has(request)) {
+    formKeys.set(request, crypto.randomUUID ? crypto.randomUUID()
+      : Array.from(crypto.getRandomValues(new Uint8Array(16)), (b) => b.toString(16).padStart(2, "0")).join(""));
+  }
+  return formKeys.get(request);
+}
+
+// The request the form holds, as the API takes it.
+function formBody() {
   const body = {
     decision: $("decision").value,
     expected_revision: Number($("revision").value),
@@ -560,8 +604,13 @@ async function sendDecision(event) {
   };
   if ($("turn").value) body.target_turn_id = $("turn").value;
   if ($("evidence").value) body.evidence_ref = $("evidence").value;
-  const idem = crypto.randomUUID ? crypto.randomUUID()
-    : Array.from(crypto.getRandomValues(new Uint8Array(16)), (b) => b.toString(16).padStart(2, "0")).join("");
+  return body;
+}
+
+async function sendDecision(event) {
+  event.preventDefault();
+  const body = formBody();
+  const idem = formKey(body);
   $("send").disabled = true;
   let status = 0, answer = {};
   try {
@@ -579,17 +628,23 @@ async function sendDecision(event) {
   }
   const box = $("result");
   box.hidden = false;
+  // A repeat of this form (its key) gets the first receipt: "already accepted (line N)", N the first one's line.
+  const repeat = (r) => (r && r.replayed ? " (line " + r.first_line + ")" : "");
+  const sentAgain = (r) => (r && r.replayed ? "; this form was sent before: its first receipt, nothing changed"
+    + " (this send is recorded at line " + r.line + ")" : "");
   if (status === 200) {
-    box.dataset.code = "accepted";
-    $("result-code").textContent = "Accepted";
-    setText("result-message", answer.decision + " at line " + answer.line
-      + (answer.replayed ? " (a repeated key: the first receipt)" : "") + judgedWithout(answer));
+    box.dataset.code = answer.replayed ? "already-accepted" : "accepted";
+    setText("result-code", (answer.replayed ? "Already accepted" : "Accepted") + repeat(answer));
+    setText("result-message", answer.decision + " at line " + answer.first_line + sentAgain(answer)
+      + judgedWithout(answer));
     $("result-receipt").textContent = receiptText(answer);
   } else {
+    const receipt = answer.receipt;
     box.dataset.code = answer.code || String(status);
-    setText("result-code", (status === 409 ? "Refused: " : "Error " + status + ": ") + (answer.code || ""));
-    setText("result-message", (answer.message || "") + judgedWithout(answer.receipt || {}));
-    $("result-receipt").textContent = answer.receipt ? receiptText(answer.receipt) : "";
+    setText("result-code", (status === 409 ? (receipt && receipt.replayed ? "Already refused: " : "Refused: ")
+      : "Error " + status + ": ") + (answer.code || "") + repeat(receipt));
+    setText("result-message", (answer.message || "") + judgedWithout(receipt || {}));
+    $("result-receipt").textContent = receipt ? receiptText(receipt) : "";
   }
 }
 
