@@ -158,3 +158,23 @@ def test_a_bad_field_is_named_as_the_api_takes_it_and_as_the_cli_takes_it(tmp_pa
                    "--idempotency-key", "", "--reason", "r")
     assert done.returncode == 2 and done.stderr == "eventlog: --idempotency-key must not be empty\n"
     assert log.read_bytes() == before
+
+
+def test_a_restart_both_waits_for_a_worker_and_names_who_moved_the_session(tmp_path: Path) -> None:
+    """Two views of the same accepted decisions: the latest restart (``start_fresh``) is what a worker should claim
+    (``worker_wait``: ``decision_unclaimed``), the latest decision of any kind is who moved the session (a refusal's
+    ``decided_since``); a later ``close`` moves the session and leaves no wait."""
+    log = write_log(tmp_path / "con.jsonl", EVENTS)
+    assert decide(log, "s-x", "start_fresh", 2, "b1", "bob").returncode == 0  # line 5
+    refused = json.loads(decide(log, "s-x", "retry_restore", 2, "a1", "alice", "--json").stdout)  # line 6
+    assert refused["result"] == "REQUEST_STALE"
+    assert (refused["decided_since"]["line"], refused["decided_since"]["decision"]) == (5, "start_fresh")
+    wait = json.loads(run_cli("sessions", str(log), "s-x", "--json", "--at", "log").stdout)["items"]["s-x"]
+    assert {k: wait["worker_wait"][k] for k in ("kind", "line", "what")} == {
+        "kind": "decision_unclaimed", "line": 5, "what": "start_fresh"}
+
+    assert decide(log, "s-x", "close", 3, "b2", "bob").returncode == 0  # line 7
+    refused = json.loads(decide(log, "s-x", "abandon", 3, "a2", "alice", "--json").stdout)
+    assert (refused["decided_since"]["line"], refused["decided_since"]["decision"]) == (7, "close")
+    shown = json.loads(run_cli("sessions", str(log), "s-x", "--json", "--at", "log").stdout)["items"]["s-x"]
+    assert shown["admission_state"] == "closed" and shown["worker_wait"] is None
