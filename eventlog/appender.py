@@ -539,7 +539,7 @@ def _open(path: str) -> tuple[int, bool]:
             except FileExistsError:
                 return os.open(path, os.O_RDWR | os.O_CLOEXEC), False
     except OSError as err:
-        raise LogFileError([f"cannot open {path}: {err.strerror}"]) from err
+        raise LogFileError([f"cannot open {path} to read and write it: {err.strerror}"]) from err
 
 
 def _regular(path: str, fd: int) -> None:

@@ -719,10 +719,12 @@ def rerun_end_cmd(log: str, label: str) -> str:
     return append_cmd(log, {"type": "catchup_finished", "label": label, "outcome": "exited"})
 
 
-def append_cmd(log: str, event: dict[str, Any], revision: int | None = None) -> str:
-    """One event piped to ``eventlog append LOG`` (with ``--expect-revision`` when given)."""
+def append_cmd(log: str, event: Mapping[str, Any] | Sequence[Mapping[str, Any]], revision: int | None = None) -> str:
+    """One event, or several (one line each, all or none), piped to ``eventlog append LOG`` (with
+    ``--expect-revision`` when given)."""
     expect = [f"--expect-revision {revision}"] if revision is not None else []
-    return f"printf '%s\\n' {q(json.dumps(event, ensure_ascii=False))} | {command('eventlog append', [log], expect)}"
+    lines = " ".join(q(json.dumps(e, ensure_ascii=False)) for e in ([event] if isinstance(event, Mapping) else event))
+    return f"printf '%s\\n' {lines} | {command('eventlog append', [log], expect)}"
 
 
 def decide_cmd(log: str, session_id: str, decision: str, revision: int, turn: str | None = None) -> str:

@@ -33,6 +33,17 @@ def write_log(path: Path, events: list[dict[str, Any]]) -> Path:
     return path
 
 
+def bound_by_permissions() -> list[str]:
+    """The command that runs a process which file permissions bind: as root, root without the capabilities that
+    let it read or write any file (``setpriv``; still uid 0, so the test's files stay its own); nothing for another
+    user."""
+    if os.geteuid() != 0:
+        return []
+    if shutil.which("setpriv") is None:
+        pytest.skip("root reads and writes a chmod 000 file; setpriv is needed to run without that power")
+    return ["setpriv", "--bounding-set", "-dac_override,-dac_read_search", "--"]
+
+
 @pytest.fixture
 def cli() -> Any:
     """The ``run_cli`` helper."""

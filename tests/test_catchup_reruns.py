@@ -240,7 +240,7 @@ def test_a_runner_killed_mid_rerun_leaves_an_open_kick_that_blocks_the_kick_cmd_
                            env={**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"})
     assert typed.returncode == 0, typed.stderr
     out = j.catchup("--json")
-    assert json.loads(out.stdout)["runs"] == [{"label": "com.y", "outcome": "exited", "exit": 0}]
+    assert json.loads(out.stdout)["runs"] == [{"label": "com.y", "outcome": "exited", "exit": 0, "written": True}]
     assert (jobs_dir / "y-ran").exists()
     assert out.returncode == 1 and "com.x: catch-up re-ran it" in out.stderr  # ended, how unknown: still named
 

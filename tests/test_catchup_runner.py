@@ -170,8 +170,8 @@ def test_kicks_one_at_a_time_in_label_order(tmp_path: Path) -> None:
         ("catchup_finished", "com.lily.b", "exited", 0),
     ]
     assert json.loads(out.stdout)["runs"] == [
-        {"label": "com.lily.a", "outcome": "exited", "exit": 0},
-        {"label": "com.lily.b", "outcome": "exited", "exit": 0},
+        {"label": "com.lily.a", "outcome": "exited", "exit": 0, "written": True},
+        {"label": "com.lily.b", "outcome": "exited", "exit": 0, "written": True},
     ]
     # kicked since the skip: a second catch-up has no candidates, so no probe
     assert s.run().returncode == 0

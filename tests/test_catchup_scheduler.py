@@ -133,8 +133,9 @@ def test_launchd_exit_statuses_are_recorded(fake: Fake) -> None:
     assert out.stderr.strip() == "eventlog: com.lily.a: re-run exit 3"
     assert fake.tail()[1] == ("catchup_finished", "com.lily.a", "exited", 3)
     assert fake.tail()[3] == ("catchup_finished", "com.lily.b", "exited", 0)
-    assert json.loads(out.stdout)["runs"] == [{"label": "com.lily.a", "outcome": "exited", "exit": 3},
-                                              {"label": "com.lily.b", "outcome": "exited", "exit": 0}]
+    assert json.loads(out.stdout)["runs"] == [
+        {"label": "com.lily.a", "outcome": "exited", "exit": 3, "written": True},
+        {"label": "com.lily.b", "outcome": "exited", "exit": 0, "written": True}]
 
 
 def test_an_exit_status_recorded_late_is_still_the_one_read(fake: Fake) -> None:

@@ -536,7 +536,7 @@ def test_started_answer_waits_and_a_verified_a_minute_later_returns_it(tmp_path:
     assert types(added) == ["probe_result", "claimed", "resume_requested", "watcher_run"]
     assert report.status == 0 and report.problems == []
     assert report.resumed == [{"handoff_id": "h1", "attempt": 1, "result": "started",
-                               "detail": "session-h1; waiting for the cloud side to report attempt 1"}]
+                               "detail": "session-h1; waiting for the cloud side to report attempt 1", "written": True}]
     view = handoffs_view(log, T0 + timedelta(minutes=1))
     assert view["items"]["h1"] == {"state": "resume_requested", "account": "cloud-account-a", "attempt": 1,
                                    "stale": None}

@@ -383,9 +383,10 @@ def test_an_enqueue_that_cannot_be_recorded_is_said_alike_on_stdout_and_stderr(t
     assert report["enqueued"] == [] and report["failed"] == []
     [unrecorded] = report["unrecorded"]
     assert (unrecorded["product"], unrecorded["task_branch"]) == ("a-quiet", "task/a-quiet")
-    [said] = [line for line in out.stderr.splitlines() if "a-quiet" in line]
+    said, lost = [line for line in out.stderr.splitlines() if "a-quiet" in line]
     assert said.startswith("eventlog: a-quiet: status-quiet: enqueued, but cannot append resume_enqueued: ")
     assert "the next run sends it again" in said
+    assert lost.startswith("eventlog: the resume of a-quiet (status-quiet) was enqueued (task branch task/a-quiet): ")
     text = spoiled().stdout
     assert "a-quiet: status-quiet, resume enqueued but NOT recorded (the next run sends it again: " in text
     assert "b-quiet: status-quiet, not enqueued (the run stopped)" in text

@@ -24,7 +24,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.conftest import ROOT, write_log
+from tests.conftest import ROOT, bound_by_permissions, write_log
 from tests.serving import Server, start_server, wait_healthy
 from tests.test_follow import _metric, _wait_for
 from tests.test_prom import promtool
@@ -162,16 +162,6 @@ def test_follow_says_the_log_is_missing_and_stops_on_sigterm(tmp_path: Path, kin
 
 
 # --- a log it may not read ------------------------------------------------------------------
-
-
-def bound_by_permissions() -> list[str]:
-    """The command that runs a process which file permissions bind: as root, root without the capabilities that
-    let it read any file (``setpriv``; still uid 0, so the test's files stay its own); nothing for another user."""
-    if os.geteuid() != 0:
-        return []
-    if shutil.which("setpriv") is None:
-        pytest.skip("root reads a chmod 000 file; setpriv is needed to run without that power")
-    return ["setpriv", "--bounding-set", "-dac_override,-dac_read_search", "--"]
 
 
 def unreadable(log: Path) -> str:

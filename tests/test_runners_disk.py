@@ -19,12 +19,13 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import ROOT, run_cli, write_log
+from tests.conftest import ROOT, bound_by_permissions, run_cli, write_log
 from tests.test_catchup_runner import AT, KICK, PROBE, registered, skipped
 from tests.test_lanes_pass import ago, events, pasted
-from tests.test_log_path_swaps import bound_by_permissions
 
 ENQUEUE = ROOT / "tests" / "fakes" / "lanes_enqueue.py"
+#: Where the line that says what the log did not take gives the command to paste (``Unwritten``, every runner).
+PASTE = "once it takes writes again, append it: "
 
 
 def cli(*args: str, full: Path | None = None, via: list[str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -66,17 +67,20 @@ def test_a_rerun_whose_end_cannot_be_written_is_reported_with_its_exit_and_the_l
     out = catchup(log, {"com.lily.a": f"full:{log}"}, "--json")
     assert out.returncode == 1, out.stderr
     report = json.loads(out.stdout)
-    assert report["runs"] == [{"label": "com.lily.a", "outcome": "exited", "exit": 0}]
+    assert report["runs"] == [{"label": "com.lily.a", "outcome": "exited", "exit": 0, "written": False}]
     assert report["not_kicked"] == ["com.lily.b"] and kicked(log) == ["com.lily.a"]
-    [lost] = report["unrecorded"]
-    assert lost["line"]["type"] == "catchup_finished" and lost["line"]["exit"] == 0
-    [said] = [line for line in out.stderr.splitlines() if "its end could not be written" in line]
-    assert said.startswith("eventlog: com.lily.a: its re-run ended (exit 0) but its end could not be written "
-                           f"(could not write {log}: File too large; nothing was written): nothing more is kicked")
+    [lost] = report["unwritten"]
+    [line] = lost["events"]
+    assert line["type"] == "catchup_finished" and line["exit"] == 0
+    assert (f"eventlog: cannot append the end of the re-run of com.lily.a to the log: could not write {log}: File too "
+            "large; nothing was written; nothing more is kicked") in out.stderr
+    [said] = [line for line in out.stderr.splitlines() if PASTE in line]
+    assert said.startswith(f"eventlog: the re-run of com.lily.a ended: exited (exit 0): no line of {log} says so")
     assert report["note"] == "1 re-run(s) done; 1 end(s) NOT written to the log: nothing more kicked"
     assert [e["type"] for e in events(log)][-1] == "catchup_kicked"  # the disk took that, and no more
 
-    paste = said.split("once the log takes appends: ", 1)[1]
+    paste = said.split(PASTE, 1)[1]
+    assert paste == lost["command"]
     assert pasted(paste, tmp_path).returncode == 0, paste
     end = events(log)[-1]
     assert (end["type"], end["label"], end["outcome"], end["exit"]) == ("catchup_finished", "com.lily.a", "exited", 0)
@@ -91,9 +95,9 @@ def test_the_text_report_names_the_rerun_whose_end_was_not_written(tmp_path: Pat
     assert out.returncode == 1
     assert out.stdout.splitlines() == [
         "com.lily.a: exited (exit 0)",
-        "com.lily.b: exited (exit 0) (its end NOT written to the log)",
+        "com.lily.b: exited (exit 0) (NOT written to the log: the line to append is on stderr)",
         "2 re-run(s) done; 1 end(s) NOT written to the log: nothing more kicked"]
-    assert "com.lily.b: its re-run ended (exit 0) but its end could not be written" in out.stderr
+    assert "eventlog: cannot append the end of the re-run of com.lily.b to the log: " in out.stderr
     assert f"| eventlog append {log}" in out.stderr
 
 
@@ -116,7 +120,7 @@ def test_catchup_on_a_log_it_may_read_but_not_write_says_the_write_failed(tmp_pa
               via=bound_by_permissions())
     assert out.returncode == 1
     assert out.stdout.splitlines() == ["the log could not be written: nothing kicked"]
-    assert (f"eventlog: cannot write the log (it can be read, not written): cannot open {log}: "
+    assert (f"eventlog: cannot write the log (it can be read, not written): cannot open {log} to read and write it: "
             "Permission denied") in out.stderr.splitlines()
 
 
@@ -163,14 +167,21 @@ def test_lanes_writes_its_lane_check_before_the_send_and_prints_a_resume_it_coul
     assert out.returncode == 1 and sent(log) == 1
     assert [e["type"] for e in events(log)] == ["status_updated", "lane_check"]
     assert events(log)[-1]["exit"] == "ok"  # as the pass stood before it sent: the send's end is on stderr
-    [lost] = json.loads(out.stdout)["unrecorded"]
-    assert lost["line"]["task_branch"] == "resume/quiet/status-quiet"
-    [said] = [line for line in out.stderr.splitlines() if "enqueued, but" in line]
-    assert said.startswith(f"eventlog: quiet: status-quiet: enqueued, but cannot append resume_enqueued: could not "
-                           f"write {log}: File too large")
+    report = json.loads(out.stdout)
+    [sent_] = report["unrecorded"]
+    assert (sent_["product"], sent_["kind"], sent_["task_branch"]) == ("quiet", "status-quiet",
+                                                                       "resume/quiet/status-quiet")
+    [lost] = report["unwritten"]
+    assert [e["task_branch"] for e in lost["events"]] == ["resume/quiet/status-quiet"]
+    assert (f"eventlog: quiet: status-quiet: enqueued, but cannot append resume_enqueued: could not write {log}: File "
+            "too large") in out.stderr
+    [said] = [line for line in out.stderr.splitlines() if PASTE in line]
+    assert said.startswith("eventlog: the resume of quiet (status-quiet) was enqueued (task branch "
+                           f"resume/quiet/status-quiet): no line of {log} says so")
     assert f"cannot append the lane check: could not write {log}: File too large" in out.stderr  # its second one
 
-    paste = said.split("once the log takes appends: ", 1)[1]
+    paste = said.split(PASTE, 1)[1]
+    assert paste == lost["command"]
     assert pasted(paste, tmp_path).returncode == 0, paste
     resume = events(log)[-1]
     assert (resume["type"], resume["product"], resume["kind"]) == ("resume_enqueued", "quiet", "status-quiet")

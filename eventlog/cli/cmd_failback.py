@@ -73,6 +73,13 @@ unknown (to a person; effect none when it had not started yet), a stopped probe
 not at all; the heartbeat says exit error with a detail that names the signal,
 and what was cut short is said on stderr.
 
+A probe's or resume's answer the log does not take (a full disk, a file it may
+not write) is shown all the same, marked NOT written (--json: "written": false,
+and the lines in "unwritten"), and stderr gives the line(s) as an `eventlog
+append LOG` command to paste once the log takes writes again: it happened, and
+no other line says so. A log it may not read and write is said with the reason
+(exit 1; --json: the report, exit error); the pass starts no command then.
+
 It acts as of now; --at TIME (or 'log') pins its clock, for tests.
 Why it exits 1 is on stderr, one line each.
 
@@ -88,7 +95,8 @@ EXITS = """\
 0  the pass ran and nothing new needs a person
 1  the pass could not do its own work (a command that could not start, a probe
    that gave no answer, a log
-   that could not be read or written, bad lines new since this watcher's last
+   that could not be read or written (an answer it could not record is printed to
+   paste), bad lines new since this watcher's last
    watcher_run, accounts or handoffs not reached within --budget, SIGTERM or
    SIGINT) or it sent work to a person (a resume that failed with effect
    unknown, a conflict, a stale resume_requested, a resume that failed with

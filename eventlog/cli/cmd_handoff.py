@@ -6,7 +6,6 @@ import argparse
 from typing import Any
 
 from eventlog.cli.common import (
-    UsageError,
     add_judging,
     add_log,
     command_parser,
@@ -14,7 +13,6 @@ from eventlog.cli.common import (
     judging,
     mark_done,
     person_acts,
-    refused,
     report,
     stoppable,
 )
@@ -43,7 +41,9 @@ Probe ACCOUNT once now, whatever its plan says, with the failback watcher's prob
 command, and append the probe_result (and limit_recorded, as the watcher would),
 with the actor. This is how a person records that an account's login is fixed:
 an account whose last probe said auth_error is not probed by the watcher
-(plan needs_person) until a probe says anything else."""
+(plan needs_person) until a probe says anything else. A result the log does not
+take (a full disk) is shown all the same, marked NOT written, and stderr gives it
+as an `eventlog append LOG` command to paste once the log takes writes again."""
 
 ACTION_EXITS = """\
 0  appended
@@ -58,7 +58,8 @@ PROBE_EXITS = """\
 0  the probe said ok (recorded)
 1  it said something else or gave no answer (recorded; the outcome is on stderr, and
    the exit or signal of a probe killed, timed out or exit 126/127), it could not start, the
-   log could not be written, lines of it were bad (named on stderr), or SIGTERM or
+   log could not be written (before the probe: none is run; after it: the result is
+   printed to paste), lines of it were bad (named on stderr), or SIGTERM or
    SIGINT stopped it (the probe's process group is stopped; nothing recorded)
 2  bad usage (a --probe-cmd still the '<...>' placeholder of a copied command), no
    such log, or no line names the account: nothing run or recorded"""
@@ -120,16 +121,19 @@ def run_action(args: argparse.Namespace) -> int:
 
 def run_probe(args: argparse.Namespace) -> int:
     """``eventlog handoff probe``."""
-    try:
+    def probe() -> handoff.ProbeReport:
         tz, at = judging(args)
         opts = handoff.ProbeOnce(log=args.log, account=args.account,
                                  probe_cmd=command_words(args.probe_cmd, "--probe-cmd"), timeout_s=args.timeout,
                                  kill_grace_s=args.kill_grace, expected=args.expect, actor=args.actor, at=at,
                                  assume_tz=tz)
         opts.check()
-        done = stoppable("handoff probe", lambda: handoff.probe_once(opts))
-    except (UsageError, ValueError) as err:
-        return refused(err)
+        done: handoff.ProbeReport = stoppable("handoff probe", lambda: handoff.probe_once(opts))
+        return done
+
+    done = person_acts(args.log, f"a probe's result of {args.account} (so no probe was run)", probe)
+    if isinstance(done, int):
+        return done
     for line in done.text():
         mark_done(f"{args.log}: {line} (recorded)")
     return report(done, args.json, done.text())

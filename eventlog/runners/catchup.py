@@ -49,9 +49,10 @@
   ``catchup_kicked`` open (``may_still_run``), and the catch-up kicks nothing
   more. **No job is kicked whose ``catchup_kicked`` was not written**, and a
   pass that could not write a line kicks nothing more: a re-run whose
-  ``catchup_finished`` could not be written is still in ``runs`` with its exit,
-  in ``unrecorded`` with that line, and a problem prints it to paste
-  (:func:`_write_end`).
+  ``catchup_finished`` could not be written is still in ``runs`` with its exit
+  (``written`` false), that line is in ``unwritten``
+  (:class:`~eventlog.runners.common.Unwritten`, as the other runners keep what
+  an act gave), and a problem prints it to paste (:func:`_write_end`).
 - **An open re-run** (a ``catchup_kicked`` with no ``catchup_finished``) found
   under the lock was left by a catch-up that is gone (it died, was killed, or
   could not stop its job): with ``scheduler`` the scheduler is asked (it runs:
@@ -109,6 +110,7 @@ from eventlog.runners.common import (
     LockUnavailable,
     PassBadLines,
     RunnerError,
+    Unwritten,
     check_bounds,
     folder,
     refuses_appends,
@@ -119,7 +121,7 @@ from eventlog.runners.process import Interrupted, check_stop, run
 from eventlog.runners.schedulers import POLL_S, JobRan, Scheduler, SchedulerError, run_job
 from projections import catchup as rules
 from projections.catchup import Catchup, Rerun, Unfed
-from projections.triage import append_cmd, explain_cmd, rerun_end_cmd, rerun_words, unfed_words
+from projections.triage import explain_cmd, rerun_end_cmd, rerun_words, unfed_words
 
 #: Spec section 5: a re-run over this is stopped.
 KICK_TIMEOUT_S = rules.TIMEOUT_S
@@ -188,6 +190,8 @@ class Report(msgspec.Struct, kw_only=True):
     circuit: str = "closed"
     #: None: not probed; "ok", "failed" (it did not start or timed out), or the outcome the classifier named.
     probe: str | None = None
+    #: Each re-run (``label``, ``outcome``, ``exit``; ``written``: false when the log did not take its end, which
+    #: ``unwritten`` then holds).
     runs: list[dict[str, Any]] = msgspec.field(default_factory=list)
     not_kicked: list[str] = msgspec.field(default_factory=list)
     #: Another catch-up held the log's lock: nothing was done.
@@ -197,12 +201,12 @@ class Report(msgspec.Struct, kw_only=True):
     #: Re-runs that did not end well, until the job runs again: ``label``, ``kind`` (``rerun_failed``,
     #: ``rerun_no_end``, or ``open``: no end written yet), ``kicked_at``, ``line`` (its kick's, or its end's).
     reruns: list[dict[str, Any]] = msgspec.field(default_factory=list)
-    #: Re-runs that ended but whose ``catchup_finished`` could not be written: ``label``, ``line`` (that event, as
-    #: ``problems`` prints it to paste) and ``error``; the pass kicked nothing after one.
-    unrecorded: list[dict[str, Any]] = msgspec.field(default_factory=list)
     #: Open re-runs the job of which may still run: nothing was kicked (re-runs never overlap).
     waits_for: list[str] = msgspec.field(default_factory=list)
     note: str = ""
+    #: The ends of re-runs the log did not take (this pass's, or an open one's it settled): the lines to append by
+    #: hand (a problem each); the pass kicked nothing after one.
+    unwritten: list[Unwritten] = msgspec.field(default_factory=list)
     bad_lines: PassBadLines = msgspec.field(default_factory=PassBadLines)
     notes: list[str] = msgspec.field(default_factory=list)
     problems: list[str] = msgspec.field(default_factory=list)
@@ -214,9 +218,7 @@ class Report(msgspec.Struct, kw_only=True):
 
     def text(self) -> list[str]:
         """The report for people, one line each."""
-        unrecorded = {u["label"] for u in self.unrecorded}
-        out = [f"{r['label']}: {r['outcome']}" + (f" (exit {r['exit']})" if r["exit"] is not None else "")
-               + (" (its end NOT written to the log)" if r["label"] in unrecorded else "") for r in self.runs]
+        out = [f"{r['label']}: {_ran_words(r)}{Unwritten.mark(r)}" for r in self.runs]
         fed = [f"imported first: {', '.join(f'{source} {n}' for source, n in self.imported.items())}"
                ] if self.imported else []
         return [*fed, *out, self.note]
@@ -436,7 +438,9 @@ def _waits_for(opts: Options, log: Log, report: Report, state: Catchup, clock: C
             report.problems.append(f"{gone}; {name} still runs it, so nothing is kicked until it ends (re-runs "
                                    f"never overlap): wait, or stop it: {opts.scheduler.kill_command(label)}")
             continue
-        if not _write_end(opts, log, clock, report, label, {"outcome": "exited"}):
+        if not _write_end(opts, log, clock, report, label, {"outcome": "exited"},
+                          f"the re-run of {label} kicked at {r.kicked_ts} no longer runs ({name} says so; how it "
+                          "ended is unknown)"):
             report.problems.append(f"{gone}; {name} no longer runs it, but its end could not be written: nothing is "
                                    "kicked")
             return False
@@ -504,8 +508,8 @@ def _catchup(opts: Options, log: Log, report: Report) -> None:
     finally:
         kicked = sum(r["outcome"] != "interrupted" for r in report.runs)
         report.note = f"{kicked} re-run(s) done" if kicked else "nothing kicked"
-        if report.unrecorded:
-            report.note += f"; {len(report.unrecorded)} end(s) NOT written to the log: nothing more kicked"
+        if report.unwritten:
+            report.note += f"; {len(report.unwritten)} end(s) NOT written to the log: nothing more kicked"
 
 
 def _rerun_all(opts: Options, log: Log, clock: Clock, report: Report, labels: list[str]) -> None:
@@ -543,11 +547,14 @@ def _rerun_all(opts: Options, log: Log, clock: Clock, report: Report, labels: li
         try:
             ran = _rerun(opts, label)
         except Interrupted as stop:
-            report.runs.append({"label": label, "outcome": "interrupted", "exit": None})
+            stopped: dict[str, Any] = {"label": label, "outcome": "interrupted", "exit": None, "written": True}
+            report.runs.append(stopped)
             ended = _ended_after_stop(opts, label, stop.started)
-            if ended is None:
-                written = _write_end(opts, log, clock, report, label, {"outcome": "exited"})
-                said = "its end is written with no exit status" if written else "its end could not be written"
+            if ended is None:  # a log that does not take its end is said, and the stop goes on
+                stopped["written"] = _write_end(opts, log, clock, report, label, {"outcome": "exited"},
+                                                f"the re-run of {label} was stopped by {stop.signal}")
+                said = ("its end is written with no exit status" if stopped["written"]
+                        else "its end could not be written (the line to append is said)")
                 stop.what = (f"while {label} re-ran: it was stopped and {said}" if stop.started
                              else f"after catchup_kicked of {label}, before it re-ran ({said})")
             else:
@@ -559,7 +566,7 @@ def _rerun_all(opts: Options, log: Log, clock: Clock, report: Report, labels: li
             raise
         if ran.may_run:  # no end happened: none is written, and nothing starts after it
             timed_out = f"re-run timed out after {opts.timeout_s:g} s; " if ran.timed_out else ""
-            report.runs.append({"label": label, "outcome": "may_still_run", "exit": None})
+            report.runs.append({"label": label, "outcome": "may_still_run", "exit": None, "written": True})
             report.problems.append(f"{label}: {timed_out}{ran.error}: it may still run, so no end is written "
                                    "and nothing more is kicked (re-runs never overlap)")
             report.not_kicked.extend(labels[i + 1:])
@@ -580,41 +587,42 @@ def _rerun_all(opts: Options, log: Log, clock: Clock, report: Report, labels: li
                 problem = problem or f"{label}: re-run exit {ran.exit}"
         if problem:
             report.problems.append(problem)
-        report.runs.append({"label": label, "outcome": end["outcome"], "exit": end.get("exit")})
-        written = _write_end(opts, log, clock, report, label, end)
+        done: dict[str, Any] = {"label": label, "outcome": end["outcome"], "exit": end.get("exit"), "written": True}
+        report.runs.append(done)
+        done["written"] = _write_end(opts, log, clock, report, label, end,
+                                     f"the re-run of {label} ended: {_ran_words(done)}")
         if lost_sight:
             report.notes.append(f"{label}: the scheduler stopped answering: no more re-runs")
-        if not written or lost_sight:
+        if not done["written"] or lost_sight:
             report.not_kicked.extend(labels[i + 1:])
             return
 
 
-def _write_end(opts: Options, log: Log, clock: Clock, report: Report, label: str, end: dict[str, Any]) -> bool:
+def _write_end(opts: Options, log: Log, clock: Clock, report: Report, label: str, end: dict[str, Any],
+               act: str) -> bool:
     """Append the ``catchup_finished`` of ``label`` (``end``: its ``outcome`` and ``exit``); whether it was written.
 
-    An end that happened is never lost: when its line cannot be written, a problem says how the re-run ended and
-    prints that exact line to paste (the log holds the re-run open until then: it "may still run", and a pass with
-    ``kick_cmd`` kicks nothing), and it is in ``unrecorded``.
+    An end that happened is never lost: when its line cannot be written, a problem says why and that nothing more
+    is kicked, and :class:`~eventlog.runners.common.Unwritten` keeps that exact line to paste, saying ``act`` (what
+    happened). Until it is appended the log holds the re-run open: it "may still run", and a pass with
+    ``kick_cmd`` kicks nothing.
     """
     finished = {"type": "catchup_finished", "ts": clock().isoformat(), "label": label, **end}
     try:
         log.append([finished])
     except AppendError as err:
-        error = "; ".join(err.messages)
-        report.unrecorded.append({"label": label, "line": finished, "error": error})
-        report.problems.append(
-            f"{label}: its re-run ended ({_end_words(end)}) but its end could not be written ({error}): nothing more "
-            f"is kicked, and the log holds the re-run open (it may still run, to the views and the next pass) until "
-            f"it is recorded; once the log takes appends: {append_cmd(opts.log, finished)}")
+        lost = Unwritten.of(opts.log, act, [finished])
+        report.unwritten.append(lost)
+        report.problems += [f"cannot append the end of the re-run of {label} to the log: {'; '.join(err.messages)}; "
+                            "nothing more is kicked, and until it is appended the log holds the re-run open (it may "
+                            "still run, to the views and the next pass)", lost.problem(opts.log)]
         return False
     return True
 
 
-def _end_words(end: dict[str, Any]) -> str:
-    """How a re-run ended, in words (its ``catchup_finished``'s ``outcome`` and ``exit``)."""
-    if end["outcome"] == "timeout_killed":
-        return "killed at its timeout"
-    return "no exit status" if end.get("exit") is None else f"exit {end['exit']}"
+def _ran_words(run: dict[str, Any]) -> str:
+    """How a re-run ended, for people: ``exited (exit 3)``, ``timeout_killed``."""
+    return str(run["outcome"]) + (f" (exit {run['exit']})" if run["exit"] is not None else "")
 
 
 def _ended_after_stop(opts: Options, label: str, started: bool) -> str | None:

@@ -22,7 +22,7 @@ from eventlog.reader import Reader
 from eventlog.replay import Replay
 from eventlog.runners.process import Interrupted, split_command, waiting
 from projections.runner import Runner
-from projections.triage import LogFacts, command, line_cmd
+from projections.triage import LogFacts, append_cmd, command, line_cmd
 
 #: How many bad lines a runner names (it counts them all).
 BAD_LINES_SHOWN = 3
@@ -144,6 +144,35 @@ class PassBadLines(BadLines, kw_only=True):
         said = self.problem(log)
         if said:
             (problems if self.new else notes).append(said)
+
+
+class Unwritten(msgspec.Struct, kw_only=True):
+    """What an act outside (a probe, a resume, a re-run) gave that the log did not take (a full disk, a file it may
+    not write): it happened, yet no line says so, so the line(s) that say it are kept for a person to append.
+
+    Every runner says its own in the same words (:meth:`problem`), after the line that says why the append failed.
+    """
+
+    #: What happened, for a person: ``the resume of h1 (attempt 1) answered verified (main abc1234)``.
+    act: str
+    #: The events the runner tried to append, as it would have written them (their ``ts`` the act's).
+    events: list[dict[str, Any]]
+    #: ``eventlog append LOG`` with them on stdin, to paste once the log takes writes again.
+    command: str
+
+    @classmethod
+    def of(cls, log: str, act: str, events: Sequence[Mapping[str, Any]]) -> Unwritten:
+        """``events`` that say ``act``, which ``log`` did not take."""
+        return cls(act=act, events=[dict(e) for e in events], command=append_cmd(log, events))
+
+    def problem(self, log: str) -> str:
+        """One line for a person: what happened, and what to paste."""
+        return f"{self.act}: no line of {log} says so; once it takes writes again, append it: {self.command}"
+
+    @staticmethod
+    def mark(done: Mapping[str, Any]) -> str:
+        """What a report's line for ``done`` (a probe, a resume, a re-run) adds when its ``written`` is false."""
+        return "" if done.get("written", True) else " (NOT written to the log: the line to append is on stderr)"
 
 
 class NamedBadLine(msgspec.Struct, kw_only=True):
@@ -372,6 +401,6 @@ def _wait_for_lock(fd: int, path: str) -> None:
 
 __all__ = [
     "BAD_LINES_SHOWN", "BadLines", "LockUnavailable", "LogNotReached", "Named", "NamedBadLine", "PassBadLines",
-    "RunnerError", "bad_lines", "bad_lines_said", "check_bounds", "folder", "id_pattern", "log_events",
+    "RunnerError", "Unwritten", "bad_lines", "bad_lines_said", "check_bounds", "folder", "id_pattern", "log_events",
     "name_bad_lines", "named_problem", "naming", "not_a_directory", "refuses_appends", "require_log", "runner_lock",
 ]

@@ -66,7 +66,10 @@ A pass (claim one at a time, save the state, then go on):
    ``watcher_run``); it then carries a
    ``detail`` (an extra field, ignored by projections). Bad lines an earlier
    pass of this watcher already read are named in ``notes`` (stderr) only:
-   a bad line stays in the log for ever (``PassBadLines``).
+   a bad line stays in the log for ever (``PassBadLines``). A probe's result or a resume's answer the
+   log did not take (a full disk: the pass stops there) is in the report all the same (``written``
+   false) and in ``unwritten`` (:class:`~eventlog.runners.common.Unwritten`): the lines to append by
+   hand, since the act happened and no line says so.
 6. A stop signal (SIGTERM, SIGINT: :func:`eventlog.runners.process.stop_on_signals`)
    stops the running command's process group as a timeout does and starts no
    other: a stopped probe records nothing; a stopped resume command records
@@ -117,7 +120,15 @@ from eventlog.clock import NOW, At, Clock
 from eventlog.logs import Log, LogUnavailable, is_url, open_log, printed
 from eventlog.probe import EXPECTED, Verdict, judge
 from eventlog.reader import NESTED_TOO_DEEP, deeper_at
-from eventlog.runners.common import PassBadLines, RunnerError, check_bounds, check_filled, folder, require_log
+from eventlog.runners.common import (
+    PassBadLines,
+    RunnerError,
+    Unwritten,
+    check_bounds,
+    check_filled,
+    folder,
+    require_log,
+)
 from eventlog.runners.process import DETAIL_CHARS, Interrupted, Ran, excerpt, run
 from projections.base import elapsed_s
 from projections.handoffs import (
@@ -177,8 +188,6 @@ class Options:
         if not self.expected:
             raise RunnerError("--expect is empty")
         require_log(self.log, self.assume_tz)
-        if not is_url(self.log) and not os.access(self.log, os.R_OK | os.W_OK):
-            raise RunnerError(f"cannot read and write {self.log}")
         if not self.watcher and not names_watcher(self.log, self.watcher, self.assume_tz):
             raise RunnerError("--watcher is empty: a pass takes no name but one the log's watcher_run or claimed "
                               "lines already give")
@@ -221,10 +230,14 @@ class Report(msgspec.Struct, kw_only=True):
     #: Pending handoffs this pass could claim: not those it released (pending again, a later pass claims them).
     pending: int = 0
     free_slots: int = 0
+    #: What each probe said (``account``, ``outcome``, ``status``, ``detail``, ``limit``; ``written`` as in
+    #: ``resumed``).
     probes: list[dict[str, Any]] = msgspec.field(default_factory=list)
     not_probed: dict[str, dict[str, Any]] = msgspec.field(default_factory=dict)
     claimed: list[str] = msgspec.field(default_factory=list)
     lost: list[dict[str, str]] = msgspec.field(default_factory=list)
+    #: What each resume command answered (``handoff_id``, ``attempt``, ``result``, ``detail``; ``written``: false
+    #: when the log did not take the line that says it, which ``unwritten`` then holds).
     resumed: list[dict[str, Any]] = msgspec.field(default_factory=list)
     #: Handoffs this pass handed to a person (a resume that failed with effect unknown, a conflict).
     to_person: list[str] = msgspec.field(default_factory=list)
@@ -238,6 +251,8 @@ class Report(msgspec.Struct, kw_only=True):
     #: For a person too, but they change nothing (bad lines the previous pass already read).
     notes: list[str] = msgspec.field(default_factory=list)
     write_failed: bool = False
+    #: What a probe or a resume gave that the log did not take: the lines to append by hand (a problem each).
+    unwritten: list[Unwritten] = msgspec.field(default_factory=list)
     #: The signal (SIGTERM, SIGINT) that stopped the pass, None when none did.
     interrupted: str | None = None
     heartbeat: str | None = None
@@ -274,14 +289,15 @@ class Report(msgspec.Struct, kw_only=True):
             if limit:
                 more = "; limit recorded, " + (f"reset {limit['reset_at']} ({limit['confidence']})"
                                                if limit["reset_at"] else "no reset time stated (unknown)")
-            out.append(f"  probe {p['account']}: {p['outcome']}{more}")
+            out.append(f"  probe {p['account']}: {p['outcome']}{more}{Unwritten.mark(p)}")
         for account, why in self.not_probed.items():
             when = f" until {why['next_probe_at']}" if why.get("next_probe_at") else ""
             out.append(f"  not probed {account}: {why['reason']}{when}")
         out += [f"  claimed {hid}" for hid in self.claimed]
         out += [f"  not claimed {x['handoff_id']}: {x['reason']}" for x in self.lost]
         for r in self.resumed:
-            out.append(f"  {r['handoff_id']} (attempt {r['attempt']}): {r['result']} - {r['detail']}")
+            out.append(f"  {r['handoff_id']} (attempt {r['attempt']}): {r['result']} - {r['detail']}"
+                       f"{Unwritten.mark(r)}")
         out += [f"  handed to a person (resume_failing): {f['handoff_id']} (attempt {f['attempt']}, "
                 f"{f['failures']} resume failures in a row with effect none)" for f in self.failing]
         out += [f"  error: {e}" for e in self.errors]
@@ -303,6 +319,7 @@ class Report(msgspec.Struct, kw_only=True):
                           for f in self.failing]
         self.problems += [f"account {a['account']}: the probe said auth_error ({a['detail']}): no probe until a "
                           "person fixes it and probes by hand (eventlog handoff probe)" for a in self.auth_errors]
+        self.problems += [u.problem(opts.log) for u in self.unwritten]
         return self
 
 
@@ -341,8 +358,12 @@ def _run_pass(opts: Options, log: Log, started: float) -> Report:
     def stamp() -> str:
         return _stamp(clock)
 
-    def append(events: list[dict[str, Any]], revision: int | None = None) -> bool:
-        """Append with the transition check (and the stream's ``revision``); False when refused (someone moved)."""
+    def append(events: list[dict[str, Any]], revision: int | None = None, *, act: str | None = None) -> bool:
+        """Append with the transition check (and the stream's ``revision``); False when refused (someone moved).
+
+        ``act``: what the events say happened outside (a probe, a resume): when the log does not take them, they
+        are kept in ``unwritten`` to append by hand.
+        """
         try:
             log.append(events, expect_revision=revision)
         except Conflict as err:
@@ -351,15 +372,22 @@ def _run_pass(opts: Options, log: Log, started: float) -> Report:
         except AppendError as err:
             report.errors.append(f"cannot append {_named(events)} to the log: " + "; ".join(err.messages))
             report.write_failed = True
+            if act is not None:
+                report.unwritten.append(Unwritten.of(opts.log, act, events))
             raise _Stop from err
         return True
+
+    def unread(err: AppendError) -> None:
+        """The log could not be read (nor so written): said, and the pass stops."""
+        report.errors.append("; ".join(err.messages) if err.names_log else "cannot read the log: " +
+                             "; ".join(err.messages))
+        report.write_failed = True
 
     def state() -> Runner:
         try:
             replay = log.state()
         except AppendError as err:
-            report.errors.append("cannot read the log: " + "; ".join(err.messages))
-            report.write_failed = True
+            unread(err)
             raise _Stop from err
         return folder(replay)
 
@@ -367,8 +395,7 @@ def _run_pass(opts: Options, log: Log, started: float) -> Report:
         first = log.state()
     except AppendError as err:
         first = None
-        report.errors.append("cannot read the log: " + "; ".join(err.messages))
-        report.write_failed = True
+        unread(err)
     if first is not None:
         clock = opts.at.clock(first.last_at)
         previous = folder(first).handoffs.state.watchers.get(opts.watcher)
@@ -623,12 +650,13 @@ def _probe(
         report.errors.append(f"probe for {account} could not be started: {ran.error}")
         return None
     events = probe_events(h, account, verdict, stamp())
-    applied = append(events)
     limit = events[1] if len(events) > 1 else None
-    report.probes.append({"account": account, "outcome": verdict.outcome, "status": verdict.status,
-                          "detail": verdict.detail,
-                          "limit": {k: limit[k] for k in ("limited_at", "reset_at", "source", "confidence")}
-                          if limit else None})
+    done = {"account": account, "outcome": verdict.outcome, "status": verdict.status, "detail": verdict.detail,
+            "limit": {k: limit[k] for k in ("limited_at", "reset_at", "source", "confidence")} if limit else None,
+            "written": False}
+    report.probes.append(done)
+    applied = append(events, act=f"the probe of {account} said {verdict.outcome} ({verdict.detail})")
+    done["written"] = True
     if applied and verdict.outcome == "auth_error":
         report.auth_errors.append({"account": account, "detail": verdict.detail})
     silent = ran.no_answer(opts.timeout_s)
@@ -776,13 +804,16 @@ def _resume(
         report.errors.append(f"resume command for {hid} could not be started: {ran.error}")
     event, waiting = answer_event(hid, attempt, ran, opts.timeout_s)
     if event is None:
-        report.resumed.append({"handoff_id": hid, "attempt": attempt, "result": "started", "detail": waiting})
+        report.resumed.append({"handoff_id": hid, "attempt": attempt, "result": "started", "detail": waiting,
+                               "written": True})
         return None
     event["ts"] = stamp()
-    applied = append([event])
     detail = event.get("error") or event.get("detail") or f"{event.get('branch')} {event.get('head')}"
     result = event["type"] + (f" (effect {event['effect']})" if "effect" in event else "")
-    report.resumed.append({"handoff_id": hid, "attempt": attempt, "result": result, "detail": detail})
+    done = {"handoff_id": hid, "attempt": attempt, "result": result, "detail": detail, "written": False}
+    report.resumed.append(done)
+    applied = append([event], act=f"the resume of {hid} (attempt {attempt}) answered {result} ({detail})")
+    done["written"] = True
     if applied and (event["type"] == "conflict" or event.get("effect") == "unknown"):
         report.to_person.append(hid)
     return str(event["error"]) if applied and event.get("effect") == "none" else None
@@ -799,14 +830,15 @@ def _stopped(hid: str, attempt: int, stop: Interrupted, stamp: Callable[[], str]
     then = "handed to a person" if stop.started else "pending again"
     stop.what = (f"while the resume command for {hid} (attempt {attempt}) ran" if stop.started
                  else f"before the resume command for {hid} (attempt {attempt}) started")
+    result = f"resume_failed (effect {effect})"
     try:
-        applied = append([event])
+        applied = append([event], act=f"the resume of {hid} (attempt {attempt}) was cut short: {result} ({error})")
     except _Stop:
         stop.what += ": resume_failed could not be appended"
         return
     if applied:
-        report.resumed.append({"handoff_id": hid, "attempt": attempt, "result": f"resume_failed (effect {effect})",
-                               "detail": error})
+        report.resumed.append({"handoff_id": hid, "attempt": attempt, "result": result, "detail": error,
+                               "written": True})
         if stop.started:
             report.to_person.append(hid)
         stop.what += f": resume_failed (effect {effect}) recorded, {then}"

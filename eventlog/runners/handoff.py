@@ -52,6 +52,7 @@ from eventlog.replay import Replay
 from eventlog.runners.common import (
     BadLines,
     RunnerError,
+    Unwritten,
     bad_lines,
     check_bounds,
     check_said,
@@ -292,6 +293,8 @@ class ProbeReport(msgspec.Struct, kw_only=True):
     detail: str | None = None
     limit: dict[str, Any] | None = None
     after: dict[str, Any] | None = None
+    #: What the probe said when the log did not take it: the lines to append by hand (a problem).
+    unwritten: Unwritten | None = None
     problems: list[str] = msgspec.field(default_factory=list)
 
     @property
@@ -303,6 +306,9 @@ class ProbeReport(msgspec.Struct, kw_only=True):
         """For people."""
         if self.outcome is None:
             return []
+        if self.unwritten is not None:
+            return [f"account {self.account}: probe said {self.outcome}{Unwritten.mark({'written': False})}; plan "
+                    f"still {self.before['reason']}"]
         after = self.after or {}
         return [f"account {self.account}: probe said {self.outcome}; plan {self.before['reason']} -> "
                 f"{after.get('reason')}"]
@@ -311,7 +317,8 @@ class ProbeReport(msgspec.Struct, kw_only=True):
 def probe_once(opts: ProbeOnce) -> ProbeReport:
     """Probe one account by hand and record the result (see the module docstring); call ``opts.check()`` first.
 
-    RunnerError when no line of the log names the account.
+    RunnerError when no line of the log names the account; AppendError when the log cannot be read or written
+    (nothing is run then). A result the log does not take after the probe ran is in the report (``unwritten``).
     """
     with open_log(opts.log, assume_tz=opts.assume_tz) as log:
         replay = log.state()
@@ -330,14 +337,17 @@ def probe_once(opts: ProbeOnce) -> ProbeReport:
             return report
         events = probe_events(h, opts.account, verdict, clock().isoformat())
         events[0]["actor"] = opts.actor
+        report.outcome, report.status_code, report.detail = verdict.outcome, verdict.status, verdict.detail
+        if len(events) > 1:
+            report.limit = {k: events[1][k] for k in ("limited_at", "reset_at", "source", "confidence")}
         try:
             log.append(events)
         except AppendError as err:
             report.problems.append("cannot append the probe's result: " + "; ".join(err.messages))
+            report.unwritten = Unwritten.of(opts.log, f"the probe of {opts.account} said {verdict.outcome} "
+                                            f"({verdict.detail})", events)
+            report.problems.append(report.unwritten.problem(opts.log))
             return report
-        report.outcome, report.status_code, report.detail = verdict.outcome, verdict.status, verdict.detail
-        if len(events) > 1:
-            report.limit = {k: events[1][k] for k in ("limited_at", "reset_at", "source", "confidence")}
         report.after = folder(log.state()).handoffs.plan(opts.account, clock())
     if verdict.outcome != "ok":
         report.problems.append(f"account {opts.account}: the probe said {verdict.outcome} ({verdict.detail})")

@@ -39,9 +39,10 @@ failback's heartbeat).
   run tries again.
 - The resume is appended after the command succeeded: a crash between the two
   sends it again on the next run (at least once, never silently lost). An
-  append that fails there is in ``unrecorded`` (sent, not recorded), the
-  problem prints the ``eventlog append`` command that records it (the exact
-  line), and it ends the run.
+  append that fails there is in ``unrecorded`` (sent, not recorded), its line
+  in ``unwritten`` (:class:`~eventlog.runners.common.Unwritten`, as every
+  runner keeps what an act gave), a problem prints the ``eventlog append``
+  command that records it (the exact line), and it ends the run.
 - Two runners of one log take turns (``LOG.lanes.lock``), so the second sees
   the first's ``resume_enqueued`` and does not send the same resume again. A
   lock file that cannot be opened or created (another user's, a directory this
@@ -88,6 +89,7 @@ from eventlog.runners.common import (
     LockUnavailable,
     PassBadLines,
     RunnerError,
+    Unwritten,
     bad_lines,
     check_bounds,
     not_a_directory,
@@ -99,7 +101,7 @@ from eventlog.runners.process import DETAIL_CHARS, Interrupted, excerpt, run
 from projections.ahead import dated_ahead
 from projections.lanes import PERIOD_S, CheckRecord, Lanes
 from projections.runner import in_units, thresholds
-from projections.triage import AHEAD_KIND, ahead_words, append_cmd, explain_cmd
+from projections.triage import AHEAD_KIND, ahead_words, explain_cmd
 
 #: Seed 001: a finished job not picked up after this is stalled (90 minutes).
 UNPICKED_S = 90 * 60.0
@@ -217,8 +219,10 @@ class LanesReport(msgspec.Struct, kw_only=True):
     already_enqueued: list[dict[str, Any]] = msgspec.field(default_factory=list)
     failed: list[dict[str, Any]] = msgspec.field(default_factory=list)
     #: Sent (the command succeeded), but its ``resume_enqueued`` could not be appended: the next run sends it again
-    #: unless a person appends it first; ``line`` is that event, as ``problems`` prints it to paste.
+    #: unless a person appends it first (its line is in ``unwritten``).
     unrecorded: list[dict[str, Any]] = msgspec.field(default_factory=list)
+    #: The ``resume_enqueued`` of a resume sent that the log did not take: the line to append by hand (a problem).
+    unwritten: list[Unwritten] = msgspec.field(default_factory=list)
     bad_lines: PassBadLines = msgspec.field(default_factory=PassBadLines)
     #: The signal (SIGTERM, SIGINT) that stopped the run, None when none did.
     interrupted: str | None = None
@@ -377,11 +381,12 @@ def _send(opts: LanesOptions, log: Log, stalls: list[tuple[str, str]], clock: Cl
             log.append([event])
         except AppendError as err:
             error = "cannot append resume_enqueued: " + "; ".join(err.messages)
-            report.unrecorded.append({"product": product, "kind": kind, "task_branch": branch, "error": error,
-                                      "line": event})
-            report.problems.append(f"{product}: {kind}: enqueued, but {error}; no other lane was tried, and the next "
-                                   "run sends it again unless it is recorded first, once the log takes appends: "
-                                   f"{append_cmd(opts.log, event)}")
+            report.unrecorded.append({"product": product, "kind": kind, "task_branch": branch, "error": error})
+            sent = f" (task branch {branch})" if branch else ""
+            lost = Unwritten.of(opts.log, f"the resume of {product} ({kind}) was enqueued{sent}", [event])
+            report.unwritten.append(lost)
+            report.problems += [f"{product}: {kind}: enqueued, but {error}; no other lane was tried, and the next run "
+                                "sends it again unless its line is appended first", lost.problem(opts.log)]
             return
         report.enqueued.append({"product": product, "kind": kind, "task_branch": branch})
 
