@@ -17,6 +17,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.conftest import ROOT, bound_by_permissions, write_log
 
 FAKES = ROOT / "tests" / "fakes"
@@ -157,4 +159,36 @@ def test_failback_on_a_log_it_may_not_write_exits_1_with_the_reason_and_a_json_r
     assert retire.returncode == 1 and said in retire.stderr, retire.stderr
     probe = eventlog("handoff", "probe", str(log), "cloud-account-a", "--probe-cmd", "echo PING_OK", via=via)
     assert probe.returncode == 1 and said in probe.stderr and "Traceback" not in probe.stderr, probe.stderr
+    assert lines(log) == [CREATED]
+
+
+# --- 3. a directory where a runner may not make its lock file -----------------------------------------------
+
+
+RUNNERS: dict[str, tuple[list[str], str]] = {
+    "import quota-log": (["import", "quota-log", "LOG", "DIR/quota.log"], "import"),
+    "observe lane": (["observe", "lane", "LOG", "p1", "--stop-file", "DIR/stop"], "observe"),
+    "lanes": (["lanes", "LOG", "--enqueue-cmd", "true"], "lanes"),
+    "catchup": (["catchup", "LOG", "--probe-cmd", "echo PING_OK", "--kick-cmd", "true"], "catchup"),
+}
+
+
+@pytest.mark.parametrize("name", list(RUNNERS))
+def test_a_lock_file_that_cannot_be_made_is_named_with_the_reason_and_exit_1(tmp_path: Path, name: str) -> None:
+    args, lock = RUNNERS[name]
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "quota.log").write_text("")
+    (tmp_path / "shared").mkdir()
+    log = write_log(tmp_path / "shared" / "log.jsonl", [CREATED])
+    via = bound_by_permissions()
+    log.chmod(0o666)
+    log.parent.chmod(0o555)  # the log may be read and written; nothing may be made beside it
+    try:
+        out = eventlog(*[str(log) if a == "LOG" else a.replace("DIR", str(home)) for a in args], via=via)
+    finally:
+        log.parent.chmod(0o755)
+    assert out.returncode == 1, out.stderr
+    assert (f"eventlog: cannot create the lock file {log}.{lock}.lock: Permission denied; nothing was done"
+            in out.stderr.splitlines()), out.stderr
     assert lines(log) == [CREATED]

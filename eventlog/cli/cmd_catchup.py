@@ -115,9 +115,10 @@ EXITS = """\
      it?), the probe was not ok, a re-run did not exit 0, could not start or
      could not be stopped, a re-run of an earlier pass did not end well or may
      still run (until the job runs again), the log could not be read or
-     written (a re-run's end not written is said with the line to paste), its
-     lock file could not be opened or created, it takes no append (no event
-     log), SIGTERM or SIGINT stopped it,
+     written (a re-run's end not written is said with the line to paste), nor
+     its lock file LOG.catchup.lock created or opened beside it (named, and why;
+     a symbolic link there is never followed: nothing done), it takes no append
+     (no event log), SIGTERM or SIGINT stopped it,
      or LOG has bad lines (a catch-up writes no line per pass, so it cannot
      tell new ones from old: each counts; the rest is still judged and kicked)
 2    bad usage (a command still the '<...>' placeholder of a copied command)

@@ -57,7 +57,8 @@ EXITS = """\
    another time than the one LOG applied to a handoff requeued since), a FILE's last line,
    the start of a record, has had no newline for a minute (not read), lines of LOG are bad (how many and the
    first three named on stderr, counted in bad_lines; the rest is imported), or LOG
-   could not be written
+   could not be written, nor its lock file LOG.import.lock created or opened beside it
+   (named, and why; a symbolic link there is never followed: nothing was done)
 2  bad usage, or LOG cannot be read (a directory included)
 3  a conflict (an event the log refuses)""".replace("{ahead}", duration_words(TOLERANCE_S))
 

@@ -97,11 +97,12 @@ LANES_EXITS = """\
 0  done: every stall resumed or already covered
 1  a CMD failed, a lane of --observe DIR could not be observed (or DIR read), the
    log could not be read or written (a resume sent but not recorded is said so,
-   with the line to paste: the next run sends it again unless it is), its lock
-   file could not be opened or created (named, and why: nothing done), it has
-   bad lines new since the last lane_check (older ones are only named on
-   stderr), it has no lane at all (nothing feeds lane state: --observe DIR, or
-   eventlog observe lane for each lane), or SIGTERM or SIGINT stopped the run
+   with the line to paste: the next run sends it again unless it is), nor its
+   lock file LOG.lanes.lock created or opened beside it (named, and why; a
+   symbolic link there is never followed: nothing done), it has bad lines new
+   since the last lane_check (older ones are only named on stderr), it has no
+   lane at all (nothing feeds lane state: --observe DIR, or eventlog observe
+   lane for each lane), or SIGTERM or SIGINT stopped the run
 2  bad usage (--enqueue-cmd still the '<...>' placeholder of a copied command)
    or no such log (with --observe a log file is created, as observe lane does):
    nothing run or written"""

@@ -70,8 +70,10 @@ EXITS = """\
 1  a source could not be read or checked, or a time of it lies ahead of now (the
    others were observed), the worker log's last line, which may still become a
    "job finished" line, has had no newline for a minute (not read), LOG has bad lines
-   (named; the rest was observed), LOG could not be written, or SIGTERM or SIGINT
-   stopped it (git's process group is stopped; nothing appended)
+   (named; the rest was observed), LOG could not be written, nor its lock file
+   LOG.observe.lock created or opened beside it (named, and why; a symbolic link
+   there is never followed: nothing was done), or SIGTERM or SIGINT stopped it (git's
+   process group is stopped; nothing appended)
 2  bad usage, or LOG cannot be read
 3  a conflict (an event the log refuses)"""
 

@@ -256,7 +256,7 @@ def run_catchup(opts: Options) -> Report:
     try:
         _locked_pass(opts, report)
     except LockUnavailable as err:
-        report.problems.append(f"{opts.log}: {err.strerror}: nothing done")
+        report.problems += err.messages
         report.note = "nothing done"
     return report
 
@@ -365,11 +365,11 @@ def _feed(opts: Options, report: Report) -> None:
         except RunnerError as err:
             report.problems.append(f"import {source}: {err}: nothing imported")
             continue
+        except LockUnavailable as err:
+            report.problems += [f"import {source}: {message}" for message in err.messages]
+            continue
         except AppendError as err:
             report.problems.append(f"import {source}: cannot append to the log: {'; '.join(err.messages)}")
-            continue
-        except LockUnavailable as err:
-            report.problems.append(f"import {source}: {opts.log}: {err.strerror}: nothing imported")
             continue
         except OSError as err:
             report.problems.append(f"import {source}: cannot read {opts.log}: {err.strerror or err}")

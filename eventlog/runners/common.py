@@ -15,6 +15,7 @@ from typing import IO, Any, Protocol
 
 import msgspec
 
+from eventlog.appender import LogFileError
 from eventlog.events import Event
 from eventlog.importers import unfinished_problem
 from eventlog.logs import Log, LogUnavailable, Unreachable, is_url, lock_path, no_event_log, open_log
@@ -350,10 +351,15 @@ def log_events(target: str, assume_tz: tzinfo | None = None,
                 bad.append({"line": number, "reason": decoded})
 
 
-class LockUnavailable(OSError):
-    """A runner's lock file that cannot be opened or created (another user's, a directory this user may not
-    write, no space or inode left, a symbolic link): nothing was done. Its ``strerror`` names the file and why;
-    a runner says it as a problem (exit 1: the log could not be written, not bad usage)."""
+class LockUnavailable(LogFileError):
+    """A runner's lock file (:func:`runner_lock`) that cannot be created or opened (a directory this user may not
+    write, another user's file, no space or inode left, a symbolic link at its name, a stream's lock directory that
+    is not this user's alone): nothing was done. A log the runner cannot write, for every runner alike: exit 1, not
+    bad usage; its one message names the lock file and why (``cannot create the lock file LOG.import.lock:
+    Permission denied; nothing was done``). ``lanes`` and ``catchup`` say it among their report's problems."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__([f"{message}; nothing was done"])
 
 
 @contextmanager
@@ -364,18 +370,19 @@ def runner_lock(log: str, name: str, *, wait: bool) -> Iterator[bool]:
 
     For a ``nats://`` LOG the lock file is on this host only (:func:`eventlog.logs.lock_path`).
     A symbolic link at the lock's name is never followed (it could make this create a file anywhere);
-    :class:`LockUnavailable` naming the lock file when it cannot be opened or created.
+    :class:`LockUnavailable` naming the lock file and why when it cannot be created or opened.
     """
     try:
         path = lock_path(log, name)
-    except OSError as err:
-        where = "" if err.filename is None else f"cannot create the lock directory {err.filename}: "
-        raise LockUnavailable(err.errno, f"{where}{err.strerror}") from err
+    except OSError as err:  # a stream's lock directory
+        where = "" if err.filename is None else f" (its directory {err.filename})"
+        raise LockUnavailable(f"cannot create the {name} lock file of {log}{where}: {err.strerror}") from err
     try:
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o640)
     except OSError as err:
         why = "it is a symbolic link (never followed): remove it" if err.errno == errno.ELOOP else err.strerror
-        raise LockUnavailable(err.errno, f"cannot open or create its lock file {path}: {why}") from err
+        verb = "open" if os.path.lexists(path) else "create"
+        raise LockUnavailable(f"cannot {verb} the lock file {path}: {why}") from err
     try:
         try:
             if wait:

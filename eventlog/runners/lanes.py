@@ -287,7 +287,7 @@ def run_lanes(opts: LanesOptions) -> LanesReport:
     except Interrupted as stop:  # while observing or waiting for the lock: nothing was judged, nothing is written
         _stopped(opts, report, stop)
     except LockUnavailable as err:
-        report.problems.append(f"{opts.log}: {err.strerror}: nothing judged, no resume sent")
+        report.problems += err.messages
     return report
 
 

@@ -400,11 +400,11 @@ def _observe_one(opts: LaneObservation, path: str) -> ObserveReport:
     except Interrupted as stop:
         stop.what = f"while observing {where}: nothing of it appended, nothing judged"
         raise
+    except LockUnavailable as err:  # LOG.observe.lock
+        report = ObserveReport(log=opts.log, product=opts.product, problems=list(err.messages))
     except AppendError as err:
         report = ObserveReport(log=opts.log, product=opts.product,
                                problems=[f"cannot append to {opts.log}: {'; '.join(err.messages)}"])
-    except LockUnavailable as err:  # LOG.observe.lock
-        report = ObserveReport(log=opts.log, product=opts.product, problems=[f"{err.strerror}: not observed"])
     except OSError as err:  # the log could not be read
         report = ObserveReport(log=opts.log, product=opts.product,
                                problems=[f"cannot read {opts.log}: {err.strerror or err}"])
