@@ -7,7 +7,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -73,10 +73,12 @@ class Server:
 
 
 def start_server(log: str | Path, tmp: Path, keys: dict[str, str] | None = None, *extra: str,
-                 ready: bool = True, cwd: Path = ROOT, via: Sequence[str] = ()) -> Server:
+                 ready: bool = True, cwd: Path = ROOT, via: Sequence[str] = (),
+                 preexec: Callable[[], None] | None = None) -> Server:
     """Start ``eventlog serve LOG --port 0`` in ``cwd`` and wait until /healthz answers 200 (when ``ready``).
 
-    A LOG that starts with ``-`` is given after ``--``. ``via``: a command that runs it (``setpriv ... --``).
+    A LOG that starts with ``-`` is given after ``--``. ``via``: a command that runs it (``setpriv ... --``);
+    ``preexec``: what its process does before it starts (``resource.setrlimit``).
     """
     key_file = tmp / "keys.json"
     if keys is None:
@@ -85,7 +87,7 @@ def start_server(log: str | Path, tmp: Path, keys: dict[str, str] | None = None,
     proc = subprocess.Popen(
         [*via, sys.executable, "-m", "eventlog", "serve", "--keys", str(key_file), "--port", "0", *extra, "--",
          str(log)],
-        stdout=stdout.open("wb"), stderr=stderr.open("wb"), stdin=subprocess.DEVNULL, cwd=cwd,
+        stdout=stdout.open("wb"), stderr=stderr.open("wb"), stdin=subprocess.DEVNULL, cwd=cwd, preexec_fn=preexec,
     )
     deadline = time.monotonic() + START_TIMEOUT_S
     url = None

@@ -14,12 +14,16 @@ import resource
 import shlex
 import subprocess
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from tests.conftest import ROOT, bound_by_permissions, write_log
+from tests.serving import start_server
 
 FAKES = ROOT / "tests" / "fakes"
 AT = "2026-08-03T10:00:00+09:00"
@@ -192,3 +196,53 @@ def test_a_lock_file_that_cannot_be_made_is_named_with_the_reason_and_exit_1(tmp
     assert (f"eventlog: cannot create the lock file {log}.{lock}.lock: Permission denied; nothing was done"
             in out.stderr.splitlines()), out.stderr
     assert lines(log) == [CREATED]
+
+
+# --- 4. serve says why it refuses writes, once per reason ---------------------------------------------------
+
+
+def test_serve_says_once_why_the_log_refuses_writes_and_when_it_takes_them_again(tmp_path: Path) -> None:
+    # a log large enough that the server's own output (its stderr, a file under the same limit) stays below it
+    log = write_log(tmp_path / "log.jsonl", [{**CREATED, "handoff_id": f"h{i}"} for i in range(2000)])
+    size = log.stat().st_size
+
+    def no_growth() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (size, resource.RLIM_INFINITY))
+
+    server = start_server(log, tmp_path, preexec=no_growth)
+    refused = f"could not write {log}: File too large; nothing was written"
+    try:
+        c = server.client("ops")
+
+        def post(n: int) -> httpx.Response:
+            return c.post("/v1/events", content=json.dumps({**CREATED, "handoff_id": f"new{n}"}) + "\n")
+
+        for n in range(3):
+            r = post(n)
+            assert (r.status_code, r.json()["code"]) == (503, "LOG_UNAVAILABLE") and refused in r.json()["message"]
+        said = wait_for(server.stderr, lambda text: refused in text)
+        assert [line for line in said.splitlines() if refused in line] == [
+            f"a write was refused with 503 LOG_UNAVAILABLE: {refused} (said again for another reason, and once a "
+            "write is taken)"]
+        resource.prlimit(server.proc.pid, resource.RLIMIT_FSIZE, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+        assert post(3).status_code == 200 and post(4).status_code == 200
+        back = f"{log} takes writes again (the last refused: {refused})"
+        said = wait_for(server.stderr, lambda text: back in text)
+        assert said.count(back) == 1 and said.count(refused) == 2, said
+        resource.prlimit(server.proc.pid, resource.RLIMIT_FSIZE, (log.stat().st_size, resource.RLIM_INFINITY))
+        assert post(5).status_code == 503
+        said = wait_for(server.stderr, lambda text: text.count(refused) == 3)  # refused again after a write taken
+    finally:
+        server.stop()
+
+
+def wait_for(path: Path, seen: Callable[[str], bool], timeout: float = 10.0) -> str:
+    """The text of ``path`` once ``seen`` says so (a server's stderr is written as it goes)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        text = path.read_text(errors="replace")
+        if seen(text) or time.monotonic() > deadline:
+            assert seen(text), text
+            return text
+        time.sleep(0.05)
+

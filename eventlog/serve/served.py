@@ -35,7 +35,7 @@ import msgspec
 
 from eventlog import clock, logs
 from eventlog import follow as file_follow
-from eventlog.appender import AppendError, AppendResult
+from eventlog.appender import AppendError, AppendResult, BadInput, Conflict
 from eventlog.clock import NOW, At
 from eventlog.events import Event
 from eventlog.fold import FoldResult
@@ -156,6 +156,8 @@ class Served:
         self._refresh_lock = threading.Lock()
         self._refreshing = False
         self._write_lock = threading.Lock()
+        #: Why the log refused the last write (said once in the server's log); None once it takes one.
+        self._refused: str | None = None
         self._thread: threading.Thread | None = None
         self.writer: Log = open_log(target, assume_tz=assume_tz)
         self.follower: Any
@@ -505,6 +507,20 @@ class Served:
         self.check()
         return self.log.append(events, expect_revision=expect_revision)
 
+    def wrote(self, refused: AppendError | None) -> None:
+        """Note whether the log took a write (``refused``: why not; hold ``_write_lock``), for the operator: a
+        refusal is said in the server's log once per reason, and so is the first write taken after it."""
+        if refused is None:
+            if self._refused is not None:
+                log.warning("%s takes writes again (the last refused: %s)", self.name, self._refused)
+                self._refused = None
+            return
+        why = "; ".join(refused.said(self.name))
+        if why != self._refused:
+            log.error("a write was refused with 503 LOG_UNAVAILABLE: %s (said again for another reason, and once "
+                      "a write is taken)", why)
+            self._refused = why
+
     # -- the lines themselves -------------------------------------------------------
 
     def tail(self, after: int | None) -> Cursor:
@@ -667,7 +683,14 @@ class ServedLog(ClosedOnExit):
         """Append through the log's appender, then fold what was written into the followed state."""
         served = self.served
         with served._write_lock:
-            result = served.writer.append(events, expect_revision=expect_revision, check=check, fsync=fsync)
+            try:
+                result = served.writer.append(events, expect_revision=expect_revision, check=check, fsync=fsync)
+            except (BadInput, Conflict):  # the request's fault: the log's state says nothing new
+                raise
+            except AppendError as err:
+                served.wrote(err)
+                raise
+            served.wrote(None)
         try:
             served.reach(result.last_seq)
         except Unavailable as err:
