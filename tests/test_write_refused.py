@@ -159,6 +159,12 @@ def test_failback_on_a_log_it_may_not_write_exits_1_with_the_reason_and_a_json_r
     assert as_json.returncode == 1, as_json.stderr
     report = json.loads(as_json.stdout)
     assert report["exit"] == "error" and said in report["problems"] and report["heartbeat"] is None
+    unnamed = write_log(tmp_path / "unnamed.jsonl", [CREATED, {"type": "watcher_run", "ts": CREATED["ts"],
+                                                               "watcher": "", "exit": "ok", "period_s": 900}])
+    unnamed_via = read_only(unnamed)  # a pass named '' reads the log for that name first: read, never written
+    out = eventlog("failback", str(unnamed), *FAILBACK[:-4], "--watcher", "", *FAILBACK[-2:], via=unnamed_via)
+    assert out.returncode == 1 and "Traceback" not in out.stderr, out.stderr
+    assert f"eventlog: cannot open {unnamed} to read and write it: Permission denied" in out.stderr.splitlines()
     retire = eventlog("failback", str(log), "--retire", "w1", "--reason", "host renamed", via=via)
     assert retire.returncode == 1 and said in retire.stderr, retire.stderr
     probe = eventlog("handoff", "probe", str(log), "cloud-account-a", "--probe-cmd", "echo PING_OK", via=via)

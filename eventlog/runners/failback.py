@@ -194,9 +194,12 @@ class Options:
 
 
 def names_watcher(target: str, name: str, assume_tz: tzinfo | None = None) -> bool:
-    """Whether a ``watcher_run`` or ``claimed`` line of the log names watcher ``name``."""
-    with open_log(target, assume_tz=assume_tz) as log:
-        state = folder(log.state()).handoffs.state
+    """Whether a ``watcher_run`` or ``claimed`` line of the log names watcher ``name``.
+
+    The log is only read (no sidecar): one this user may not write is the pass's to say, with the reason.
+    """
+    with open_log(target) as log:
+        state = folder(log.replay(assume_tz=assume_tz)).handoffs.state
     return name in state.watchers or name in state.claims_by
 
 
