@@ -180,12 +180,13 @@ class FirstUse(msgspec.Struct, array_like=True, gc=False):
 
 
 class Mark(msgspec.Struct, array_like=True, gc=False, frozen=True):
-    """One event a view judges a session by: what it says, its ``ts`` as written, its line, its instant (epoch µs)."""
+    """One event a view judges a session by: what it says, its ``ts`` as written, its line, its time as read (kept, not
+    converted: the fold pays nothing for it; a view measures it with :func:`micros`)."""
 
     what: str
     ts: str
     line: int
-    us: int
+    at: datetime
 
 
 class Change(msgspec.Struct, array_like=True, gc=False):
@@ -258,9 +259,9 @@ class Session(msgspec.Struct, array_like=True, gc=False):
     claimed_generation: int = 0
     #: Turns started and not finished yet (a ``turn_finished`` ends one; views only: :meth:`Sessions.unrecorded`).
     running: set[str] = msgspec.field(default_factory=set)
-    #: The instant of ``since`` (epoch µs) and of the latest applied claim (views only).
-    since_us: int = 0
-    claimed_us: int = 0
+    #: The time of ``since`` and of the latest applied claim, as read (views only: measured when judged).
+    since_time: datetime | None = None
+    claimed_time: datetime | None = None
     #: What became of the latest claim first (views only): ``ready``, or how its worker ended (a ``stop_kind``,
     #: ``execution_gone``, :data:`COUNTED`); a worker of an older generation says nothing of it. None: nothing yet.
     claim_end: Mark | None = None
@@ -299,13 +300,14 @@ class Session(msgspec.Struct, array_like=True, gc=False):
     def starting(self, at: datetime) -> bool:
         """Whether that starting worker (:meth:`claim_pending`) was claimed less than :data:`WORKER_STARTUP_TIMEOUT`
         ago at ``at``: it may still be retrying storage (seed 004), so it is not late."""
-        return self.claim_pending() and seconds(micros(at) - self.claimed_us) < WORKER_STARTUP_TIMEOUT.total_seconds()
+        return (self.claim_pending() and self.claimed_time is not None
+                and seconds(micros(at) - micros(self.claimed_time)) < WORKER_STARTUP_TIMEOUT.total_seconds())
 
     def retry_claimed(self) -> bool:
         """Whether the session is in ``backoff`` and its starting claim (:meth:`claim_pending`) is at or after
         ``retry_at`` (as instants): the retry started (a worker took the session) and no worker is ready yet."""
         return (self.admission_state == BACKOFF and self.retry_at is not None and self.claim_pending()
-                and self.claimed_us >= micros(parse_time(self.retry_at)))
+                and self.claimed_time is not None and micros(self.claimed_time) >= micros(parse_time(self.retry_at)))
 
     def retry_under_way(self, at: datetime) -> bool:
         """Whether a claimed retry (:meth:`retry_claimed`) is under way at ``at`` (:meth:`starting`), not overdue."""
@@ -313,7 +315,7 @@ class Session(msgspec.Struct, array_like=True, gc=False):
 
     def mark_since(self, ts: str, line: int, at: datetime) -> None:
         """The event that put the session in its state: ``since`` (as written), its line and instant."""
-        self.since, self.since_line, self.since_us = ts, line, micros(at)
+        self.since, self.since_line, self.since_time = ts, line, at
 
     def ended(self, what: str, generation: int | None, ts: str, line: int, at: datetime) -> None:
         """A worker ended (``generation`` None: every execution is gone): the claim's first end, unless it came from a
@@ -321,7 +323,7 @@ class Session(msgspec.Struct, array_like=True, gc=False):
         if generation is not None and generation < self.claimed_generation:
             return
         if self.claim_end is None or self.claim_end.what == "ready":
-            self.claim_end = Mark(what, ts, line, micros(at))
+            self.claim_end = Mark(what, ts, line, at)
 
     # -- facts the rules ask about -------------------------------------------------
 
@@ -490,7 +492,7 @@ class Sessions:
             if why is not None:
                 return Rejected(f"session {ev.session_id!r} is {why}: no new generation ({ev.generation}) is admitted")
         s = self._seen(ev, line, ev.generation)
-        s.claimed_at, s.claimed_line, s.claimed_generation, s.claimed_us = ev.ts, line, ev.generation, micros(at)
+        s.claimed_at, s.claimed_line, s.claimed_generation, s.claimed_time = ev.ts, line, ev.generation, at
         s.claim_end = None
         return None
 
@@ -507,7 +509,7 @@ class Sessions:
         s.admit_as(ADMITTED)
         s.mark_since(ev.ts, line, at)
         if ev.generation >= s.claimed_generation and s.claim_end is None:
-            s.claim_end = Mark("ready", ev.ts, line, micros(at))
+            s.claim_end = Mark("ready", ev.ts, line, at)
         return None
 
     def _restore_failed(self, ev: CheckpointRestoreFailed, line: int, at: datetime) -> FoldResult:
@@ -570,7 +572,7 @@ class Sessions:
             s.unknown[ev.turn_id] = line
             s.mark_since(ev.ts, line, at)
             if waited is not None:  # an interrupt said so first: the wait started there (views only)
-                s.since, s.since_line, s.since_us = waited.ts, waited.line, waited.us
+                s.since, s.since_line, s.since_time = waited.ts, waited.line, waited.at
             s.admit_as(RECOVERY_REQUIRED_STATE)
             s.attention = RECOVERY_REQUIRED
             s.retry_at = None
@@ -618,7 +620,7 @@ class Sessions:
         s.last_decision = Change(line, "recovery_decision", ev.ts, ev.decision, ev.actor, ev.reason,
                                  ev.target_turn_id, ev.expected_revision)
         if ev.decision in ("retry_restore", "start_fresh"):
-            s.decided = Mark(ev.decision, ev.ts, line, micros(at))
+            s.decided = Mark(ev.decision, ev.ts, line, at)
             s.admit_as(ADMITTED)
             s.failures = 0
             s.attention = None
@@ -754,7 +756,7 @@ class Sessions:
             turn = self.state.controls[ev.control_id].turn_id
             if (turn is not None and ev.outcome.lower() in controls.UNKNOWN_OUTCOMES
                     and (turn not in s.turns or turn in s.running)):
-                s.unknown_since.setdefault(turn, Mark("interrupt", ev.ts, line, micros(at)))
+                s.unknown_since.setdefault(turn, Mark("interrupt", ev.ts, line, at))
         return result
 
     def first_use(self, session_id: str, idempotency_key: str) -> FirstUse | None:
@@ -813,8 +815,8 @@ class Sessions:
         event that put it there (``since``; an interrupt that said the turn's outcome unknown first, when the turn's
         end was recorded later); 0 when none waits."""
         now = micros(as_of)
-        return max([seconds(now - s.since_us) for s in self.state.sessions.values()
-                    if s.since is not None and needs_decision(s.item())] + [0.0])
+        return max([seconds(now - micros(s.since_time)) for s in self.state.sessions.values()
+                    if s.since_time is not None and needs_decision(s.item())] + [0.0])
 
     def view(self, as_of: datetime, as_of_text: str | None = None) -> dict[str, Any]:
         """The ``sessions`` part of the dump (``retry_due``: judged at ``as_of``)."""
@@ -939,14 +941,14 @@ def worker_wait(s: Session, as_of: datetime | None) -> dict[str, Any] | None:
     if state == ADMITTED and s.decided is not None and s.decided.line > s.claimed_line:
         kind, mark, bound = "decision_unclaimed", s.decided, CLAIM_WAIT
     elif state in (ADMITTED, STOPPED) and s.attention != CONTEXT_GAP and s.claim_pending():
-        assert s.claimed_at is not None  # a pending claim has its time
-        kind, mark = "worker_not_ready", Mark("claimed", s.claimed_at, s.claimed_line, s.claimed_us)
+        assert s.claimed_at is not None and s.claimed_time is not None  # a pending claim has its time
+        kind, mark = "worker_not_ready", Mark("claimed", s.claimed_at, s.claimed_line, s.claimed_time)
         bound = WORKER_STARTUP_TIMEOUT
     elif state == ADMITTED and s.claim_end is not None and s.claim_end.what in RELAUNCHED_AFTER:
         kind, mark, bound = "worker_gone", s.claim_end, CLAIM_WAIT
     else:
         return None
-    overdue = None if as_of is None else seconds(micros(as_of) - mark.us) >= bound.total_seconds()
+    overdue = None if as_of is None else seconds(micros(as_of) - micros(mark.at)) >= bound.total_seconds()
     return {"kind": kind, "since": mark.ts, "line": mark.line, "what": mark.what, "generation": s.claimed_generation,
             "after_s": num(bound.total_seconds()), "overdue": overdue}
 
