@@ -12,7 +12,9 @@ The time an :class:`At` gives carries the zone its day and hours are judged in
 or the machine's for live commands) when its offset at that instant is the
 time's own, else the time's fixed offset (:func:`in_zone`). So one instant
 gives one answer however it is written (now, ``--at`` with an offset, or
-without one and ``--assume-tz``), also on the day a clock changes.
+without one and ``--assume-tz``), also on the day a clock changes. Now, with
+``--assume-tz ZONE``, is taken in ZONE: the same instant, ZONE's day and hours,
+whatever the machine's zone.
 """
 
 from __future__ import annotations
@@ -76,6 +78,12 @@ def local_zone_name() -> str:
     return name if _PASTABLE.fullmatch(name) else ""
 
 
+def zone_name(zone: tzinfo | None) -> str | None:
+    """The name of a named zone (``--assume-tz``'s: ``Asia/Tokyo``), to give another command; None for none."""
+    key = getattr(zone, "key", None)
+    return key if isinstance(key, str) else None
+
+
 @lru_cache(maxsize=8)
 def _local_zone(tz: str | None) -> tzinfo | None:
     name = LOCALTIME if tz is None else tz.removeprefix(":")
@@ -133,6 +141,7 @@ class At:
     The times it gives are in the zone they are judged in (:meth:`zoned`): ``zone``
     (``--assume-tz``'s), then the machine's when ``local`` (live commands; a replay
     sets it False: it judges the same on every machine), else their own offset.
+    Now is always ``zone``'s when there is one (:meth:`wall_clock`).
     """
 
     time: datetime | None = None
@@ -156,7 +165,7 @@ class At:
             return None if last_at is None else self.zoned(last_at), last_ts
         if self.time is not None:
             return self.zoned(self.time), self.text or self.time.isoformat()
-        t = self.zoned(now())
+        t = self.wall_clock()
         return t, t.isoformat()
 
     def clock(self, last_at: datetime | None) -> Clock:
@@ -165,7 +174,13 @@ class At:
             return fixed(self.zoned(last_at))
         if not self.log and self.time is not None:
             return fixed(self.zoned(self.time))
-        return lambda: self.zoned(now())
+        return self.wall_clock
+
+    def wall_clock(self) -> datetime:
+        """The wall clock in the zone it is judged in: ``zone``'s when given (the instant is the same; its day and
+        hours are the zone's, whatever the machine's), else as :meth:`zoned` puts it."""
+        t = now()
+        return self.zoned(t if self.zone is None else t.astimezone(self.zone))
 
 
 #: Judge as of now.
@@ -199,4 +214,4 @@ def parse_at(text: str | None, assume_tz: tzinfo | None = None, default: At = NO
 
 
 __all__ = ["LAST_LINE", "LOG", "NOW", "At", "Clock", "fixed", "in_zone", "local_zone", "local_zone_name", "now",
-           "parse_at"]
+           "parse_at", "zone_name"]

@@ -23,7 +23,7 @@ from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from eventlog.clock import local_zone_name
+from eventlog.clock import local_zone_name, zone_name
 from eventlog.events import PROBE_OUTCOMES
 from eventlog.logs import no_event_log
 from eventlog.prom_controls import control_families
@@ -150,9 +150,9 @@ def exposition(
     failing in a row as of the dump's ``as_of``, in seconds (``Handoffs.failing_since``; an account of the dump's
     ``probe_plan`` not in it: 0; the family is left out when None); ``snapshot_unsaved``: ``follow`` could not save
     its ``--snapshot`` the last time it was to (left out when None: it keeps none); ``zone``: the ``TZ=`` value
-    of the zone catch-up's days were judged in (``eventlog.clock.local_zone_name``; "" when it has none that
-    can be pasted, or not judged live), the ``zone`` label of the catch-up verdicts judged by day (candidates,
-    probe, unfed), so the commands an alert prints judge in it too (left out when None).
+    of the zone catch-up's days were judged in (``--assume-tz``'s, else ``eventlog.clock.local_zone_name``; ""
+    when it has none that can be pasted, or not judged live), the ``zone`` label of the catch-up verdicts judged
+    by day (candidates, probe, unfed), so the commands an alert prints judge in it too (left out when None).
     """
     out = _Text(str(dump.get("log", "")))
     one: Labels = {}
@@ -294,7 +294,8 @@ def of_replay(replay: Replay, dump: dict[str, Any], tick_s: float | None = None,
     """The exposition of ``dump``, a dump of ``replay``, with the latency samples and last time it holds.
 
     ``live``: the dump is judged as of the wall clock now, so the times ahead of it are counted, and catch-up's
-    days in the machine's zone, which the ``zone`` label names ("" otherwise: no label to Prometheus).
+    days in the zone of ``--assume-tz`` (the one ``replay`` was read in), else in the machine's, which the
+    ``zone`` label names ("" otherwise: no label to Prometheus).
     ``snapshot_unsaved``: ``follow``'s last save of its ``--snapshot`` failed (None: it keeps none).
     """
     as_of = dump.get("as_of")
@@ -334,7 +335,7 @@ def of_replay(replay: Replay, dump: dict[str, Any], tick_s: float | None = None,
                       not_a_log=no_event_log(str(dump.get("log", "")), replay) is not None, ahead=ahead,
                       reruns=reruns, unfed=unfed, deadline_passed=late, retired=retired,
                       no_watcher=unwatched, failing=failing, snapshot_unsaved=snapshot_unsaved,
-                      zone=local_zone_name() if live else "")
+                      zone=(zone_name(replay.reader.assume_tz) or local_zone_name()) if live else "")
 
 
 def _handoffs(out: _Text, h: dict[str, Any], durations: Mapping[str, Sequence[float]] | None) -> None:

@@ -140,7 +140,8 @@ job skipped at 9:00 waits until 9:00 the next day, a whole day lost.
      depended on the order of the slots.
 - **T's zone** is a named zone when one fits T: `--assume-tz`'s, else, for live commands, the
   machine's (`TZ`), when its offset at T is T's own; else T's fixed offset (a UTC `--at` judges
-  the UTC day). So one instant gives one answer however T is written: a skip at 00:30 CEST is
+  the UTC day); a live command's now is taken in `--assume-tz`'s zone when it is given. So one
+  instant gives one answer however T is written: a skip at 00:30 CEST is
   today's at 10:00 CET, the morning the clock went back. A replay (`tools/replay`) judges the
   same on every machine: only `--assume-tz` names its zone. A slot in the hour that comes twice
   has passed from its first showing on; one in the skipped hour once the clock has jumped past it.

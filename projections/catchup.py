@@ -369,7 +369,7 @@ def why_not(job: JobRegistered | None, marker: Marker | None, now: datetime) -> 
     elif not skipped_today(marker, now):
         day = marker_day(marker, now)
         out.append(f"its latest skip ({marker.ts}) is from {'a day out of range' if day is None else day}, "
-                   f"not from today ({now.date().isoformat()}{_zone_words(now)})")
+                   f"not from {today_words(now)}")
     elif marker.kicked:
         out.append(f"catch-up already re-ran it at {marker.kicked_ts} after that skip")
     if job is not None and not calendar_slot_passed(job, now):
@@ -387,20 +387,21 @@ def _no_slot(job: JobRegistered, now: datetime) -> str:
         return "a calendar entry has no Hour, so its slots cannot be known"
     today = [entry for entry in job.calendar if runs_today(entry, now)]
     if not today:
-        return "none of its calendar slots falls on today"
+        return f"none of its calendar slots falls on {today_words(now)}"
     slots = []
     for entry in today:
         hour, minute = entry.hour, entry.minute if entry.minute is not None else 0
         if hour is None or not (0 <= hour <= 23 and 0 <= minute <= 59):
             return f"a calendar entry of today is no time of day (Hour {hour}, Minute {minute})"
         slots.append(f"{hour:02d}:{minute:02d}")
-    return f"today's slot(s) ({', '.join(sorted(slots))}) have not come yet"
+    return f"its slot(s) of {today_words(now)}, {', '.join(sorted(slots))}, have not come yet"
 
 
-def _zone_words(now: datetime) -> str:
-    """`` in Europe/Berlin`` when ``now`` is in a named zone (a day's bounds are that zone's), else nothing."""
+def today_words(now: datetime) -> str:
+    """``today (2026-10-25 in Europe/Berlin)``: ``now``'s day, and the named zone it is judged in (whose day and
+    hours "today" and a slot are), or ``today (2026-10-25)`` in a fixed offset (``now`` shows it)."""
     key = getattr(now.tzinfo, "key", None)
-    return f" in {key}" if isinstance(key, str) else ""
+    return f"today ({now.date().isoformat()}{f' in {key}' if isinstance(key, str) else ''})"
 
 
 def circuit_open(open_until: datetime | None, closed_since: bool, now: datetime) -> bool:

@@ -94,6 +94,7 @@ from projections.catchup import (
     Unfed,
     skipped_today,
     systemd_unit,
+    today_words,
     why_not,
 )
 from projections.controls import Control, timeline
@@ -1050,8 +1051,8 @@ class _Judge:
         out: list[Item] = []
         for cand in c.candidates(self.at):
             marker = c.markers[cand.label]
-            out.append(self.item("candidate", cand.label, f"the quota guard skipped it today ({marker.ts}) and a "
-                                 f"slot of today has passed; not re-run yet{held}",
+            out.append(self.item("candidate", cand.label, f"the quota guard skipped it {today_words(self.at)} at "
+                                 f"{marker.ts}, and a slot of today has passed; not re-run yet{held}",
                                  explain_cmd(self.log, cand.label), marker.ts))
         return out
 
@@ -1236,7 +1237,7 @@ def unfed_words(u: Unfed, at: datetime) -> str:
     """A guarded job nothing feeds, in words: the views' reason, and every catch-up pass's after the job's label
     (one text for both). Its slot, how long ago it passed, its latest marker, why it may be so, what ends it."""
     latest = f"its latest is from {u.marker.ts}" if u.marker is not None else "it has none at all"
-    return (f"nothing feeds its markers: its slot {u.slot:%H:%M} of today passed "
+    return (f"nothing feeds its markers: its slot {u.slot:%H:%M} of {today_words(at)} passed "
             f"{duration_words(elapsed_s(at, u.slot))} ago and the log holds no marker of today for it, neither "
             f"skipped nor ran ({latest}); is `eventlog import quota-log` running (eventlog catchup "
             "--import-quota-log)? Or the job did not run today, or it was removed and is to be retired; no skip of "
@@ -1819,7 +1820,7 @@ def _catchup_verdict(judge: _Judge, label: str) -> Verdict:
         return _verdict(judge, "catchup", label, "unfed", says, unfed, unfed[0].since,
                         next_cmds=[IMPORT_MARKERS_HELP, retire_job_cmd(judge.log, job)], facts=facts)
     if not failed:
-        code, says = "candidate", "candidate: guarded, skipped today, and a slot of today has passed"
+        code, says = "candidate", f"candidate: guarded, skipped {today_words(judge.at)}, and a slot of today has passed"
         if is_open:
             says += f"; but the circuit is open until {c.state.open_until}: nothing is re-run before"
         cmds = [catchup_cmd(judge.log)]

@@ -38,15 +38,17 @@ def follow_prom(tmp_path: Path, tick: str = "1s") -> str:
     return follow_file(log, tmp_path, tick)
 
 
-def follow_file(log: Path, tmp_path: Path, tick: str = "1s", env: dict[str, str] | None = None) -> str:
+def follow_file(log: Path, tmp_path: Path, tick: str = "1s", env: dict[str, str] | None = None,
+                extra: Sequence[str] = ()) -> str:
     """The Prometheus file a real ``eventlog follow LOG --dump D --prom P --snapshot S`` writes first (judged now),
-    as the shipped units run it (``env``: variables set on top of ours, as ledger.env's ``TZ``)."""
+    as the shipped units run it (``env``: variables set on top of ours, as ledger.env's ``TZ``; ``extra``: more
+    options, after ours)."""
     dump, prom, snap = tmp_path / "dump.json", tmp_path / "m.prom", tmp_path / "follow.snap"
     for old in (dump, prom, snap):
         old.unlink(missing_ok=True)
     proc = subprocess.Popen(
         [sys.executable, "-m", "eventlog", "follow", str(log), "--dump", str(dump), "--prom", str(prom),
-         "--snapshot", str(snap), "--tick", tick], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+         "--snapshot", str(snap), "--tick", tick, *extra], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         text=True, env=None if env is None else {**os.environ, **env},
     )
     try:

@@ -23,7 +23,11 @@ from tests.test_prom import value
 
 AT = "2026-08-21T11:30:00+09:00"  # a Friday; the 9:00 slot passed 2 h 30 min ago
 TOKYO = {"TZ": "Asia/Tokyo"}
-SAID = "com.lily.brief: nothing feeds its markers: its slot 09:00 of today passed"
+
+
+def said(day: str = "2026-08-21") -> str:
+    """What a pass says of the job, its slot of ``day`` passed (the day of the zone it judged in)."""
+    return f"com.lily.brief: nothing feeds its markers: its slot 09:00 of today ({day} in Asia/Tokyo) passed"
 RUN = ("--kick-cmd", "/bin/true", "--probe-cmd", "echo PING_OK")
 
 
@@ -68,7 +72,7 @@ def test_a_guarded_job_with_no_marker_of_today_is_named_by_every_pass_and_view(t
     for extra in (RUN, ("--dry-run",)):
         out = catchup(log, *extra, "--json")
         assert out.returncode == 1, out.stderr
-        assert SAID + " 2 h 30 min ago" in out.stderr and "is `eventlog import quota-log` running" in out.stderr
+        assert said() + " 2 h 30 min ago" in out.stderr and "is `eventlog import quota-log` running" in out.stderr
         assert f"eventlog explain {log} com.lily.brief says how to import its markers, or to retire it" in out.stderr
         assert json.loads(out.stdout)["unfed"] == ["com.lily.brief"]
     assert log.read_text() == before  # nothing probed, kicked or written
@@ -110,10 +114,11 @@ def test_it_is_named_2_h_after_the_slot(tmp_path: Path) -> None:
     """The guard writes job_ran when a run ends, and a pass imports every 30 minutes: 2 h of room."""
     log = write_log(tmp_path / "e.jsonl", [registered(), marker("job_ran", "2026-08-20T09:20:00+09:00")])
     early = catchup(log, *RUN, at="2026-08-21T10:59:59+09:00")
-    assert early.returncode == 0 and early.stdout == "no candidates: no probe, nothing kicked\n", early.stderr
+    assert early.returncode == 0, early.stderr
+    assert early.stdout == "no candidates today (2026-08-21 in Asia/Tokyo): no probe, nothing kicked\n"
     assert status(log, "2026-08-21T10:59:59+09:00")[0] == 0
     due = catchup(log, *RUN, at="2026-08-21T11:00:00+09:00")
-    assert due.returncode == 1 and SAID in due.stderr
+    assert due.returncode == 1 and said() in due.stderr
     assert "(its latest is from 2026-08-20T09:20:00+09:00)" in due.stderr
 
 
@@ -123,7 +128,7 @@ def test_any_marker_of_today_ends_it(tmp_path: Path) -> None:
         assert status(log)[0] == (1 if kind == "job_skipped" else 0)  # a skip of today is a candidate
         assert ("unfed", "com.lily.brief") not in items(status(log)[1])
         out = catchup(log, *RUN)
-        assert out.returncode == 0 and SAID not in out.stderr, out.stderr
+        assert out.returncode == 0 and said() not in out.stderr, out.stderr
     # a marker of another day, later or earlier, is none of today
     for ts in ("2026-08-20T23:59:59+09:00", "2026-08-22T00:00:00+09:00"):
         log = write_log(tmp_path / "other-day.jsonl", [registered(), marker("job_ran", ts)])
@@ -318,14 +323,14 @@ def test_a_job_registered_after_its_slot_is_judged_from_its_next_slot(tmp_path: 
         assert (out.returncode, json.loads(out.stdout)["unfed"]) == (0, []), out.stderr
         assert status(log, at)[0] == 0
     out = catchup(log, "--dry-run", at="2026-08-22T11:00:00+09:00")  # the next day's 09:00 is judged
-    assert out.returncode == 1 and SAID + " 2 h ago" in out.stderr
+    assert out.returncode == 1 and said("2026-08-22") + " 2 h ago" in out.stderr
 
     # of two slots today, the one after the registration is judged
     two = write_log(tmp_path / "two.jsonl", [registered(ts="2026-08-21T15:00:00+09:00",
                                                         calendar=[{"Hour": 9, "Minute": 0}, {"Hour": 16}])])
     assert catchup(two, "--dry-run", at="2026-08-21T17:59:00+09:00").returncode == 0
     late = catchup(two, "--dry-run", at="2026-08-21T18:00:00+09:00")
-    assert late.returncode == 1 and "its slot 16:00 of today passed 2 h ago" in late.stderr
+    assert late.returncode == 1 and "its slot 16:00 of today (2026-08-21 in Asia/Tokyo) passed 2 h ago" in late.stderr
     # a registration anew (a plist changed) does the same for the slots before it
     anew = write_log(tmp_path / "anew.jsonl", [registered(ts="2026-08-20T07:00:00+09:00"),
                                                registered(ts="2026-08-21T10:00:00+09:00")])
@@ -333,7 +338,7 @@ def test_a_job_registered_after_its_slot_is_judged_from_its_next_slot(tmp_path: 
     # one dated after T (a writer's clock ahead, or T in the past) excuses nothing
     ahead = write_log(tmp_path / "ahead.jsonl", [registered(ts="2026-08-22T07:00:00+09:00")])
     out = catchup(ahead, "--dry-run")
-    assert out.returncode == 1 and SAID + " 2 h 30 min ago" in out.stderr
+    assert out.returncode == 1 and said() + " 2 h 30 min ago" in out.stderr
 
 
 def test_a_pass_and_the_views_say_a_job_nothing_feeds_in_the_same_words(tmp_path: Path) -> None:

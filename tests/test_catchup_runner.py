@@ -113,17 +113,20 @@ def test_dry_run_says_the_circuit_is_open_and_a_run_now_re_runs_nothing(tmp_path
                          *(skipped(label, "2026-08-21T08:00:05+09:00") for label in ("com.a", "com.b", "com.c")),
                          {"type": "circuit_opened", "ts": "2026-08-21T07:50:00+09:00", "reason": "quota",
                           "open_until": "2026-08-21T08:20:00+09:00"}])
-    out = run_cli("catchup", str(s.log), "--dry-run", "--at", "2026-08-21T08:19:59+09:00")
+    tokyo = {"TZ": "Asia/Tokyo"}  # the day it names is that zone's
+    out = run_cli("catchup", str(s.log), "--dry-run", "--at", "2026-08-21T08:19:59+09:00", env=tokyo)
     assert out.returncode == 0, out.stderr
     assert out.stdout.splitlines() == [
-        "dry run, no probe: candidates com.a com.b com.c; circuit open until 2026-08-21T08:20:00+09:00: "
-        "a run now would re-run nothing (no probe, nothing kicked)"]
-    out = run_cli("catchup", str(s.log), "--dry-run", "--at", "2026-08-21T08:20:00+09:00")
-    assert out.stdout.splitlines() == ["dry run, no probe: candidates com.a com.b com.c"]  # it has closed
+        "dry run, no probe: candidates of today (2026-08-21 in Asia/Tokyo): com.a com.b com.c; circuit open until "
+        "2026-08-21T08:20:00+09:00: a run now would re-run nothing (no probe, nothing kicked)"]
+    out = run_cli("catchup", str(s.log), "--dry-run", "--at", "2026-08-21T08:20:00+09:00", env=tokyo)
+    assert out.stdout.splitlines() == [  # it has closed
+        "dry run, no probe: candidates of today (2026-08-21 in Asia/Tokyo): com.a com.b com.c"]
     # no candidates yet, the circuit open: the dry run says that too
-    out = run_cli("catchup", str(s.log), "--dry-run", "--at", "2026-08-21T07:59:00+09:00")
+    out = run_cli("catchup", str(s.log), "--dry-run", "--at", "2026-08-21T07:59:00+09:00", env=tokyo)
     assert out.stdout.splitlines() == [
-        "no candidates: no probe, nothing kicked; circuit open until 2026-08-21T08:20:00+09:00"]
+        "no candidates today (2026-08-21 in Asia/Tokyo): no probe, nothing kicked; circuit open until "
+        "2026-08-21T08:20:00+09:00"]
 
 
 def test_failed_probe_nothing_kicked(tmp_path: Path) -> None:

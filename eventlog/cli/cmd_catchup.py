@@ -48,8 +48,10 @@ Re-run today's quota-skipped jobs, one at a time:
   (the next day's are). A log with no guarded job at all is said so too (exit
   1): nothing is judged (where no quota-guarded job runs, do not run catch-up);
 - the candidates are those of the catch-up projection as of now (or --at);
-  "today" and a slot's hour are the machine's zone's (TZ), or --assume-tz's,
-  by its rules at each instant (a day the clock changes included);
+  "today" and a slot's hour are the machine's zone's (TZ), or --assume-tz's
+  (now taken in it), by its rules at each instant (a day the clock changes
+  included); what it prints names that day and zone ("no candidates today
+  (2026-12-02 in Asia/Tokyo)");
 - no candidates, --dry-run, or the circuit open: no probe, nothing kicked;
   --dry-run reads the log only (no lock file: it works in a read-only directory)
   and says when the circuit is open (until when: a run now re-runs nothing);

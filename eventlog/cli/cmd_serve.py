@@ -103,7 +103,7 @@ def register(sub: Any) -> None:
                    help="event streams re-judge at least this often when no line arrives (5s)")
     p.add_argument("--no-access-log", dest="access_log", action="store_false",
                    help="do not log each request (method, path, status; never a header)")
-    add_assume_tz(p)
+    add_assume_tz(p, "; now (catch-up's today, its hours) is judged in ZONE")
     p.set_defaults(run=run_serve)
 
     k = command_parser(sub, "keys", help="manage the API keys of eventlog serve", exits=KEYS_EXITS)

@@ -97,7 +97,8 @@ def add_judging(parser: argparse.ArgumentParser, default: str = "now") -> None:
     parser.add_argument("--at", metavar="TIME",
                         help=f"judge as of TIME (ISO 8601), or 'log' for the ts of the log's last event (its last line "
                              f"applied or rejected) (default: {default})")
-    add_assume_tz(parser, "; days and hours (catch-up's today) are ZONE's when TIME's offset is ZONE's then")
+    add_assume_tz(parser, "; days and hours (catch-up's today) are ZONE's: now's, and TIME's when its offset is "
+                          "ZONE's then")
 
 
 def add_assume_tz(parser: argparse.ArgumentParser, more: str = "") -> None:

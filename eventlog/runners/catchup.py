@@ -120,7 +120,7 @@ from eventlog.runners.common import (
 from eventlog.runners.process import Interrupted, check_stop, run
 from eventlog.runners.schedulers import POLL_S, JobRan, Scheduler, SchedulerError, run_job
 from projections import catchup as rules
-from projections.catchup import Catchup, Rerun, Unfed
+from projections.catchup import Catchup, Rerun, Unfed, today_words
 from projections.triage import explain_cmd, rerun_end_cmd, rerun_words, unfed_words
 
 #: Spec section 5: a re-run over this is stopped.
@@ -240,7 +240,7 @@ def run_catchup(opts: Options) -> Report:
                 report.note = "the log could not be read: nothing judged"
                 return report
         state = folder(replay).catchup
-        _judge(opts, report, replay.last_at, replay.last_ts, state, replay)
+        when, _ = _judge(opts, report, replay.last_at, replay.last_ts, state, replay)
         for label, r in state.open_reruns().items():
             if not any(b["label"] == label for b in report.reruns):
                 report.reruns.append(_rerun_fact(label, "open", r))
@@ -249,7 +249,7 @@ def run_catchup(opts: Options) -> Report:
         if opts.feeds:
             report.notes.append("a dry run imports nothing (--import-*): judged on the log as it is")
         if report.candidates:
-            report.note = "dry run, no probe: candidates " + " ".join(report.candidates)
+            report.note = f"dry run, no probe: candidates of {today_words(when)}: " + " ".join(report.candidates)
             if report.circuit == "open":
                 report.note += f"; {_held(state)}: a run now would re-run nothing (no probe, nothing kicked)"
         return report
@@ -313,7 +313,7 @@ def _judge(opts: Options, report: Report, last_at: datetime | None, last_ts: str
         report.problems.append(refused)
         report.note = "the log takes no append: nothing kicked"
     elif not report.candidates:
-        report.note = "no candidates: no probe, nothing kicked"
+        report.note = f"no candidates {today_words(when)}: no probe, nothing kicked"
         if report.circuit == "open":
             report.note += f"; {_held(state)}"
     return when, refused is not None

@@ -36,7 +36,7 @@ import msgspec
 from eventlog import clock, logs
 from eventlog import follow as file_follow
 from eventlog.appender import AppendError, AppendResult, BadInput, Conflict
-from eventlog.clock import NOW, At
+from eventlog.clock import NOW, At, parse_at
 from eventlog.events import Event
 from eventlog.fold import FoldResult
 from eventlog.follow import Follower, judged
@@ -136,6 +136,8 @@ class Served:
                  stale_s: float = STALE_S) -> None:
         #: LOG as given (what is opened) and as printed (every answer, message and command: no password).
         self.target, self.name = target, printed(target)
+        #: Now, judged in ``assume_tz``'s zone when given (``--assume-tz``), as the CLI judges it.
+        self.now = parse_at(None, assume_tz)
         self.stream = is_url(target)
         self.max_age_s = max_age_s
         self.stale_s = stale_s
@@ -303,7 +305,8 @@ class Served:
     def judged(self, at: At = NOW, *, wait: bool = False) -> Judged:
         """The dump as of ``at`` (a judgement), made at most once per version and time.
 
-        As of now: one younger than ``max_age_s`` of the current version is
+        As of now (any ``at`` that is now: judged as :attr:`now`, in the zone of
+        ``--assume-tz`` when given): one younger than ``max_age_s`` of the current version is
         reused. An older one (or one of an older version), younger than
         ``stale_s``, is answered at once while a new one is made in the
         background, unless ``wait``: then the caller waits for a new one. So a
@@ -311,7 +314,7 @@ class Served:
         ``as_of`` says when it was made.
         """
         self.check()
-        if at == NOW:
+        if at.live:
             j = self._now
             if j is not None and not wait:
                 age = time.monotonic() - j.made
@@ -343,7 +346,7 @@ class Served:
         with self._judge_lock:
             j = self._now
             if j is None or j.version != self.version or time.monotonic() - j.made >= self.max_age_s:
-                j = self._judge(NOW)
+                j = self._judge(self.now)
                 j.status()  # made here, not by the reader who comes next
                 j.derived("waiting", _waiting)
                 self._now = j
