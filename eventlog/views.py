@@ -19,7 +19,7 @@ from typing import Any
 
 import msgspec
 
-from eventlog.clock import At
+from eventlog.clock import At, zone_name
 from eventlog.events import KEY_FIELDS, Event, RecoveryDecision, type_name
 from eventlog.logs import no_event_log, open_log, printed
 from eventlog.reader import Reader, as_written
@@ -31,6 +31,7 @@ from projections.triage import (
     KIND_OF_FIELD,
     BadLineFact,
     LinesVanished,
+    LogArg,
     LogFacts,
     StreamGaps,
     StuckTail,
@@ -55,15 +56,17 @@ def facts(replay: Replay, log: str, vanished: LinesVanished | None = None) -> Lo
     """What the triage needs of the log itself: its name, events, bad lines, a torn tail (an unfinished batch, a
     torn last line, and whether it is stuck), whether it is no event log at all (every append is refused either
     way), the committed lines that vanished while a live process followed it (``vanished``: only it knows), and a
-    stream's sequences that hold no message any more (its replay's ``vanished``: every read sees them). The name is
+    stream's sequences that hold no message any more (its replay's ``vanished``: every read sees them), and the
+    zone of ``--assume-tz`` it was read in (every ``eventlog`` command on it carries it). The name is
     LOG as printed (:func:`eventlog.logs.printed`): the commands the triage prints never carry a password."""
     stuck = None if replay.stuck_tail is None else StuckTail(*replay.stuck_tail)
     u = replay.uncommitted
     unfinished = None if u is None else UnfinishedBatch(u.words(), u.line, u.lines, u.torn_after)
     v = replay.vanished
     gaps = None if v is None else StreamGaps(lines=v.lines, runs=v.runs, words=v.words())
-    return LogFacts(name=printed(log), events=replay.events, torn_tail=replay.torn_tail, unfinished=unfinished,
-                    stuck_tail=stuck, not_a_log=no_event_log(log, replay), vanished=vanished, gaps=gaps,
+    return LogFacts(name=printed(log), assume_tz=zone_name(replay.reader.assume_tz), events=replay.events,
+                    torn_tail=replay.torn_tail, unfinished=unfinished, stuck_tail=stuck,
+                    not_a_log=no_event_log(log, replay), vanished=vanished, gaps=gaps,
                     bad_lines=[BadLineFact(b["line"], b["reason"]) for b in replay.bad_lines])
 
 
@@ -90,7 +93,8 @@ def status_of_missing(log: str, at: At, not_file: str | None = None) -> Triage:
     ``not_file``: what is at its path instead (``LOG is a directory, not a log file``), which the item says.
     """
     as_of, text = at.resolve(None, None)
-    return triage(Runner(), as_of, text, LogFacts(name=printed(log), missing=True, not_file=not_file))
+    return triage(Runner(), as_of, text, LogFacts(name=printed(log), assume_tz=zone_name(at.zone), missing=True,
+                                                  not_file=not_file))
 
 
 class Line(msgspec.Struct, kw_only=True, omit_defaults=True):
@@ -175,7 +179,7 @@ def explain(replay: Replay, log: str, ident: str, at: At, assume_tz: Any = None)
     rejected = {r["line"]: r["reason"] for r in runner.rejected}
     for item in found:
         item.rejected = rejected.get(item.line)
-    judged += turn_verdicts(runner, log, ident, named_by)
+    judged += turn_verdicts(runner, LogArg(printed(log), zone_name(replay.reader.assume_tz)), ident, named_by)
     if not judged:  # lines name it, and none of them made it an entity (all rejected, say)
         field = named_by[0][1]
         judged = [not_applied(KIND_OF_FIELD[field], ident, len(found), sum(x.rejected is not None for x in found))]
@@ -183,7 +187,7 @@ def explain(replay: Replay, log: str, ident: str, at: At, assume_tz: Any = None)
                      named_by_bad_lines=named)
 
 
-def turn_verdicts(runner: Runner, log: str, turn_id: str, named_by: list[tuple[Line, str, Event]]) -> list[Verdict]:
+def turn_verdicts(runner: Runner, log: LogArg, turn_id: str, named_by: list[tuple[Line, str, Event]]) -> list[Verdict]:
     """The verdict of turn ``turn_id`` in each session that has one, folded (:class:`projections.turns.Turns`) from
     the lines that name it that the replay applied: not rejected, and of the decisions only those accepted the first
     time (a refused or repeated one changes nothing), as ``GET /v1/sessions/{id}/turns/{turn_id}`` folds them."""

@@ -283,10 +283,12 @@ class LogFacts(msgspec.Struct, kw_only=True, frozen=True):
     ``missing``: no log at that path (nothing was folded); ``not_file``: with it, what is at the path
     instead (a directory, a FIFO, a device: the appender's words, only a live process judges it);
     ``vanished``: committed lines that vanished while a live process followed the log (only such a process
-    knows); ``gaps``: a stream's sequences that hold no message any more (every read sees them).
+    knows); ``gaps``: a stream's sequences that hold no message any more (every read sees them);
+    ``assume_tz``: the zone it was read in (``--assume-tz``), which every ``eventlog`` command on it carries.
     """
 
     name: str
+    assume_tz: str | None = None
     events: int = 0
     bad_lines: list[BadLineFact] = []
     torn_tail: bool = False
@@ -575,16 +577,33 @@ def _printf_char(char: str, first: bool) -> str:
     return "".join(f"\\{b:03o}" for b in data)
 
 
-def command(program: str, args: Sequence[str], options: Sequence[str] = ()) -> str:
+class LogArg(NamedTuple):
+    """LOG in an ``eventlog`` command, with the zone of ``--assume-tz`` it was read in (None: none).
+
+    :func:`command` puts it in as LOG and adds ``--assume-tz ZONE``, so that the command, pasted, reads the
+    times written without an offset as the view that printed it did (without it, they are bad lines). A
+    command of a tool that does not read events (``sed``, ``tail``, ``ls``; ``eventlog export``) is given
+    the bare name.
+    """
+
+    name: str
+    assume_tz: str | None = None
+
+
+def command(program: str, args: Sequence[str | LogArg], options: Sequence[str] = ()) -> str:
     """One shell command to copy: ``PROGRAM ARGS... OPTIONS...``, each of ``args`` (a LOG, an id, a path) quoted.
 
     When one of ``args`` starts with ``-``, the command would read it as an option (``eventlog decide
     LOG -dash`` is a usage error), so it becomes ``PROGRAM OPTIONS... -- ARGS...``: after ``--`` every word
     is an argument (argparse, sed, tail, head, ls, mv, truncate alike). ``options`` are shell text already
-    (see :func:`opt`); ``program`` may carry options of its own (``sed -n '5p'``).
+    (see :func:`opt`); ``program`` may carry options of its own (``sed -n '5p'``). A :class:`LogArg` read
+    with ``--assume-tz`` adds that option last.
     """
-    quoted = [q(a) for a in args]
-    if any(a.startswith("-") for a in args):
+    words = [a.name if isinstance(a, LogArg) else a for a in args]
+    zones = [opt("--assume-tz", a.assume_tz) for a in args if isinstance(a, LogArg) and a.assume_tz]
+    options = [*options, *zones[:1]]
+    quoted = [q(a) for a in words]
+    if any(a.startswith("-") for a in words):
         return " ".join([program, *options, "--", *quoted])
     return " ".join([program, *quoted, *options])
 
@@ -608,7 +627,7 @@ def cut_tail_cmd(log: str, s: StuckTail) -> str:
             f"{q(kept_tail(log, s.start))} && {command(f'truncate -s {s.start}', [log])}")
 
 
-def status_cmd(log: str, every: bool = False) -> str:
+def status_cmd(log: str | LogArg, every: bool = False) -> str:
     """``eventlog status LOG`` (``--all``: every item of every group); ``-- LOG`` when LOG starts with ``-``."""
     return command("eventlog status", [log], ["--all"] if every else [])
 
@@ -619,17 +638,17 @@ def dir_cmd(log: str) -> str:
     return command("ls -la", [posixpath.dirname(log) or "."])
 
 
-def explain_cmd(log: str, ident: str) -> str:
+def explain_cmd(log: str | LogArg, ident: str) -> str:
     """``eventlog explain LOG ID``."""
     return command("eventlog explain", [log, ident])
 
 
-def sessions_cmd(log: str, sid: str) -> str:
+def sessions_cmd(log: str | LogArg, sid: str) -> str:
     """``eventlog sessions LOG SESSION``: the session's state, its retry, the decisions it would accept."""
     return command("eventlog sessions", [log, sid])
 
 
-def handoff_cmd(log: str, action: str, hid: str, reason: str) -> str:
+def handoff_cmd(log: str | LogArg, action: str, hid: str, reason: str) -> str:
     """``eventlog handoff ACTION LOG ID --reason R``: a person's checked move of one handoff."""
     return command(f"eventlog handoff {action}", [log, hid], [opt("--reason", reason)])
 
@@ -639,12 +658,12 @@ YOUR_PROBE = "'<your probe command>'"
 YOUR_RESUME = "'<your resume command>'"
 
 
-def probe_cmd(log: str, account: str) -> str:
+def probe_cmd(log: str | LogArg, account: str) -> str:
     """``eventlog handoff probe LOG ACCOUNT``: probe one account by hand (how a fixed login is recorded)."""
     return command("eventlog handoff probe", [log, account], [f"--probe-cmd {YOUR_PROBE}"])
 
 
-def failback_cmd(log: str, name: str, period_s: int, stale_after_s: float) -> str:
+def failback_cmd(log: str | LogArg, name: str, period_s: int, stale_after_s: float) -> str:
     """One failback pass of watcher NAME at its period and stale age; the person fills in its commands."""
     return command("eventlog failback", [log], [opt("--watcher", name), f"--period {period_s}s",
                                                 f"--stale-after {duration_option(stale_after_s)}",
@@ -652,7 +671,7 @@ def failback_cmd(log: str, name: str, period_s: int, stale_after_s: float) -> st
                                                 f"--resume-cmd {YOUR_RESUME}"])
 
 
-def retire_cmd(log: str, name: str) -> str:
+def retire_cmd(log: str | LogArg, name: str) -> str:
     """``eventlog failback LOG --retire NAME --reason ...``: a person says watcher NAME stopped for good."""
     return command("eventlog failback", [log], [opt("--retire", name), "--reason '<why it stopped for good>'"])
 
@@ -685,7 +704,7 @@ def lanes_words(unpicked_s: float, quiet_s: float) -> str:
             "(the thresholds the views judge by)")
 
 
-def catchup_cmd(log: str, at: str | None = None) -> str:
+def catchup_cmd(log: str | LogArg, at: str | None = None) -> str:
     """``eventlog catchup LOG --dry-run`` (``--at AT``: what would be re-run then)."""
     return command("eventlog catchup", [log], ["--dry-run", *([opt("--at", at)] if at is not None else [])])
 
@@ -714,13 +733,14 @@ def by_hand_cmds(label: str, r: Rerun) -> ByHand | None:
     return None
 
 
-def rerun_end_cmd(log: str, label: str) -> str:
+def rerun_end_cmd(log: str | LogArg, label: str) -> str:
     """Record that a re-run with no end ended, how unknown (``catchup_finished`` ``exited``, no exit): once a
     person knows it no longer runs, catch-up may kick again (the item stays until the job runs again)."""
     return append_cmd(log, {"type": "catchup_finished", "label": label, "outcome": "exited"})
 
 
-def append_cmd(log: str, event: Mapping[str, Any] | Sequence[Mapping[str, Any]], revision: int | None = None) -> str:
+def append_cmd(log: str | LogArg, event: Mapping[str, Any] | Sequence[Mapping[str, Any]],
+               revision: int | None = None) -> str:
     """One event, or several (one line each, all or none), piped to ``eventlog append LOG`` (with
     ``--expect-revision`` when given)."""
     expect = [f"--expect-revision {revision}"] if revision is not None else []
@@ -728,7 +748,7 @@ def append_cmd(log: str, event: Mapping[str, Any] | Sequence[Mapping[str, Any]],
     return f"printf '%s\\n' {lines} | {command('eventlog append', [log], expect)}"
 
 
-def decide_cmd(log: str, session_id: str, decision: str, revision: int, turn: str | None = None) -> str:
+def decide_cmd(log: str | LogArg, session_id: str, decision: str, revision: int, turn: str | None = None) -> str:
     """``eventlog decide`` for one decision on one revision.
 
     The idempotency key is the decision, its turn and the revision: sending the
@@ -742,7 +762,7 @@ def decide_cmd(log: str, session_id: str, decision: str, revision: int, turn: st
     return command("eventlog decide", [log, session_id], options)
 
 
-def accept_cmds(log: str, session_id: str, would_accept: Iterable[Mapping[str, Any]]) -> list[str]:
+def accept_cmds(log: str | LogArg, session_id: str, would_accept: Iterable[Mapping[str, Any]]) -> list[str]:
     """The ``eventlog decide`` command of each decision a session would accept now (its ``would_accept``), ``close``
     (final) last: what ``explain`` and ``sessions`` print to copy."""
     return [decide_cmd(log, session_id, e["decision"], e["expected_revision"], e.get("target_turn_id"))
@@ -827,7 +847,8 @@ class _Judge:
         self.at = as_of if as_of is not None else datetime(1970, 1, 1, tzinfo=UTC)
         self.text = as_of_text
         self.facts = facts
-        self.log = facts.name
+        #: LOG in the ``eventlog`` commands of the items (with the zone it was read in).
+        self.log = LogArg(facts.name, facts.assume_tz)
         #: T is the wall clock now: only then is a time ahead of T a writer's clock ahead.
         self.live = live and self.known
         self._unrecorded: dict[str, list[Control]] | None = None
@@ -1249,7 +1270,7 @@ def unfed_words(u: Unfed, at: datetime) -> str:
 IMPORT_MARKERS_HELP = "eventlog import quota-log --help"
 
 
-def retire_job_cmd(log: str, job: JobRegistered) -> str:
+def retire_job_cmd(log: str | LogArg, job: JobRegistered) -> str:
     """The line that retires a job catch-up judges, piped to ``eventlog append LOG``: its ``job_registered``
     again with ``guarded`` false (an unguarded job is never a candidate, nor unfed), its calendar and interval
     kept, its ``ts`` the time it is pasted. An import of its plist registers it anew when it is back."""
@@ -1355,7 +1376,7 @@ def session_words(s: Session) -> str:
     return f"turn(s) {turns} ended with outcome unknown ({s.reason}); never re-run on their own; {wait}"
 
 
-def next_decision(log: str, sessions: Sessions, sid: str) -> str:
+def next_decision(log: str | LogArg, sessions: Sessions, sid: str) -> str:
     """The decide command of the first decision the session would accept now (``close`` last), else explain."""
     s = sessions.sessions[sid]
     accepted = [(d, turn) for d, turn, j in sessions.options(sid) if j.accepted and d != "confirm_completed"]
@@ -1414,11 +1435,11 @@ def triage(runner: Runner, as_of: datetime | None, as_of_text: str | None, facts
 
 
 def session_needs(runner: Runner, session_ids: Iterable[str], as_of: datetime | None, as_of_text: str | None,
-                  log: str) -> dict[str, list[Item]]:
+                  log: LogArg) -> dict[str, list[Item]]:
     """The items :func:`triage` has about each of ``session_ids`` that needs a person as of ``as_of``, by the same
     rule (a decision to make, a retry due and nothing moved, an interrupt of a turn whose end the log never recorded);
     sessions that need nobody are left out. ``eventlog sessions`` shows them and exits 1 on them, as ``status``."""
-    judge = _Judge(runner, as_of, as_of_text, LogFacts(name=log))
+    judge = _Judge(runner, as_of, as_of_text, LogFacts(name=log.name, assume_tz=log.assume_tz))
     return {sid: items for sid in session_ids if (items := judge.session(sid))}
 
 
@@ -1557,7 +1578,8 @@ KIND_OF_FIELD: dict[str, Kind] = {"handoff_id": "handoff", "account": "account",
                                   "control_id": "interrupt"}
 
 
-def turn_verdict(log: str, session_id: str, turn_id: str, turn: dict[str, Any], session: Session | None) -> Verdict:
+def turn_verdict(log: str | LogArg, session_id: str, turn_id: str, turn: dict[str, Any],
+                 session: Session | None) -> Verdict:
     """A session's turn (``turn``: :class:`projections.turns.Turn` as a plain object, folded from the applied lines
     that name it): what happened to it in line order (:func:`~projections.turns.turn_words`), whether its outcome
     is still unknown (the session waits for a decision), and ``eventlog sessions LOG SESSION`` to look further."""
@@ -1576,7 +1598,7 @@ def turn_verdict(log: str, session_id: str, turn_id: str, turn: dict[str, Any], 
                    next=[sessions_cmd(log, session_id)], facts=facts)
 
 
-def _interrupt_verdict(log: str, control_id: str, c: Control) -> Verdict:
+def _interrupt_verdict(log: str | LogArg, control_id: str, c: Control) -> Verdict:
     """An interrupt (a control of the interrupt timeline): its verdict, its turn and session, and its timeline."""
     t = timeline(c)
     says = (f"in session {c.session_id}, turn {c.turn_id}: {t['verdict'] or 'no verdict yet'}"
@@ -1905,7 +1927,7 @@ def _session_verdict(judge: _Judge, sid: str) -> Verdict:
 
 __all__ = [
     "DOMAINS", "KIND_OF_FIELD", "REASONS", "SHOWN", "BadLineFact", "Domain", "Group", "Item", "Kind", "LinesVanished",
-    "LogFacts", "Reason", "Totals", "Triage", "UnfinishedBatch", "Verdict", "accept_cmds", "dir_cmd", "duration_option",
-    "duration_words", "explain", "for_words", "natural_key", "not_applied", "retire_job_cmd", "session_needs",
-    "status_cmd", "triage", "turn_verdict", "unfed_words",
+    "LogArg", "LogFacts", "Reason", "Totals", "Triage", "UnfinishedBatch", "Verdict", "accept_cmds", "dir_cmd",
+    "duration_option", "duration_words", "explain", "for_words", "natural_key", "not_applied", "retire_job_cmd",
+    "session_needs", "status_cmd", "triage", "turn_verdict", "unfed_words",
 ]

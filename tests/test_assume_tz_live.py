@@ -1,22 +1,27 @@
-"""``--assume-tz ZONE`` on a live command: now is judged in ZONE.
+"""``--assume-tz ZONE`` on a live command: now is judged in ZONE, and every command a view prints carries it.
 
-A host in UTC reads a log written in Japan (README, "catchup"; docs/DECISIONS.md). A review: the live
+A host in UTC reads a log written in Japan (README, "catchup"; docs/DECISIONS.md). Two reviews: the live
 commands judged catch-up's today in the host's zone though given ``--assume-tz Asia/Tokyo`` ("no candidates",
-"Nothing needs a person.", "today's slot(s) (09:32) have not come yet"). Real processes throughout, with
-``TZ=UTC``.
+"Nothing needs a person.", "today's slot(s) (09:32) have not come yet"), and the commands the views printed
+for a log written without offsets left the option out, so pasted they read every line as bad (exit 2).
+Real processes throughout, with ``TZ=UTC``; the printed commands are pasted into bash.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import re
+import shlex
 import subprocess
+import sys
 import time
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from tests.conftest import run_cli, write_log
+from tests.conftest import ROOT, run_cli, write_log
 from tests.opskit import follow_file
 from tests.serving import start_server
 from tests.test_prom import value as sample_value
@@ -110,3 +115,101 @@ def test_serve_judges_now_in_the_zone_of_assume_tz_again_and_again(tmp_path: Pat
         assert again["as_of"] > first["as_of"] and again["as_of"].endswith("+09:00"), again["as_of"]
     finally:
         assert server.stop() == 0
+
+
+# --- the commands the views print ------------------------------------------------------------------------------
+
+
+NAIVE = [  # a log written without offsets: only --assume-tz reads it
+    {"type": "handoff_created", "ts": "2026-12-01T09:00:00", "handoff_id": "h1", "account": "cloud-account-a"},
+    {"type": "probe_result", "ts": "2026-12-01T09:00:01", "account": "cloud-account-a", "outcome": "ok"},
+    {"type": "claimed", "ts": "2026-12-01T09:00:02", "handoff_id": "h1", "watcher": "w1", "attempt": 1},
+    {"type": "watcher_run", "ts": "2026-12-01T09:00:03", "watcher": "w1", "exit": "ok", "period_s": 900},
+    {"type": "worker_claimed", "ts": "2026-12-01T09:10:00", "session_id": "s1", "generation": 1, "worker": "k1",
+     "restore": True},
+    {"type": "checkpoint_restore_failed", "ts": "2026-12-01T09:10:10", "session_id": "s1", "generation": 1,
+     "reason": "incompatible_checkpoint"},
+]
+AT = ["--at", "2026-12-02T10:00:00+09:00"]
+
+
+def pasted(command: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """COMMAND as a person pastes it into bash on a UTC host, ``eventlog`` on PATH."""
+    env = {**os.environ, **UTC_HOST, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    return subprocess.run(["bash", "-c", command], cwd=cwd, env=env, capture_output=True, text=True, timeout=60,
+                          check=False)
+
+
+def eventlog_commands(texts: list[str]) -> list[str]:
+    """The ``eventlog`` commands among ``texts`` (the last of a pipe), but ``eventlog export`` (it reads no time)."""
+    found = [re.sub(r"^.*\| ", "", t) for t in texts if "eventlog " in t]
+    return [c for c in found if not c.startswith("eventlog export")]
+
+
+def test_every_command_a_view_prints_carries_assume_tz_and_works_pasted(tmp_path: Path) -> None:
+    log = write_log(tmp_path / "n.jsonl", NAIVE)
+    zoned = ["--assume-tz", TOKYO]
+    status = json.loads(live("status", str(log), "--json", *zoned, *AT).stdout)
+    nexts = {(i["reason_code"], i["id"]): i["next"] for g in status["groups"] for i in g["items"]}
+    assert set(nexts) == {("stale_retryable", "h1"), ("watcher_late", "w1"), ("restore_failed", "s1")}, nexts
+    verdicts = json.loads(live("explain", str(log), "w1", "--json", *zoned, *AT).stdout)["verdicts"]
+    sessions = json.loads(live("sessions", str(log), "--json", *zoned, *AT).stdout)
+    every = [*nexts.values(), *(c for v in verdicts for c in v["next"]),
+             *(i["next"] for i in sessions["items"]["s1"]["needs"])]
+    commands = eventlog_commands(every)
+    assert len(commands) == len(every), every
+    for command in commands:
+        assert command.endswith(" --assume-tz Asia/Tokyo") or " --assume-tz Asia/Tokyo " in command, command
+    decides = [line.strip() for line in live("sessions", str(log), "s1", *zoned, *AT).stdout.splitlines()
+               if line.strip().startswith("eventlog decide")]  # what it would accept now, whole
+    assert decides and all(d.endswith(f" --assume-tz {TOKYO}") for d in decides), decides
+    text = live("status", str(log), *zoned, *AT).stdout
+    assert "eventlog handoff release n.jsonl" not in text
+    assert f"eventlog handoff release {log} h1 --reason 'stale claim released by hand' --assume-tz {TOKYO}" in text
+
+    # pasted, each reads the log as the view did: the claim is released, the decision taken
+    release = pasted(nexts[("stale_retryable", "h1")], tmp_path)
+    assert release.returncode == 0, release.stderr
+    assert json.loads(log.read_text().splitlines()[-1])["type"] == "released"
+    look = pasted(nexts[("watcher_late", "w1")] + " " + shlex.join(AT), tmp_path)
+    assert look.returncode == 0 and "watcher w1: last run 2026-12-01T09:00:03+09:00" in look.stdout, look.stderr
+    decide = pasted(nexts[("restore_failed", "s1")].replace("<why>", "checked by hand"), tmp_path)
+    assert decide.returncode == 0 and decide.stdout.startswith("accepted: retry_restore of s1"), decide.stderr
+
+    # without --assume-tz nothing is read, and the commands carry nothing
+    bare = live("status", str(log), "--json", *AT)
+    assert f"--assume-tz {TOKYO}" not in bare.stdout and "no_offset" in bare.stdout, bare.stdout
+
+
+def test_serve_prints_its_commands_with_its_assume_tz(tmp_path: Path, monkeypatch: Any) -> None:
+    log = write_log(tmp_path / "n.jsonl", NAIVE)
+    monkeypatch.setenv("TZ", "UTC")
+    server = start_server(log, tmp_path, None, "--assume-tz", TOKYO)
+    try:
+        c = server.client("viewer")
+        status = c.get("/v1/status", params={"at": AT[1]}).json()
+        with c.stream("GET", "/v1/status", headers={"Accept": "text/event-stream"}, timeout=20) as r:
+            data = next(line for line in r.iter_lines() if line.startswith("data:") and '"commands"' in line)
+        console = json.loads(data.removeprefix("data:"))["commands"]
+    finally:
+        assert server.stop() == 0
+    nexts = [i["next"] for g in status["groups"] for i in g["items"]]
+    commands = eventlog_commands([*nexts, *console.values()])
+    assert len(commands) == len(nexts) + 2, (nexts, console)
+    assert all(f" --assume-tz {TOKYO}" in command for command in commands), commands
+    shown = pasted(console["all"] + " " + shlex.join(AT), ROOT)
+    assert shown.returncode == 1 and "0 bad lines" in shown.stdout, shown.stdout + shown.stderr
+
+
+def test_the_commands_a_runner_prints_carry_its_assume_tz(tmp_path: Path) -> None:
+    """A catch-up pass names a guarded job nothing feeds, with the ``explain`` that says what to do: pasted, it
+    reads the log as the pass did."""
+    log = write_log(tmp_path / "n.jsonl", [
+        {"type": "job_registered", "ts": "2026-12-01T07:00:00", "label": JOB, "guarded": True,
+         "calendar": [{"Hour": 9, "Minute": 0}], "interval_s": None}])
+    out = live("catchup", str(log), "--dry-run", "--assume-tz", TOKYO, "--at", "2026-12-01T11:30:00")
+    assert out.returncode == 1 and f"its slot 09:00 of today (2026-12-01 in {TOKYO}) passed" in out.stderr, out.stderr
+    [command] = re.findall(r"\((eventlog explain .*) says how", out.stderr)
+    assert command == f"eventlog explain {log} {JOB} --assume-tz {TOKYO}", command
+    shown = pasted(command + " --at 2026-12-01T11:30:00", tmp_path)
+    assert shown.returncode == 0 and "nothing feeds its markers" in shown.stdout, shown.stdout + shown.stderr

@@ -22,12 +22,12 @@ from eventlog.cli.common import (
     mark_done,
     zone,
 )
-from eventlog.clock import now
+from eventlog.clock import now, zone_name
 from eventlog.events import parse_time, schema
 from eventlog.logs import LogUnavailable, open_log
 from projections.ahead import RESET_AHEAD_MAX_S, TOLERANCE_S
 from projections.base import elapsed_s
-from projections.triage import duration_words, status_cmd
+from projections.triage import LogArg, duration_words, status_cmd
 
 APPEND = """\
 Read events from stdin, one JSON object per line, validate every one, then write
@@ -102,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     except AppendError as err:
         return append_failed(err, args.log, given.named(err.messages))
-    for note in [*result.notes, *dated_ahead(given, result.first_seq, args.log)]:
+    for note in [*result.notes, *dated_ahead(given, result.first_seq, LogArg(args.log, zone_name(tz)))]:
         error(f"{args.log}: {note}")
     seqs = f"seq {result.first_seq}" + (f" to {result.last_seq}" if result.last_seq != result.first_seq else "")
     mark_done(f"{args.log}: {result.written} event(s) written ({seqs}): do not append them again")
@@ -111,7 +111,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def dated_ahead(given: Input, first_seq: int, log: str) -> list[str]:
+def dated_ahead(given: Input, first_seq: int, log: LogArg) -> list[str]:
     """A warning for each event written to ``log`` whose ``ts`` (or limit ``limited_at``) lies more than the tolerance
     ahead of now, or whose limit ``reset_at`` more than :data:`projections.ahead.RESET_AHEAD_MAX_S` (its input line,
     its ``seq``, how far ahead): written as given, as the views will name them."""

@@ -29,12 +29,13 @@ from eventlog.cli.common import (
     say,
     zone,
 )
+from eventlog.clock import zone_name
 from eventlog.logs import LogUnavailable, Unreachable, open_log, password_note
 from eventlog.replay import BadLine, Replay
 from eventlog.runners import sessions as runner
 from eventlog.runners.common import BadLines, NamedBadLine, bad_lines, bad_lines_said, folder, naming
 from projections.sessions import DECISIONS, claim_words, worker_wait_words
-from projections.triage import accept_cmds, for_words, opt, session_needs, sessions_cmd
+from projections.triage import LogArg, accept_cmds, for_words, opt, session_needs, sessions_cmd
 
 DECIDE = """\
 Append a recovery_decision to LOG, accepted or not (a refused decision is part of
@@ -198,7 +199,8 @@ def run_sessions(args: argparse.Namespace) -> int:
             error(runner.unknown_session(args.log, args.session, replay.bad_lines, named))
             return 2
         ids = [args.session]
-    needs = session_needs(folder(replay), ids, as_of, as_of_text, args.log)
+    log = LogArg(args.log, zone_name(tz))  # in the commands printed
+    needs = session_needs(folder(replay), ids, as_of, as_of_text, log)
     shown = {sid: {**runner.describe(sessions, sid, as_of), "needs": msgspec.to_builtins(needs.get(sid, []))}
              for sid in ids}
     bad = bad_lines(replay)
@@ -211,7 +213,7 @@ def run_sessions(args: argparse.Namespace) -> int:
         if (note := password_note(args.log)) is not None:
             say(note)
         for sid, d in shown.items():
-            _print_person(args.log, sid, d)
+            _print_person(log, sid, d)
     said_bad_lines(args.log, args.session, bad, named)
     return 1 if bad.count or needs else 0
 
@@ -239,7 +241,7 @@ def _since(item: dict[str, Any]) -> str:
     return f" (since {item['since']}" + (f", {for_words(item['for_s'])})" if item["for_s"] is not None else ")")
 
 
-def _print_person(log: str, sid: str, d: dict[str, Any]) -> None:
+def _print_person(log: LogArg, sid: str, d: dict[str, Any]) -> None:
     """One session of the text view; every command printed is whole, to copy (status' and explain's own)."""
     say()
     say(f"{sid}: {d['admission_state']}" + (f" ({d['attention']})" if d["attention"] else ""))

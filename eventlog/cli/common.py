@@ -102,9 +102,11 @@ def add_judging(parser: argparse.ArgumentParser, default: str = "now") -> None:
 
 
 def add_assume_tz(parser: argparse.ArgumentParser, more: str = "") -> None:
-    """``--assume-tz``: the zone of times written without an offset (``more``: what else it does)."""
+    """``--assume-tz``: the zone of times written without an offset (``more``: what else it does); the ``eventlog``
+    commands a command prints carry it (:class:`projections.triage.LogArg`)."""
     parser.add_argument("--assume-tz", metavar="ZONE",
-                        help="read times written without an offset (in LOG and --at) in ZONE, e.g. Asia/Tokyo" + more)
+                        help="read times written without an offset (in LOG and --at) in ZONE, e.g. Asia/Tokyo" + more
+                        + "; the eventlog commands printed carry it")
 
 
 def judging(args: Any, default: At = NOW, *, local: bool = True) -> tuple[tzinfo | None, At]:

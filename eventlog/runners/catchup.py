@@ -113,6 +113,7 @@ from eventlog.runners.common import (
     Unwritten,
     check_bounds,
     folder,
+    log_arg,
     refuses_appends,
     require_log,
     runner_lock,
@@ -307,7 +308,7 @@ def _judge(opts: Options, report: Report, last_at: datetime | None, last_ts: str
         if b.rerun.ended or opts.dry_run:  # an open one: a real pass asks whether it runs (_waits_for)
             report.reruns.append(_rerun_fact(b.label, b.kind, b.rerun))
             report.problems.append(f"{b.label}: {rerun_words(b)}; re-run it by hand once you know why "
-                                   f"({explain_cmd(opts.log, b.label)} says how)")
+                                   f"({explain_cmd(log_arg(opts), b.label)} says how)")
     refused = refuses_appends(opts.log, replay)
     if refused is not None:
         report.problems.append(refused)
@@ -334,7 +335,7 @@ def _unfed_words(opts: Options, u: Unfed, when: datetime) -> str:
     """A guarded job nothing feeds, as a pass says it: its label, the views' words
     (:func:`projections.triage.unfed_words`), whether this pass imports markers, and where to read more."""
     none = "" if opts.import_quota_log else "; this pass imports none (no --import-quota-log)"
-    return (f"{u.label}: {unfed_words(u, when)}{none} ({explain_cmd(opts.log, u.label)} says how to import its "
+    return (f"{u.label}: {unfed_words(u, when)}{none} ({explain_cmd(log_arg(opts), u.label)} says how to import its "
             "markers, or to retire it)")
 
 
@@ -419,7 +420,7 @@ def _waits_for(opts: Options, log: Log, report: Report, state: Catchup, clock: C
         report.reruns.append(_rerun_fact(label, "open", r))
         gone = f"{label}: {_open_words(r)} and the catch-up that kicked it is gone (it died, was killed, or could " \
                "not stop it)"
-        settle = f"once it no longer runs, record its end: {rerun_end_cmd(opts.log, label)}"
+        settle = f"once it no longer runs, record its end: {rerun_end_cmd(log_arg(opts), label)}"
         if opts.scheduler is None:
             report.waits_for.append(label)
             report.problems.append(f"{gone}; with --kick-cmd nobody can tell whether it still runs, so nothing is "
@@ -446,7 +447,7 @@ def _waits_for(opts: Options, log: Log, report: Report, state: Catchup, clock: C
             return False
         report.problems.append(f"{gone}; {name} no longer runs it: its end is written with no exit status (how it "
                                f"ended is unknown); re-run it by hand once you know why "
-                               f"({explain_cmd(opts.log, label)} says how)")
+                               f"({explain_cmd(log_arg(opts), label)} says how)")
     return True
 
 
@@ -559,10 +560,10 @@ def _rerun_all(opts: Options, log: Log, clock: Clock, report: Report, labels: li
                              else f"after catchup_kicked of {label}, before it re-ran ({said})")
             else:
                 stop.what = (f"while {label} re-ran, and it may still run ({ended}): no end is written, so no "
-                             f"catch-up kicks anything until it is ({rerun_end_cmd(opts.log, label)} once it "
+                             f"catch-up kicks anything until it is ({rerun_end_cmd(log_arg(opts), label)} once it "
                              "no longer runs)")
             stop.what += (" and it is not kicked again today (re-run it by hand if it must run: "
-                          f"{explain_cmd(opts.log, label)} says how)")
+                          f"{explain_cmd(log_arg(opts), label)} says how)")
             raise
         if ran.may_run:  # no end happened: none is written, and nothing starts after it
             timed_out = f"re-run timed out after {opts.timeout_s:g} s; " if ran.timed_out else ""
@@ -611,7 +612,7 @@ def _write_end(opts: Options, log: Log, clock: Clock, report: Report, label: str
     try:
         log.append([finished])
     except AppendError as err:
-        lost = Unwritten.of(opts.log, act, [finished])
+        lost = Unwritten.of(log_arg(opts), act, [finished])
         report.unwritten.append(lost)
         report.problems += [f"cannot append the end of the re-run of {label} to the log: {'; '.join(err.messages)}; "
                             "nothing more is kicked, and until it is appended the log holds the re-run open (it may "

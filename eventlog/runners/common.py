@@ -16,6 +16,7 @@ from typing import IO, Any, Protocol
 import msgspec
 
 from eventlog.appender import LogFileError
+from eventlog.clock import zone_name
 from eventlog.events import Event
 from eventlog.importers import unfinished_problem
 from eventlog.logs import Log, LogUnavailable, Unreachable, is_url, lock_path, no_event_log, open_log
@@ -23,7 +24,7 @@ from eventlog.reader import Reader
 from eventlog.replay import Replay
 from eventlog.runners.process import Interrupted, split_command, waiting
 from projections.runner import Runner
-from projections.triage import LogFacts, append_cmd, command, line_cmd
+from projections.triage import LogArg, LogFacts, append_cmd, command, line_cmd
 
 #: How many bad lines a runner names (it counts them all).
 BAD_LINES_SHOWN = 3
@@ -162,7 +163,7 @@ class Unwritten(msgspec.Struct, kw_only=True):
     command: str
 
     @classmethod
-    def of(cls, log: str, act: str, events: Sequence[Mapping[str, Any]]) -> Unwritten:
+    def of(cls, log: str | LogArg, act: str, events: Sequence[Mapping[str, Any]]) -> Unwritten:
         """``events`` that say ``act``, which ``log`` did not take."""
         return cls(act=act, events=[dict(e) for e in events], command=append_cmd(log, events))
 
@@ -281,11 +282,28 @@ def name_bad_lines(report: Named, log: str, bad: Sequence[Mapping[str, Any]]) ->
         report.problems.append(said)
 
 
+class ReadsLog(Protocol):
+    """A runner's options: its LOG, and the zone of ``--assume-tz`` it reads it in."""
+
+    @property
+    def log(self) -> str: ...
+
+    @property
+    def assume_tz(self) -> tzinfo | None: ...
+
+
+def log_arg(opts: ReadsLog) -> LogArg:
+    """LOG in the ``eventlog`` commands a runner prints: with ``--assume-tz`` when it reads the log with one
+    (:class:`~projections.triage.LogArg`), so that pasted they read it as the runner did."""
+    return LogArg(opts.log, zone_name(opts.assume_tz))
+
+
 def refuses_appends(log: str, replay: Replay) -> str | None:
     """Why every append to ``log`` is refused, for a person (a file that is no event log, or a torn tail no
     append cuts: ``status`` names both); None when it may take one."""
     why = no_event_log(log, replay) or (replay.stuck_tail.why if replay.stuck_tail is not None else None)
-    return None if why is None else f"{log} {why}: every append is refused (see {command('eventlog status', [log])})"
+    status = command("eventlog status", [LogArg(log, zone_name(replay.reader.assume_tz))])
+    return None if why is None else f"{log} {why}: every append is refused (see {status})"
 
 
 def check_bounds(kill_grace_s: float, **timeouts: float) -> None:

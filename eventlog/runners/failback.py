@@ -127,6 +127,7 @@ from eventlog.runners.common import (
     check_bounds,
     check_filled,
     folder,
+    log_arg,
     require_log,
 )
 from eventlog.runners.process import DETAIL_CHARS, Interrupted, Ran, excerpt, run
@@ -318,7 +319,7 @@ class Report(msgspec.Struct, kw_only=True):
                           "(resume_unconfirmed); its slot is free" for u in self.unconfirmed]
         self.problems += [f"{f['handoff_id']}: {f['detail']}: handed to a person (resume_failing), not retried again; "
                           "once the cause is fixed, "
-                          f"{handoff_cmd(opts.log, 'release', f['handoff_id'], '<what was fixed>')} sends it back"
+                          f"{handoff_cmd(log_arg(opts), 'release', f['handoff_id'], '<what was fixed>')} sends it back"
                           for f in self.failing]
         self.problems += [f"account {a['account']}: the probe said auth_error ({a['detail']}): no probe until a "
                           "person fixes it and probes by hand (eventlog handoff probe)" for a in self.auth_errors]
@@ -376,7 +377,7 @@ def _run_pass(opts: Options, log: Log, started: float) -> Report:
             report.errors.append(f"cannot append {_named(events)} to the log: " + "; ".join(err.messages))
             report.write_failed = True
             if act is not None:
-                report.unwritten.append(Unwritten.of(opts.log, act, events))
+                report.unwritten.append(Unwritten.of(log_arg(opts), act, events))
             raise _Stop from err
         return True
 

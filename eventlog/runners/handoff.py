@@ -57,6 +57,7 @@ from eventlog.runners.common import (
     check_bounds,
     check_said,
     folder,
+    log_arg,
     require_log,
 )
 from eventlog.runners.failback import KILL_GRACE_S, probe_events, run_probe
@@ -344,7 +345,7 @@ def probe_once(opts: ProbeOnce) -> ProbeReport:
             log.append(events)
         except AppendError as err:
             report.problems.append("cannot append the probe's result: " + "; ".join(err.messages))
-            report.unwritten = Unwritten.of(opts.log, f"the probe of {opts.account} said {verdict.outcome} "
+            report.unwritten = Unwritten.of(log_arg(opts), f"the probe of {opts.account} said {verdict.outcome} "
                                             f"({verdict.detail})", events)
             report.problems.append(report.unwritten.problem(opts.log))
             return report

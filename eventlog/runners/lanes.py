@@ -92,6 +92,7 @@ from eventlog.runners.common import (
     Unwritten,
     bad_lines,
     check_bounds,
+    log_arg,
     not_a_directory,
     require_log,
     runner_lock,
@@ -167,7 +168,7 @@ def judge_stalls(opts: StallOptions) -> StallReport:
     record = runner.lanes.judge(at, text or at.isoformat())
     found = bad_lines(replay)
     problem = found.problem(opts.log)
-    ahead = [f"{opts.log}: {ahead_words(a)}; fix the clock of its writer (see {explain_cmd(opts.log, a.id)})"
+    ahead = [f"{opts.log}: {ahead_words(a)}; fix the clock of its writer (see {explain_cmd(log_arg(opts), a.id)})"
              for a in (dated_ahead(runner, at) if opts.at.live else []) if AHEAD_KIND[a.check] == "lane"]
     return StallReport(record=record, bad_lines=found, problems=([problem] if problem else []) + ahead)
 
@@ -383,7 +384,7 @@ def _send(opts: LanesOptions, log: Log, stalls: list[tuple[str, str]], clock: Cl
             error = "cannot append resume_enqueued: " + "; ".join(err.messages)
             report.unrecorded.append({"product": product, "kind": kind, "task_branch": branch, "error": error})
             sent = f" (task branch {branch})" if branch else ""
-            lost = Unwritten.of(opts.log, f"the resume of {product} ({kind}) was enqueued{sent}", [event])
+            lost = Unwritten.of(log_arg(opts), f"the resume of {product} ({kind}) was enqueued{sent}", [event])
             report.unwritten.append(lost)
             report.problems += [f"{product}: {kind}: enqueued, but {error}; no other lane was tried, and the next run "
                                 "sends it again unless its line is appended first", lost.problem(opts.log)]

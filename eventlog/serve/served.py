@@ -36,7 +36,7 @@ import msgspec
 from eventlog import clock, logs
 from eventlog import follow as file_follow
 from eventlog.appender import AppendError, AppendResult, BadInput, Conflict
-from eventlog.clock import NOW, At, parse_at
+from eventlog.clock import NOW, At, parse_at, zone_name
 from eventlog.events import Event
 from eventlog.fold import FoldResult
 from eventlog.follow import Follower, judged
@@ -59,7 +59,7 @@ from eventlog.runners.common import BadLines, NamedBadLine, folder, naming
 from eventlog.views import status as triage_of
 from eventlog.views import status_of_missing
 from projections.runner import Runner
-from projections.triage import SHOWN, Triage, dir_cmd, status_cmd
+from projections.triage import SHOWN, LogArg, Triage, dir_cmd, status_cmd
 from projections.turns import Turns, turn_words
 
 log = logging.getLogger("eventlog.serve")
@@ -138,6 +138,8 @@ class Served:
         self.target, self.name = target, printed(target)
         #: Now, judged in ``assume_tz``'s zone when given (``--assume-tz``), as the CLI judges it.
         self.now = parse_at(None, assume_tz)
+        #: LOG in the commands it prints, with ``--assume-tz`` when given.
+        self.log_arg = LogArg(self.name, zone_name(assume_tz))
         self.stream = is_url(target)
         self.max_age_s = max_age_s
         self.stale_s = stale_s
@@ -407,7 +409,7 @@ class Served:
             look = dir_cmd(self.name)
             return {"status": look, "all": look}
         note = password_note(self.name)
-        return {"status": status_cmd(self.name), "all": status_cmd(self.name, every=True),
+        return {"status": status_cmd(self.log_arg), "all": status_cmd(self.log_arg, every=True),
                 **({"note": note} if note is not None else {})}
 
     def metrics(self, at: At = NOW) -> str:
