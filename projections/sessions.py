@@ -567,7 +567,7 @@ class Sessions:
         s = self._seen(ev, line)
         s.place(ev.turn_id)
         s.running.discard(ev.turn_id)
-        waited = s.unknown_since.pop(ev.turn_id, None)
+        waited = s.unknown_since.pop(ev.turn_id, None) if s.unknown_since else None
         if ev.outcome == OUTCOME_UNKNOWN:
             s.unknown[ev.turn_id] = line
             s.mark_since(ev.ts, line, at)
