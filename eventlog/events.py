@@ -11,7 +11,7 @@ import re
 from collections.abc import Callable
 from datetime import datetime, timezone, tzinfo
 from operator import attrgetter
-from typing import Annotated, Any, Final, Literal, Union
+from typing import Annotated, Any, ClassVar, Final, Literal, Union
 
 import msgspec
 
@@ -44,6 +44,9 @@ class Event(msgspec.Struct, tag_field="type", kw_only=True, gc=False):
     #: Set by the appender on every line of a batch of several events: the ``seq`` of the batch's last line.
     #: A reader applies the batch only once that line is there (all or nothing; docs/RELIABILITY.md).
     batch_end: Positive | None = None
+    #: The wire ``type`` (the tag), as a plain class attribute: reading ``__struct_config__`` builds an object
+    #: each time, and the sessions fold reads it for every event it applies.
+    wire_type: ClassVar[str]
 
 
 #: The envelope's bookkeeping, set by writers and the appender: never part of what an event says.
@@ -486,6 +489,8 @@ EVENT_TYPES: dict[str, type[Event]] = {
     cls.__struct_config__.tag: cls
     for cls in AnyEvent.__args__  # type: ignore[attr-defined]
 }
+for _tag, _cls in EVENT_TYPES.items():
+    _cls.wire_type = _tag
 
 #: The optional fields the project adds to the contract's event types (spec/EVENTS.md lists the others; ``conflict``'s
 #: ``attempt`` is left out on purpose: attempt fencing is a project rule, issue 17). A line may come from a writer that
@@ -513,7 +518,7 @@ TIME_FIELDS: dict[type[Event], tuple[str, ...]] = {
 
 def type_name(ev: Event) -> str:
     """The wire ``type`` of an event."""
-    return ev.__struct_config__.tag  # type: ignore[return-value]
+    return ev.wire_type
 
 
 def stream_of(ev: Event) -> tuple[str, str] | None:

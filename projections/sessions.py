@@ -736,7 +736,7 @@ class Sessions:
         if s is None:
             s = sessions[ev.session_id] = Session()
         s.revision += 1
-        s.last_line, s.last_type, s.last_ts = line, ev.__struct_config__.tag, ev.ts  # type: ignore[assignment]
+        s.last_line, s.last_type, s.last_ts = line, ev.wire_type, ev.ts
         if generation is not None and generation > s.generation:
             s.generation = generation
         return s
