@@ -5,7 +5,9 @@ named ``*_total``; durations are a ``histogram`` in ``*_seconds``; times are
 ``*_timestamp_seconds`` gauges (seconds since the epoch); every label set is
 fixed by the code's own word lists, so no series comes and goes as a verdict
 changes (a closed set is always listed in full, 0 or 1). Every family carries
-the ``log`` label. docs/METRICS.md is the reference, with an alert for each.
+the ``log`` label, and ``assume_tz`` when the log was read with ``--assume-tz``
+(so the commands an alert prints read it so too). docs/METRICS.md is the
+reference, with an alert for each.
 
 :func:`exposition` renders one dump; what a dump does not hold (the latency
 samples, the last event's time, ``follow``'s tick, a torn tail no append cuts,
@@ -61,10 +63,11 @@ Samples = Sequence[tuple[Labels, float]]
 
 
 class _Text:
-    """The exposition being written: one family at a time, HELP and TYPE first."""
+    """The exposition being written: one family at a time, HELP and TYPE first; every sample labelled with ``log``,
+    and ``assume_tz`` when given."""
 
-    def __init__(self, log: str) -> None:
-        self.log: Labels = {"log": log}
+    def __init__(self, log: str, assume_tz: str | None = None) -> None:
+        self.log: Labels = {"log": log, **({"assume_tz": assume_tz} if assume_tz else {})}
         self.lines: list[str] = []
 
     def family(self, name: str, kind: str, help_: str) -> None:
@@ -121,6 +124,7 @@ def exposition(
     failing: Mapping[str, float] | None = None,
     snapshot_unsaved: bool | None = None,
     zone: str | None = None,
+    assume_tz: str | None = None,
 ) -> str:
     """The text exposition of one dump.
 
@@ -152,9 +156,11 @@ def exposition(
     its ``--snapshot`` the last time it was to (left out when None: it keeps none); ``zone``: the ``TZ=`` value
     of the zone catch-up's days were judged in (``--assume-tz``'s, else ``eventlog.clock.local_zone_name``; ""
     when it has none that can be pasted, or not judged live), the ``zone`` label of the catch-up verdicts judged
-    by day (candidates, probe, unfed), so the commands an alert prints judge in it too (left out when None).
+    by day (candidates, probe, unfed), so the commands an alert prints judge in it too (left out when None);
+    ``assume_tz``: the zone name of the ``--assume-tz`` the log was read with, the ``assume_tz`` label of every
+    sample, so the ``eventlog`` commands an alert prints carry ``--assume-tz`` too (left out when None or "").
     """
-    out = _Text(str(dump.get("log", "")))
+    out = _Text(str(dump.get("log", "")), assume_tz)
     one: Labels = {}
 
     out.gauge("recovery_log_missing", "1 while the followed log does not exist, or its path holds no file (a "
@@ -295,7 +301,8 @@ def of_replay(replay: Replay, dump: dict[str, Any], tick_s: float | None = None,
 
     ``live``: the dump is judged as of the wall clock now, so the times ahead of it are counted, and catch-up's
     days in the zone of ``--assume-tz`` (the one ``replay`` was read in), else in the machine's, which the
-    ``zone`` label names ("" otherwise: no label to Prometheus).
+    ``zone`` label names ("" otherwise: no label to Prometheus). Every sample carries ``assume_tz`` when ``replay``
+    was read with ``--assume-tz`` (its own argument, never the log's content).
     ``snapshot_unsaved``: ``follow``'s last save of its ``--snapshot`` failed (None: it keeps none).
     """
     as_of = dump.get("as_of")
@@ -335,7 +342,8 @@ def of_replay(replay: Replay, dump: dict[str, Any], tick_s: float | None = None,
                       not_a_log=no_event_log(str(dump.get("log", "")), replay) is not None, ahead=ahead,
                       reruns=reruns, unfed=unfed, deadline_passed=late, retired=retired,
                       no_watcher=unwatched, failing=failing, snapshot_unsaved=snapshot_unsaved,
-                      zone=(zone_name(replay.reader.assume_tz) or local_zone_name()) if live else "")
+                      zone=(zone_name(replay.reader.assume_tz) or local_zone_name()) if live else "",
+                      assume_tz=zone_name(replay.reader.assume_tz))
 
 
 def _handoffs(out: _Text, h: dict[str, Any], durations: Mapping[str, Sequence[float]] | None) -> None:

@@ -28,14 +28,15 @@ _MATCHER = re.compile(r'(\w+)\s*(=~|!~|!=|=)\s*"((?:[^"\\]|\\.)*)"')
 _SELECTOR = re.compile(r"\b(recovery_\w+)(\{[^}]*\})?")
 
 
-def follow_prom(tmp_path: Path, tick: str = "1s") -> str:
-    """The Prometheus file a real ``eventlog follow`` writes for every shipped fixture's lines in one log.
+def follow_prom(tmp_path: Path, tick: str = "1s", extra: Sequence[str] = ()) -> str:
+    """The Prometheus file a real ``eventlog follow`` writes for every shipped fixture's lines in one log
+    (``extra``: more options, as :func:`follow_file`).
 
     Every family has samples then, and every closed label set is listed in full.
     """
     log = tmp_path / "all.jsonl"
     log.write_bytes(b"".join(p.read_bytes() for p in sorted((ROOT / "fixtures").glob("*.jsonl"))))
-    return follow_file(log, tmp_path, tick)
+    return follow_file(log, tmp_path, tick, extra=extra)
 
 
 def follow_file(log: Path, tmp_path: Path, tick: str = "1s", env: dict[str, str] | None = None,

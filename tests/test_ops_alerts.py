@@ -71,6 +71,12 @@ def metrics(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, set
     return exposed(follow_prom(tmp_path_factory.mktemp("follow")))
 
 
+@pytest.fixture(scope="module")
+def metrics_tz(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, set[str]]]:
+    """The same from a follow given ``--assume-tz Asia/Tokyo``."""
+    return exposed(follow_prom(tmp_path_factory.mktemp("follow"), extra=("--assume-tz", "Asia/Tokyo")))
+
+
 def test_promtool_accepts_the_rules() -> None:
     checked = subprocess.run([promtool(), "check", "rules", str(RULES)], capture_output=True, text=True, timeout=60)
     assert checked.returncode == 0, checked.stdout + checked.stderr
@@ -123,7 +129,8 @@ def test_every_alert_has_a_severity_a_summary_and_a_command_to_type_next() -> No
 
 
 #: What the placeholders of an alert's commands stand for, as a person would fill them in.
-PLACEHOLDERS = {"{{ $labels.log }}": L, "{{ $log }}": L, "{{ $labels.product }}": "sashiko-repair",
+PLACEHOLDERS = {"{{ $labels.log }}": L, "{{ $log }}": L, "{{ $tz }}": " --assume-tz Asia/Tokyo",
+                "{{ $labels.product }}": "sashiko-repair",
                 "{{ $labels.watcher }}": "watcher-a",
                 "{{ $labels.account }}": "cloud-account-a", "LOG": L, "SESSION_ID": "s-1",
                 "HANDOFF_ID": "h1", "ACCOUNT": "cloud-account-a", "PRODUCT": "sashiko-repair", "ID": "h1",
@@ -174,15 +181,18 @@ def test_every_metric_and_label_value_the_rules_use_is_in_a_real_follow_file(
         assert re.search(r"\brecovery_\w+", rule["expr"]), rule["alert"]
 
 
-def test_the_unit_tests_feed_series_a_real_follow_file_has(metrics: dict[str, dict[str, set[str]]]) -> None:
-    """The fed series are named and labelled as follow writes them (their label values may be made up)."""
+def test_the_unit_tests_feed_series_a_real_follow_file_has(
+    metrics: dict[str, dict[str, set[str]]], metrics_tz: dict[str, dict[str, set[str]]],
+) -> None:
+    """The fed series are named and labelled as follow writes them (their label values may be made up): with
+    ``assume_tz`` as a follow given --assume-tz writes them, else as one without."""
     for path in sorted(RULE_TESTS.glob("*.yml")):
         for group in yaml.safe_load(path.read_text())["tests"]:
             for fed in group["input_series"]:
                 name, labels = re.fullmatch(r"(\w+)\{(.*)\}", fed["series"]).groups()  # type: ignore[union-attr]
                 assert name in metrics, (path.name, name)
-                assert {k for k, _op, _v in re.findall(r'(\w+)(=)"([^"]*)"', labels)} == set(metrics[name]), \
-                    (path.name, fed["series"])
+                keys = {k for k, _op, _v in re.findall(r'(\w+)(=)"([^"]*)"', labels)}
+                assert keys == set((metrics_tz if "assume_tz" in keys else metrics)[name]), (path.name, fed["series"])
 
 
 def test_the_alerts_in_docs_metrics_are_the_shipped_rules() -> None:
@@ -645,7 +655,8 @@ def _rendered(alert: str) -> str:
     """The description promtool checked for ``alert`` firing with zone Asia/Tokyo (ops/prometheus/tests)."""
     for test in rule_tests():
         for exp in test.get("exp_alerts") or []:
-            if test["alertname"] == alert and exp["exp_labels"].get("zone") == "Asia/Tokyo":
+            if test["alertname"] == alert and exp["exp_labels"].get("zone") == "Asia/Tokyo" \
+                    and "assume_tz" not in exp["exp_labels"]:
                 return str(exp["exp_annotations"]["description"])
     raise AssertionError(f"no unit test of {alert} with a zone")
 
@@ -691,6 +702,66 @@ def test_the_catchup_alerts_commands_judge_in_the_zone_follow_judged_in(tmp_path
     # the same command without the zone, as the alerts printed it: the shell's today, another verdict
     unzoned = run_cli("status", str(log), "--domain", "catchup", env={"TZ": shell})
     assert unzoned.returncode == 0 and "Nothing needs a person." in unzoned.stdout, unzoned.stdout
+
+
+# --- a log written without offsets: the commands an alert prints read it as follow did ---------------------------
+
+
+def test_the_alerts_of_a_log_followed_with_assume_tz_print_commands_that_read_it_so(tmp_path: Path) -> None:
+    """Spec section 2: a log written without offsets is read with --assume-tz ZONE, and without it every line is
+    bad. follow --assume-tz judged it, but the alerts printed `eventlog status LOG`, `eventlog explain LOG ID`:
+    pasted, those said every line was bad. follow now puts its own --assume-tz on every series (`assume_tz`), and
+    every eventlog command of LOG an alert prints carries it; a follow without it writes no such label, and its
+    alerts' commands are as they were."""
+    ts = "2026-08-03T09:00:00"  # no offset
+    log = write_log(tmp_path / "jst.jsonl", [
+        {"type": "handoff_created", "ts": ts, "handoff_id": "h1", "account": "a"},
+        {"type": "handoff_created", "ts": ts, "handoff_id": "h1", "account": "a"},  # rejected: h1 exists
+        {"type": "handoff_created", "ts": ts + "+09:00", "handoff_id": "h2", "account": "a"},  # read either way
+    ])
+    zoned = follow_file(log, tmp_path, extra=("--assume-tz", "Asia/Tokyo"))
+    prom = tmp_path / "zoned.prom"
+    prom.write_text(zoned)
+    checked = subprocess.run([promtool(), "check", "metrics"], stdin=prom.open(), capture_output=True, text=True,
+                             timeout=60)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    samples = [s for family in text_string_to_metric_families(zoned) for s in family.samples]
+    assert samples and all(s.labels.get("assume_tz") == "Asia/Tokyo" for s in samples)
+    assert (sample_value(zoned, "recovery_bad_lines_total"), sample_value(zoned, "recovery_rejected_events_total")) \
+        == (0, 1)
+    plain = follow_file(log, tmp_path)
+    assert not any("assume_tz" in s.labels for family in text_string_to_metric_families(plain)
+                   for s in family.samples)
+    assert sample_value(plain, "recovery_bad_lines_total") == 2  # follow without it: every line is bad
+
+    (labels,) = [s.labels for family in text_string_to_metric_families(zoned) for s in family.samples
+                 if s.name == "recovery_rejected_events_total"]
+    with_tz, without = rendered(tmp_path, [labels, {"log": str(log)}])
+    option = " --assume-tz Asia/Tokyo"
+    for alert, texts_of in with_tz.items():
+        commands, bare = spans(texts_of["description"]), spans(without[alert]["description"])
+        for command, plain_command in zip(commands, bare, strict=True):
+            if re.match(r"(TZ=\S+ )?eventlog \w+( \w+)? " + re.escape(str(log)), plain_command):
+                assert command == plain_command.replace(str(log), str(log) + option, 1), (alert, command)
+            else:
+                assert command == plain_command and option not in command, (alert, command)
+        assert option not in without[alert]["description"], alert
+
+    bin_dir = os.path.dirname(sys.executable)
+
+    def pasted(alert: str, texts: dict[str, dict[str, str]], word: str) -> subprocess.CompletedProcess[str]:
+        """The alert's `eventlog WORD ...` command, as a person pastes it into a shell (ID: the rejected one)."""
+        (command,) = [c for c in spans(texts[alert]["description"]) if c.startswith(f"eventlog {word} ")]
+        return subprocess.run(command.replace(" ID", " h1"), shell=True, capture_output=True, text=True, timeout=120,
+                              cwd=ROOT, env={**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"})
+
+    status = pasted("RecoveryFollowDead", with_tz, "status")
+    assert status.returncode == 1 and "no_offset" not in status.stdout and "h1" in status.stdout, \
+        status.stdout + status.stderr
+    explain = pasted("RecoveryRejectedEvents", with_tz, "explain")
+    assert explain.returncode == 0 and "no_offset" not in explain.stdout, explain.stdout + explain.stderr
+    # the commands as the alerts printed them before: every line a bad one
+    assert "no_offset" in pasted("RecoveryFollowDead", without, "status").stdout
 
 
 # --- probes failing for hours: series follow writes minute by minute ------------------------------------------
