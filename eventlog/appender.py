@@ -29,9 +29,9 @@ from typing import IO, Any
 import msgspec
 
 from eventlog import clock
-from eventlog.events import INT64_MAX, Event, type_name
+from eventlog.events import INT64_MAX, TIME_FIELDS, Event, type_name
 from eventlog.fold import Folder, Rejected
-from eventlog.reader import MAX_LINE_BYTES, Reader, read_objects, validate_object, zoned
+from eventlog.reader import MAX_LINE_BYTES, NO_OFFSET_ADVICE, Reader, read_objects, validate_object, zoned
 from eventlog.replay import Replay
 from eventlog.tail import read_tail
 
@@ -375,9 +375,32 @@ def checked_events(
         obj.pop("seq", None)
         if isinstance(result, str):
             problems.append((i, result))
+        elif (why := offset_with_seconds(result[0])) is not None:
+            problems.append((i, why))
         else:
             checked.append((obj, *result))
     return checked, problems
+
+
+#: The UTC offset at the end of a time (after validation every time has one, or ``Z``).
+_OFFSET = re.compile(r"[+-][0-9:.,]+\Z")
+
+
+def offset_with_seconds(ev: Event) -> str | None:
+    """Why the appender does not write ``ev``: a time whose UTC offset has seconds (None: none has).
+
+    ISO 8601 writes an offset as ``±hh:mm`` (or ``±hhmm``, ``±hh``, ``Z``); ``+05:45:30`` is Python's own, and
+    other tools' ISO 8601 and RFC 3339 parsers cannot read it. A writer's rule only: readers read such lines
+    of logs already written as before.
+    """
+    for name in ("ts", *TIME_FIELDS.get(type(ev), ())):
+        text = getattr(ev, name)
+        m = _OFFSET.search(text) if isinstance(text, str) else None
+        if m is not None and sum(c.isdigit() for c in m[0]) > 4:
+            return (f"bad_time: {name} {text!r} has seconds in its UTC offset ({m[0]}), which ISO 8601 does not "
+                    "write and other tools cannot read; write the time in an offset of hours and minutes "
+                    "(+hh:mm or -hh:mm)")
+    return None
 
 
 def refusal(obj: dict[str, Any]) -> str | None:
@@ -424,6 +447,10 @@ def _written(obj: dict[str, Any], seq: int, batch_end: int | None) -> bytes:
 _NTH = re.compile(r"line (\d+)(?=:)")
 
 
+#: What a ``no_offset`` reason advises an HTTP client (``POST /v1/events``), for whom a flag of the server is none.
+HTTP_NO_OFFSET_ADVICE = " (a time needs its UTC offset: write it as 2026-08-03T01:20:00+09:00 or ...Z)"
+
+
 @dataclass
 class Input:
     """Events read from JSONL input to be appended: each one's line in ``source``, and every bad line named.
@@ -436,33 +463,55 @@ class Input:
     events: list[dict[str, Any]]
     lines: list[int]
     problems: list[str]
+    #: (the event's index, words) for each time the assumed zone skipped or repeated: written all the same.
+    wall_times: list[tuple[int, str]] = field(default_factory=list)
+    #: What a ``no_offset`` reason advises, in place of :data:`~eventlog.reader.NO_OFFSET_ADVICE`.
+    advice: str = NO_OFFSET_ADVICE
 
     def named(self, messages: list[str]) -> list[str]:
         """An append's messages with ``line I`` (its I-th event) as the line of the input it came from."""
-        return [_NTH.sub(self._line, message, count=1) if message.startswith("line ") else message
+        return [self.advised(_NTH.sub(self._line, message, count=1) if message.startswith("line ") else message)
                 for message in messages]
+
+    def advised(self, message: str) -> str:
+        """``message`` with the advice of a ``no_offset`` reason this input's reader needs (:attr:`advice`)."""
+        return message.replace(NO_OFFSET_ADVICE, self.advice) if "no_offset: " in message else message
+
+    def where(self, i: int, first_seq: int) -> str:
+        """The ``i``-th event (from 0) as written from ``first_seq`` on: ``SOURCE line N (seq S)``."""
+        return f"{self.source} line {self.lines[i]} (seq {first_seq + i})"
 
     def _line(self, m: re.Match[str]) -> str:
         i = int(m[1])
         return f"{self.source} line {self.lines[i - 1]}" if 0 < i <= len(self.lines) else m[0]
 
 
-def read_input(stream: IO[bytes], source: str, assume_tz: tzinfo | None = None) -> Input:
+def read_input(stream: IO[bytes], source: str, assume_tz: tzinfo | None = None,
+               advice: str = NO_OFFSET_ADVICE) -> Input:
     """The events on ``stream`` (``eventlog append``'s stdin, ``POST /v1/events``'s body), every line checked.
 
     A line that is no JSON object does not stop the check: the events of the
     other lines are validated too, so each bad line is named, not only those of
     the first kind found. With ``assume_tz``, times written without an offset
-    are read in that zone (:func:`~eventlog.reader.zoned`). Conflicts are the
-    append's to find, under the lock.
+    are read in that zone (:func:`~eventlog.reader.zoned`), and each one the
+    zone skipped or repeated is noted. ``advice``: what a ``no_offset`` reason
+    advises (:attr:`Input.advice`). Conflicts are the append's to find, under the lock.
     """
     numbered, bad = read_objects(stream)
     lines = [n for n, _ in numbered]
-    events = [obj if assume_tz is None else zoned(obj, assume_tz) for _, obj in numbered]
+    events: list[dict[str, Any]] = []
+    wall_times: list[tuple[int, str]] = []
+    for i, (_, obj) in enumerate(numbered):
+        if assume_tz is not None:
+            obj, notes = zoned(obj, assume_tz)
+            wall_times += [(i, note) for note in notes]
+        events.append(obj)
     if bad:
         invalid = checked_events(events)[1]
         bad = sorted([*bad, *((lines[i - 1], why) for i, why in invalid)])
-    return Input(source, events, lines, [f"{source} line {n}: {why}" for n, why in bad])
+    given = Input(source, events, lines, [], wall_times, advice)
+    given.problems = [given.advised(f"{source} line {n}: {why}") for n, why in bad]
+    return given
 
 
 def _write_all(fd: int, data: bytes, at: int, path: str) -> None:

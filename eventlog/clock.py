@@ -25,6 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, tzinfo
 from functools import lru_cache
+from typing import Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from eventlog.events import FIRST_YEAR, LAST_YEAR
@@ -127,6 +128,21 @@ def in_zone(at: datetime, *zones: tzinfo | None) -> datetime:
                 return there
     own = _own(at.tzinfo)
     return at if own is at.tzinfo else at.astimezone(own)
+
+
+def wall_time_change(wall: datetime) -> Literal["skipped", "repeated"] | None:
+    """Whether ``wall`` (a wall clock given its zone, as ``--assume-tz`` gives it) is one its zone skipped or
+    repeated at a clock change; None when it occurs once.
+
+    Such a time is read with the offset in force before the change (Python's ``fold=0``): a skipped
+    02:30 in America/New_York is 02:30-05:00 (the instant New York calls 03:30-04:00), a repeated
+    01:30 the first of the two (-04:00). docs/DECISIONS.md, "A wall time a zone skipped or repeated".
+    """
+    first, second = wall.replace(fold=0), wall.replace(fold=1)
+    if first.utcoffset() == second.utcoffset():
+        return None
+    back = first.astimezone(UTC).astimezone(first.tzinfo)
+    return "repeated" if back.replace(tzinfo=None, fold=0) == first.replace(tzinfo=None) else "skipped"
 
 
 def fixed(at: datetime) -> Clock:

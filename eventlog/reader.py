@@ -41,12 +41,13 @@ import re
 import types
 import typing
 from collections.abc import Callable, Iterator, Sequence
-from datetime import datetime, tzinfo
+from datetime import UTC, datetime, tzinfo
 from io import BytesIO
 from typing import IO, Any, Literal, NamedTuple, Union
 
 import msgspec
 
+from eventlog.clock import wall_time_change, zone_name
 from eventlog.events import (
     CURRENT_VERSION,
     EVENT_TYPES,
@@ -61,6 +62,10 @@ from eventlog.events import (
     type_name,
     upcast,
 )
+
+#: What the ``no_offset`` reason advises a person at the command line (part of the reason, in dumps too);
+#: :class:`eventlog.appender.Input` says another thing to an HTTP client.
+NO_OFFSET_ADVICE = " (give --assume-tz)"
 
 #: Longest line read as an event; longer lines are bad input (``too_long``).
 MAX_LINE_BYTES = 1 << 20
@@ -257,7 +262,7 @@ class Reader:
         if value.tzinfo is not None:
             return value, text
         if self.assume_tz is None:
-            raise _BadTime(f"no_offset: {field} {text!r} has no UTC offset (give --assume-tz)")
+            raise _BadTime(f"no_offset: {field} {text!r} has no UTC offset{NO_OFFSET_ADVICE}")
         value = value.replace(tzinfo=self.assume_tz)
         return value, value.isoformat()
 
@@ -749,16 +754,18 @@ def validate_object(obj: dict[str, Any], assume_tz: tzinfo | None = None) -> tup
     return ev, at
 
 
-def zoned(obj: dict[str, Any], assume_tz: tzinfo) -> dict[str, Any]:
-    """``obj`` with each time written without an offset given ``assume_tz``'s (as ``--assume-tz`` reads it).
+def zoned(obj: dict[str, Any], assume_tz: tzinfo) -> tuple[dict[str, Any], list[str]]:
+    """``obj`` with each time written without an offset given ``assume_tz``'s (as ``--assume-tz`` reads it), and
+    a note for each such time the zone skipped or repeated (:func:`eventlog.clock.wall_time_change`).
 
     An object that is no valid event, or a time that is no time, is left as it
     is: validating it names the problem.
     """
     ev = check_object(obj)
     if isinstance(ev, str):
-        return obj
+        return obj, []
     out = dict(obj)
+    notes: list[str] = []
     for name in ("ts", *TIME_FIELDS.get(type(ev), ())):
         text = out.get(name)
         if isinstance(text, str):
@@ -767,8 +774,28 @@ def zoned(obj: dict[str, Any], assume_tz: tzinfo) -> dict[str, Any]:
             except ValueError:
                 continue
             if value.tzinfo is None:
-                out[name] = value.replace(tzinfo=assume_tz).isoformat()
-    return out
+                value = value.replace(tzinfo=assume_tz)
+                out[name] = value.isoformat()
+                note = _changed_wall_time(name, text, value)
+                if note is not None:
+                    notes.append(note)
+    return out, notes
+
+
+def _changed_wall_time(name: str, text: str, wall: datetime) -> str | None:
+    """Words for a time ``text`` read as ``wall`` that its zone skipped or repeated (None: it occurs once)."""
+    change = wall_time_change(wall)
+    if change is None:
+        return None
+    zone = zone_name(wall.tzinfo) or str(wall.tzinfo)
+    if change == "skipped":
+        there = wall.astimezone(UTC).astimezone(wall.tzinfo).isoformat()
+        how = (f"is a wall time {zone} skipped (its clocks went forward): written as {wall.isoformat()}, in the "
+               f"offset before the change (the instant {zone} calls {there})")
+    else:
+        how = (f"occurs twice in {zone} (its clocks went back): written as {wall.isoformat()}, the first of the two "
+               f"(the second is {wall.replace(fold=1).isoformat()})")
+    return f"{name} {text!r} {how}; give the offset in the input if another was meant"
 
 
 def _validation_reason(message: str) -> str:

@@ -39,7 +39,11 @@ one is set to now. A transition a replay would reject is refused unless
 as one JSON line.
 
 With --assume-tz, times written without an offset in the input are read in
-ZONE and written with its offset; the log's own lines are read in ZONE too.
+ZONE and written with its offset; the log's own lines are read in ZONE too. A
+wall time ZONE skipped or repeated at a clock change is written with the offset
+in force before the change (a repeated one: the first of the two), and said on
+stderr, naming its input line. A time whose offset has seconds (+05:45:30) is
+bad input: ISO 8601 writes an offset as +hh:mm.
 
 A ts more than {ahead} ahead of now is written as given (a writer's clock may
 run ahead of another's), and said on stderr: a check that waits on it (a
@@ -102,7 +106,8 @@ def run(args: argparse.Namespace) -> int:
         return 2
     except AppendError as err:
         return append_failed(err, args.log, given.named(err.messages))
-    for note in [*result.notes, *dated_ahead(given, result.first_seq, LogArg(args.log, zone_name(tz)))]:
+    wall_times = [f"{given.where(i, result.first_seq)}: {words}" for i, words in given.wall_times]
+    for note in [*result.notes, *wall_times, *dated_ahead(given, result.first_seq, LogArg(args.log, zone_name(tz)))]:
         error(f"{args.log}: {note}")
     seqs = f"seq {result.first_seq}" + (f" to {result.last_seq}" if result.last_seq != result.first_seq else "")
     mark_done(f"{args.log}: {result.written} event(s) written ({seqs}): do not append them again")
@@ -119,8 +124,8 @@ def dated_ahead(given: Input, first_seq: int, log: LogArg) -> list[str]:
     edge = at + timedelta(seconds=TOLERANCE_S)
     reset_edge = at + timedelta(seconds=RESET_AHEAD_MAX_S)
     out = []
-    for i, (line, event) in enumerate(zip(given.lines, given.events, strict=True)):
-        where = f"{given.source} line {line} (seq {first_seq + i})"
+    for i, event in enumerate(given.events):
+        where = given.where(i, first_seq)
         ts = event.get("ts")
         if isinstance(ts, str) and (when := parse_time(ts)) > edge:  # (none given: the appender set it to now)
             out.append(f"{where} is dated {ts}, {duration_words(elapsed_s(when, at))} ahead of now: written as "

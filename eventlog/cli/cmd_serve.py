@@ -103,7 +103,8 @@ def register(sub: Any) -> None:
                    help="event streams re-judge at least this often when no line arrives (5s)")
     p.add_argument("--no-access-log", dest="access_log", action="store_false",
                    help="do not log each request (method, path, status; never a header)")
-    add_assume_tz(p, "; now (catch-up's today, its hours) is judged in ZONE")
+    add_assume_tz(p, "; now (catch-up's today, its hours) is judged in ZONE; POST /v1/events writes such times "
+                     "with ZONE's offset, as append --assume-tz does")
     p.set_defaults(run=run_serve)
 
     k = command_parser(sub, "keys", help="manage the API keys of eventlog serve", exits=KEYS_EXITS)

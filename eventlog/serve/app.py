@@ -31,7 +31,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from eventlog import keys as keyfile
-from eventlog.appender import AppendError, BadInput, Conflict, read_input
+from eventlog.appender import HTTP_NO_OFFSET_ADVICE, AppendError, BadInput, Conflict, read_input
 from eventlog.clock import At, parse_at
 from eventlog.printable import script as escape_script
 from eventlog.reader import duplicate_key
@@ -220,7 +220,7 @@ def judging(request: Request) -> At | Response:
     """``?at=TIME`` or ``?at=log`` (default now), or a 400 answer for a bad one."""
     s = served(request)
     try:
-        return parse_at(request.query_params.get("at"), getattr(s.writer, "assume_tz", None))
+        return parse_at(request.query_params.get("at"), s.assume_tz)
     except ValueError as err:
         return problem(400, "BAD_REQUEST", str(err).replace("--at", "at"))
 
@@ -464,7 +464,7 @@ async def append_events(request: Request) -> Response:
             revision = int(expect)
         except ValueError:
             return problem(400, "BAD_REQUEST", f"Expect-Revision {expect!r} is not an integer")
-    given = read_input(io.BytesIO(body), "body")
+    given = read_input(io.BytesIO(body), "body", served(request).assume_tz, HTTP_NO_OFFSET_ADVICE)
     if given.problems:
         return problem(400, "BAD_REQUEST", f"{len(given.problems)} bad line(s); nothing was written",
                        problems=given.problems)
@@ -476,6 +476,8 @@ async def append_events(request: Request) -> Response:
         return problem(409, "CONFLICT", "refused; nothing was written", problems=given.named(err.messages))
     except AppendError as err:
         return problem(503, "LOG_UNAVAILABLE", "; ".join(err.messages))
+    for i, words in given.wall_times:  # said as append says it, in the server's log
+        log.warning("%s: %s: %s", served(request).name, given.where(i, done.first_seq), words)
     return JSON(Appended(written=done.written, first_seq=done.first_seq, last_seq=done.last_seq))
 
 

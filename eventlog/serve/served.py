@@ -136,6 +136,8 @@ class Served:
                  stale_s: float = STALE_S) -> None:
         #: LOG as given (what is opened) and as printed (every answer, message and command: no password).
         self.target, self.name = target, printed(target)
+        #: The zone of times written without an offset (``--assume-tz``): the log's lines and a POST's alike.
+        self.assume_tz = assume_tz
         #: Now, judged in ``assume_tz``'s zone when given (``--assume-tz``), as the CLI judges it.
         self.now = parse_at(None, assume_tz)
         #: LOG in the commands it prints, with ``--assume-tz`` when given.
