@@ -205,6 +205,10 @@ REASONS: tuple[Reason, ...] = (
     Reason("log", "torn_tail", "An unfinished last line", False),
 )
 _BY_CODE = {r.code: r for r in REASONS}
+#: The reasons every view shows, however narrowed (``--domain``, ``--needs-decision``): lines no domain could read (a
+#: missing log, a file that is no log, bad lines, committed lines gone, a last line no append cuts) belong to none
+#: until they are read, so no narrowed view can say its domain is clear while they last.
+UNREAD: frozenset[str] = frozenset({"missing", "not_a_log", "torn_tail_stuck", "lines_vanished", "bad_line"})
 _ORDER = {r.code: i for i, r in enumerate(REASONS)}
 
 #: A session's attention -> its reason code while it is ``recovery_required``.
@@ -474,10 +478,11 @@ class Triage(msgspec.Struct, kw_only=True):
     totals: Totals
 
     def only(self, domains: Iterable[str] | None = None, needs_decision: bool = False) -> Triage:
-        """The same triage with only the groups of ``domains`` (None: all), or only those a person decides."""
+        """The same triage with only the groups of ``domains`` (None: all), or only those a person decides; and
+        always those of :data:`UNREAD` (lines no domain could read)."""
         wanted = set(domains) if domains is not None else None
-        groups = [g for g in self.groups
-                  if (wanted is None or g.domain in wanted) and (g.needs_decision or not needs_decision)]
+        groups = [g for g in self.groups if g.reason_code in UNREAD
+                  or ((wanted is None or g.domain in wanted) and (g.needs_decision or not needs_decision))]
         totals = self.totals
         if wanted is not None:
             totals = msgspec.structs.replace(totals, **{d: None for d in DOMAINS if d != "log" and d not in wanted})
@@ -1926,8 +1931,8 @@ def _session_verdict(judge: _Judge, sid: str) -> Verdict:
 
 
 __all__ = [
-    "DOMAINS", "KIND_OF_FIELD", "REASONS", "SHOWN", "BadLineFact", "Domain", "Group", "Item", "Kind", "LinesVanished",
-    "LogArg", "LogFacts", "Reason", "Totals", "Triage", "UnfinishedBatch", "Verdict", "accept_cmds", "dir_cmd",
-    "duration_option", "duration_words", "explain", "for_words", "natural_key", "not_applied", "retire_job_cmd",
-    "session_needs", "status_cmd", "triage", "turn_verdict", "unfed_words",
+    "DOMAINS", "KIND_OF_FIELD", "REASONS", "SHOWN", "UNREAD", "BadLineFact", "Domain", "Group", "Item", "Kind",
+    "LinesVanished", "LogArg", "LogFacts", "Reason", "Totals", "Triage", "UnfinishedBatch", "Verdict", "accept_cmds",
+    "dir_cmd", "duration_option", "duration_words", "explain", "for_words", "natural_key", "not_applied",
+    "retire_job_cmd", "session_needs", "status_cmd", "triage", "turn_verdict", "unfed_words",
 ]

@@ -35,23 +35,26 @@ handoffs (handed to a person, stale claims, still out past their deadline,
 accounts backing off), watchers (late, or ended in error; a retired one is
 not), lanes (stalled now, with whether a resume went out; the lanes runner's
 last pass, when it ended in error or is late: no lane_check for twice its
-period), catch-up (a guarded job with no marker of
-today 2 h after its slot: nothing feeds its markers?; re-runs that ended badly
-or never reported their end, candidates, an open circuit), sessions (waiting
-for a decision, a retry due, no worker at work though one should be: claimed
-and not ready after 1 h, or none claimed 10 min after a worker ended or a
-decision was accepted), and the log itself (missing, bad lines, rejected
-events, the complete lines of an unfinished batch a writer left, an unfinished
-last line; a tail no append will cut, and a file that is no event log at all,
-so every append is refused, wait for a person's decision; as of now, a line
-dated more than {ahead} ahead whose time a check waits on, such as a watcher's
-last run: until the clock passes it, that check cannot fire). Ids are in
-natural order (h-2 before h-10). A screen shows the first few of each group
-(at most 3, fewer when there are many groups, so it fits about 50 lines); --all
-shows every item. --json prints one object: per item {domain, id, reason_code,
-reason, since, for_s, until, next, needs_decision}, the groups with their
-counts, and the totals (times ISO 8601, durations in seconds, counts as
-numbers).""".replace("{ahead}", duration_words(TOLERANCE_S))
+period), catch-up (a guarded job with no marker of today 2 h after its slot:
+nothing feeds its markers?; re-runs that ended badly or never reported their
+end, candidates, an open circuit), sessions (waiting for a decision, a retry
+due, no worker at work though one should be: claimed and not ready after 1 h,
+or none claimed 10 min after a worker ended or a decision was accepted), and
+the log itself (missing, bad lines, rejected events, the complete lines of an
+unfinished batch a writer left, an unfinished last line; a tail no append will
+cut, and a file that is no event log at all, so every append is refused, wait
+for a person's decision; as of now, a line dated more than {ahead} ahead whose
+time a check waits on, such as a watcher's last run: until the clock passes it,
+that check cannot fire). --domain and --needs-decision narrow the screen, but
+what keeps lines from every domain (a missing log, a file that is no log, bad
+lines, committed lines gone, a last line no append cuts) is shown in every view
+and counts: a line nobody could read may belong to the domain asked for. Ids
+are in natural order (h-2 before h-10). A screen shows the first few of each
+group (at most 3, fewer when there are many groups, so it fits about 50 lines);
+--all shows every item. --json prints one object: per item {domain, id,
+reason_code, reason, since, for_s, until, next, needs_decision}, the groups
+with their counts, and the totals (times ISO 8601, durations in seconds, counts
+as numbers).""".replace("{ahead}", duration_words(TOLERANCE_S))
 
 STATUS_EXITS = """\
 0  nothing needs a person
