@@ -545,6 +545,17 @@ def test_the_catchup_plist_never_takes_the_ledgers_own_plists_for_guarded_jobs(t
 # --- what feeds lane state: the lane observer, one instance per lane ----------------------------------------
 
 
+@pytest.mark.parametrize("job", [*JOBS, OBSERVE])
+def test_no_unit_passes_a_zone_that_an_unset_variable_would_leave_empty(job: str) -> None:
+    """The units take the zone from TZ in ledger.env (docs/OPERATIONS.md), never as --assume-tz: `--assume-tz
+    ${VAR}` with VAR unset would be `--assume-tz ""`, which every command refuses (exit 2); once it read as "no
+    zone", and every line without an offset as bad."""
+    values = lane_values() if job == OBSERVE else env()
+    assert "TZ" not in values  # the shipped ledger.env leaves it to the operator: the machine's zone
+    for argv in (exec_start(job, values), plist(job.rstrip("@"))["ProgramArguments"]):
+        assert getattr(parsed(argv), "assume_tz", None) is None, argv
+
+
 def lane_values(**lane: str) -> dict[str, str]:
     """ledger.env and a lane's env file (ops/systemd/lane.env unless ``lane`` is given), as the instance reads them."""
     return {**env(), **(env("lane.env") if not lane else lane)}

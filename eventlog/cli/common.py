@@ -122,13 +122,20 @@ def judging(args: Any, default: At = NOW, *, local: bool = True) -> tuple[tzinfo
 
 
 def zone(name: str | None) -> tzinfo | None:
-    """The zone of ``--assume-tz``, or None."""
-    if not name:
+    """The zone of ``--assume-tz``, or None when the option is not given.
+
+    UsageError for a name no zone has, the empty one too: ``--assume-tz "$VAR"`` with VAR unset or empty
+    would else read every line without an offset as bad, and nothing would say why.
+    """
+    if name is None:
         return None
+    if not name.strip():
+        raise UsageError(f"--assume-tz {name!r} names no time zone (an unset variable?): give a zone such as "
+                         "Asia/Tokyo, or leave the option out to read only times with an offset")
     try:
         return ZoneInfo(name)
     except (ZoneInfoNotFoundError, ValueError) as err:
-        raise UsageError(f"unknown time zone {name!r}") from err
+        raise UsageError(f"--assume-tz: unknown time zone {name!r}") from err
 
 
 _DURATION = re.compile(
