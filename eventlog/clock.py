@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, tzinfo
@@ -46,9 +48,38 @@ def local_zone() -> tzinfo | None:
     """The machine's named zone: ``TZ`` (a zone name or a TZif file's path), else /etc/localtime.
 
     None when neither names one (a POSIX rule such as ``TZ=JST-9``, no /etc/localtime): times
-    then keep their fixed offset.
+    then keep their fixed offset. A ``TZ`` nothing can read is said on stderr, once
+    (:func:`local_zone_problem`): the C library takes UTC for it, and so does every day and hour judged here.
     """
-    return _local_zone(os.environ.get("TZ"))
+    tz = os.environ.get("TZ")
+    zone = _local_zone(tz)
+    if zone is None and tz is not None and tz not in _SAID:
+        _SAID.add(tz)
+        if (problem := local_zone_problem()) is not None:
+            print(f"eventlog: {problem}", file=sys.stderr, flush=True)
+    return zone
+
+
+#: The ``TZ`` values :func:`local_zone` said are no zone (once each per process).
+_SAID: set[str] = set()
+#: A POSIX ``TZ`` rule (``JST-9``, ``EST5EDT``, ``<+0330>-3:30``, ``CET-1CEST,M3.5.0,M10.5.0/3``): a name, the
+#: offset to add to get UTC, then a summer name, its offset and when it starts and ends, as the C library reads it.
+_POSIX_NAME = r"(?:[A-Za-z]{3,}|<[A-Za-z0-9+\-]{3,}>)"
+_POSIX_OFFSET = r"[+-]?\d{1,2}(?::\d{1,2}){0,2}"
+_POSIX_DATE = r"(?:J\d{1,3}|\d{1,3}|M\d{1,2}\.\d\.\d)(?:/[+-]?\d{1,3}(?::\d{1,2}){0,2})?"
+_POSIX_RULE = re.compile(f"{_POSIX_NAME}{_POSIX_OFFSET}(?:{_POSIX_NAME}(?:{_POSIX_OFFSET})?"
+                         f"(?:,{_POSIX_DATE},{_POSIX_DATE})?)?", re.ASCII)
+
+
+def local_zone_problem() -> str | None:
+    """Why the machine's zone is not what ``TZ`` says: ``TZ`` set to what neither a zone (zoneinfo: a name such
+    as ``Asia/Tokyo`` or ``UTC``, a zone file's path) nor a POSIX rule (``JST-9``) is, ``:`` before any, such
+    as ``Asia/Tokio``: the C library then takes UTC, silently. None when nothing is wrong (``TZ`` unset or empty
+    included: UTC, as the C library reads it)."""
+    tz = os.environ.get("TZ")
+    if tz is None or _local_zone(tz) is not None or _POSIX_RULE.fullmatch(tz.removeprefix(":")):
+        return None
+    return f"TZ={shlex.quote(tz)} is no time zone this machine knows: local time is UTC"
 
 
 #: The file the C library reads the machine's zone from when ``TZ`` is not set.
@@ -229,5 +260,5 @@ def parse_at(text: str | None, assume_tz: tzinfo | None = None, default: At = NO
     return At(value, text, zone=assume_tz, local=local)
 
 
-__all__ = ["LAST_LINE", "LOG", "NOW", "At", "Clock", "fixed", "in_zone", "local_zone", "local_zone_name", "now",
-           "parse_at", "zone_name"]
+__all__ = ["LAST_LINE", "LOG", "NOW", "At", "Clock", "fixed", "in_zone", "local_zone", "local_zone_name",
+           "local_zone_problem", "now", "parse_at", "zone_name"]

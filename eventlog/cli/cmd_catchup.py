@@ -51,7 +51,9 @@ Re-run today's quota-skipped jobs, one at a time:
   "today" and a slot's hour are the machine's zone's (TZ), or --assume-tz's
   (now taken in it), by its rules at each instant (a day the clock changes
   included); what it prints names that day and zone ("no candidates today
-  (2026-12-02 in Asia/Tokyo)");
+  (2026-12-02 in Asia/Tokyo)"). A TZ that names no zone this machine knows
+  (Asia/Tokio; the C library then takes UTC) is refused when judging now
+  without --assume-tz, --dry-run too (exit 2): give --assume-tz UTC for UTC;
 - no candidates, --dry-run, or the circuit open: no probe, nothing kicked;
   --dry-run reads the log only (no lock file: it works in a read-only directory)
   and says when the circuit is open (until when: a run now re-runs nothing);
@@ -123,8 +125,9 @@ EXITS = """\
      (no event log), SIGTERM or SIGINT stopped it,
      or LOG has bad lines (a catch-up writes no line per pass, so it cannot
      tell new ones from old: each counts; the rest is still judged and kicked)
-2    bad usage (a command still the '<...>' placeholder of a copied command)
-     or no such log: nothing run or written"""
+2    bad usage (a command still the '<...>' placeholder of a copied command,
+     a TZ that names no zone, judging now without --assume-tz) or no such
+     log: nothing run or written"""
 
 
 def register(sub: Any) -> None:

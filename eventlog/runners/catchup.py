@@ -101,7 +101,7 @@ from typing import Any
 import msgspec
 
 from eventlog.appender import AppendError
-from eventlog.clock import NOW, At, Clock
+from eventlog.clock import NOW, At, Clock, local_zone_problem
 from eventlog.logs import Log, is_url, no_event_log, open_log
 from eventlog.probe import EXPECTED, judge
 from eventlog.replay import Replay
@@ -172,6 +172,10 @@ class Options:
             raise RunnerError("--probe-cmd and --kick-cmd are needed (or --scheduler for --kick-cmd; or --dry-run)")
         if not self.expected:
             raise RunnerError("--expect is empty")
+        if self.at.live and self.at.zone is None and (problem := local_zone_problem()) is not None:
+            raise RunnerError(f"{problem}, and catch-up's today is the machine's: nothing done. Set TZ to a zone "
+                              "it knows (timedatectl list-timezones), or give --assume-tz ZONE (--assume-tz UTC: "
+                              "today is UTC's)")
         check_bounds(self.kill_grace_s, timeout_s=self.timeout_s, probe_timeout_s=self.probe_timeout_s,
                      poll_s=self.poll_s)
         require_log(self.log, self.assume_tz)
