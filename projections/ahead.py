@@ -25,6 +25,13 @@ the views already use (nothing is folded for it):
 - ``catchup_skip``: a guarded job's latest skip, not kicked since, dated a later
   day than now's (a skip dated another day is no skip of today, so it is no
   candidate; one ahead but of today still is, and silences nothing).
+- ``worker_not_ready``, ``decision_unclaimed``, ``worker_gone``: what a session
+  that should have a worker waits on (:func:`projections.sessions.waited_from`):
+  the claim of a worker still starting (it is not judged not ready before the
+  claim plus ``WORKER_STARTUP_TIMEOUT_SEC``; a backoff's retry claimed, too: its
+  retry is under way until then), an accepted ``retry_restore``/``start_fresh``
+  no worker claimed since, or the end of the worker to replace (no claim is
+  missed before it plus ``CLAIM_WAIT``).
 
 - ``limited_at``: the ``limited_at`` of an account's latest ``limit_recorded``
   (a limit is not hit ahead of now: 2062 typed for 2026). It waits on no
@@ -62,7 +69,7 @@ from projections.base import elapsed_s, later
 from projections.catchup import marker_day
 from projections.handoffs import LIVE, PENDING
 from projections.runner import Runner
-from projections.sessions import BACKOFF
+from projections.sessions import BACKOFF, waited_from
 
 #: How far ahead of now a time may lie before it counts: clocks of different hosts drift by seconds, and a
 #: writer a little ahead silences nothing for long. Five minutes is far below every period judged (a stall
@@ -75,7 +82,8 @@ RESET_AHEAD_MAX_S = 8 * 86400.0
 
 #: The check a time ahead silences (the ``check`` label of ``recovery_dated_ahead``).
 Check = Literal["watcher_late", "claim_stale", "pending_age", "probe_backoff", "job_unpicked", "status_quiet",
-                "job_picked", "retry_due", "catchup_skip", "limited_at", "limit_reset"]
+                "job_picked", "retry_due", "catchup_skip", "limited_at", "limit_reset", "worker_not_ready",
+                "decision_unclaimed", "worker_gone"]
 CHECKS: tuple[Check, ...] = Check.__args__  # type: ignore[attr-defined]
 
 
@@ -145,6 +153,10 @@ def dated_ahead(runner: Runner, now: datetime, tolerance_s: float = TOLERANCE_S)
     for sid, s in runner.sessions.sessions.items():
         if s.admission_state == BACKOFF and s.since is not None:
             found.check("retry_due", sid, s.since_line, parse_time(s.since), s.since, until=s.retry_at)
+        waits = waited_from(s, retry=True)
+        if waits is not None:
+            kind, mark, bound = waits
+            found.check(kind, sid, mark.line, mark.at, mark.ts, bound.total_seconds())
     catchup = runner.catchup
     for label, marker in catchup.markers.items():
         job = catchup.jobs.get(label)

@@ -297,6 +297,13 @@ class Session(msgspec.Struct, array_like=True, gc=False):
         none ended (stopped, gone, or a counted failure)."""
         return self.claimed_at is not None and self.claim_end is None
 
+    def claim_mark(self) -> Mark | None:
+        """The latest applied claim while its worker is starting (:meth:`claim_pending`), as a view judges it; else
+        None."""
+        if not self.claim_pending() or self.claimed_at is None or self.claimed_time is None:
+            return None
+        return Mark("claimed", self.claimed_at, self.claimed_line, self.claimed_time)
+
     def starting(self, at: datetime) -> bool:
         """Whether that starting worker (:meth:`claim_pending`) was claimed less than :data:`WORKER_STARTUP_TIMEOUT`
         ago at ``at``: it may still be retrying storage (seed 004), so it is not late."""
@@ -921,6 +928,24 @@ def claim_words(claimed: dict[str, Any], retry: bool = True) -> str:
             f"(named after {hours:g} h, WORKER_STARTUP_TIMEOUT_SEC)")
 
 
+def waited_from(s: Session, retry: bool = False) -> tuple[WorkerWaitKind, Mark, timedelta] | None:
+    """What a session that should have a worker and has none at work waits on, whatever the time (the rules of
+    :func:`worker_wait`): its kind, the event it waits from and how long it may wait; None when it waits on none.
+
+    ``retry``: a session in ``backoff`` whose retry was claimed (:meth:`Session.retry_claimed`) waits on that claim's
+    worker too (its retry is under way until then: :func:`retry_claimed`)."""
+    state = s.admission_state
+    if state == ADMITTED and s.decided is not None and s.decided.line > s.claimed_line:
+        return "decision_unclaimed", s.decided, CLAIM_WAIT
+    claim = s.claim_mark()
+    if claim is not None and ((state in (ADMITTED, STOPPED) and s.attention != CONTEXT_GAP)
+                              or (retry and s.retry_claimed())):
+        return "worker_not_ready", claim, WORKER_STARTUP_TIMEOUT
+    if state == ADMITTED and s.claim_end is not None and s.claim_end.what in RELAUNCHED_AFTER:
+        return "worker_gone", s.claim_end, CLAIM_WAIT
+    return None
+
+
 def worker_wait(s: Session, as_of: datetime | None) -> dict[str, Any] | None:
     """Why a session that should have a worker has none at work, since when, and whether that is late at ``as_of``.
 
@@ -936,18 +961,10 @@ def worker_wait(s: Session, as_of: datetime | None) -> dict[str, Any] | None:
     :data:`CLAIM_WAIT`, or :data:`WORKER_STARTUP_TIMEOUT` for a starting worker), ``overdue`` (past it at ``as_of``;
     None without ``as_of``). None when the session has a worker (or needs none).
     """
-    state = s.admission_state
-    kind: WorkerWaitKind
-    if state == ADMITTED and s.decided is not None and s.decided.line > s.claimed_line:
-        kind, mark, bound = "decision_unclaimed", s.decided, CLAIM_WAIT
-    elif state in (ADMITTED, STOPPED) and s.attention != CONTEXT_GAP and s.claim_pending():
-        assert s.claimed_at is not None and s.claimed_time is not None  # a pending claim has its time
-        kind, mark = "worker_not_ready", Mark("claimed", s.claimed_at, s.claimed_line, s.claimed_time)
-        bound = WORKER_STARTUP_TIMEOUT
-    elif state == ADMITTED and s.claim_end is not None and s.claim_end.what in RELAUNCHED_AFTER:
-        kind, mark, bound = "worker_gone", s.claim_end, CLAIM_WAIT
-    else:
+    waits = waited_from(s)
+    if waits is None:
         return None
+    kind, mark, bound = waits
     overdue = None if as_of is None else seconds(micros(as_of) - micros(mark.at)) >= bound.total_seconds()
     return {"kind": kind, "since": mark.ts, "line": mark.line, "what": mark.what, "generation": s.claimed_generation,
             "after_s": num(bound.total_seconds()), "overdue": overdue}

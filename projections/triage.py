@@ -785,7 +785,8 @@ def line_cmd(facts: LogFacts, line: int) -> str:
 AHEAD_KIND: dict[Check, Kind] = {
     "watcher_late": "watcher", "claim_stale": "handoff", "pending_age": "handoff", "probe_backoff": "account",
     "job_unpicked": "lane", "status_quiet": "lane", "job_picked": "lane", "retry_due": "session",
-    "catchup_skip": "catchup", "limited_at": "account", "limit_reset": "account",
+    "catchup_skip": "catchup", "limited_at": "account", "limit_reset": "account", "worker_not_ready": "session",
+    "decision_unclaimed": "session", "worker_gone": "session",
 }
 
 #: Each check of :mod:`projections.ahead`: what the line is, what its time silences, and what ends it.
@@ -810,6 +811,16 @@ _AHEAD_WORDS: dict[Check, tuple[str, str, str]] = {
     "retry_due": ("the failure that put session {id} in backoff",
                   "its retry is not due, and no new work is admitted, before {until}",
                   "its next failure or ready worker with a true time ends this"),
+    "worker_not_ready": ("the claim (worker_claimed) of session {id}",
+                         "its worker, still starting, cannot be judged not ready (nor the retry it took overdue) "
+                         "before {until}, so if it never starts, nothing says so",
+                         "its worker's ready or end, or a new claim with a true time, ends this"),
+    "decision_unclaimed": ("the accepted retry_restore/start_fresh (recovery_decision) of session {id}",
+                           "no worker can be judged missing before {until}, so if none ever claims it, nothing says "
+                           "so", "a worker's claim of the session ends this"),
+    "worker_gone": ("the end of the worker of session {id} (worker_stopped or execution_gone)",
+                    "no next worker can be judged missing before {until}, so if none is launched, nothing says so",
+                    "a worker's claim of the session ends this"),
     "catchup_skip": ("the latest skip of job {id}", "it is no skip of today, so it is no catch-up candidate today",
                      "its next marker with a true time ends this"),
     "limited_at": ("the limited_at of the latest limit (limit_recorded) of account {id}",
@@ -831,10 +842,11 @@ _AHEAD_WRONG: dict[Check, str] = {"limited_at": "The limit's time is wrong (a ty
                                   "limit_reset": "The reset time is wrong (a typo of the year?)"}
 
 
-def ahead_words(a: Ahead, line: bool = True) -> str:
-    """What the line is (``line``: and its number), its time, how far ahead of now, and what it silences."""
+def ahead_words(a: Ahead, where: str | None = None) -> str:
+    """What the line is and where (``where``: how to name it, ``line N`` by default), its time, how far ahead of
+    now, and what it silences."""
     what, silenced, _ends = _AHEAD_WORDS[a.check]
-    where = f" (line {a.line})" if a.line and line else ""
+    where = f" ({where or f'line {a.line}'})" if a.line else ""
     return (f"{what.format(id=a.id)}{where} is dated {a.ts}, {duration_words(a.ahead_s)} ahead of now: "
             + silenced.format(until=a.until or "the end of what can be written (never)"))
 
@@ -1148,7 +1160,7 @@ class _Judge:
         """Which line, of what, how far ahead, the check it silences, what ends it, and how to see the id's lines."""
         where = f"line {a.line}" if a.line else f"{AHEAD_KIND[a.check]} {a.id}"
         wrong = _AHEAD_WRONG.get(a.check, "The clock of the writer of that line is ahead (or the time is a typo)")
-        return self.item("dated_ahead", where, f"{ahead_words(a, line=False)}. {wrong}: fix it; "
+        return self.item("dated_ahead", where, f"{ahead_words(a, f'{self.facts.name}:{a.line}')}. {wrong}: fix it; "
                          f"{_AHEAD_WORDS[a.check][2]}", explain_cmd(self.log, a.id), a.ts, a.until)
 
     # -- the log ----------------------------------------------------------------------------------
@@ -1440,12 +1452,15 @@ def triage(runner: Runner, as_of: datetime | None, as_of_text: str | None, facts
 
 
 def session_needs(runner: Runner, session_ids: Iterable[str], as_of: datetime | None, as_of_text: str | None,
-                  log: LogArg) -> dict[str, list[Item]]:
+                  log: LogArg, live: bool = False) -> dict[str, list[Item]]:
     """The items :func:`triage` has about each of ``session_ids`` that needs a person as of ``as_of``, by the same
-    rule (a decision to make, a retry due and nothing moved, an interrupt of a turn whose end the log never recorded);
-    sessions that need nobody are left out. ``eventlog sessions`` shows them and exits 1 on them, as ``status``."""
-    judge = _Judge(runner, as_of, as_of_text, LogFacts(name=log.name, assume_tz=log.assume_tz))
-    return {sid: items for sid in session_ids if (items := judge.session(sid))}
+    rule (a decision to make, a retry due and nothing moved, no worker at work, an interrupt of a turn whose end the
+    log never recorded; ``live``, T the wall clock now: a line of the session dated ahead of it that a check waits
+    on, ``dated_ahead``); sessions that need nobody are left out. ``eventlog sessions`` shows them and exits 1 on
+    them, as ``status``."""
+    judge = _Judge(runner, as_of, as_of_text, LogFacts(name=log.name, assume_tz=log.assume_tz), live)
+    return {sid: items for sid in session_ids
+            if (items := judge.session(sid) + [judge.ahead_item(a) for a in judge.ahead_of("session", sid)])}
 
 
 def totals(runner: Runner, judge: _Judge, groups: list[Group]) -> Totals:

@@ -67,6 +67,20 @@ STORIES: dict[str, tuple[list[dict[str, Any]], str]] = {
     "limited_at": ([CREATED, {"type": "limit_recorded", "ts": TYPO, "account": "acct-a", "limited_at": TYPO,
                               "reset_at": None, "source": "parsed-limit-message", "confidence": "unknown"}],
                    "acct-a"),
+    # the sessions' waits for a worker (tests/test_sessions_dated_ahead.py has the rest)
+    "worker_not_ready": ([{"type": "worker_claimed", "ts": at(2), "session_id": "s1", "generation": 1,
+                           "worker": "wk", "restore": False}], "s1"),
+    "decision_unclaimed": ([{"type": "worker_claimed", "ts": at(-3), "session_id": "s1", "generation": 1,
+                             "worker": "wk", "restore": True},
+                            {"type": "checkpoint_restore_failed", "ts": at(-3), "session_id": "s1", "generation": 1,
+                             "reason": "incompatible_checkpoint"},
+                            {"type": "recovery_decision", "ts": at(24), "session_id": "s1", "decision": "start_fresh",
+                             "expected_revision": 2, "idempotency_key": "k1", "reason": "runtime fixed"}], "s1"),
+    "worker_gone": ([{"type": "worker_claimed", "ts": at(-3), "session_id": "s1", "generation": 1, "worker": "wk",
+                      "restore": False},
+                     {"type": "worker_ready", "ts": at(-3), "session_id": "s1", "generation": 1},
+                     {"type": "worker_stopped", "ts": at(24), "session_id": "s1", "generation": 1,
+                      "stop_kind": "drain"}], "s1"),
 }
 
 
@@ -91,6 +105,7 @@ def test_status_names_each_time_ahead_a_check_waits_on(tmp_path: Path, check: st
     ts = events[-1]["ts"]
     assert item["id"] == f"line {line}" and item["domain"] == "log" and item["needs_decision"] is False
     assert ident in item["reason"] and ts in item["reason"] and "ahead of now" in item["reason"]
+    assert f"({log}:{line}) is dated {ts}" in item["reason"]  # the line, where a person finds it
     assert item["since"] == ts and item["for_s"] < -3600  # how far ahead: more than an hour
     assert item["next"] == f"eventlog explain {shlex.quote(str(log))} {ident}"
     assert view["totals"]["log"]["dated_ahead"] == 1

@@ -74,7 +74,8 @@ command under it (next:) (--json: needs, its items of status --json; [] for
 none). A session that should have a worker and has none at work is named once
 that is late: a claimed worker not ready after WORKER_STARTUP_TIMEOUT_SEC (1 h),
 or no claim 10 min after its worker ended or after a retry_restore/start_fresh
-was accepted (--json: worker_wait). The log's bad lines are left out of every state: they are
+was accepted (--json: worker_wait); as of now, a line the wait counts from dated
+ahead of now is named as status names it (dated_ahead). The log's bad lines are left out of every state: they are
 counted on stderr (--json: bad_lines {count, first}); for one SESSION, those
 that name it are named (--json: named_by_bad_lines [{line, reason, next}])."""
 
@@ -200,7 +201,7 @@ def run_sessions(args: argparse.Namespace) -> int:
             return 2
         ids = [args.session]
     log = LogArg(args.log, zone_name(tz))  # in the commands printed
-    needs = session_needs(folder(replay), ids, as_of, as_of_text, log)
+    needs = session_needs(folder(replay), ids, as_of, as_of_text, log, at.live)
     shown = {sid: {**runner.describe(sessions, sid, as_of), "needs": msgspec.to_builtins(needs.get(sid, []))}
              for sid in ids}
     bad = bad_lines(replay)
