@@ -247,6 +247,10 @@ class LaneCheck(Event, tag="lane_check"):
     #: How often the lanes runner runs (``--period``, more than 0; it writes it): the views name a lanes pass
     #: late when no ``lane_check`` came for twice the last one stated (1 h when none did).
     period_s: Annotated[float, msgspec.Meta(gt=0)] | None = None
+    #: What the lanes runner's pass (``--observe DIR``) could not observe, and why: each lane by its product (a
+    #: lane the log knows, not stopped, with no ``NAME.env`` in DIR; one whose observation had a problem), or a
+    #: file of DIR that could not be used by its path. The views name each until a later pass states otherwise.
+    unobserved: dict[str, str] | None = None
 
 
 class ResumeEnqueued(Event, tag="resume_enqueued"):
@@ -501,7 +505,7 @@ PROJECT_FIELDS: dict[type[Event], tuple[str, ...]] = {
     Released: ("actor",),
     ResumeFailed: ("actor",),
     WatcherRun: ("detail", "stale_after_s", "retired"),
-    LaneCheck: ("unpicked_s", "quiet_s", "exit", "detail", "period_s"),
+    LaneCheck: ("unpicked_s", "quiet_s", "exit", "detail", "period_s", "unobserved"),
     CatchupKicked: ("timeout_s", "kill_grace_s", "kicked_by", "launchd_domain"),
 }
 

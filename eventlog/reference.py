@@ -299,6 +299,8 @@ def _type(t: Any, time: bool = False) -> str:
         return " \\| ".join(f"`{v}`" for v in t.values)
     if isinstance(t, mi.ListType):
         return f"list of {_type(t.item_type)}"
+    if isinstance(t, mi.DictType):
+        return f"object of {_type(t.value_type)} by {_type(t.key_type)}"
     if isinstance(t, mi.StructType):
         keys = ", ".join(f"`{f.encode_name}`" for f in t.fields)
         return f"object ({keys}; each an int, optional)"

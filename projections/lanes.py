@@ -103,6 +103,8 @@ class LanePass(msgspec.Struct, gc=False):
     exit: Literal["ok", "error"]
     detail: str | None = None
     line: int = 0
+    #: What that pass could not observe (``lane_check.unobserved``): a product or a file -> why.
+    unobserved: dict[str, str] = {}
 
 
 class Heartbeat(NamedTuple):
@@ -324,6 +326,15 @@ class Lanes:
         """How the lanes runner's last pass ended (None: no ``lane_check`` states it)."""
         return self.state.last_pass
 
+    def unobserved(self) -> dict[str, str]:
+        """What the lanes runner's last pass could not observe and why (a product or a file -> why), a lane stopped
+        on purpose since left out (nothing is judged or sent for it: a retired lane needs no file)."""
+        last = self.state.last_pass
+        if last is None:
+            return {}
+        lanes = self.state.lanes
+        return {key: why for key, why in last.unobserved.items() if key not in lanes or not lanes[key].stopped}
+
     def heartbeat(self, as_of: datetime) -> Heartbeat | None:
         """The lanes pass's heartbeat as of ``as_of``; None when no pass is due: no lane, or every lane is stopped
         on purpose (see the module docstring)."""
@@ -396,7 +407,7 @@ class Lanes:
         if ev.quiet_s is not None:
             state.checked_quiet_s = ev.quiet_s
         if ev.exit is not None:
-            state.last_pass = LanePass(ev.ts, ev.exit, ev.detail, line)
+            state.last_pass = LanePass(ev.ts, ev.exit, ev.detail, line, ev.unobserved or {})
         state.check_at, state.check_ts = at, ev.ts
         if ev.period_s is not None:
             state.checked_period_s = ev.period_s

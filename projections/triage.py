@@ -26,8 +26,10 @@ What needs a person (each reason code is in :data:`REASONS`):
   one late (no ``watcher_run`` for more than twice its period); pending
   handoffs and no watcher ever ran (``no_watcher``).
 - **lanes**: the lanes runner's last pass ended in ``error`` (``lanes_error``, with its detail: a resume it
-  could not send, a log with no lane, ...); a lane stalled now (``job_unpicked``, ``status_quiet``; judged
-  at T), with whether a resume covers it (when it was enqueued, its task branch) and, when none does, why.
+  could not send, a log with no lane, ...); each lane or lane file that pass could not observe
+  (``lane_unobserved``, until a later pass or the lane's stop); a lane stalled now (``job_unpicked``,
+  ``status_quiet``; judged at T), with whether a resume covers it (when it was enqueued, its task branch)
+  and, when none does, why.
 - **catchup**: a guarded job whose calendar slot of today passed 2 h ago or more with no marker of
   today (``unfed``: nothing feeds its markers, :func:`projections.catchup.unfed_slot`); a catch-up
   re-run that ended badly (``rerun_failed``: killed at its timeout, an exit other than 0 or none) or
@@ -179,6 +181,8 @@ REASONS: tuple[Reason, ...] = (
     Reason("lanes", "lanes_late", "No lanes pass lately: nothing checks the lanes (nor observes them, with --observe)",
            False),
     Reason("lanes", "lanes_error", "The lanes runner's last pass ended in error", False),
+    Reason("lanes", "lane_unobserved", "Lanes the last lanes pass could not observe: judged from what was last read",
+           False),
     Reason("lanes", "job_unpicked", "Finished jobs nobody picked up", False),
     Reason("lanes", "status_quiet", "Lanes whose progress went quiet", False),
     Reason("catchup", "rerun_no_end", "Catch-up re-runs that never reported their end: they may still run", True),
@@ -632,9 +636,11 @@ def cut_tail_cmd(log: str, s: StuckTail) -> str:
             f"{q(kept_tail(log, s.start))} && {command(f'truncate -s {s.start}', [log])}")
 
 
-def status_cmd(log: str | LogArg, every: bool = False) -> str:
-    """``eventlog status LOG`` (``--all``: every item of every group); ``-- LOG`` when LOG starts with ``-``."""
-    return command("eventlog status", [log], ["--all"] if every else [])
+def status_cmd(log: str | LogArg, every: bool = False, domain: str | None = None) -> str:
+    """``eventlog status LOG`` (``--all``: every item of every group; ``--domain D``: only that domain's);
+    ``-- LOG`` when LOG starts with ``-``."""
+    return command("eventlog status", [log], [*([f"--domain {domain}"] if domain else []), *(["--all"] if every
+                                                                                           else [])])
 
 
 def dir_cmd(log: str) -> str:
@@ -685,9 +691,20 @@ def retire_cmd(log: str | LogArg, name: str) -> str:
 LANES_HELP = "eventlog lanes --help"
 #: How to feed a lane's state (its files are the person's).
 OBSERVE_HELP = "eventlog observe lane --help"
+#: The mark :func:`eventlog.runners.process.excerpt` ends a cut text with (how long it was).
+_CUT = re.compile(r"\[cut: (\d+) characters in all\]$")
+#: Where the lanes pass's whole output is: the journal (systemd) or its job's log (launchd; docs/OPERATIONS.md).
+LANES_OUTPUT = ("systemd: `journalctl -u recovery-ledger-lanes.service -n 50`; launchd: "
+                "/opt/recovery-ledger/var/log/lanes.log")
 #: Where to look when the lanes pass is late: its timer (systemd) or its job (launchd).
 LANES_TIMER = ("(systemd: `systemctl status recovery-ledger-lanes.timer`; launchd: "
                "`launchctl print gui/$(id -u)/org.recovery-ledger.lanes`)")
+
+
+def lane_stop_cmd(log: str | LogArg, product: str, ts: str) -> str:
+    """The ``lane_stopped`` of ``product`` at ``ts``, piped to ``eventlog append LOG``: a person retires a lane whose
+    stop file no pass can observe any more (docs/OPERATIONS.md, retiring a lane)."""
+    return append_cmd(log, {"type": "lane_stopped", "ts": ts, "product": product})
 
 
 def lanes_late_words(beat: Heartbeat) -> str:
@@ -992,16 +1009,36 @@ class _Judge:
     # -- lanes ------------------------------------------------------------------------------------
 
     def lanes_pass(self) -> list[Item]:
-        """The lanes runner's last pass, when it ended in error (its detail, and what to read next)."""
+        """The lanes runner's last pass, when it ended in error (its detail, and what to read next: each lane it
+        could not observe is an item of its own, and a detail cut short is whole in the pass's output)."""
         lanes = self.runner.lanes
         last = lanes.last_pass
         if last is None or last.exit != "error":
             return []
         fix = ("no lane is known" if not lanes.lanes else
                "the stalls it did not resume stay uncovered, and its next pass tries them again once that is fixed")
+        unobserved = len(lanes.unobserved())
+        if unobserved:
+            fix += f"; the {unobserved} lane(s) or file(s) it could not observe are named one each (lane_unobserved)"
+        cut = _CUT.search(last.detail or "")
+        if cut is not None:
+            fix += f"; that detail is cut ({cut[1]} characters in all): the whole is in its output ({LANES_OUTPUT})"
+        next_cmd = (status_cmd(self.log, every=True, domain="lanes") if unobserved or cut is not None else
+                    OBSERVE_HELP if not lanes.lanes else LANES_HELP)
         return [self.item("lanes_error", "lanes", f"its last pass ({last.ts}) ended in error: "
-                          f"{last.detail or 'no detail given'}; {fix}",
-                          OBSERVE_HELP if not lanes.lanes else LANES_HELP, last.ts)]
+                          f"{last.detail or 'no detail given'}; {fix}", next_cmd, last.ts)]
+
+    def lanes_unobserved(self) -> list[Item]:
+        """Each lane (or lane file) the lanes runner's last pass could not observe, and why, until a pass that states
+        otherwise or the lane's stop: its verdict is as of what was last read."""
+        lanes = self.runner.lanes
+        last = lanes.last_pass
+        if last is None:
+            return []
+        return [self.item("lane_unobserved", key, f"the last lanes pass ({last.ts}) could not observe it: {why}"
+                          + (f" (the whole is in its output: {LANES_OUTPUT})" if _CUT.search(why) else ""),
+                          explain_cmd(self.log, key) if key in lanes.lanes else LANES_HELP, last.ts)
+                for key, why in lanes.unobserved().items()]
 
     def lanes_late(self) -> list[Item]:
         """The lanes pass, when it is late as of T (:meth:`projections.lanes.Lanes.heartbeat`; worked out once per
@@ -1023,7 +1060,8 @@ class _Judge:
         if last is None:
             return "; no resume sent: no lanes pass in the log (eventlog lanes sends them)"
         if last.exit == "error":
-            return f"; no resume sent: the last lanes pass ({last.ts}) ended in error"
+            unseen = " and could not observe it (lane_unobserved)" if product in lanes.unobserved() else ""
+            return f"; no resume sent: the last lanes pass ({last.ts}) ended in error{unseen}"
         late = self.lanes_late()
         if late:
             return f"; no resume sent: no lanes pass since {late[0].since}, and one is late (lanes_late)"
@@ -1430,6 +1468,7 @@ def triage(runner: Runner, as_of: datetime | None, as_of_text: str | None, facts
     items += judge.no_watcher()
     items += judge.lanes_late()
     items += judge.lanes_pass()
+    items += judge.lanes_unobserved()
     items += judge.lanes()
     items += judge.unfed()
     items += judge.reruns()
@@ -1771,14 +1810,25 @@ def _watcher_verdict(judge: _Judge, name: str) -> Verdict:
 
 
 def _lane_verdict(judge: _Judge, product: str) -> Verdict:
-    """A lane's verdict; while the lanes pass is late, that too (what it says may be as of its last pass)."""
+    """A lane's verdict; when the last lanes pass could not observe it, or while the lanes pass is late, that too
+    (what it says may be as of what was last read)."""
     verdict = _lane_said(judge, product)
+    unseen = [it for it in judge.lanes_unobserved() if it.id == product]
+    if unseen:
+        stop = lane_stop_cmd(judge.log, product, judge.text or unseen[0].since or "")
+        verdict = _but(verdict, f"{unseen[0].reason}. Next: fix what it names (put its NAME.env back in the lanes "
+                       "directory, its files where that file says), and the next pass observes it; if the lane is "
+                       "retired, record its stop instead (the command below), then nothing is judged or sent for it",
+                       unseen, [stop])
     late = judge.lanes_late()
-    if not late:
-        return verdict
-    return msgspec.structs.replace(verdict, says=f"{verdict.says}; but {late[0].reason}",
-                                   needs_person=late + verdict.needs_person,
-                                   next=[*verdict.next, *(it.next for it in late if it.next not in verdict.next)])
+    return _but(verdict, late[0].reason, late, [it.next for it in late]) if late else verdict
+
+
+def _but(verdict: Verdict, why: str, items: list[Item], cmds: list[str]) -> Verdict:
+    """``verdict``, but ``why`` too: its items first, its commands after those already listed."""
+    return msgspec.structs.replace(verdict, says=f"{verdict.says}; but {why}",
+                                   needs_person=items + verdict.needs_person,
+                                   next=[*verdict.next, *(cmd for cmd in cmds if cmd not in verdict.next)])
 
 
 def _lane_said(judge: _Judge, product: str) -> Verdict:

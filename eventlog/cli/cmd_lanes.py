@@ -51,7 +51,12 @@ set twice, a quote not closed, a bare value with a quote or a backslash
 (systemd drops it: quote the value), no LANE_PRODUCT or no source is named
 FILE:LINE: reason and that lane is not observed. A lane that cannot be observed
 is named (lane PRODUCT (FILE): why) and the others still are; so is a DIR that
-cannot be read or holds no NAME.env. So one timer observes and checks, and its
+cannot be read or holds no NAME.env, and a lane the log knows, not stopped on
+purpose, that no NAME.env names (its file moved out before its stop was
+recorded): it is judged from what was last read, so no resume is sent for it.
+The lane_check states each lane or file it could not observe, and why
+(unobserved): status, explain and serve name each until a later pass observes
+it or the lane is stopped. So one timer observes and checks, and its
 lane_check is the heartbeat of both.
 
 Judge every lane as of now (or --at), append the run's lane_check (ts: the time
@@ -95,7 +100,8 @@ follow --prom name the lanes pass late when no lane_check came for twice it
 
 LANES_EXITS = """\
 0  done: every stall resumed or already covered
-1  a CMD failed, a lane of --observe DIR could not be observed (or DIR read), the
+1  a CMD failed, a lane of --observe DIR could not be observed (or DIR read; or
+   a lane of the log, not stopped, has no NAME.env there), the
    log could not be read or written (a resume sent but not recorded is said so,
    with the line to paste: the next run sends it again unless it is), nor its
    lock file LOG.lanes.lock created or opened beside it (named, and why; a

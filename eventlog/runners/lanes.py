@@ -10,7 +10,10 @@ judged stalled until the clock passes it.
 (:func:`eventlog.runners.observe.observe_dir`: each ``NAME.env`` there, as
 ``eventlog observe lane`` would; a lane that cannot be observed is a problem,
 named, and the others are still observed), so one timer observes and checks and
-its ``lane_check`` is the heartbeat of both. It then judges every lane at its
+its ``lane_check`` is the heartbeat of both. A lane the log knows, not stopped,
+that no ``NAME.env`` names is not observed: a problem, and no resume is sent for
+it (its verdict is as of what was last read); the ``lane_check`` states every
+lane or file the pass could not observe, and why (``unobserved``), for the views. It then judges every lane at its
 clock and, **before any command runs**, appends its ``lane_check`` (intent
 before the act; ts: the time it judged at, so its record is the one the pass
 acted on) with how the pass stands: ``exit`` ``ok``, or ``error`` and a
@@ -102,7 +105,7 @@ from eventlog.runners.process import DETAIL_CHARS, Interrupted, excerpt, run
 from projections.ahead import dated_ahead
 from projections.lanes import PERIOD_S, CheckRecord, Lanes
 from projections.runner import in_units, thresholds
-from projections.triage import AHEAD_KIND, ahead_words, explain_cmd
+from projections.triage import AHEAD_KIND, ahead_words, explain_cmd, lane_stop_cmd
 
 #: Seed 001: a finished job not picked up after this is stalled (90 minutes).
 UNPICKED_S = 90 * 60.0
@@ -213,6 +216,12 @@ class LanesReport(msgspec.Struct, kw_only=True):
 
     #: What observing each lane of ``observe_dir`` did, in file order (empty: none was given).
     observed: list[ObserveReport] = msgspec.field(default_factory=list)
+    #: What this pass could not observe, and why: a lane by its product (one the log knows, not stopped, that no
+    #: ``NAME.env`` of ``observe_dir`` names; one whose observation had a problem), a file that could not be used
+    #: by its path. Its ``lane_check`` states it (``unobserved``), and the views name each.
+    unobserved: dict[str, str] = msgspec.field(default_factory=dict)
+    #: The lanes of ``unobserved`` that no ``NAME.env`` named: judged from what was last read, and sent no resume.
+    not_observed: list[str] = msgspec.field(default_factory=list)
     check: CheckRecord | None = None
     #: Whether its ``lane_check`` was appended (before any command ran: none runs when it could not be).
     recorded: bool = False
@@ -253,15 +262,18 @@ class LanesReport(msgspec.Struct, kw_only=True):
             out.append("  no lane: nothing feeds lane state (eventlog observe lane)")
         for result in self.check["results"]:
             product = result["product"]
+            seen = self.observed_words(product)
             if not result["stalled"]:
-                out.append(f"  {product}: {result['reason']}")
+                out.append(f"  {product}: {result['reason']}{seen}")
                 continue
             key = (product, result["kind"])
             if key in done:
                 branch = done[key]["task_branch"]
                 out.append(f"  {product}: {key[1]}, resume enqueued" + (f" (task branch {branch})" if branch else ""))
             elif key in already:
-                out.append(f"  {product}: {key[1]}, resume already enqueued")
+                out.append(f"  {product}: {key[1]}, resume already enqueued{seen}")
+            elif product in self.not_observed:
+                out.append(f"  {product}: {key[1]}, not enqueued{seen}")
             elif key in failed:
                 out.append(f"  {product}: {key[1]}, enqueue FAILED ({failed[key]['error']})")
             elif key in unrecorded:
@@ -273,6 +285,12 @@ class LanesReport(msgspec.Struct, kw_only=True):
             else:
                 out.append(f"  {product}: {key[1]}, not enqueued (the run stopped)")
         return out
+
+    def observed_words(self, product: str) -> str:
+        """What the report line of ``product`` adds when this pass could not observe it (empty when it could)."""
+        if product in self.not_observed:
+            return f" (NOT observed: {self.unobserved[product]})"
+        return " (NOT observed in full: its problems are on stderr)" if product in self.unobserved else ""
 
 
 def run_lanes(opts: LanesOptions) -> LanesReport:
@@ -300,6 +318,32 @@ def _observe(opts: LanesOptions, report: LanesReport) -> None:
     report.problems += [problem for observed in report.observed for problem in observed.problems]
 
 
+def _unobserved(opts: LanesOptions, lanes: Lanes, checked_at: str, report: LanesReport) -> None:
+    """What the pass could not observe (``report.unobserved``), a lane of the log that no file of
+    ``opts.observe_dir`` names among them (``report.not_observed``, each a problem; none without the option)."""
+    if opts.observe_dir is None:
+        return
+    for observed in report.observed:
+        if observed.problems:
+            report.unobserved[observed.product or observed.file or opts.observe_dir] = excerpt(
+                "; ".join(observed.problems), DETAIL_CHARS)
+    named = {observed.product for observed in report.observed if observed.product}
+    unread = [observed.problems[0] for observed in report.observed if observed.file == opts.observe_dir]
+    unused = [observed.file for observed in report.observed if not observed.product and observed.file
+              and observed.file != opts.observe_dir]
+    maybe = f" (unless it is in one that could not be used: {', '.join(unused)})" if unused else ""
+    for product, lane in sorted(lanes.lanes.items()):
+        if lane.stopped or product in named:
+            continue
+        why = (f"{unread[0]}: not observed" if unread else
+               f"no NAME.env of {opts.observe_dir} names it (LANE_PRODUCT={product}){maybe}: not observed")
+        why += ", so no resume is sent for it and its verdict is as of what was last read"
+        report.unobserved[product] = why
+        report.not_observed.append(product)
+        report.problems.append(f"lane {product}: {why}; put its file back in {opts.observe_dir}, or, if it is "
+                               f"retired, record its stop: {lane_stop_cmd(log_arg(opts), product, checked_at)}")
+
+
 def _stopped(opts: LanesOptions, report: LanesReport, stop: Interrupted) -> None:
     report.interrupted = stop.signal
     report.problems.append(f"{opts.log}: lanes run {stop.said()}")
@@ -320,6 +364,7 @@ def _run_lanes(opts: LanesOptions, report: LanesReport) -> None:
         checked_at = when.isoformat()
         lanes = runner.lanes
         report.check = lanes.judge(when, checked_at)
+        _unobserved(opts, lanes, checked_at, report)
         if not report.check["results"] and no_event_log(opts.log, replay) is None:
             report.problems.append(no_lane(opts.log))
         stalls = _uncovered(lanes, report)
@@ -339,8 +384,8 @@ def _run_lanes(opts: LanesOptions, report: LanesReport) -> None:
 
 
 def _uncovered(lanes: Lanes, report: LanesReport) -> list[tuple[str, str]]:
-    """The stalls of ``report.check`` no resume covers yet (product, kind); those one covers go in
-    ``already_enqueued``."""
+    """The stalls of ``report.check`` no resume covers yet (product, kind), but those of a lane this pass did not
+    observe (``not_observed``); those one covers go in ``already_enqueued``."""
     assert report.check is not None
     stalls = []
     for result in report.check["results"]:
@@ -349,7 +394,7 @@ def _uncovered(lanes: Lanes, report: LanesReport) -> list[tuple[str, str]]:
         product, kind = result["product"], result["kind"]
         if lanes.covered(product, kind):
             report.already_enqueued.append({"product": product, "kind": kind})
-        else:
+        elif product not in report.not_observed:  # one nothing observed is judged from stale data: named, not sent
             stalls.append((product, kind))
     return stalls
 
@@ -400,6 +445,8 @@ def _record(opts: LanesOptions, log: Log, checked_at: str, report: LanesReport) 
                              "exit": "error" if report.problems else "ok"}
     if report.problems:
         event["detail"] = excerpt("; ".join(report.problems), DETAIL_CHARS)
+    if report.unobserved:
+        event["unobserved"] = report.unobserved
     try:
         log.append([event])
     except AppendError as err:

@@ -1,0 +1,155 @@
+"""A lane the lanes pass does not observe is named, in the pass and in every view (session 31, L1).
+
+A review retired a lane as docs/OPERATIONS.md said ("move a retired lane's file out"): the next pass, 8 h on,
+sent it a resume and exited 0, and no view said it was no longer watched. A lane whose directory moved read
+``not stalled: moving`` in its own ``explain``; the failures of other lanes were lost in a ``lanes_error``
+detail cut at 500 characters, with ``eventlog lanes --help`` as where to look. And on the seed's own sample
+``status`` said both "no lanes pass since ..." and "no lanes pass in the log". Real processes throughout.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from datetime import datetime, timedelta
+from pathlib import Path
+
+from tests.conftest import ROOT, run_cli, write_log
+from tests.serving import start_server
+from tests.test_lanes_observe_dir import a_lane, calls, lanes
+from tests.test_lanes_pass import events, items, lane_verdict, status
+
+
+def at(hours: float) -> str:
+    """``hours`` from now, as ``--at`` takes it."""
+    return (datetime.now().astimezone() + timedelta(hours=hours)).isoformat()
+
+
+def two_lanes(tmp_path: Path) -> tuple[Path, Path]:
+    """Two lanes of one directory, both observed once by a pass (moving); the directory and the log."""
+    lanes_dir = a_lane(tmp_path, "alpha", "alpha", finished_h=0.1)
+    a_lane(tmp_path, "beta", "beta", finished_h=0.1)
+    for name in ("alpha", "beta"):
+        (tmp_path / name / "worker.log").write_text("")  # no finished job: only the progress can go quiet
+    log = tmp_path / "ledger.jsonl"
+    first = lanes(log, "--observe", str(lanes_dir))
+    assert first.returncode == 0, first.stderr
+    assert "alpha: moving" in first.stdout and "beta: moving" in first.stdout
+    return lanes_dir, log
+
+
+def test_a_lane_whose_file_was_moved_out_is_named_and_sent_no_resume(tmp_path: Path) -> None:
+    lanes_dir, log = two_lanes(tmp_path)
+    retired = tmp_path / "retired"
+    retired.mkdir()
+    (lanes_dir / "beta.env").rename(retired / "beta.env")  # "move a retired lane's file out", as the doc said
+
+    later = at(9)  # both lanes' progress is quiet by then
+    out = lanes(log, "--observe", str(lanes_dir), "--at", later, "--json")
+    assert out.returncode == 1
+    assert calls(log) == [["alpha", "status-quiet"]]  # beta is judged from stale data: no resume for it
+    said = f"lane beta: no NAME.env of {lanes_dir} names it (LANE_PRODUCT=beta): not observed"
+    assert said in out.stderr and "eventlog append" in out.stderr  # both ways out: the file back, or its stop
+    report = json.loads(out.stdout)
+    assert report["not_observed"] == ["beta"] and said.removeprefix("lane beta: ") in report["unobserved"]["beta"]
+    check = [e for e in events(log) if e["type"] == "lane_check"][-1]
+    assert check["exit"] == "error" and set(check["unobserved"]) == {"beta"}
+
+    text = lanes(log, "--observe", str(lanes_dir), "--at", later)  # the report for people says it too
+    assert "beta: status-quiet, not enqueued (NOT observed: no NAME.env" in text.stdout
+
+    code, view = status(log)
+    assert code == 1
+    [item] = items(view, "lane_unobserved")
+    assert item["id"] == "beta" and "could not observe it: no NAME.env" in item["reason"]
+    assert item["next"] == f"eventlog explain {log} beta"
+    verdict = lane_verdict(log, "beta")
+    assert "could not observe it: no NAME.env" in verdict["says"]
+    assert "lane_unobserved" in [i["reason_code"] for i in verdict["needs_person"]]
+    [stop] = [cmd for cmd in verdict["next"] if "eventlog append" in cmd]
+
+    # the command explain gives records the stop: pasted, the lane is retired and the next pass is clean
+    pasted = subprocess.run(["bash", "-c", stop], capture_output=True, text=True, timeout=60,
+                            env={"PATH": f"{ROOT / '.venv' / 'bin'}:/usr/bin:/bin"})
+    assert pasted.returncode == 0, pasted.stderr
+    assert items(status(log)[1], "lane_unobserved") == []  # a lane stopped on purpose needs no file
+    clean = lanes(log, "--observe", str(lanes_dir), "--at", at(9.1))
+    assert clean.returncode == 0, clean.stderr
+    assert "beta: stopped-on-purpose" in clean.stdout
+
+
+def test_retiring_as_operations_says_stop_then_move_is_clean(tmp_path: Path) -> None:
+    lanes_dir, log = two_lanes(tmp_path)
+    (tmp_path / "beta" / "STOP").write_text("")  # stop first: one pass observes it
+    assert lanes(log, "--observe", str(lanes_dir)).returncode == 0
+    (lanes_dir / "beta.env").unlink()  # then move its file out
+    out = lanes(log, "--observe", str(lanes_dir), "--at", at(9))
+    assert out.returncode == 0, out.stderr
+    assert calls(log) == [["alpha", "status-quiet"]]
+    assert "beta: stopped-on-purpose" in out.stdout and "NOT observed" not in out.stdout
+    assert "move its `NAME.env` out" in (ROOT / "docs" / "OPERATIONS.md").read_text()
+
+
+def test_a_lane_the_pass_could_not_observe_is_not_all_clear_in_its_own_view(tmp_path: Path) -> None:
+    lanes_dir, log = two_lanes(tmp_path)
+    (tmp_path / "beta").rename(tmp_path / "beta.moved")  # its directory moved
+    out = lanes(log, "--observe", str(lanes_dir))
+    assert out.returncode == 1
+    said = f"lane beta ({lanes_dir / 'beta.env'}): cannot read the progress file"
+    assert said in out.stderr
+
+    verdict = lane_verdict(log, "beta")
+    assert verdict["code"] == "moving"  # the seed's verdict, as of what was last read
+    assert "but the last lanes pass" in verdict["says"] and "could not observe it: lane beta" in verdict["says"]
+    assert said in verdict["says"]
+    assert [i["reason_code"] for i in verdict["needs_person"]] == ["lane_unobserved"]
+    assert any("eventlog append" in cmd for cmd in verdict["next"])
+    text = run_cli("explain", str(log), "beta")
+    assert "not stalled: moving" in text.stdout and "but the last lanes pass" in text.stdout
+
+    server = start_server(log, tmp_path)  # serve's status is the same triage
+    try:
+        [item] = items(server.client("viewer").get("/v1/status").json(), "lane_unobserved")
+        assert item["id"] == "beta" and said in item["reason"]
+    finally:
+        assert server.stop() == 0
+
+
+def test_status_names_every_lane_and_file_it_could_not_observe_and_where_the_rest_is(tmp_path: Path) -> None:
+    lanes_dir = a_lane(tmp_path, "alpha", "alpha")
+    for name in ("c", "d", "e"):  # lanes whose files are gone: long problems, a detail cut short
+        (lanes_dir / f"{name}.env").write_text(f"LANE_PRODUCT={name}\nLANE_PROGRESS={tmp_path / name / 'p.json'}\n"
+                                               f"LANE_REPO={tmp_path / name / 'repo'}\n")
+    (lanes_dir / "bom.env").write_bytes(b"\xef\xbb\xbfLANE_PRODUCT=bom\n")
+    (lanes_dir / "dup.env").write_text(f"LANE_PRODUCT=alpha\nLANE_PROGRESS={tmp_path / 'x'}\n")
+    log = tmp_path / "ledger.jsonl"
+    out = lanes(log, "--observe", str(lanes_dir))
+    assert out.returncode == 1
+    check = [e for e in events(log) if e["type"] == "lane_check"][-1]
+    assert "[cut: " in check["detail"]  # the detail holds only its first 500 characters
+
+    code, view = status(log)
+    assert code == 1
+    unobserved = {i["id"]: i for i in items(view, "lane_unobserved")}
+    assert set(unobserved) == {"c", "d", "e", str(lanes_dir / "bom.env"), str(lanes_dir / "dup.env")}
+    assert f"{lanes_dir / 'bom.env'}:1: " in unobserved[str(lanes_dir / "bom.env")]["reason"]
+    assert "is also" in unobserved[str(lanes_dir / "dup.env")]["reason"]
+    [error] = items(view, "lanes_error")
+    assert "5 lane(s) or file(s) it could not observe are named one each" in error["reason"]
+    assert "journalctl -u recovery-ledger-lanes.service" in error["reason"]
+    assert "/opt/recovery-ledger/var/log/lanes.log" in error["reason"]
+    assert error["next"] == f"eventlog status {log} --domain lanes --all"
+    listed = run_cli("status", str(log), "--domain", "lanes", "--all")
+    for ident in unobserved:
+        assert f"  {ident} (" in listed.stdout
+
+
+def test_an_unobserved_of_another_writer_is_kept_and_ignored(tmp_path: Path) -> None:
+    """A project field holding another value than the project writes is no bad line, and no view shows it."""
+    first = {"type": "status_updated", "ts": at(-1), "product": "beta", "state": "running"}
+    for value, shown in (({"beta": "its directory moved"}, ["beta"]), (["beta"], []), ({"beta": 5}, [])):
+        log = write_log(tmp_path / "ledger.jsonl", [first, {"type": "lane_check", "ts": at(-0.5), "exit": "error",
+                                                            "detail": "d", "period_s": 3600, "unobserved": value}])
+        code, view = status(log)
+        assert code == 1 and items(view, "bad_line") == []
+        assert [i["id"] for i in items(view, "lane_unobserved")] == shown
