@@ -1056,16 +1056,16 @@ class _Judge:
         if resume is not None:
             task = f"task branch {resume.task_branch}" if resume.task_branch else "no task branch given"
             return f"; a resume was enqueued for it at {resume.ts} ({task})"
-        last = lanes.last_pass
-        if last is None:
+        if lanes.state.check_ts is None:  # "is there a pass": any lane_check, as lanes_late judges it
             return "; no resume sent: no lanes pass in the log (eventlog lanes sends them)"
-        if last.exit == "error":
+        last = lanes.last_pass
+        if last is not None and last.exit == "error":
             unseen = " and could not observe it (lane_unobserved)" if product in lanes.unobserved() else ""
             return f"; no resume sent: the last lanes pass ({last.ts}) ended in error{unseen}"
         late = self.lanes_late()
         if late:
             return f"; no resume sent: no lanes pass since {late[0].since}, and one is late (lanes_late)"
-        return f"; no resume sent yet: the next lanes pass sends one (the last ran at {last.ts})"
+        return f"; no resume sent yet: the next lanes pass sends one (the last ran at {lanes.state.check_ts})"
 
     def lanes(self) -> list[Item]:
         """Every lane stalled as of T (the seed's verdict, in English)."""

@@ -144,6 +144,25 @@ def test_status_names_every_lane_and_file_it_could_not_observe_and_where_the_res
         assert f"  {ident} (" in listed.stdout
 
 
+def test_one_judgement_of_is_there_a_lanes_pass(tmp_path: Path) -> None:
+    """The seed's sample: its lane_check states no exit and no period; the stall's words agree with lanes_late."""
+    log = ROOT / "fixtures" / "lanes_seed_sample.jsonl"
+    code, view = status(log)
+    assert code == 1
+    [late] = items(view, "lanes_late")
+    assert late["reason"].startswith("no lanes pass since 2026-08-08T10:40:01.288710+09:00")
+    [quiet] = items(view, "status_quiet")
+    assert "no lanes pass in the log" not in quiet["reason"]
+    assert "no resume sent: no lanes pass since 2026-08-08T10:40:01.288710+09:00" in quiet["reason"]
+    at_log = json.loads(run_cli("status", str(log), "--json", "--at", "log").stdout)
+    [quiet] = items(at_log, "status_quiet")
+    assert "no lanes pass in the log" not in quiet["reason"]
+    assert "the last ran at 2026-08-08T10:40:01.288710+09:00" in quiet["reason"]
+    empty = write_log(tmp_path / "none.jsonl", [json.loads(log.read_text().splitlines()[0])])
+    [quiet] = items(status(empty)[1], "status_quiet")
+    assert "no resume sent: no lanes pass in the log" in quiet["reason"]
+
+
 def test_an_unobserved_of_another_writer_is_kept_and_ignored(tmp_path: Path) -> None:
     """A project field holding another value than the project writes is no bad line, and no view shows it."""
     first = {"type": "status_updated", "ts": at(-1), "product": "beta", "state": "running"}
