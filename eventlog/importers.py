@@ -206,10 +206,13 @@ class EndedLines(Generic[AnyStr]):
         self._pending: Callable[[AnyStr], bool] = pending
         #: The number of the last line, held back (None: every line ended).
         self.unfinished: int | None = None
+        #: How many lines were given to read so far (blank ones included; not the one held back).
+        self.read = 0
 
     def __iter__(self) -> Iterator[AnyStr]:
         for number, line in enumerate(self._lines, 1):
             if line[-1:] in ("\n", "\r", b"\n", b"\r") or not line.strip() or not self._pending(line):
+                self.read += 1
                 yield line  # a blank last line holds nothing yet: nothing to hold back
             else:  # only the last line of a file can lack its newline
                 self.unfinished = number

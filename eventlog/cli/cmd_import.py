@@ -46,7 +46,8 @@ last line (a job's "Downloading... 100%") is no record, and is read as it is.
                                            circuit state file"""
 
 EXITS = """\
-0  done (a DIR with nothing to import at all, a ledger FILE with no entry, a guarded
+0  done (a DIR with nothing to import at all, a FILE with no line or no record of
+   its kind (quota-log, worker-log, ledger: how many lines were read), a guarded
    job LOG registers whose plist is gone (with the line that retires it), a circuit
    FILE not written yet, and each input left because LOG knows better
    ("left: ...") are said on stderr; a last line being written is counted in
@@ -113,6 +114,8 @@ def register(sub: Any) -> None:
                         "in LOG (counted in older, named on stderr: left FILE:LINE).\n"
                         "A marker that cannot become an event (a time out of range, a byte that is not\n"
                         "UTF-8, a line too long to write) is named FILE:LINE on stderr; the rest is imported.\n"
+                        "A FILE with no line, or no marker, is said on stderr (and in --json's notes) with how\n"
+                        "many lines were read; it is no error (exit 0).\n"
                         + AHEAD)
     add_log(ql, "the log to append to (created if absent)")
     ql.add_argument("files", nargs="+", metavar="FILE")
@@ -160,8 +163,9 @@ order. An entry the log holds already is not appended again, nor one older than
 its account's latest limit in the log (named on stderr: left FILE:LINE); an entry
 that cannot be read or become an event (a line that is not JSON, not UTF-8 or
 nested deeper than 64 levels; one too long to write) is named on stderr (FILE:LINE,
-or FILE: entry N) and the rest imported. A FILE with no entry (empty) is said on
-stderr; it is no error. A limit's time is its limitedAt.
+or FILE: entry N) and the rest imported. A FILE with no entry (empty, blank lines,
+[]) is said on stderr (and in --json's notes) with how many lines were read; it is
+no error. A limit's time is its limitedAt.
 """ + AHEAD
 
 HANDOFF_FILES = """\
@@ -218,8 +222,10 @@ above 1e11). Lines of other messages and lines that are not JSON are counted;
 a line of these four that cannot become an event (a byte that is not UTF-8 and
 a line too long to write included), or that the timeline refuses (a second
 result of a control ...), and a line nested deeper than 64 levels, are named
-FILE:LINE on stderr. What LOG already holds is not appended again, so importing
-the same files twice adds nothing."""
+FILE:LINE on stderr. A FILE with no line, or none of the four messages, is said
+on stderr (and in --json's notes) with how many lines were read, of other messages
+and not JSON; it is no error (exit 0). What LOG already holds is not appended
+again, so importing the same files twice adds nothing."""
 
 
 def run_import_launchd(args: argparse.Namespace) -> int:
@@ -292,8 +298,9 @@ def _lines(done: Any) -> tuple[list[str], list[str]]:
                 f"{len(done.skipped)} line(s) skipped, {done.other} line(s) of other messages, "
                 f"{done.not_json} line(s) not JSON"
                 + (f" (first: {', '.join(done.not_json_first)})" if done.not_json_first else "") + left], [
-            f"skipped {s}" for s in done.skipped]
+            *(f"skipped {s}" for s in done.skipped), *done.notes]
     return [f"{done.imported} marker(s) imported, {done.already} already in the log, "
             f"{done.older} older than their job's latest marker in the log"
             + (f", {done.dated_ahead} dated ahead of now" if done.dated_ahead else "")
-            + (f", {len(done.problems)} problem(s)" if done.problems else "") + left], [f"left: {x}" for x in done.left]
+            + (f", {len(done.problems)} problem(s)" if done.problems else "") + left], [
+        *(f"left: {x}" for x in done.left), *done.notes]

@@ -190,17 +190,20 @@ class QuotaLogReport(msgspec.Struct, kw_only=True):
     left: list[str] = msgspec.field(default_factory=list)
     #: How many markers were dated ahead of now (not appended; each named in ``problems``).
     dated_ahead: int = 0
+    #: What a person should know besides (a FILE with no line, or no marker: :func:`no_record`), said on stderr.
+    notes: list[str] = msgspec.field(default_factory=list)
 
     @property
     def status(self) -> int:
         """1 when an input could not be read or used (a marker dated ahead of now included), or the log has bad
-        lines, else 0."""
+        lines, else 0 (a FILE with no marker too)."""
         return 1 if self.problems else 0
 
 
 def import_quota_log(opts: QuotaLogImport) -> QuotaLogReport:
     """The markers not in the log yet, not older than their job's latest not dated ahead, and not dated ahead of now
-    themselves, in time order (``eventlog.importers.new_markers``)."""
+    themselves, in time order (``eventlog.importers.new_markers``). A FILE with no line, or no marker, is said in
+    ``notes`` (:func:`no_record`)."""
     not_a_directory(opts.log)
     events: list[tuple[str, dict[str, Any]]] = []
     report = QuotaLogReport()
@@ -213,6 +216,8 @@ def import_quota_log(opts: QuotaLogImport) -> QuotaLogReport:
         except OSError as err:
             report.problems.append(f"cannot read {path}: {err.strerror or err}")
             continue
+        if not found and not unread and lines.unfinished is None:
+            report.notes.append(no_record(path, lines.read, "CLAUDE_QUOTA_JOB_SKIPPED or CLAUDE_QUOTA_JOB_RAN marker"))
         events.extend(found)
         report.problems.extend(unread)
     bad: list[dict[str, Any]] = []
@@ -225,6 +230,18 @@ def import_quota_log(opts: QuotaLogImport) -> QuotaLogReport:
     report.problems += plan.ahead
     name_bad_lines(report, opts.log, bad)
     return report
+
+
+def no_record(path: str, lines: int, kind: str, detail: str = "") -> str:
+    """What an input FILE that gave no record of ``kind`` says: that it holds no line at all, or how many lines were
+    read (``lines``, ``detail``: what they were) and that none is such a record. A note, no error (nothing failed:
+    a job that has not run yet writes no marker), but a person who named the wrong file (a rotated or truncated
+    one) sees it."""
+    if not lines:
+        return f"{path}: empty (no line): no {kind} to import from it (is it the right file, not a rotated or " \
+               "truncated one?)"
+    return f"{path}: {lines} line(s) read, no {kind} among them{detail}: nothing to import from it (is it the " \
+           "right file?)"
 
 
 def _append(target: str, events: list[dict[str, Any]]) -> None:
@@ -264,10 +281,14 @@ class WorkerLogReport(msgspec.Struct, kw_only=True):
     problems: list[str] = msgspec.field(default_factory=list)
     bad_lines: BadLines = msgspec.field(default_factory=BadLines)
     unfinished: list[str] = msgspec.field(default_factory=list)
+    #: What a person should know besides (a FILE with no line, or no line of the four messages: :func:`no_record`),
+    #: said on stderr.
+    notes: list[str] = msgspec.field(default_factory=list)
 
     @property
     def status(self) -> int:
-        """1 when an input could not be read, a line of the four messages was skipped, or the log has bad lines."""
+        """1 when an input could not be read, a line of the four messages was skipped, or the log has bad lines (a
+        FILE with none of the four messages is 0)."""
         return 1 if self.problems or self.skipped else 0
 
 
@@ -277,12 +298,14 @@ def import_worker_log(opts: WorkerLogImport) -> WorkerLogReport:
     An event the log already holds (the same fields, the same instant) is not
     appended again, so importing again adds nothing. A
     candidate the timeline's rules would reject (``projections.controls``) is
-    skipped and named rather than refusing the whole import.
+    skipped and named rather than refusing the whole import. A FILE with no line, or no line of the four messages,
+    is said in ``notes`` (:func:`no_record`).
     """
     not_a_directory(opts.log)
     found = worker_log.Read()
     report = WorkerLogReport()
     for path in opts.files:
+        before = (len(found.events), len(found.skipped), found.other, len(found.not_json))
         try:
             with open(path, "rb") as f:
                 lines = importers.EndedLines(f, importers.unended_json)
@@ -290,6 +313,11 @@ def import_worker_log(opts: WorkerLogImport) -> WorkerLogReport:
                 count_unfinished(report, path, f, lines.unfinished)
         except OSError as err:
             report.problems.append(f"cannot read {path}: {err.strerror or err}")
+            continue
+        if (len(found.events), len(found.skipped)) == before[:2] and lines.unfinished is None:
+            other, not_json = found.other - before[2], len(found.not_json) - before[3]
+            report.notes.append(no_record(path, lines.read, "line of the four messages (worker-log --help)",
+                                          f" ({other} of other messages, {not_json} not JSON)"))
     bad: list[dict[str, Any]] = []
     with runner_lock(opts.log, "import", wait=True):
         held = _held(log_events(opts.log, bad=bad))
@@ -415,13 +443,15 @@ def import_ledger(opts: LedgerImport) -> ImportReport:
     for path in opts.files:
         try:
             with open(path, "rb") as f:
-                entries, unfinished = handoff_importers.ledger_entries(f.read(), path)
+                data = f.read()
+                entries, unfinished = handoff_importers.ledger_entries(data, path)
                 count_unfinished(report, path, f, unfinished)
         except (OSError, ValueError) as err:
             report.problems.append(f"cannot read {path}: {getattr(err, 'strerror', None) or err}")
             continue
-        if not entries:  # nothing failed (a handler with no limit yet), but a wrong or truncated file is noticed
-            report.notes.append(f"{path}: empty (no ledger entry): nothing to import from it (is it the right file?)")
+        if not entries and unfinished is None:  # nothing failed (a handler with no limit yet), but a wrong or
+            # truncated file is noticed
+            report.notes.append(no_record(path, len(data.splitlines()), "ledger entry"))
         for where, entry in entries:
             try:
                 ev = handoff_importers.limit_event(entry, opts.assume_tz)
