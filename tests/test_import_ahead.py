@@ -73,7 +73,8 @@ def test_a_marker_in_the_log_dated_ahead_does_not_make_the_true_markers_older(tm
     out = run_cli("import", "quota-log", str(log), str(guard), "--json")
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout) == {"imported": 3, "already": 0, "older": 0, "problems": [], "unfinished": [],
-                                      "bad_lines": {"count": 0, "first": []}, "left": [], "dated_ahead": 0}
+                                      "bad_lines": {"count": 0, "first": []}, "left": [], "dated_ahead": 0,
+                                      "notes": []}
     assert [e["type"] for e in lines(log)[2:]] == ["job_skipped", "job_ran", "job_ran"]
     assert ahead_items(log) == []
     # importing again adds nothing, and says nothing

@@ -151,7 +151,8 @@ def test_an_empty_ledger_is_said(tmp_path: Path, text: str) -> None:
     log = tmp_path / "work.jsonl"
     out = run_cli("import", "ledger", str(log), str(ledger))
     assert out.returncode == 0  # nothing could not be read: a ledger with no limit yet (the help's exit codes)
-    assert f"{ledger}: empty" in out.stderr, out.stderr
+    said = "empty (no line)" if not text else "2 line(s) read, no ledger entry among them"  # blank lines are lines
+    assert f"{ledger}: {said}" in out.stderr, out.stderr
     assert json.loads(run_cli("import", "ledger", str(log), str(ledger), "--json").stdout)["notes"] == [
         out.stderr.strip().removeprefix("eventlog: ")]
 

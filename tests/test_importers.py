@@ -227,7 +227,8 @@ def test_import_quota_log_local_zone_and_twice(tmp_path: Path) -> None:
     # another zone writes the same instants: still nothing new
     out = run_cli("import", "quota-log", str(log), str(stderr_log), str(other), "--assume-tz", "UTC", "--json")
     assert json.loads(out.stdout) == {"imported": 0, "already": 2, "older": 0, "problems": [], "unfinished": [],
-                                      "bad_lines": {"count": 0, "first": []}, "left": [], "dated_ahead": 0}
+                                      "bad_lines": {"count": 0, "first": []}, "left": [], "dated_ahead": 0,
+                                      "notes": []}
     assert len(read(log)) == 2
 
 

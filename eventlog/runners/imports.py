@@ -169,8 +169,13 @@ class FilesImport:
     assume_tz: tzinfo | None = None
 
 
+@dataclass(kw_only=True)
 class QuotaLogImport(FilesImport):
     """``import quota-log``: the guard's ``CLAUDE_QUOTA_JOB_*`` markers in ``files`` into ``log``."""
+
+    #: Files a glob matched (a catch-up's ``--import-quota-log``): one with no marker is not said, as such a glob
+    #: matches the stderr of every job, unguarded ones too (catch-up names a guarded job whose markers do not come).
+    globbed: frozenset[str] = frozenset()
 
 
 class QuotaLogReport(msgspec.Struct, kw_only=True):
@@ -216,7 +221,7 @@ def import_quota_log(opts: QuotaLogImport) -> QuotaLogReport:
         except OSError as err:
             report.problems.append(f"cannot read {path}: {err.strerror or err}")
             continue
-        if not found and not unread and lines.unfinished is None:
+        if not found and not unread and lines.unfinished is None and path not in opts.globbed:
             report.notes.append(no_record(path, lines.read, "CLAUDE_QUOTA_JOB_SKIPPED or CLAUDE_QUOTA_JOB_RAN marker"))
         events.extend(found)
         report.problems.extend(unread)
