@@ -24,7 +24,10 @@ the views already use (nothing is folded for it):
   counts from it, and new work is refused until then);
 - ``catchup_skip``: a guarded job's latest skip, not kicked since, dated a later
   day than now's (a skip dated another day is no skip of today, so it is no
-  candidate; one ahead but of today still is, and silences nothing).
+  candidate; one ahead but of today still is, and silences nothing);
+- ``rerun_no_end``: the ``catchup_kicked`` of a catch-up re-run with no end
+  written (its missing end is named only once its timeout, twice its kill grace
+  and a margin have passed since the kick: :meth:`projections.catchup.Rerun.deadline`).
 - ``worker_not_ready``, ``decision_unclaimed``, ``worker_gone``: what a session
   that should have a worker waits on (:func:`projections.sessions.waited_from`):
   the claim of a worker still starting (it is not judged not ready before the
@@ -66,7 +69,7 @@ import msgspec
 
 from eventlog.events import parse_time
 from projections.base import elapsed_s, later
-from projections.catchup import marker_day
+from projections.catchup import Rerun, marker_day
 from projections.handoffs import LIVE, PENDING
 from projections.runner import Runner
 from projections.sessions import BACKOFF, waited_from
@@ -82,8 +85,8 @@ RESET_AHEAD_MAX_S = 8 * 86400.0
 
 #: The check a time ahead silences (the ``check`` label of ``recovery_dated_ahead``).
 Check = Literal["watcher_late", "claim_stale", "pending_age", "probe_backoff", "job_unpicked", "status_quiet",
-                "job_picked", "retry_due", "catchup_skip", "limited_at", "limit_reset", "worker_not_ready",
-                "decision_unclaimed", "worker_gone"]
+                "job_picked", "retry_due", "catchup_skip", "rerun_no_end", "limited_at", "limit_reset",
+                "worker_not_ready", "decision_unclaimed", "worker_gone"]
 CHECKS: tuple[Check, ...] = Check.__args__  # type: ignore[attr-defined]
 
 
@@ -163,6 +166,8 @@ def dated_ahead(runner: Runner, now: datetime, tolerance_s: float = TOLERANCE_S)
         if marker.skipped and not marker.kicked and job is not None and job.guarded \
                 and marker_day(marker, now) != now.date():  # ahead, but of today: still today's skip (a candidate)
             found.check("catchup_skip", label, marker.line, marker.at, marker.ts)
+    for label, r in catchup.open_reruns().items():
+        _open_rerun(found, label, r)
     return sorted(found.out, key=lambda a: (a.line, a.check, a.id))
 
 
@@ -187,6 +192,14 @@ class _Found:
         """Add a time known to lie past the edge."""
         self.out.append(Ahead(check=check, id=ident, line=line, ts=ts, ahead_s=elapsed_s(at, self.now),
                               until=until))
+
+
+def _open_rerun(found: _Found, label: str, r: Rerun) -> None:
+    """An open re-run's kick, when it lies ahead (until: when its missing end is named, None past what can be held)."""
+    if r.kicked_ts is not None:
+        deadline = r.deadline()
+        found.check("rerun_no_end", label, r.kicked_line, parse_time(r.kicked_ts), r.kicked_ts,
+                    until=None if deadline is None else deadline.isoformat())
 
 
 def _after(at: datetime, wait_s: float) -> datetime | None:

@@ -802,8 +802,8 @@ def line_cmd(facts: LogFacts, line: int) -> str:
 AHEAD_KIND: dict[Check, Kind] = {
     "watcher_late": "watcher", "claim_stale": "handoff", "pending_age": "handoff", "probe_backoff": "account",
     "job_unpicked": "lane", "status_quiet": "lane", "job_picked": "lane", "retry_due": "session",
-    "catchup_skip": "catchup", "limited_at": "account", "limit_reset": "account", "worker_not_ready": "session",
-    "decision_unclaimed": "session", "worker_gone": "session",
+    "catchup_skip": "catchup", "rerun_no_end": "catchup", "limited_at": "account", "limit_reset": "account",
+    "worker_not_ready": "session", "decision_unclaimed": "session", "worker_gone": "session",
 }
 
 #: Each check of :mod:`projections.ahead`: what the line is, what its time silences, and what ends it.
@@ -840,6 +840,11 @@ _AHEAD_WORDS: dict[Check, tuple[str, str, str]] = {
                     "a worker's claim of the session ends this"),
     "catchup_skip": ("the latest skip of job {id}", "it is no skip of today, so it is no catch-up candidate today",
                      "its next marker with a true time ends this"),
+    "rerun_no_end": ("the open catch-up re-run (a catchup_kicked, no catchup_finished since) of job {id}",
+                     "its missing end cannot be named before {until}, so if the catch-up that ran it died, nothing "
+                     "says so; and while it is open no catch-up of a --kick-cmd kicks anything",
+                     "its end ends this: once you know the job no longer runs, record it (explain prints the "
+                     "command)"),
     "limited_at": ("the limited_at of the latest limit (limit_recorded) of account {id}",
                    "no limit is hit ahead of now, yet as the account's latest limit (by log order) its reset_at "
                    "decides when the account is probed, over any true limit before it (an import of the ledger "
@@ -1895,22 +1900,18 @@ def _catchup_verdict(judge: _Judge, label: str) -> Verdict:
     }
     unfed = judge.unfed(label)
     facts["unfed"] = unfed[0].reason if unfed else None
+    # a kick dated ahead holds its missing end back: the line that records it, once the job no longer runs
+    ended = [rerun_end_cmd(judge.log, label) for a in judge.ahead_of("catchup", label) if a.check == "rerun_no_end"]
+    # only a registered job is unfed: what it says, and its commands
+    fed = None if not unfed or job is None else _unfed_said(judge.log, unfed[0], job)
     bad = [b for b in c.bad_reruns(judge.at) if b.label == label]
     if bad:
-        return _bad_rerun_verdict(judge, bad[0], facts | {"why_not": failed}, unfed)
-    if unfed:
-        assert job is not None  # only a registered job is unfed
+        return _bad_rerun_verdict(judge, bad[0], facts | {"why_not": failed}, unfed, fed)
+    if fed is not None:
         facts["why_not"] = failed
-        says = (f"{unfed[0].reason} (named {duration_words(UNFED_AFTER_S)} after its first slot of today, of "
-                "those not earlier than its registration); the shipped catch-up units import the markers before "
-                "each pass (catchup --import-quota-log, docs/OPERATIONS.md): look at that pass's output; by hand, "
-                "run eventlog import quota-log on this log with the file the job's guard writes its markers to (the "
-                "job's stderr: its plist's StandardErrorPath, its unit's StandardError=); if the job was removed "
-                "(no plist holds it any more: import launchd names it), retire it so that catch-up stops judging "
-                "it: the last command below appends its registration with guarded false (an import of its plist "
-                "registers it again); not a candidate, because " + "; and ".join(failed))
-        return _verdict(judge, "catchup", label, "unfed", says, unfed, unfed[0].since,
-                        next_cmds=[IMPORT_MARKERS_HELP, retire_job_cmd(judge.log, job)], facts=facts)
+        says = f"{fed[0]}; not a candidate, because " + "; and ".join(failed)
+        return _verdict(judge, "catchup", label, "unfed", says, unfed, unfed[0].since, next_cmds=[*fed[1], *ended],
+                        facts=facts)
     if not failed:
         code, says = "candidate", f"candidate: guarded, skipped {today_words(judge.at)}, and a slot of today has passed"
         if is_open:
@@ -1933,13 +1934,29 @@ def _catchup_verdict(judge: _Judge, label: str) -> Verdict:
             says += f"; the circuit is open until {c.state.open_until}"
     facts["why_not"] = failed
     return _verdict(judge, "catchup", label, code, says, [it for it in judge.candidates() if it.id == label],
-                    since, until=c.state.open_until if is_open else None, next_cmds=cmds, facts=facts)
+                    since, until=c.state.open_until if is_open else None, next_cmds=[*cmds, *ended], facts=facts)
 
 
-def _bad_rerun_verdict(judge: _Judge, b: BadRerun, facts: dict[str, Any], more: list[Item]) -> Verdict:
+def _unfed_said(log: str | LogArg, item: Item, job: JobRegistered) -> tuple[str, list[str]]:
+    """What ``explain`` says of a job nothing feeds (``item``: its ``unfed`` item), and its commands: how to import
+    its markers, and the line that retires it."""
+    says = (f"{item.reason} (named {duration_words(UNFED_AFTER_S)} after its first slot of today, of "
+            "those not earlier than its registration); the shipped catch-up units import the markers before "
+            "each pass (catchup --import-quota-log, docs/OPERATIONS.md): look at that pass's output; by hand, "
+            "run eventlog import quota-log on this log with the file the job's guard writes its markers to (the "
+            "job's stderr: its plist's StandardErrorPath, its unit's StandardError=); if the job was removed "
+            "(no plist holds it any more: import launchd names it), retire it so that catch-up stops judging "
+            "it: the last command below appends its registration with guarded false (an import of its plist "
+            "registers it again)")
+    return says, [IMPORT_MARKERS_HELP, retire_job_cmd(log, job)]
+
+
+def _bad_rerun_verdict(judge: _Judge, b: BadRerun, facts: dict[str, Any], more: list[Item],
+                       fed: tuple[str, list[str]] | None = None) -> Verdict:
     """A job whose catch-up re-run ended badly or never reported its end: what happened, and how to run it by hand
     where it runs (:func:`by_hand_cmds`; in words when the catch-up ran a kick command, or how is not written);
-    ``more``: the label's other items (nothing feeds it)."""
+    ``more``: the label's other items; ``fed``: when nothing feeds it too, what :func:`_unfed_said` says of that,
+    and its commands (after the re-run's: a run by hand is seen only once its marker reaches the log)."""
     label, r = b.label, b.rerun
     cmds = by_hand_cmds(label, r)
     if cmds is not None:
@@ -1960,8 +1977,13 @@ def _bad_rerun_verdict(judge: _Judge, b: BadRerun, facts: dict[str, Any], more: 
                    "(re-runs never overlap); then " + by_hand)
         next_cmds = [*([] if cmds is None else [cmds.check]), rerun_end_cmd(judge.log, label), *next_cmds]
     since = r.kicked_ts if b.kind == "rerun_no_end" else r.finished_ts
-    return _verdict(judge, "catchup", label, b.kind, f"{rerun_words(b)}; {by_hand}", [judge.rerun(b), *more], since,
-                    next_cmds=next_cmds, facts=facts)
+    says = f"{rerun_words(b)}; {by_hand}"
+    if fed is not None:
+        says += (f". And {fed[0]}: until its markers reach the log, a run by hand clears neither (nothing shows "
+                 "that it ran)")
+        next_cmds = [*next_cmds, *fed[1]]
+    return _verdict(judge, "catchup", label, b.kind, says, [judge.rerun(b), *more], since, next_cmds=next_cmds,
+                    facts=facts)
 
 
 def _session_verdict(judge: _Judge, sid: str) -> Verdict:

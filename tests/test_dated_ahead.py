@@ -64,6 +64,7 @@ STORIES: dict[str, tuple[list[dict[str, Any]], str]] = {
                        "calendar": [{"Hour": 0, "Minute": 0}], "interval_s": None},
                       {"type": "job_skipped", "ts": at(24), "label": "j1", "reason": "quota",
                        "remaining_s": 100}], "j1"),
+    "rerun_no_end": ([{"type": "catchup_kicked", "ts": at(24), "label": "j1"}], "j1"),
     "limited_at": ([CREATED, {"type": "limit_recorded", "ts": TYPO, "account": "acct-a", "limited_at": TYPO,
                               "reset_at": None, "source": "parsed-limit-message", "confidence": "unknown"}],
                    "acct-a"),

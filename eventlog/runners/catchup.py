@@ -86,7 +86,9 @@ every pass, so it cannot tell a new bad line from an old one, and each counts:
 ``PassBadLines``), and every re-run that did not end well and an open one
 (``projections.catchup.Catchup.bad_reruns``: each pass names them while the
 views do, for the same reason, and a catch-up killed mid re-run never said
-it). ``notes`` are for a person too but change nothing.
+it), and, judged as of now, a job's line dated ahead of it (``projections.ahead.dated_ahead``: a skip dated a
+later day, which is no candidate, and the kick of an open re-run, whose missing end is not named before the clock
+passes it), as ``LOG:LINE``. ``notes`` are for a person too but change nothing.
 """
 
 from __future__ import annotations
@@ -121,8 +123,9 @@ from eventlog.runners.common import (
 from eventlog.runners.process import Interrupted, check_stop, run
 from eventlog.runners.schedulers import POLL_S, JobRan, Scheduler, SchedulerError, run_job
 from projections import catchup as rules
+from projections.ahead import dated_ahead
 from projections.catchup import Catchup, Rerun, Unfed, today_words
-from projections.triage import explain_cmd, rerun_end_cmd, rerun_words, unfed_words
+from projections.triage import AHEAD_KIND, ahead_words, explain_cmd, rerun_end_cmd, rerun_words, unfed_words
 
 #: Spec section 5: a re-run over this is stopped.
 KICK_TIMEOUT_S = rules.TIMEOUT_S
@@ -308,6 +311,10 @@ def _judge(opts: Options, report: Report, last_at: datetime | None, last_ts: str
     for u in state.unfed(when):
         report.unfed.append(u.label)
         report.problems.append(_unfed_words(opts, u, when))
+    if opts.at.live:  # a line of a job dated ahead of now holds back what a pass would say of it
+        report.problems += [f"{opts.log}:{a.line}: {ahead_words(a, line=False)}; fix the clock of its writer (see "
+                            f"{explain_cmd(log_arg(opts), a.id)})"
+                            for a in dated_ahead(folder(replay), when) if AHEAD_KIND[a.check] == "catchup"]
     for b in state.bad_reruns(when):
         if b.rerun.ended or opts.dry_run:  # an open one: a real pass asks whether it runs (_waits_for)
             report.reruns.append(_rerun_fact(b.label, b.kind, b.rerun))
@@ -360,10 +367,10 @@ def _feed(opts: Options, report: Report) -> None:
         state = os.path.expanduser(opts.import_circuit)
         steps.append(("circuit", lambda: imports.import_circuit(imports.CircuitImport(log=opts.log, file=state,
                                                                                      assume_tz=opts.assume_tz))))
-    files = _marker_files(opts.import_quota_log, report.problems)
+    files, globbed = _marker_files(opts.import_quota_log, report.problems)
     if files:
         steps.append(("quota-log", lambda: imports.import_quota_log(imports.QuotaLogImport(
-            log=opts.log, files=files, assume_tz=opts.assume_tz))))
+            log=opts.log, files=files, assume_tz=opts.assume_tz, globbed=globbed))))
     for source, step in steps:
         try:
             done = step()
@@ -386,19 +393,24 @@ def _feed(opts: Options, report: Report) -> None:
         report.notes.extend(f"import {source}: {n}" for n in getattr(done, "notes", []))
 
 
-def _marker_files(patterns: list[str], problems: list[str]) -> list[str]:
+def _marker_files(patterns: list[str], problems: list[str]) -> tuple[list[str], frozenset[str]]:
     """The files ``patterns`` match (each a glob, ``~`` expanded; one with no wildcard is its own file), in order,
-    each once; a pattern that matches no file is a problem (no marker comes from it)."""
+    each once, and those only a wildcard matched (the import does not say one with no marker); a pattern that
+    matches no file is a problem (no marker comes from it)."""
     files: list[str] = []
+    named: set[str] = set()
     for pattern in patterns:
         path = os.path.expanduser(pattern)
-        found = sorted(glob.glob(path)) if glob.has_magic(path) else [path]
+        magic = glob.has_magic(path)
+        found = sorted(glob.glob(path)) if magic else [path]
         if not found:
             problems.append(f"import quota-log: no file matches {pattern}: no marker is imported from it")
+        if not magic:
+            named.add(path)
         for name in found:
             if name not in files:
                 files.append(name)
-    return files
+    return files, frozenset(files) - named
 
 
 def _rerun_fact(label: str, kind: str, r: Rerun) -> dict[str, Any]:
