@@ -865,10 +865,10 @@ _AHEAD_WRONG: dict[Check, str] = {"limited_at": "The limit's time is wrong (a ty
 
 
 def ahead_words(a: Ahead, where: str | None = None) -> str:
-    """What the line is and where (``where``: how to name it, ``line N`` by default), its time, how far ahead of
-    now, and what it silences."""
+    """What the line is and where (``where``: how to name it, ``line N`` by default; "": named before the words
+    already), its time, how far ahead of now, and what it silences."""
     what, silenced, _ends = _AHEAD_WORDS[a.check]
-    where = f" ({where or f'line {a.line}'})" if a.line else ""
+    where = f" ({where or f'line {a.line}'})" if a.line and where != "" else ""
     return (f"{what.format(id=a.id)}{where} is dated {a.ts}, {duration_words(a.ahead_s)} ahead of now: "
             + silenced.format(until=a.until or "the end of what can be written (never)"))
 

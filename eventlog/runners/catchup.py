@@ -312,7 +312,7 @@ def _judge(opts: Options, report: Report, last_at: datetime | None, last_ts: str
         report.unfed.append(u.label)
         report.problems.append(_unfed_words(opts, u, when))
     if opts.at.live:  # a line of a job dated ahead of now holds back what a pass would say of it
-        report.problems += [f"{opts.log}:{a.line}: {ahead_words(a, line=False)}; fix the clock of its writer (see "
+        report.problems += [f"{opts.log}:{a.line}: {ahead_words(a, '')}; fix the clock of its writer (see "
                             f"{explain_cmd(log_arg(opts), a.id)})"
                             for a in dated_ahead(folder(replay), when) if AHEAD_KIND[a.check] == "catchup"]
     for b in state.bad_reruns(when):
