@@ -15,11 +15,14 @@ the dump as of now (:func:`judged`) and rewrites its outputs atomically.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import signal
+import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from contextlib import ExitStack
 from datetime import datetime, tzinfo
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
@@ -31,8 +34,9 @@ import xxhash
 from eventlog import clock, snapshot
 from eventlog.clock import At
 from eventlog.fold import Folder
-from eventlog.logs import NotALogFile, open_regular
+from eventlog.logs import NotALogFile, open_regular, output_lock_path
 from eventlog.replay import Replay
+from eventlog.runners.common import LockUnavailable, open_lock
 from projections.triage import LinesVanished
 
 #: watchfiles' defaults wait ~95 ms; these see an appended line in a few ms.
@@ -314,6 +318,66 @@ def judged(follower: Followed, at: At) -> dict[str, Any]:
 def write_text(path: str, text: str) -> None:
     """Replace ``path`` with ``text`` atomically, readable by the dashboards (mode 0644)."""
     snapshot.write_atomic(path, text.encode("utf-8"), mode=0o644)
+
+
+class OutputRefused(Exception):
+    """An output ``follow`` may not write (:func:`hold_outputs`); the message names it and why, for a person."""
+
+
+def hold_outputs(outputs: Iterable[tuple[str, str | None]], held: ExitStack, cache: str = "--snapshot") -> list[str]:
+    """Lock each output (option, path; None: not given) until ``held`` closes, so that no other follow writes it.
+
+    Each lock is an exclusive ``flock`` on :func:`~eventlog.logs.output_lock_path`, never waited for, with this
+    process's pid and host written in it; the kernel releases it when the process ends, however it ends.
+    :class:`OutputRefused` when another process holds one (its pid and host as it wrote them), or when the lock
+    file of an output cannot be created or opened (:func:`_unlockable`). The ``cache`` output (the snapshot) is
+    kept without its lock when that cannot be made; the note for a person is returned, except when its directory
+    is not there (saving it says so, as a cache that cannot be saved is).
+    """
+    notes = []
+    for option, path in outputs:
+        if not path:
+            continue
+        lock = output_lock_path(path)
+        try:
+            fd = open_lock(lock)
+        except LockUnavailable as err:
+            if option != cache:
+                raise OutputRefused(_unlockable(path, lock, err)) from err
+            if os.path.isdir(os.path.dirname(lock)):
+                notes.append(f"snapshot {path} kept without its lock: {err.why}")
+            continue
+        held.callback(os.close, fd)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise OutputRefused(f"{option} {path} is written by another follow ({_holder(fd)}, holding {lock}): "
+                                "stop it first, or give this one other outputs; not following it") from None
+        stamp = f"{os.getpid()} {socket.gethostname()}\n".encode()
+        try:  # over what an earlier holder wrote, then cut to it; only words for a person (a full disk: none)
+            os.pwrite(fd, stamp, 0)
+            os.ftruncate(fd, len(stamp))
+        except OSError:
+            pass
+    return notes
+
+
+def _unlockable(path: str, lock: str, err: LockUnavailable) -> str:
+    """Why output ``path`` is refused, its lock file ``lock`` not made: in the output's own words when no new file
+    can be made beside it (the output, written as a new file and renamed, could not be either), else the lock's."""
+    cause = err.__cause__
+    if isinstance(cause, OSError) and not os.path.lexists(lock):
+        return f"cannot write {path}: {snapshot.why_not_written(path, cause)}"
+    return f"{err.why}; not following it"
+
+
+def _holder(fd: int) -> str:
+    """Who holds an output's lock, as it wrote itself in: ``pid N``, ``pid N on HOST`` when HOST is another host."""
+    words = os.pread(fd, 512, 0).split(b"\n", 1)[0].decode(errors="replace").split()
+    if not words or not words[0].isdigit():
+        return "pid not known yet"
+    host = words[1] if len(words) > 1 else socket.gethostname()
+    return f"pid {words[0]}" if host == socket.gethostname() else f"pid {words[0]} on {host}"
 
 
 class Schedule:

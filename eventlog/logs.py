@@ -336,17 +336,38 @@ def written_over(log: str, outputs: Iterable[tuple[str, str | None]]) -> str | N
 
     Refused, before anything is written: an output that is LOG itself (:func:`same_file`), a file eventlog keeps
     beside LOG (the appender's sidecar ``LOG.sidecar``, a runner's lock ``LOG.NAME.lock``: rewriting a lock lets
-    two runners in at once), or the file of another output. A stream LOG has no file to write over.
+    two runners in at once), a follow's lock beside an output (:func:`output_lock_path`), or the file of another
+    output. A stream LOG has no file to write over.
     """
     given = [(option, path) for option, path in outputs if path]
     for i, (option, path) in enumerate(given):
-        kept = None if is_url(log) else _kept_beside(log, path)
+        kept = _OUTPUT_LOCK if is_output_lock(path) else None if is_url(log) else _kept_beside(log, path)
         if kept is not None:
             return f"{option} {path} is {kept}: it would be written over"
         for other, earlier in given[:i]:
             if same_file(path, earlier):
                 return f"{other} {earlier} and {option} {path} are the same file: each would write over the other"
     return None
+
+
+#: What a follow's lock file is, for a person (:func:`written_over`).
+_OUTPUT_LOCK = "the lock file a follow holds beside an output it writes"
+
+
+def output_lock_path(path: str) -> str:
+    """The lock file ``follow`` holds beside an output it writes (``--dump``, ``--prom``, ``--snapshot``) for as long
+    as it runs, so that no second follow writes it: ``.BASE.follow.lock`` in the output's directory, hidden as the
+    output's temporary files are, and never ``*.prom`` (node_exporter's textfile directory reads those). The
+    directory's symbolic links are resolved (two paths to one directory: one lock); the output's own name is not
+    (follow renames a new file over that name, not over a link's target). Left there when follow ends: removing a
+    lock file another process may be opening would let two in."""
+    directory, base = os.path.split(os.path.abspath(path))
+    return os.path.join(os.path.realpath(directory), f".{base}.follow.lock")
+
+
+def is_output_lock(path: str) -> bool:
+    """Whether ``path`` is named as a follow's lock beside an output is (:func:`output_lock_path`)."""
+    return re.fullmatch(r"\..+\.follow\.lock", os.path.basename(path)) is not None
 
 
 def _kept_beside(log: str, path: str) -> str | None:
@@ -419,5 +440,6 @@ def lock_path(target: str, name: str) -> str:
 
 
 __all__ = ["NATS_SCHEME", "PASSWORD_VAR", "TOKEN_VAR", "Credentials", "FileLog", "Log", "LogUnavailable", "NotALogFile",
-           "Unreachable", "complete_lines", "credentials", "is_url", "lock_path", "no_event_log", "open_log",
-           "open_regular", "password_note", "printed", "same_file", "taken", "unusable", "userinfo", "written_over"]
+           "Unreachable", "complete_lines", "credentials", "is_output_lock", "is_url", "lock_path", "no_event_log",
+           "open_log", "open_regular", "output_lock_path", "password_note", "printed", "same_file", "taken", "unusable",
+           "userinfo", "written_over"]

@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -96,6 +97,14 @@ def _cases(t: Path) -> dict[str, tuple[list[str], str]]:
         "--prom a runner's lock": (
             ["follow", str(log), "--dump", dump, "--prom", f"{log}.lanes.lock"],
             f"--prom {log}.lanes.lock is the lock file of the lanes runner of {log}: {refused}"),
+        "--prom a follow's lock beside another output": (
+            ["follow", str(log), "--dump", dump, "--prom", str(t / ".d.json.follow.lock")],
+            f"--prom {t / '.d.json.follow.lock'} is the lock file a follow holds beside an output it writes: "
+            f"{refused}"),
+        "replay --snapshot a follow's lock": (
+            ["replay", str(log), "--snapshot", str(t / ".s.snap.follow.lock")],
+            f"--snapshot {t / '.s.snap.follow.lock'} is the lock file a follow holds beside an output it writes: "
+            "it would be written over; nothing replayed"),
         "--dump and --snapshot one file": (
             ["follow", str(log), "--dump", dump, "--snapshot", dump],
             f"--dump {dump} and --snapshot {dump} are the same file: each would write over the other; "
@@ -253,3 +262,79 @@ def test_a_snapshot_of_an_older_format_is_said_to_be_one_not_unreadable(tmp_path
         with following(log, "--dump", str(dump), "--snapshot", str(snap), "--tick", "1h") as (proc, lines):
             assert _wait_for(_alive(proc, lambda: _events(dump) == 5))
         assert lines == [f"eventlog: {said}"]
+
+
+# --- one follow per output -------------------------------------------------------------------------------------
+
+
+SHARED = ["--dump", "--prom", "--snapshot"]
+
+
+@pytest.mark.parametrize("shared", SHARED)
+def test_a_follow_on_an_output_another_follow_writes_is_refused(tmp_path: Path, shared: str) -> None:
+    """The review's case: `follow L.jsonl --dump d.json --prom m.prom` and `follow Old.jsonl --dump d.json --prom
+    m.prom` both ran, both exit 0 on SIGTERM, nothing on stderr, d.json said L.jsonl 4 times in 12 and Old.jsonl 8
+    times; with two versions m.prom flipped between two series sets (alerts' `for:` timers started again). The
+    second follow, sharing any one output, is refused at once: exit 2, nothing written, the output and the first
+    one's pid named; the first goes on writing its own log's dump."""
+    log, old = _log(tmp_path / "L.jsonl", 3), _log(tmp_path / "Old.jsonl", 5)
+    first = {"--dump": tmp_path / "d.json", "--prom": tmp_path / "m.prom", "--snapshot": tmp_path / "s.snap"}
+    second = {"--dump": tmp_path / "d2.json", "--prom": tmp_path / "m2.prom", "--snapshot": tmp_path / "s2.snap"}
+    second[shared] = first[shared]
+    with following(log, *(str(a) for option, path in first.items() for a in (option, path)), "--tick", "0.2s") \
+            as (proc, said):
+        assert _wait_for(_alive(proc, lambda: _events(first["--dump"]) == 3 and first["--snapshot"].exists()))
+        out = run_cli("follow", str(old), *(str(a) for option, path in second.items() for a in (option, path)),
+                      "--tick", "0.2s", timeout=30)
+        path = first[shared]
+        lock = tmp_path / f".{path.name}.follow.lock"
+        assert (out.returncode, out.stderr) == (
+            2, f"eventlog: {shared} {path} is written by another follow (pid {proc.pid}, holding {lock}): stop it "
+               "first, or give this one other outputs; not following it\n")
+        assert not any(second[option].exists() for option in SHARED if option != shared)
+        seen = set()
+        for _ in range(10):  # a few of the first one's ticks: only its log
+            seen.add(json.loads(first["--dump"].read_text())["log"])
+            time.sleep(0.1)
+        assert seen == {str(log)}
+    assert said == []
+
+
+@pytest.mark.parametrize("end", [signal.SIGTERM, signal.SIGKILL])
+def test_an_outputs_lock_ends_with_its_follow(tmp_path: Path, end: signal.Signals) -> None:
+    """The shipped unit restarts follow (Restart=always) after a crash or a kill, and on `systemctl restart`: the
+    old process is gone, and the kernel released its locks, so the next follow on the same outputs starts (the lock
+    files left beside them hold no one)."""
+    log, dump, prom, snap = _log(tmp_path / "l.jsonl", 3), tmp_path / "d.json", tmp_path / "m.prom", tmp_path / "s"
+    outputs = ["--dump", str(dump), "--prom", str(prom), "--snapshot", str(snap), "--tick", "0.2s"]
+    proc = subprocess.Popen([sys.executable, "-m", "eventlog", "follow", str(log), *outputs], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert _wait_for(_alive(proc, lambda: _events(dump) == 3 and snap.exists()))
+    finally:
+        proc.send_signal(end)
+        proc.communicate(timeout=30)
+    assert (tmp_path / ".d.json.follow.lock").exists()
+    dump.unlink()
+    with following(log, *outputs) as (again, said):
+        assert _wait_for(_alive(again, lambda: _events(dump) == 3))
+    assert said == []
+
+
+@pytest.mark.parametrize("at", ["--dump", "--snapshot"])
+def test_a_symbolic_link_at_an_outputs_lock_is_never_followed(tmp_path: Path, at: str) -> None:
+    """A link planted at an output's lock could make follow create a file anywhere, as one at a runner's lock could.
+    The dump's is refused (exit 2, nothing written); the snapshot is a cache: kept without its lock, said."""
+    log, dump, snap = _log(tmp_path / "l.jsonl", 3), tmp_path / "d.json", tmp_path / "s.snap"
+    lock = tmp_path / f".{(dump if at == '--dump' else snap).name}.follow.lock"
+    lock.symlink_to(tmp_path / "elsewhere")
+    why = f"cannot open the lock file {lock}: it is a symbolic link (never followed): remove it"
+    if at == "--dump":
+        out = run_cli("follow", str(log), "--dump", str(dump), "--snapshot", str(snap), timeout=30)
+        assert (out.returncode, out.stderr) == (2, f"eventlog: {why}; not following it\n")
+        assert not dump.exists() and not snap.exists()
+    else:
+        with following(log, "--dump", str(dump), "--snapshot", str(snap), "--tick", "1h") as (proc, said):
+            assert _wait_for(_alive(proc, lambda: _events(dump) == 3))
+        assert said == [f"eventlog: snapshot {snap} kept without its lock: {why}"]
+    assert not (tmp_path / "elsewhere").exists()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
+from contextlib import ExitStack
 from typing import Any
 
 from eventlog import snapshot
@@ -18,7 +19,16 @@ from eventlog.cli.common import (
     judging,
 )
 from eventlog.clock import At
-from eventlog.follow import TICK_S, Followed, Follower, follow, judged, write_text
+from eventlog.follow import (
+    TICK_S,
+    Followed,
+    Follower,
+    OutputRefused,
+    follow,
+    hold_outputs,
+    judged,
+    write_text,
+)
 from eventlog.logs import is_url, open_log, unusable, written_over
 from eventlog.prom import of_replay
 from eventlog.snapshot import why_not_written
@@ -50,12 +60,17 @@ restarts: the dump's "lines_vanished" and recovery_vanished_lines_total. The
 snapshot is a cache: one that cannot be saved is said once on stderr (and when
 it is saved again), recovery_snapshot_unsaved is 1 meanwhile, and it goes on.
 No output may be LOG (by any path or link), its sidecar, a runner's lock
-beside it, or another output. SIGINT and SIGTERM end it cleanly."""
+beside it, another output, or a follow's lock. One follow per output: each
+--dump, --prom and --snapshot is locked (flock on .NAME.follow.lock beside it,
+holding the pid) while it runs, and a follow started on an output another
+follow writes is refused, naming that follow's pid; the kernel releases the
+lock when the process ends, however it ends. SIGINT and SIGTERM end it cleanly."""
 
 FOLLOW_EXITS = """\
 0  stopped by SIGINT or SIGTERM
-2  bad usage (an output that is LOG, its sidecar, a runner's lock or another output: nothing is
-   written), a log that cannot be followed (a directory, a FIFO or a device, a file that cannot
+2  bad usage (an output that is LOG, its sidecar, a runner's lock, another output or a follow's
+   lock: nothing is written), an output another running follow writes (its pid named: nothing
+   is written), a log that cannot be followed (a directory, a FIFO or a device, a file that cannot
    be read, one in a directory that does not exist; no such stream), or a --dump or --prom
    that cannot be written (named on stderr)"""
 
@@ -136,18 +151,32 @@ def run_follow(args: argparse.Namespace) -> int:
         error(str(err))
         return 2
 
-    clash = written_over(args.log, [("--dump", args.dump), ("--prom", args.prom), ("--snapshot", args.snapshot)])
+    outputs = [("--dump", args.dump), ("--prom", args.prom), ("--snapshot", args.snapshot)]
+    clash = written_over(args.log, outputs)
     if clash is not None:
         error(f"{clash}; not following it")
         return 2
-    write = follow_writer(args.dump, args.prom, at, args.tick)
-    sweep(args.dump, args.prom, args.snapshot)
-    if is_url(args.log):
-        return _follow_stream(args, tz, write)
-    never = unusable(args.log)  # a FIFO would block in open() for good, deaf to SIGTERM
+    never = None if is_url(args.log) else unusable(args.log)  # a FIFO would block in open() for good, deaf to SIGTERM
     if never is not None:
         error(f"{never}; not following it")
         return 2
+    with ExitStack() as held:  # each output's lock, until follow ends
+        try:
+            notes = hold_outputs(outputs, held)
+        except OutputRefused as err:
+            error(str(err))
+            return 2
+        for note in notes:
+            error(note)
+        write = follow_writer(args.dump, args.prom, at, args.tick)
+        sweep(args.dump, args.prom, args.snapshot)
+        if is_url(args.log):
+            return _follow_stream(args, tz, write)
+        return _follow_file(args, tz, write)
+
+
+def _follow_file(args: argparse.Namespace, tz: Any, write: Callable[[Any], None]) -> int:
+    """Follow a log file (:func:`eventlog.follow.follow`)."""
     follower = Follower(args.log, Runner, args.snapshot, assume_tz=tz)
     try:
         follow(follower, write, lambda note: error(note), tick_s=args.tick)

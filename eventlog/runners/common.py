@@ -378,6 +378,8 @@ class LockUnavailable(LogFileError):
 
     def __init__(self, message: str) -> None:
         super().__init__([f"{message}; nothing was done"])
+        #: The message without what the runners add (``; nothing was done``).
+        self.why = message
 
 
 @contextmanager
@@ -395,12 +397,7 @@ def runner_lock(log: str, name: str, *, wait: bool) -> Iterator[bool]:
     except OSError as err:  # a stream's lock directory
         where = "" if err.filename is None else f" (its directory {err.filename})"
         raise LockUnavailable(f"cannot create the {name} lock file of {log}{where}: {err.strerror}") from err
-    try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o640)
-    except OSError as err:
-        why = "it is a symbolic link (never followed): remove it" if err.errno == errno.ELOOP else err.strerror
-        verb = "open" if os.path.lexists(path) else "create"
-        raise LockUnavailable(f"cannot {verb} the lock file {path}: {why}") from err
+    fd = open_lock(path)
     try:
         try:
             if wait:
@@ -415,6 +412,18 @@ def runner_lock(log: str, name: str, *, wait: bool) -> Iterator[bool]:
         os.close(fd)
 
 
+def open_lock(path: str) -> int:
+    """The lock file ``path`` opened for ``flock`` (created, mode 0640, when it is not there); never through a
+    symbolic link at its name (it could make this create a file anywhere). :class:`LockUnavailable` naming it and
+    why when it cannot be created or opened (its ``__cause__`` the OSError)."""
+    try:
+        return os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o640)
+    except OSError as err:
+        why = "it is a symbolic link (never followed): remove it" if err.errno == errno.ELOOP else err.strerror
+        verb = "open" if os.path.lexists(path) else "create"
+        raise LockUnavailable(f"cannot {verb} the lock file {path}: {why}") from err
+
+
 def _wait_for_lock(fd: int, path: str) -> None:
     try:
         with waiting():
@@ -427,5 +436,6 @@ def _wait_for_lock(fd: int, path: str) -> None:
 __all__ = [
     "BAD_LINES_SHOWN", "BadLines", "LockUnavailable", "LogNotReached", "Named", "NamedBadLine", "PassBadLines",
     "RunnerError", "Unwritten", "bad_lines", "bad_lines_said", "check_bounds", "folder", "id_pattern", "log_events",
-    "name_bad_lines", "named_problem", "naming", "not_a_directory", "refuses_appends", "require_log", "runner_lock",
+    "name_bad_lines", "named_problem", "naming", "not_a_directory", "open_lock", "refuses_appends", "require_log",
+    "runner_lock",
 ]
