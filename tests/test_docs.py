@@ -13,7 +13,7 @@ from pathlib import Path
 import msgspec.inspect as mi
 import pytest
 
-from eventlog.events import EVENT_TYPES
+from eventlog.events import EVENT_TYPES, PROJECT_FIELDS
 from eventlog.reference import events_markdown
 from tests.conftest import ROOT, run_cli
 
@@ -159,3 +159,19 @@ def test_the_readme_gives_the_jobs_range_replay_takes() -> None:
     for n in range(int(low) - 1, int(high) + 2):
         done = run_cli("replay", "--jobs", str(n), "fixtures/handoffs_network_cut.jsonl")
         assert done.returncode == (0 if int(low) <= n <= int(high) else 2), (n, done.stderr)
+
+
+def test_operations_names_every_field_a_rollback_loses() -> None:
+    """A version from before a field the project adds ignores it (spec: unknown fields are kept and ignored), and
+    the verdict it carries with it: a failed lanes pass read as "Nothing needs a person." after a rollback.
+    docs/OPERATIONS.md, "Upgrading and rolling back", names each of them, with the commit that added it: a field
+    added to PROJECT_FIELDS fails here until it is there."""
+    text = (ROOT / "docs" / "OPERATIONS.md").read_text(encoding="utf-8")
+    section = text[text.index("## 8. Upgrading and rolling back"):]
+    named = set()
+    for fields, _commit in re.findall(r"^\| (`[a-z_]+\.[a-z_]+`(?:, `\.[a-z_]+`)*) \| `([0-9a-f]{7,})` \(", section,
+                                      re.M):
+        first, *more = re.findall(r"`([^`]+)`", fields)
+        wire_type, field = first.split(".")
+        named |= {(wire_type, field), *((wire_type, name.lstrip(".")) for name in more)}
+    assert named == {(cls.wire_type, field) for cls, fields in PROJECT_FIELDS.items() for field in fields}
