@@ -100,6 +100,8 @@ def value_of(kind: mi.Type, name: str) -> st.SearchStrategy[Any]:
                          exclude_max=kind.lt is not None)
     if isinstance(kind, mi.ListType):
         return st.lists(value_of(kind.item_type, name), max_size=3)
+    if isinstance(kind, mi.DictType):
+        return st.dictionaries(value_of(kind.key_type, name), value_of(kind.value_type, name), max_size=3)
     if isinstance(kind, mi.StructType):
         return st.fixed_dictionaries({}, optional={f.encode_name: value_of(f.type, f.name) for f in kind.fields})
     if isinstance(kind, mi.StrType):
