@@ -29,7 +29,7 @@ from typing import IO, Any
 import msgspec
 
 from eventlog import clock
-from eventlog.events import INT64_MAX, TIME_FIELDS, Event, type_name
+from eventlog.events import INT64_MAX, TIME_FIELDS, WRITTEN_TIME, WRITTEN_TIME_FORM, Event, type_name
 from eventlog.fold import Folder, Rejected
 from eventlog.reader import MAX_LINE_BYTES, NO_OFFSET_ADVICE, Reader, read_objects, validate_object, zoned
 from eventlog.replay import Replay
@@ -375,7 +375,7 @@ def checked_events(
         obj.pop("seq", None)
         if isinstance(result, str):
             problems.append((i, result))
-        elif (why := offset_with_seconds(result[0])) is not None:
+        elif (why := unwritable_time(result[0])) is not None:
             problems.append((i, why))
         else:
             checked.append((obj, *result))
@@ -386,20 +386,25 @@ def checked_events(
 _OFFSET = re.compile(r"[+-][0-9:.,]+\Z")
 
 
-def offset_with_seconds(ev: Event) -> str | None:
-    """Why the appender does not write ``ev``: a time whose UTC offset has seconds (None: none has).
+def unwritable_time(ev: Event) -> str | None:
+    """Why the appender does not write ``ev``: a time not in the form every writer writes (None: each is).
 
-    ISO 8601 writes an offset as ``±hh:mm`` (or ``±hhmm``, ``±hh``, ``Z``); ``+05:45:30`` is Python's own, and
-    other tools' ISO 8601 and RFC 3339 parsers cannot read it. A writer's rule only: readers read such lines
+    The form is ISO 8601's extended one (:data:`eventlog.events.WRITTEN_TIME`); Python reads more (a space or a
+    lower-case ``t`` for the ``T``, ``2026-W49-3``, ``20261202T000000+0530``, ``01,5``, an offset with seconds),
+    which other tools' ISO 8601 and RFC 3339 parsers cannot read. A writer's rule only: readers read such lines
     of logs already written as before.
     """
     for name in ("ts", *TIME_FIELDS.get(type(ev), ())):
         text = getattr(ev, name)
-        m = _OFFSET.search(text) if isinstance(text, str) else None
+        if not isinstance(text, str) or WRITTEN_TIME.fullmatch(text):
+            continue
+        m = _OFFSET.search(text)
         if m is not None and sum(c.isdigit() for c in m[0]) > 4:
             return (f"bad_time: {name} {text!r} has seconds in its UTC offset ({m[0]}), which ISO 8601 does not "
                     "write and other tools cannot read; write the time in an offset of hours and minutes "
                     "(+hh:mm or -hh:mm)")
+        return (f"bad_time: {name} {text!r} is not written in ISO 8601's extended form, which other tools cannot "
+                f"read; write it as {WRITTEN_TIME_FORM} (e.g. 2026-12-02T09:00:00+05:45 or 2026-12-02T03:15:00Z)")
     return None
 
 

@@ -585,6 +585,15 @@ _PLAIN_TIME_BYTES = b'0123456789-:.+TZ",[] '
 _LONG_FRACTION = re.compile(rb"\.[0-9]{7}")
 
 
+#: The form every writer writes a time in (docs/DECISIONS.md, "Times are written in ISO 8601's extended form"):
+#: ``YYYY-MM-DDTHH:MM[:SS[.fraction]]`` then ``Z`` or ``+hh:mm``/``-hh:mm``, upper-case ``T`` and ``Z``. Its values
+#: (a month 13, an hour 24) are :data:`read_time`'s to check; readers read every form it reads.
+WRITTEN_TIME = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}(?::[0-9]{2}(?:\.[0-9]+)?)?"
+                          r"(?:Z|[+-](?:[01][0-9]|2[0-3]):[0-5][0-9])")
+#: :data:`WRITTEN_TIME` in words, for a person told to write a time so.
+WRITTEN_TIME_FORM = "YYYY-MM-DDTHH:MM[:SS[.fraction]] followed by Z or an offset +hh:mm or -hh:mm"
+
+
 def read_times(texts: list[str]) -> list[datetime] | None:
     """Many times at once, each as :data:`read_time` reads it and each with its UTC offset, or None.
 

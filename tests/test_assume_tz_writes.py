@@ -104,6 +104,69 @@ def test_serve_refuses_an_offset_with_seconds_as_append_does(tmp_path: Path) -> 
     assert len(lines(log)) == 1
 
 
+#: Times Python reads and other tools' ISO 8601 and RFC 3339 parsers do not (a fuzzing review found each taken).
+NOT_EXTENDED_FORM = ["2026-12-02T00:00:00.Z", "2026-12-02T00:00:00 +00:00", "2026-W49-3T00:00:00Z",
+                     "20261202T000000+0530", "2026-12-02T01,5+05", "2026-12-02 00:00:00+00:00",
+                     "2026-12-02t00:00:00Z", "2026-12-02T00:00:00+0530", "2026-12-02T00:00:00+05"]
+FORM_EXPECTED = ("is not written in ISO 8601's extended form, which other tools cannot read; write it as "
+                 "YYYY-MM-DDTHH:MM[:SS[.fraction]] followed by Z or an offset +hh:mm or -hh:mm "
+                 "(e.g. 2026-12-02T09:00:00+05:45 or 2026-12-02T03:15:00Z)")
+
+
+@pytest.mark.parametrize("field", ["ts", "deadline"])
+@pytest.mark.parametrize("text", NOT_EXTENDED_FORM)
+def test_append_refuses_a_time_not_in_the_extended_form_naming_line_field_and_form(tmp_path: Path, text: str,
+                                                                                    field: str) -> None:
+    log = tmp_path / "work.jsonl"
+    done = append(log, created("h1", "2026-12-02T08:00:00+05:45"), {**created("h2", "2026-12-02T09:00:00Z"),
+                                                                     field: text})
+    assert done.returncode == 2, done.stderr  # append --help: 2 bad input
+    assert done.stderr == f"eventlog: {log}: stdin line 2: bad_time: {field} {text!r} {FORM_EXPECTED}\n"
+    assert not log.exists()
+
+
+def test_serve_refuses_a_time_not_in_the_extended_form_as_append_does(tmp_path: Path) -> None:
+    log = write_log(tmp_path / "work.jsonl", [CREATED])
+    server = start_server(log, tmp_path, via=["env", "TZ=UTC"])
+    try:
+        answers = [server.client().post("/v1/events", content=jsonl(created("h1", text)))
+                   for text in NOT_EXTENDED_FORM]
+    finally:
+        assert server.stop() == 0, server.output()
+    for text, answer in zip(NOT_EXTENDED_FORM, answers, strict=True):
+        assert answer.status_code == 400, (text, answer.text)
+        assert answer.json()["problems"] == [f"body line 1: bad_time: ts {text!r} {FORM_EXPECTED}"]
+    assert len(lines(log)) == 1
+
+
+@pytest.mark.parametrize("text", ["2026-12-02T09:00:00Z", "2026-12-02T09:00:00+05:45", "2026-12-02T09:00:00-00:00",
+                                  "2026-12-02T09:00Z", "2026-12-02T09:00:00.5+05:45",
+                                  "2026-12-02T09:00:00.123456789Z"])
+def test_append_writes_a_time_in_the_extended_form_as_given(tmp_path: Path, text: str) -> None:
+    log = tmp_path / "work.jsonl"
+    done = append(log, created("h1", text, deadline=text))
+    assert done.returncode == 0, done.stderr
+    assert (lines(log)[0]["ts"], lines(log)[0]["deadline"]) == (text, text)
+
+
+def test_assume_tz_writes_a_time_without_offset_in_the_extended_form(tmp_path: Path) -> None:
+    """A time without offset in a form ISO 8601 does not write is written in the assumed zone, in the form."""
+    log = tmp_path / "work.jsonl"
+    done = append(log, created("h1", "2026-12-02 09:00:00", deadline="2026-12-02T17:00"), zone=KATHMANDU)
+    assert done.returncode == 0, done.stderr
+    assert (lines(log)[0]["ts"], lines(log)[0]["deadline"]) == ("2026-12-02T09:00:00+05:45",
+                                                                "2026-12-02T17:00:00+05:45")
+
+
+def test_a_log_already_holding_times_not_in_the_extended_form_reads_as_before(tmp_path: Path) -> None:
+    """A writer's rule only: what an older appender wrote is read, and printed as written."""
+    log = write_log(tmp_path / "old.jsonl", [{**created("h1", "2026-12-02 09:00:00 +05:45"), "seq": 1}])
+    done = run_cli("replay", str(log), env=UTC_HOST)
+    assert done.returncode == 0, done.stderr
+    dump = json.loads(done.stdout)
+    assert (dump["events"], dump["bad_lines"], dump["as_of"]) == (1, [], "2026-12-02 09:00:00 +05:45")
+
+
 def test_a_log_already_holding_such_offsets_reads_as_before(tmp_path: Path) -> None:
     """A writer's rule only: the line an older appender wrote is an event, read as before."""
     log = write_log(tmp_path / "old.jsonl", [{**created("h1", "2026-12-02T09:00:00+05:45:30.5"), "seq": 1}])

@@ -42,8 +42,10 @@ With --assume-tz, times written without an offset in the input are read in
 ZONE and written with its offset; the log's own lines are read in ZONE too. A
 wall time ZONE skipped or repeated at a clock change is written with the offset
 in force before the change (a repeated one: the first of the two), and said on
-stderr, naming its input line. A time whose offset has seconds (+05:45:30) is
-bad input: ISO 8601 writes an offset as +hh:mm.
+stderr, naming its input line. Every time given is written as ISO 8601's
+extended form: YYYY-MM-DDTHH:MM[:SS[.fraction]] then Z or +hh:mm/-hh:mm, with
+an upper-case T; any other (2026-12-02 00:00:00+00:00, +0530, +05:45:30) is bad
+input.
 
 A ts more than {ahead} ahead of now is written as given (a writer's clock may
 run ahead of another's), and said on stderr: a check that waits on it (a
