@@ -18,6 +18,7 @@ from eventlog.clock import LAST_LINE, NOW, At, parse_at
 from tests.conftest import ROOT, run_cli, write_log
 
 FIX = ROOT / "fixtures"
+AT_CLOSE = "2026-12-02T05:00:00Z"
 
 
 # --- durations ---------------------------------------------------------------------------------
@@ -197,6 +198,30 @@ def test_an_unknown_id_is_one_line_on_stderr_and_exit_2(tmp_path: Path, args: li
     [line] = out.stderr.splitlines()
     assert line.startswith(f"eventlog: {log}: no ") and "'nobody'" in line
     assert log.read_bytes() == before
+
+
+# --- positionals and options in any order, every command alike ----------------------------------------
+
+
+@pytest.mark.parametrize("command", ["explain", "sessions"])
+@pytest.mark.parametrize("order", [["{log}", "s-close", "--json"], ["{log}", "--json", "s-close"],
+                                   ["--json", "{log}", "s-close"], ["{log}", "--at", AT_CLOSE, "--json", "s-close"]])
+def test_the_id_may_come_before_or_after_the_options(command: str, order: list[str]) -> None:
+    """``sessions LOG --json S1`` said "unrecognized arguments: S1" (exit 2) where ``explain LOG --json S1`` worked:
+    argparse gave the optional SESSION nothing at LOG."""
+    log = str(FIX / "sessions_close.jsonl")
+    want = run_cli(command, log, "s-close", "--json", "--at", AT_CLOSE)
+    assert want.returncode == 0 and json.loads(want.stdout)["as_of"] == AT_CLOSE, want.stderr
+    got = run_cli(command, *[log if a == "{log}" else a for a in order], "--at", AT_CLOSE)
+    assert (got.returncode, got.stdout, got.stderr) == (0, want.stdout, want.stderr)
+
+
+def test_replay_takes_logs_among_its_options() -> None:
+    """``replay`` LOG... is a positional that may be left out, as ``sessions``' SESSION: one after an option was
+    refused too."""
+    logs = [str(FIX / "log_empty.jsonl"), str(FIX / "lanes_no_status.jsonl")]
+    got = run_cli("replay", "--strict", logs[0], "--check", logs[1])
+    assert (got.returncode, got.stdout, got.stderr) == (0, f"ok       {logs[0]}\nok       {logs[1]}\n", "")
 
 
 # --- LOG first for the importers; --assume-tz where times are read or written -------------------------

@@ -45,11 +45,36 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         "written (its reader went away, a full disk).",
     )
     parser.add_argument("--version", action=_Version, nargs=0, help="show program's version number and exit")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=CommandParser)
     names = (COMMAND_MODULES[command],) if command in COMMAND_MODULES else MODULES
     for name in names:
         importlib.import_module(f"eventlog.cli.{name}").register(sub)
     return parser
+
+
+class CommandParser(argparse.ArgumentParser):
+    """A command's parser: its positionals and options in any order (``sessions LOG --json S1`` as
+    ``sessions LOG S1 --json``), every command alike.
+
+    argparse alone takes a positional after an option only when no positional before it may be left out: it
+    gave ``sessions``' SESSION nothing at ``LOG`` and left ``S1`` unrecognized (``explain``'s ID, required,
+    was taken). A command with such a positional (``?`` or ``*``) is parsed as
+    :meth:`~argparse.ArgumentParser.parse_known_intermixed_args` does; the others as before, which already
+    takes them in any order and judges a bad LOG before a missing option.
+    """
+
+    _intermixing = False
+
+    def parse_known_args(self, args: Sequence[str] | None = None,  # type: ignore[override]
+                         namespace: argparse.Namespace | None = None) -> tuple[argparse.Namespace, list[str]]:
+        nargs = {a.nargs for a in self._get_positional_actions()}
+        if self._intermixing or not nargs & {argparse.OPTIONAL, argparse.ZERO_OR_MORE}:
+            return super().parse_known_args(args, namespace)
+        self._intermixing = True  # parse_known_intermixed_args calls parse_known_args twice
+        try:
+            return self.parse_known_intermixed_args(args, namespace)
+        finally:
+            self._intermixing = False
 
 
 class _Version(argparse.Action):
