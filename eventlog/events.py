@@ -594,6 +594,12 @@ WRITTEN_TIME = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}(?::[0-9
 WRITTEN_TIME_FORM = "YYYY-MM-DDTHH:MM[:SS[.fraction]] followed by Z or an offset +hh:mm or -hh:mm"
 
 
+def written_form(text: str, at: datetime) -> str:
+    """A time an importer copies from a source file: ``text`` when it is in :data:`WRITTEN_TIME`'s form, else ``at``
+    (the instant and offset it reads as) in that form, so a source writing ``+0000`` or a space is still imported."""
+    return text if WRITTEN_TIME.fullmatch(text) else at.isoformat()
+
+
 def read_times(texts: list[str]) -> list[datetime] | None:
     """Many times at once, each as :data:`read_time` reads it and each with its UTC offset, or None.
 

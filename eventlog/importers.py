@@ -80,6 +80,7 @@ from eventlog.events import (
     JobRan,
     JobRegistered,
     JobSkipped,
+    written_form,
 )
 from eventlog.reader import NESTED_TOO_DEEP, deeper_at
 from projections.ahead import TOLERANCE_S
@@ -168,10 +169,11 @@ def not_ahead(where: str, problems: list[str], ts: str, at: datetime, now: datet
 
 
 def time_text(value: str | float, tz: tzinfo | None) -> str:
-    """:func:`read_time` as the log writes it: as written when it had an offset, else ISO 8601 with one."""
+    """:func:`read_time` as the log writes it: as written when it had an offset (in the written form:
+    :func:`eventlog.events.written_form`), else ISO 8601 with one."""
     at = read_time(value, tz)
     if isinstance(value, str) and not _EPOCH_TEXT.fullmatch(value) and datetime.fromisoformat(value).tzinfo is not None:
-        return value
+        return written_form(value, at)
     return at.isoformat()
 
 

@@ -51,6 +51,7 @@ from typing import Any, Final
 import msgspec
 
 from eventlog.appender import refusal
+from eventlog.events import written_form
 from eventlog.reader import too_deep
 
 STAGE: Final = "worker.turn.interrupt.stage"
@@ -220,7 +221,7 @@ def _time(f: dict[str, Any], assume_tz: tzinfo | None) -> str:
     except ValueError:
         return f"!time {raw!r} is not ISO 8601"
     if at.tzinfo is not None:
-        return raw
+        return written_form(raw, at)
     if assume_tz is None:
         return f"!time {raw!r} has no UTC offset (give --assume-tz)"
     return at.replace(tzinfo=assume_tz).isoformat()

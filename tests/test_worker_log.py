@@ -154,3 +154,16 @@ def test_causes_in_the_spec_s_words() -> None:
 def test_read_counts_every_line() -> None:
     found = read(WORKER_LOG.encode().splitlines(), "w.log")
     assert len(found.events) + len(found.skipped) + found.other + len(found.not_json) == 14
+
+
+def test_a_time_a_logger_writes_in_another_iso_form_is_imported_in_the_written_form(tmp_path: Path) -> None:
+    """A worker's logger may write `2026-08-06 16:59:01+0900`: Python reads it, the appender writes only ISO 8601's
+    extended form (docs/DECISIONS.md), so the importer writes the same instant and offset in that form."""
+    log, _ = setup(tmp_path)
+    src = tmp_path / "spaced.log"
+    src.write_text(json.dumps({"msg": "worker.checkpoint.restore_unavailable", "ts": "2026-08-06 16:59:01+0900",
+                               "session_id": SID, "generation": 1, "status": 503}) + "\n", encoding="utf-8")
+    out = run_cli("import", "worker-log", str(log), str(src), "--json")
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["imported"] == 1
+    assert json.loads(log.read_text().splitlines()[-1])["ts"] == "2026-08-06T16:59:01+09:00"
