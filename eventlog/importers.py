@@ -96,11 +96,14 @@ OURS = "org.recovery-ledger."
 CALENDAR_KEYS = ("Month", "Day", "Weekday", "Hour", "Minute")
 
 _NUMBER = r"-?\d+(?:\.\d+)?"
+#: A marker's ``ts`` is the whole number: ``ts=2026-12-02T09:00:05+09:00`` is no epoch (it read as 2026 seconds,
+#: a time in 1970), so such a marker is one not in the guard's format, named.
+_EPOCH_TS = rf"(?P<ts>{_NUMBER})(?![\w:.+-])"
 SKIPPED = re.compile(
     rf"CLAUDE_QUOTA_JOB_SKIPPED job=(?P<label>\S+) reason=(?P<reason>.*?) "
-    rf"remaining=(?P<remaining>{_NUMBER})s ts=(?P<ts>{_NUMBER})"
+    rf"remaining=(?P<remaining>{_NUMBER})s ts={_EPOCH_TS}"
 )
-RAN = re.compile(rf"CLAUDE_QUOTA_JOB_RAN job=(?P<label>\S+) exit=(?P<exit>-?\d+) ts=(?P<ts>{_NUMBER})")
+RAN = re.compile(rf"CLAUDE_QUOTA_JOB_RAN job=(?P<label>\S+) exit=(?P<exit>-?\d+) ts={_EPOCH_TS}")
 
 #: How each marker reads (seed 002's guard), for a problem naming a marker that does not.
 _FORMATS = {"CLAUDE_QUOTA_JOB_SKIPPED": "job=L reason=R remaining=Ns ts=EPOCH",

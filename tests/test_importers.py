@@ -284,3 +284,18 @@ def test_seed_stories_end_to_end(tmp_path: Path) -> None:
     assert candidates(log, "2026-08-21T13:00:00+09:00") == ["com.lily.test"]
     assert candidates(log, "2026-08-22T13:00:00+09:00") == []
     assert datetime.fromisoformat(read(log)[-1]["ts"]).utcoffset() == timedelta(hours=9)
+
+
+def test_a_marker_whose_ts_is_no_epoch_is_named_not_read_as_1970(tmp_path: Path) -> None:
+    """Seed 002's guard writes ``ts=EPOCH``; a marker written with an ISO time read as its first digits, 2026 seconds
+    after 1970, and was imported as a skip of 1970. It is a marker not in the guard's format, named with its line."""
+    src = tmp_path / "quota.log"
+    src.write_text("CLAUDE_QUOTA_JOB_SKIPPED job=com.lily.iso reason=quota remaining=1800s "
+                   "ts=2026-12-02T09:00:05+09:00\n"
+                   "CLAUDE_QUOTA_JOB_RAN job=com.lily.epoch exit=0 ts=1796100000.5\n")
+    log = tmp_path / "log.jsonl"
+    out = run_cli("import", "quota-log", str(log), str(src), "--json")
+    assert out.returncode == 1, out.stderr
+    written = [json.loads(line) for line in log.read_text().splitlines()]
+    assert [(w["type"], w["label"]) for w in written] == [("job_ran", "com.lily.epoch")]
+    assert f"{src}:1: a CLAUDE_QUOTA_JOB_SKIPPED marker not in the guard's format" in out.stderr
