@@ -29,7 +29,16 @@ from typing import IO, Any
 import msgspec
 
 from eventlog import clock
-from eventlog.events import INT64_MAX, TIME_FIELDS, WRITTEN_TIME, WRITTEN_TIME_FORM, Event, type_name
+from eventlog.events import (
+    ID_FIELDS,
+    INT64_MAX,
+    TIME_FIELDS,
+    WRITTEN_TIME,
+    WRITTEN_TIME_FORM,
+    Event,
+    id_problem,
+    type_name,
+)
 from eventlog.fold import Folder, Rejected
 from eventlog.reader import MAX_LINE_BYTES, NO_OFFSET_ADVICE, Reader, read_objects, validate_object, zoned
 from eventlog.replay import Replay
@@ -356,6 +365,9 @@ def checked_events(
     """Each event checked for appending: a missing ``ts`` set to now; ``seq`` checked as a reader checks it (a
     wrong type or value, ``null`` included, is bad input, as in a log), then dropped: the appender sets it.
 
+    A time whose offset has seconds (:func:`offset_with_seconds`) and an id no command could name (:func:`bad_id`)
+    are refused here, the one check every writer's events go through.
+
     Returns the good ones as :func:`validated` does, and (1-based place, reason) of each bad one.
     """
     stamp = (now or clock.now)().isoformat()
@@ -375,7 +387,7 @@ def checked_events(
         obj.pop("seq", None)
         if isinstance(result, str):
             problems.append((i, result))
-        elif (why := unwritable_time(result[0])) is not None:
+        elif (why := unwritable_time(result[0]) or bad_id(result[0])) is not None:
             problems.append((i, why))
         else:
             checked.append((obj, *result))
@@ -405,6 +417,16 @@ def unwritable_time(ev: Event) -> str | None:
                     "(+hh:mm or -hh:mm)")
         return (f"bad_time: {name} {text!r} is not written in ISO 8601's extended form, which other tools cannot "
                 f"read; write it as {WRITTEN_TIME_FORM} (e.g. 2026-12-02T09:00:00+05:45 or 2026-12-02T03:15:00Z)")
+    return None
+
+
+def bad_id(ev: Event) -> str | None:
+    """Why the appender does not write ``ev``: an id no command could name (:func:`~eventlog.events.id_problem`;
+    None: none). A writer's rule only, as :func:`offset_with_seconds`."""
+    for name in ID_FIELDS:
+        value = getattr(ev, name, None)
+        if isinstance(value, str) and (why := id_problem(value)) is not None:
+            return f"bad_id: {name} {why}"
     return None
 
 

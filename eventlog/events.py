@@ -512,6 +512,34 @@ PROJECT_FIELDS: dict[type[Event], tuple[str, ...]] = {
 #: The field that names an event's stream, in the order the spec lists them.
 KEY_FIELDS: tuple[str, ...] = ("handoff_id", "account", "product", "label", "session_id")
 
+#: The fields that hold an id: the stream keys and the ids of watchers, workers, jobs, turns and controls. A command
+#: to copy names an entity by one of them (docs/DECISIONS.md, "Ids a command can name").
+ID_FIELDS: tuple[str, ...] = (*KEY_FIELDS, "watcher", "worker", "job_id", "turn_id", "target_turn_id", "covers_turn",
+                              "control_id")
+
+#: The longest id the appender writes, in characters: far above any id a writer uses (the seeds' and fixtures' are
+#: at most 28), and small enough for any command's argument (4 KiB of UTF-8 at most) and any URL path (12 KiB
+#: percent-encoded).
+MAX_ID_CHARS: Final = 1024
+
+
+#: Why no command can name a text holding a NUL (words that follow "it").
+NUL_WORDS: Final = ("holds a NUL character (\\u0000), which no command's argument can carry (a shell drops it, so "
+                    "a command to copy would name another id)")
+
+
+def id_problem(value: str) -> str | None:
+    """Why the appender does not write ``value`` as an id (words that follow "it"; None: it would): it holds a
+    NUL, or it is longer than :data:`MAX_ID_CHARS`. A writer's rule only: readers read such ids of logs already
+    written as before, and the views print no command that names them (``projections.triage.q``)."""
+    if "\0" in value:
+        return NUL_WORDS
+    if len(value) > MAX_ID_CHARS:
+        return (f"is {len(value):,} characters long, more than an id may be ({MAX_ID_CHARS:,}): no command to copy "
+                "or URL could name it")
+    return None
+
+
 #: Time fields besides ``ts``; the reader checks each for an offset.
 TIME_FIELDS: dict[type[Event], tuple[str, ...]] = {
     HandoffCreated: ("deadline",),

@@ -74,18 +74,19 @@ first noticed it (no line can say it).
 
 from __future__ import annotations
 
+import functools
 import json
 import posixpath
 import re
 import shlex
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from decimal import Decimal
-from typing import Any, Literal, NamedTuple
+from typing import Any, Concatenate, Literal, NamedTuple, ParamSpec
 
 import msgspec
 
-from eventlog.events import FIRST_YEAR, LAST_YEAR, JobRegistered, parse_time
+from eventlog.events import FIRST_YEAR, ID_FIELDS, LAST_YEAR, NUL_WORDS, JobRegistered, id_problem, parse_time
 from projections.ahead import RESET_AHEAD_MAX_S, Ahead, Check, dated_ahead
 from projections.base import elapsed_s, micros, num, summary
 from projections.catchup import (
@@ -560,8 +561,26 @@ def natural_key(text: str) -> tuple[Any, ...]:
     return (key, text)
 
 
+#: The longest argument a command may be given, in bytes: Linux's MAX_ARG_STRLEN (32 pages of 4 KiB) less its NUL.
+MAX_ARG_BYTES = 32 * 4096 - 1
+
+
+class Unnamable(ValueError):
+    """A text no command to copy can carry as an argument (:func:`q`) or that the command would write as an id the
+    appender refuses (:func:`_writable`); ``why`` says so (words that follow "it")."""
+
+    def __init__(self, text: str, why: str) -> None:
+        super().__init__(f"{text[:40]!r}: {why}")
+        self.text = text
+        self.why = why
+
+
 def q(text: str) -> str:
     """One shell word for a command to copy: pasted in sh or bash it is ``text``, and it shows no control character.
+
+    :class:`Unnamable` when no argument can be ``text``: it holds a NUL (a shell drops it: the command would name
+    another id), or it is longer than :data:`MAX_ARG_BYTES` in UTF-8 (the command fails "Argument list too
+    long"). The builders of commands that name an id print words instead (:func:`_or_words`).
 
     Quoted when needed (``shlex.quote``). A text with a character a terminal acts on or nobody sees (not
     ``str.isprintable``: C0 and C1 controls, line and paragraph separators, bidi and other format characters)
@@ -569,6 +588,10 @@ def q(text: str) -> str:
     their bytes (``!`` is bash's history in double quotes). Trailing newlines, which ``$(...)`` drops, follow
     as ``${IFS#??}`` each: the newline of the shell's IFS (space, tab, newline).
     """
+    if "\0" in text:
+        raise Unnamable(text, NUL_WORDS)
+    if (size := len(text.encode("utf-8", "surrogatepass"))) > MAX_ARG_BYTES:
+        raise Unnamable(text, f"is {size:,} bytes long, more than a command's argument may be ({MAX_ARG_BYTES:,})")
     if text.isprintable():
         return shlex.quote(text)
     body = text.rstrip("\n")
@@ -649,18 +672,63 @@ def dir_cmd(log: str) -> str:
     return command("ls -la", [posixpath.dirname(log) or "."])
 
 
+_P = ParamSpec("_P")
+
+
+def _or_words(build: Callable[Concatenate[str | LogArg, _P], str]) -> Callable[Concatenate[str | LogArg, _P], str]:
+    """``build`` (a command to copy that names an id), or, when no command can name it (:class:`Unnamable`), words
+    that say why and how to look at its lines with no id (:func:`unnamable_words`)."""
+
+    def built(log: str | LogArg, /, *args: _P.args, **kwargs: _P.kwargs) -> str:
+        try:
+            return build(log, *args, **kwargs)
+        except Unnamable as err:
+            return unnamable_words(log, err)
+
+    functools.update_wrapper(built, build)
+    return built
+
+
+#: How many characters of an id :func:`unnamable_words` searches for.
+_SEARCHED = 40
+
+
+def unnamable_words(log: str | LogArg, err: Unnamable) -> str:
+    """Why no command can name an id, and the search that lists the lines of LOG holding it (its JSON text, the
+    first :data:`_SEARCHED` characters): ``grep -n -F`` needs no id as an argument, only a part of how it is
+    written (for a stream, its export piped to ``grep``)."""
+    text = err.text[:_SEARCHED]
+    written = json.dumps(text, ensure_ascii=False)[:None if text == err.text else -1]
+    name = log.name if isinstance(log, LogArg) else log
+    search = f"grep -n -F -e {q(written)}"
+    grep = f"{command('eventlog export', [name])} | {search}" if name.startswith("nats://") else command(search, [name])
+    return f"no command can name this id: it {err.why}; its lines hold it as JSON text: {grep} lists them"
+
+
+def _writable(*ids: str | None) -> None:
+    """:class:`Unnamable` when a command would write one of ``ids`` and the appender refuses it (an id no command
+    can name: :func:`~eventlog.events.id_problem`): pasted, it would fail."""
+    for ident in ids:
+        if ident is not None and (why := id_problem(ident)) is not None:
+            raise Unnamable(ident, why)
+
+
+@_or_words
 def explain_cmd(log: str | LogArg, ident: str) -> str:
     """``eventlog explain LOG ID``."""
     return command("eventlog explain", [log, ident])
 
 
+@_or_words
 def sessions_cmd(log: str | LogArg, sid: str) -> str:
     """``eventlog sessions LOG SESSION``: the session's state, its retry, the decisions it would accept."""
     return command("eventlog sessions", [log, sid])
 
 
+@_or_words
 def handoff_cmd(log: str | LogArg, action: str, hid: str, reason: str) -> str:
     """``eventlog handoff ACTION LOG ID --reason R``: a person's checked move of one handoff."""
+    _writable(hid)
     return command(f"eventlog handoff {action}", [log, hid], [opt("--reason", reason)])
 
 
@@ -669,21 +737,27 @@ YOUR_PROBE = "'<your probe command>'"
 YOUR_RESUME = "'<your resume command>'"
 
 
+@_or_words
 def probe_cmd(log: str | LogArg, account: str) -> str:
     """``eventlog handoff probe LOG ACCOUNT``: probe one account by hand (how a fixed login is recorded)."""
+    _writable(account)
     return command("eventlog handoff probe", [log, account], [f"--probe-cmd {YOUR_PROBE}"])
 
 
+@_or_words
 def failback_cmd(log: str | LogArg, name: str, period_s: int, stale_after_s: float) -> str:
     """One failback pass of watcher NAME at its period and stale age; the person fills in its commands."""
+    _writable(name)
     return command("eventlog failback", [log], [opt("--watcher", name), f"--period {period_s}s",
                                                 f"--stale-after {duration_option(stale_after_s)}",
                                                 f"--probe-cmd {YOUR_PROBE}",
                                                 f"--resume-cmd {YOUR_RESUME}"])
 
 
+@_or_words
 def retire_cmd(log: str | LogArg, name: str) -> str:
     """``eventlog failback LOG --retire NAME --reason ...``: a person says watcher NAME stopped for good."""
+    _writable(name)
     return command("eventlog failback", [log], [opt("--retire", name), "--reason '<why it stopped for good>'"])
 
 
@@ -744,7 +818,15 @@ def by_hand_cmds(label: str, r: Rerun) -> ByHand | None:
     [--user] start UNIT`` and ``systemctl [--user] is-active UNIT`` (:func:`command`: ``-- UNIT`` when it starts
     with ``-``). A label that starts with ``-`` could be read as an option of ``launchctl list``: its check is
     ``launchctl print DOMAIN/LABEL``, which names the job by its target. None for a kick command, or when it is
-    not written (an older line): no OS command fits, and a view prints no command taken from the log."""
+    not written (an older line): no OS command fits, and a view prints no command taken from the log. None too for
+    a label no command can name (:class:`Unnamable`): the view's other next steps say why."""
+    try:
+        return _by_hand(label, r)
+    except Unnamable:
+        return None
+
+
+def _by_hand(label: str, r: Rerun) -> ByHand | None:
     if r.kicked_by == "launchd":
         target = q(f"{r.launchd_domain}/{label}") if r.launchd_domain else f"gui/$(id -u)/{q(label)}"
         check = f"launchctl print {target}" if label.startswith("-") else f"launchctl list {q(label)}"
@@ -761,21 +843,26 @@ def rerun_end_cmd(log: str | LogArg, label: str) -> str:
     return append_cmd(log, {"type": "catchup_finished", "label": label, "outcome": "exited"})
 
 
+@_or_words
 def append_cmd(log: str | LogArg, event: Mapping[str, Any] | Sequence[Mapping[str, Any]],
                revision: int | None = None) -> str:
     """One event, or several (one line each, all or none), piped to ``eventlog append LOG`` (with
     ``--expect-revision`` when given)."""
+    events = [event] if isinstance(event, Mapping) else event
+    _writable(*(e.get(name) for e in events for name in ID_FIELDS if isinstance(e.get(name), str)))
     expect = [f"--expect-revision {revision}"] if revision is not None else []
-    lines = " ".join(q(json.dumps(e, ensure_ascii=False)) for e in ([event] if isinstance(event, Mapping) else event))
+    lines = " ".join(q(json.dumps(e, ensure_ascii=False)) for e in events)
     return f"printf '%s\\n' {lines} | {command('eventlog append', [log], expect)}"
 
 
+@_or_words
 def decide_cmd(log: str | LogArg, session_id: str, decision: str, revision: int, turn: str | None = None) -> str:
     """``eventlog decide`` for one decision on one revision.
 
     The idempotency key is the decision, its turn and the revision: sending the
     same command twice returns the first receipt instead of deciding twice.
     """
+    _writable(session_id, turn)
     key = "-".join([decision, *([turn] if turn is not None else []), f"r{revision}"])
     options = [f"--decision {decision}", f"--expected-revision {revision}",
                *([opt("--target-turn", turn)] if turn is not None else []),

@@ -23,7 +23,7 @@ from eventlog.cli.common import (
     zone,
 )
 from eventlog.clock import now, zone_name
-from eventlog.events import parse_time, schema
+from eventlog.events import MAX_ID_CHARS, parse_time, schema
 from eventlog.logs import LogUnavailable, open_log
 from projections.ahead import RESET_AHEAD_MAX_S, TOLERANCE_S
 from projections.base import elapsed_s
@@ -45,7 +45,10 @@ in force before the change (a repeated one: the first of the two), and said on
 stderr, naming its input line. Every time given is written as ISO 8601's
 extended form: YYYY-MM-DDTHH:MM[:SS[.fraction]] then Z or +hh:mm/-hh:mm, with
 an upper-case T; any other (2026-12-02 00:00:00+00:00, +0530, +05:45:30) is bad
-input.
+input. So is an id (handoff_id, account, product, label, session_id, watcher,
+worker, job_id, turn_id, target_turn_id, covers_turn, control_id) that holds a
+NUL character (\\u0000) or is longer than {max_id} characters: no command could
+name it (bad_id).
 
 A ts more than {ahead} ahead of now is written as given (a writer's clock may
 run ahead of another's), and said on stderr: a check that waits on it (a
@@ -54,7 +57,8 @@ it. So is a limit_recorded whose reset_at lies more than {reset} ahead (no
 quota window is that long: a typo of the year holds the account's probe), or
 whose limited_at lies more than {ahead} ahead (no limit is hit ahead of now,
 yet as the account's latest its reset_at decides the account's probe).""".replace(
-    "{ahead}", duration_words(TOLERANCE_S)).replace("{reset}", duration_words(RESET_AHEAD_MAX_S))
+    "{ahead}", duration_words(TOLERANCE_S)).replace("{reset}", duration_words(RESET_AHEAD_MAX_S)).replace(
+    "{max_id}", f"{MAX_ID_CHARS:,}")
 
 APPEND_EXITS = """\
 0  written
