@@ -365,7 +365,7 @@ def checked_events(
     """Each event checked for appending: a missing ``ts`` set to now; ``seq`` checked as a reader checks it (a
     wrong type or value, ``null`` included, is bad input, as in a log), then dropped: the appender sets it.
 
-    A time whose offset has seconds (:func:`offset_with_seconds`) and an id no command could name (:func:`bad_id`)
+    A time not in the written form (:func:`unwritable_time`) and an id no command could name (:func:`bad_id`)
     are refused here, the one check every writer's events go through.
 
     Returns the good ones as :func:`validated` does, and (1-based place, reason) of each bad one.
@@ -422,7 +422,7 @@ def unwritable_time(ev: Event) -> str | None:
 
 def bad_id(ev: Event) -> str | None:
     """Why the appender does not write ``ev``: an id no command could name (:func:`~eventlog.events.id_problem`;
-    None: none). A writer's rule only, as :func:`offset_with_seconds`."""
+    None: none). A writer's rule only, as :func:`unwritable_time`."""
     for name in ID_FIELDS:
         value = getattr(ev, name, None)
         if isinstance(value, str) and (why := id_problem(value)) is not None:
