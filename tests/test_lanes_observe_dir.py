@@ -150,3 +150,44 @@ def test_a_lanes_directory_that_observes_nothing_is_not_quiet(tmp_path: Path) ->
         assert events(log)[-1]["exit"] == "error" and said in events(log)[-1]["detail"]
     out = lanes(log, "--observe=")  # empty: not given (as ledger.env's LANES_OBSERVE_DIR left empty)
     assert out.returncode == 0, out.stderr
+
+
+def test_lines_that_mean_one_thing_to_systemd_and_another_to_a_person_are_named(tmp_path: Path) -> None:
+    """A review: ``LANE_PRODUCT=sashiko-repair  # the main lane`` made the product ``sashiko-repair  # the main
+    lane`` (systemd reads no comment after a value: so would the observe-lane@ unit); a byte order mark and ``export``
+    were named as a bad key; a trailing U+3000 was trimmed here and kept by systemd (two names for one lane). Each is
+    FILE:LINE: its own reason, and no such product reaches the log."""
+    lanes_dir = a_lane(tmp_path)
+    progress = tmp_path / "sashiko" / "progress.md"
+    cases = {
+        "comment": ("LANE_PRODUCT=sashiko-repair  # the main lane\n",
+                    "a # after a space, which systemd keeps as part of the value"),
+        "quoted": ("LANE_PRODUCT='sashiko-repair' # the main lane\n",
+                   "a # after a space, which systemd keeps as part of the value"),
+        "bom": ("\ufeffLANE_PRODUCT=sashiko-repair\n", "starts with a byte order mark (UTF-8 EF BB BF)"),
+        "export": ("export LANE_PRODUCT=sashiko-repair\n", "not KEY=VALUE: export before the key"),
+        "ideographic": ("LANE_PRODUCT=sashiko-repair\u3000\n",
+                        "the value ends with U+3000 (IDEOGRAPHIC SPACE), which systemd keeps"),
+        "nbsp": ("LANE_PRODUCT=\u00a0sashiko-repair\n",
+                 "the value starts with U+00A0 (NO-BREAK SPACE), which systemd keeps"),
+        "key": ("LANE_PRODUCT\u3000=sashiko-repair\n", "not KEY=VALUE: U+3000 (IDEOGRAPHIC SPACE) in the key"),
+        "cr": (f"LANE_PROGRESS={progress}\rLANE_PRODUCT=sashiko-repair\n",
+               "a carriage return inside the line, which systemd reads as a line break"),
+    }
+    for name, (first, _) in cases.items():
+        (lanes_dir / f"{name}.env").write_text(first + f"LANE_PROGRESS={progress}\n")
+    log = write_log(tmp_path / "ledger.jsonl", [])
+    out = lanes(log, "--observe", str(lanes_dir))
+    assert out.returncode == 1
+    for name, (_, reason) in cases.items():
+        assert f"{lanes_dir / name}.env:1: {reason}" in out.stderr, (name, out.stderr)
+    assert {e.get("product") for e in events(log) if "product" in e} <= {"sashiko-repair"}
+    assert "observed sashiko-repair: job_finished" in out.stdout  # the good lane still is
+
+    (lanes_dir / "spaced.env").write_text("LANE_PRODUCT=a#b\u3000c  \n"  # within a value: the same to both
+                                          f"LANE_PROGRESS={progress}\n")
+    for name in cases:
+        (lanes_dir / f"{name}.env").unlink()
+    out = lanes(log, "--observe", str(lanes_dir))
+    assert out.returncode == 0, out.stderr
+    assert "a#b\u3000c" in {e.get("product") for e in events(log)}

@@ -48,7 +48,9 @@ LANE_PROGRESS, LANE_STOP_FILE) is one lane, observed as eventlog observe lane
 does with those options (an empty or unset one is not given). The files are
 read as data, never run: a line that is no KEY=VALUE, an unknown key, a key
 set twice, a quote not closed, a bare value with a quote or a backslash
-(systemd drops it: quote the value), no LANE_PRODUCT or no source is named
+(systemd drops it: quote the value), a # after a space in a value, export, a
+byte order mark, a space systemd does not trim (U+00A0, U+3000) around a value
+(systemd keeps each in it), no LANE_PRODUCT or no source is named
 FILE:LINE: reason and that lane is not observed. A lane that cannot be observed
 is named (lane PRODUCT (FILE): why) and the others still are; so is a DIR that
 cannot be read or holds no NAME.env, and a lane the log knows, not stopped on
