@@ -242,8 +242,17 @@ class LaneCheck(Event, tag="lane_check"):
     #: one failed); optional: ``error`` when it could not do all of its own work (a resume it could not send or
     #: record, new bad lines, no lane at all, a stop signal), then with a ``detail``. The views name a last pass
     #: that ended in error, as a watcher's.
-    exit: Literal["ok", "error"] | None = None
+    #: ``sending``: written before its sends (``sending`` names them), and no line since says the pass ended:
+    #: until a ``resume_enqueued`` covers each, the pass reads as stopped while sending (project's rule for unknown
+    #: effects; docs/DECISIONS.md, "A send cut short").
+    exit: Literal["ok", "error", "sending"] | None = None
     detail: str | None = None
+    #: The resumes the pass is about to send (product -> kind), written before the first one: one that no
+    #: ``resume_enqueued`` and no ``unsent`` of a later ``lane_check`` closes has an unknown outcome, and no pass
+    #: sends it again on its own (``eventlog lanes --resend PRODUCT``, once a person knows it did not arrive).
+    sending: dict[str, str] | None = None
+    #: The resumes of its pass that were not sent (the command failed or never started): the next pass sends them.
+    unsent: dict[str, str] | None = None
     #: How often the lanes runner runs (``--period``, more than 0; it writes it): the views name a lanes pass
     #: late when no ``lane_check`` came for twice the last one stated (1 h when none did).
     period_s: Annotated[float, msgspec.Meta(gt=0)] | None = None
@@ -505,7 +514,7 @@ PROJECT_FIELDS: dict[type[Event], tuple[str, ...]] = {
     Released: ("actor",),
     ResumeFailed: ("actor",),
     WatcherRun: ("detail", "stale_after_s", "retired"),
-    LaneCheck: ("unpicked_s", "quiet_s", "exit", "detail", "period_s", "unobserved"),
+    LaneCheck: ("unpicked_s", "quiet_s", "exit", "detail", "sending", "unsent", "period_s", "unobserved"),
     CatchupKicked: ("timeout_s", "kill_grace_s", "kicked_by", "launchd_domain"),
 }
 

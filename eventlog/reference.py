@@ -113,6 +113,14 @@ looks at what moved: the job's finish, the repository's HEAD, the progress file'
   no lane, new bad lines); a pass that ends in error after it (a resume it could not send or
   record, a stop signal) writes a second one, same `ts`, that says so. Every live view names
   a last pass that ended in error, as a watcher's, so a failed send is never silent.
+- **A send cut short is never repeated on its own** (the rule of section 3 for an unknown
+  effect). The first `lane_check` of a pass that sends names the resumes it is about to send
+  (`sending`: product to kind, `exit: sending`); a `resume_enqueued`, or `unsent` in a later
+  `lane_check` (the command failed or never started), closes each. One still open (the pass
+  killed while it sent, the command over its timeout or stopped by a signal) may have gone
+  out: no pass sends it again, and every view asks "did it arrive?" with the `eventlog append`
+  line that records it and `eventlog lanes --resend PRODUCT`, which sends it again. A pass
+  that says `sending` reads as `error` while one of its sends is open.
 - **The noticer is watched too.** *Seed:* "壊れていたのは実装レーンではなく、「終わった」と気づく
   主体でした". The lanes pass's `lane_check` is its heartbeat, with the period it runs at
   (`period_s`, `--period`, 1 h): with lanes in the log (not all stopped on purpose), a last
@@ -300,7 +308,7 @@ def _type(t: Any, time: bool = False) -> str:
     if isinstance(t, mi.ListType):
         return f"list of {_type(t.item_type)}"
     if isinstance(t, mi.DictType):
-        return f"object of {_type(t.value_type)} by {_type(t.key_type)}"
+        return f"object of {_type(t.key_type)} to {_type(t.value_type)}"
     if isinstance(t, mi.StructType):
         keys = ", ".join(f"`{f.encode_name}`" for f in t.fields)
         return f"object ({keys}; each an int, optional)"

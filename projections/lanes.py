@@ -36,6 +36,17 @@ A **stall** is identified by its product, its kind and the event that anchors
 it: the ``job_finished`` for ``job-unpicked``, the ``status_updated`` for
 ``status-quiet``. A ``resume_enqueued`` of that product and kind after the
 anchor (log order) covers it: the runner never enqueues twice for one stall.
+
+**A send cut short** (project's rule for unknown effects, as spec section 3's
+stale ``resume_requested``): the runner's first ``lane_check`` names the resumes
+it is about to send (``sending``: product -> kind, ``exit: sending``). Each stays
+open until a ``resume_enqueued`` of it, or a later ``lane_check`` that lists it
+in ``unsent`` (its command failed or never started), closes it. An open one
+after the stall's anchor (:meth:`Lanes.cut_short`) has an unknown outcome: the
+runner does not send it again on its own, and the views ask whether it arrived.
+A last pass that says ``sending`` reads as ``error`` while one of its sends is
+open (it never finished), and as its ``detail`` says (``ok`` with none) once
+all are closed.
 """
 
 from __future__ import annotations
@@ -97,7 +108,10 @@ class Resume(msgspec.Struct, gc=False):
 
 
 class LanePass(msgspec.Struct, gc=False):
-    """How the lanes runner's last pass ended: the last ``lane_check`` that states an ``exit`` (log order)."""
+    """How the lanes runner's last pass ended: the last ``lane_check`` that states an ``exit`` (log order).
+
+    ``exit`` and ``detail`` are as the views read them: a pass that said ``sending`` is ``error`` while a send it
+    named is open (``open``: their products), with a detail that says so (:meth:`settle`)."""
 
     ts: str
     exit: Literal["ok", "error"]
@@ -105,6 +119,37 @@ class LanePass(msgspec.Struct, gc=False):
     line: int = 0
     #: What that pass could not observe (``lane_check.unobserved``): a product or a file -> why.
     unobserved: dict[str, str] = {}
+    #: The products whose send this pass (its ``exit: sending`` line) named and no line closed yet.
+    open: dict[str, str] = {}
+    #: The ``detail`` its line wrote (None: none), kept while ``detail`` says the sends are open.
+    said: str | None = None
+
+    def settle(self) -> None:
+        """``exit`` and ``detail`` from what the line said and the sends still open."""
+        if self.open:
+            sends = ", ".join(f"{product} ({kind})" for product, kind in sorted(self.open.items()))
+            self.exit = "error"
+            self.detail = "; ".join([*([self.said] if self.said else []), cut_short_words(sends)])
+        else:
+            self.exit, self.detail = ("error" if self.said else "ok"), self.said
+
+
+def cut_short_words(sends: str) -> str:
+    """What a lanes pass stopped while sending ``sends`` (``P (KIND)``, ...) means, in words."""
+    return (f"it stopped while sending a resume for {sends} (or sends it still): did it arrive? No pass sends it "
+            "again on its own")
+
+
+def cut_short_said(ts: str) -> str:
+    """A send of a resume cut short by the lanes pass at ``ts``, in words (the views' and the runner's)."""
+    return f"a lanes pass ({ts}) stopped while sending its resume (or sends it still)"
+
+
+class Sending(msgspec.Struct, gc=False):
+    """A resume a lanes pass named in ``sending`` and no line closed yet: its ``lane_check``'s line and ``ts``."""
+
+    line: int
+    ts: str
 
 
 class Heartbeat(NamedTuple):
@@ -155,6 +200,8 @@ class LanesState(msgspec.Struct):
     lanes: dict[str, Lane] = {}
     #: Product -> kind -> its latest ``resume_enqueued``.
     resumes: dict[str, dict[str, Resume]] = {}
+    #: Product -> kind -> the send a lanes pass named and no line closed (see "A send cut short").
+    sending: dict[str, dict[str, Sending]] = {}
     #: The ``unpicked_s`` of the last ``lane_check`` that states one (None: none did).
     checked_unpicked_s: float | None = None
     #: The ``quiet_s`` of the last ``lane_check`` that states one (None: none did).
@@ -321,6 +368,18 @@ class Lanes:
         resumed = self.state.resumes.get(product, {}).get(kind)
         return resumed if anchor is not None and resumed is not None and resumed.line > anchor else None
 
+    def cut_short(self, product: str, kind: str) -> Sending | None:
+        """The send of a resume for this stall whose outcome is unknown: named by a pass after the stall's anchor,
+        closed by no line since (None: none)."""
+        anchor = self.anchor(product, kind)
+        sent = self.state.sending.get(product, {}).get(kind)
+        return sent if anchor is not None and sent is not None and sent.line > anchor else None
+
+    def cut_short_products(self) -> list[str]:
+        """The products with a stall whose resume's send was cut short (:meth:`cut_short`), sorted."""
+        return sorted(product for product, kinds in self.state.sending.items()
+                      if any(self.cut_short(product, kind) is not None for kind in kinds))
+
     @property
     def last_pass(self) -> LanePass | None:
         """How the lanes runner's last pass ended (None: no ``lane_check`` states it)."""
@@ -406,8 +465,17 @@ class Lanes:
             state.checked_unpicked_s = ev.unpicked_s
         if ev.quiet_s is not None:
             state.checked_quiet_s = ev.quiet_s
+        for product, kind in (ev.sending or {}).items():
+            state.sending.setdefault(product, {})[kind] = Sending(line, ev.ts)
+        for product, kind in (ev.unsent or {}).items():
+            self._close(product, kind)
         if ev.exit is not None:
-            state.last_pass = LanePass(ev.ts, ev.exit, ev.detail, line, ev.unobserved or {})
+            sending = ev.exit == "sending"
+            last = state.last_pass = LanePass(ev.ts, "error" if ev.exit == "error" else "ok", ev.detail, line,
+                                              unobserved=ev.unobserved or {},
+                                              open=dict(ev.sending or {}) if sending else {}, said=ev.detail)
+            if sending:
+                last.settle()
         state.check_at, state.check_ts = at, ev.ts
         if ev.period_s is not None:
             state.checked_period_s = ev.period_s
@@ -415,7 +483,17 @@ class Lanes:
 
     def _resume_enqueued(self, ev: ResumeEnqueued, line: int, at: datetime) -> FoldResult:
         self.state.resumes.setdefault(ev.product, {})[ev.kind] = Resume(line, ev.ts, ev.task_branch)
+        self._close(ev.product, ev.kind)
         return None
+
+    def _close(self, product: str, kind: str) -> None:
+        """The send of this resume is no longer open (it was recorded, or not sent)."""
+        state = self.state
+        state.sending.get(product, {}).pop(kind, None)
+        last = state.last_pass
+        if last is not None and last.open.get(product) == kind:
+            del last.open[product]
+            last.settle()
 
     handlers: dict[type[Event], Handler] = {
         StatusUpdated: _status_updated,

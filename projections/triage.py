@@ -118,7 +118,7 @@ from projections.handoffs import (
     SKIPPED,
     Handoff,
 )
-from projections.lanes import JOB_UNPICKED, LATE_PERIODS, STATUS_QUIET, Heartbeat
+from projections.lanes import JOB_UNPICKED, LATE_PERIODS, STATUS_QUIET, Heartbeat, cut_short_said
 from projections.runner import Runner
 from projections.sessions import (
     BACKOFF,
@@ -1101,13 +1101,17 @@ class _Judge:
     # -- lanes ------------------------------------------------------------------------------------
 
     def lanes_pass(self) -> list[Item]:
-        """The lanes runner's last pass, when it ended in error (its detail, and what to read next: each lane it
-        could not observe is an item of its own, and a detail cut short is whole in the pass's output)."""
+        """The lanes runner's last pass, when it ended in error or still reads as sending (its detail, and what to
+        read next: the explain of a send it cut short; each lane it could not observe is an item of its own, and a
+        detail cut short is whole in the pass's output)."""
         lanes = self.runner.lanes
         last = lanes.last_pass
         if last is None or last.exit != "error":
             return []
+        unsure = lanes.cut_short_products()
         fix = ("no lane is known" if not lanes.lanes else
+               f"a resume whose send was cut short ({', '.join(unsure)}) is never sent again on its own: its explain "
+               "says what to type" if unsure else
                "the stalls it did not resume stay uncovered, and its next pass tries them again once that is fixed")
         unobserved = len(lanes.unobserved())
         if unobserved:
@@ -1115,7 +1119,9 @@ class _Judge:
         cut = _CUT.search(last.detail or "")
         if cut is not None:
             fix += f"; that detail is cut ({cut[1]} characters in all): the whole is in its output ({LANES_OUTPUT})"
-        next_cmd = (status_cmd(self.log, every=True, domain="lanes") if unobserved or cut is not None else
+        # A send cut short first: its explain gives the two commands a person chooses from.
+        next_cmd = (explain_cmd(self.log, unsure[0]) if unsure else
+                    status_cmd(self.log, every=True, domain="lanes") if unobserved or cut is not None else
                     OBSERVE_HELP if not lanes.lanes else LANES_HELP)
         return [self.item("lanes_error", "lanes", f"its last pass ({last.ts}) ended in error: "
                           f"{last.detail or 'no detail given'}; {fix}", next_cmd, last.ts)]
@@ -1148,6 +1154,10 @@ class _Judge:
         if resume is not None:
             task = f"task branch {resume.task_branch}" if resume.task_branch else "no task branch given"
             return f"; a resume was enqueued for it at {resume.ts} ({task})"
+        cut = lanes.cut_short(product, kind)
+        if cut is not None:
+            return (f"; {cut_short_said(cut.ts)}: did it arrive? No pass sends it again on its own (explain says what "
+                    "to type)")
         if lanes.state.check_ts is None:  # "is there a pass": any lane_check, as lanes_late judges it
             return "; no resume sent: no lanes pass in the log (eventlog lanes sends them)"
         last = lanes.last_pass
@@ -1942,6 +1952,14 @@ def _lane_said(judge: _Judge, product: str) -> Verdict:
                      "once eventlog observe lane records it. If the task went nowhere, send another by hand with "
                      f"your enqueue command ({product} {kind} as its last two arguments)")
             cmds: list[str] = []
+        elif (cut := lanes.cut_short(product, kind)) is not None:
+            says += (". Next: find out whether that resume arrived (your queue, or the task branch in the product's "
+                     "repository). If it did, record it (the first command); if not, send it (the second, with your "
+                     "enqueue command); until then no lanes pass sends it")
+            facts["cut_short"] = msgspec.to_builtins(cut)
+            cmds = [append_cmd(judge.log, {"type": "resume_enqueued", "product": product, "kind": kind}),
+                    command("eventlog lanes", [judge.log],
+                            [opt("--enqueue-cmd", "<your enqueue command>"), opt("--resend", product)])]
         else:
             last = lanes.last_pass
             if last is not None and last.exit == "error":

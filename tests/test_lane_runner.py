@@ -117,7 +117,8 @@ def test_enqueues_once_per_stall(tmp_path: Path) -> None:
     ]
     events = read(log)
     check = events[8]  # written before the sends (intent before the act); they went well: no second one
-    assert check["type"] == "lane_check" and check["exit"] == "ok" and "detail" not in check
+    assert check["type"] == "lane_check" and check["exit"] == "sending" and "detail" not in check
+    assert check["sending"] == {"quiet": "status-quiet", "unpicked": "job-unpicked"}
     resumes = [e for e in events if e["type"] == "resume_enqueued"]
     assert [(e["product"], e["kind"], e["task_branch"]) for e in resumes] == [
         ("quiet", "status-quiet", "resume/quiet/status-quiet"),  # the last non-empty stdout line
@@ -385,8 +386,8 @@ def test_an_enqueue_that_cannot_be_recorded_is_said_alike_on_stdout_and_stderr(t
     assert (unrecorded["product"], unrecorded["task_branch"]) == ("a-quiet", "task/a-quiet")
     said, lost = [line for line in out.stderr.splitlines() if "a-quiet" in line]
     assert said.startswith("eventlog: a-quiet: status-quiet: enqueued, but cannot append resume_enqueued: ")
-    assert "the next run sends it again" in said
+    assert "later runs ask whether it arrived (never send it again) until its line is appended" in said
     assert lost.startswith("eventlog: the resume of a-quiet (status-quiet) was enqueued (task branch task/a-quiet): ")
     text = spoiled().stdout
-    assert "a-quiet: status-quiet, resume enqueued but NOT recorded (the next run sends it again: " in text
+    assert "a-quiet: status-quiet, resume enqueued but NOT recorded (append its line: " in text
     assert "b-quiet: status-quiet, not enqueued (the run stopped)" in text

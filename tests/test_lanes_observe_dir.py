@@ -77,7 +77,8 @@ def test_the_review_story_one_lanes_pass_observes_the_finished_job_and_resumes_i
     kinds = [e["type"] for e in events(log)]
     assert kinds.index("job_finished") < kinds.index("lane_check")  # observed before it judged
     check = next(e for e in events(log) if e["type"] == "lane_check")
-    assert check["exit"] == "ok" and check["period_s"] == 3600
+    assert check["exit"] == "sending" and check["sending"] == {"sashiko-repair": "job-unpicked"}
+    assert check["period_s"] == 3600
     stalls = run_cli("stalls", str(log))
     assert stalls.returncode == 1 and json.loads(stalls.stdout)["results"][0]["kind"] == "job-unpicked"
 
@@ -98,7 +99,7 @@ def test_a_lane_that_cannot_be_observed_is_named_and_the_pass_exits_1_the_others
     assert said in out.stderr
     assert "observed sashiko-repair: job_finished" in out.stdout  # the other lane was observed and judged
     check = [e for e in events(log) if e["type"] == "lane_check"][-1]  # written before the resume it then sent
-    assert check["exit"] == "error" and said in check["detail"]
+    assert check["exit"] == "sending" and said in check["detail"]  # then the resume went: the pass reads as error
     code, view = status(log)
     assert code == 1
     [failed] = items(view, "lanes_error")

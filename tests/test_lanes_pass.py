@@ -72,8 +72,7 @@ def pasted(command: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 
 @pytest.mark.parametrize(("mode", "extra", "said"), [
     ("fail", [], "quiet: status-quiet: --enqueue-cmd failed (exit 4)"),
-    ("sleep", ["--timeout", "1s", "--kill-grace", "1s"], "quiet: status-quiet: --enqueue-cmd failed (timed out"),
-])
+])  # over --timeout, its outcome is unknown: tests/test_lanes_send_cut_short.py
 def test_a_send_that_failed_is_recorded_and_named_until_a_pass_ends_ok(tmp_path: Path, mode: str, extra: list[str],
                                                                       said: str) -> None:
     log = quiet_lane(tmp_path)
@@ -97,7 +96,8 @@ def test_a_send_that_failed_is_recorded_and_named_until_a_pass_ends_ok(tmp_path:
         assert pasted(command, tmp_path).returncode == 0, command
 
     assert lanes(log, "ok").returncode == 0  # the next pass sends it and ends ok: nothing is named any more
-    assert [e["exit"] for e in events(log) if e["type"] == "lane_check"][-1] == "ok"
+    assert [e["exit"] for e in events(log) if e["type"] == "lane_check"][-1] == "sending"  # then its resume
+    assert events(log)[-1]["type"] == "resume_enqueued"
     _code, view = status(log)
     assert items(view, "lanes_error") == []
     assert view["totals"]["lanes"]["last_pass_exit"] == "ok"

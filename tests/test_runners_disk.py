@@ -81,6 +81,8 @@ def test_a_rerun_whose_end_cannot_be_written_is_reported_with_its_exit_and_the_l
 
     paste = said.split(PASTE, 1)[1]
     assert paste == lost["command"]
+    asked = lanes(log)
+    assert asked.returncode == 1 and "did it arrive?" in asked.stderr and sent(log) == 1
     assert pasted(paste, tmp_path).returncode == 0, paste
     end = events(log)[-1]
     assert (end["type"], end["label"], end["outcome"], end["exit"]) == ("catchup_finished", "com.lily.a", "exited", 0)
@@ -161,12 +163,14 @@ def test_lanes_sends_no_resume_while_its_lane_check_cannot_be_written(tmp_path: 
 
 def test_lanes_writes_its_lane_check_before_the_send_and_prints_a_resume_it_could_not_record(tmp_path: Path) -> None:
     """The command sends, then leaves no room: its resume_enqueued cannot be written. The lane_check was written
-    before it ran; stderr prints the exact line, and once pasted the next run does not send it again."""
+    before it ran, naming the send; stderr prints the exact line; the next run asks whether it arrived (never sends
+    it again), and once pasted, the stall is covered."""
     log = lanes_log(tmp_path)
     out = lanes(log, f"full:{log}", "--json")
     assert out.returncode == 1 and sent(log) == 1
     assert [e["type"] for e in events(log)] == ["status_updated", "lane_check"]
-    assert events(log)[-1]["exit"] == "ok"  # as the pass stood before it sent: the send's end is on stderr
+    assert events(log)[-1]["exit"] == "sending"  # as the pass stood before it sent: the send's end is on stderr
+    assert events(log)[-1]["sending"] == {"quiet": "status-quiet"}
     report = json.loads(out.stdout)
     [sent_] = report["unrecorded"]
     assert (sent_["product"], sent_["kind"], sent_["task_branch"]) == ("quiet", "status-quiet",
@@ -195,7 +199,8 @@ def test_a_send_that_fails_after_the_lane_check_leaves_a_second_one_that_says_so
     out = lanes(log, "fail")
     assert out.returncode == 1 and sent(log) == 1
     first, second = [e for e in events(log) if e["type"] == "lane_check"]
-    assert first["exit"] == "ok" and first["ts"] == second["ts"]
+    assert first["exit"] == "sending" and first["ts"] == second["ts"]
+    assert second["unsent"] == {"quiet": "status-quiet"} and "sending" not in second
     assert second["exit"] == "error" and "quiet: status-quiet: --enqueue-cmd failed (exit 4)" in second["detail"]
 
 

@@ -65,32 +65,42 @@ Judge every lane as of now (or --at), append the run's lane_check (ts: the time
 judged at) with how the run stands, exit ok or exit error and a detail saying
 what it could not do (what it says on stderr), and only then, for each lane
 found stalled that no resume_enqueued covers yet (same product and kind, after
-the stall's anchor), run CMD (split as a shell would, run without one, in its
-own process group) with the product and the kind as its last two arguments and
-in RESUME_PRODUCT and RESUME_KIND, then append resume_enqueued. The last
-non-empty line CMD prints on stdout is its task_branch (cut to 200 characters,
-with a mark). Stopped and idle lanes are never stalled, so never resumed. A run
-that ends in error after its lane_check (a CMD that failed, a resume not
-recorded, a stop signal) appends a second lane_check, same ts, exit error;
-status, explain, follow and serve name a run that ended in error.
+the stall's anchor) and whose send no pass cut short, run CMD (split as a shell
+would, run without one, in its own process group) with the product and the
+kind as its last two arguments and in RESUME_PRODUCT and RESUME_KIND, then
+append resume_enqueued. The last non-empty line CMD prints on stdout is its
+task_branch (cut to 200 characters, with a mark). Stopped and idle lanes are
+never stalled, so never resumed. A run that ends in error after its lane_check
+(a CMD that failed, a resume not recorded, a stop signal) appends a second
+lane_check, same ts, exit error; status, explain, follow and serve name a run
+that ended in error.
 
 CMD's result is its own exit: a CMD that starts the work in the background and
 exits 0 has enqueued it, even while the work it left running holds its stdout
 (read for 0.5 s more, then closed: let it write to a file); that work is
 neither waited for nor stopped by this run.
 
-A CMD that fails (non-zero exit; over --timeout: SIGTERM, then SIGKILL after
---kill-grace; cannot start) gets no resume_enqueued: the next run retries it. A
+That first lane_check names the resumes the run is about to send (sending,
+exit sending), so a send whose outcome is unknown is never repeated on its own:
+the run killed while CMD ran (kill -9 too), or CMD over --timeout (SIGTERM,
+then SIGKILL after --kill-grace) or stopped by SIGTERM or SIGINT after it may
+have sent. Until a resume_enqueued records it, every later run skips that
+stall and asks "did it arrive?" (exit 1), with the eventlog append line that
+records it and this command with --resend PRODUCT, which sends it again once
+you know it did not; status, explain, serve and follow --prom say the same.
+A CMD that fails (non-zero exit; cannot start) gets no resume_enqueued: the
+run's second lane_check says so (unsent) and the next run retries it. A
 log that takes no append (a full disk, no event log, a tail no append cuts, one
 this user may not write) gets no CMD run: its lane_check could not be written,
 and nothing could record the resume. A resume sent whose resume_enqueued cannot
-be written is said with the eventlog append command that records it: the next
-run sends it again unless it is pasted first. A log with no lane at all is said
-(nothing feeds lane state: --observe DIR, or eventlog observe lane for each
-lane). Two runners of one log take turns (LOG.lanes.lock). SIGTERM or SIGINT:
-the running CMD is stopped as over --timeout (no resume_enqueued: the next run
-retries), no other starts (nor is the lock waited for any longer), and what was
-cut short is said. Why it exits 1 is on stderr, one line each.
+be written is said with the eventlog append command that records it: until it
+is pasted, later runs ask whether it arrived (never send it again). A log with
+no lane at all is said (nothing feeds lane state: --observe DIR, or eventlog
+observe lane for each lane). Two runners of one log take turns
+(LOG.lanes.lock). SIGTERM or SIGINT: the running CMD is stopped as over
+--timeout (its outcome unknown, as above), no other starts (the next run sends
+those), nor is the lock waited for any longer, and what was cut short is said.
+Why it exits 1 is on stderr, one line each.
 
 The lane_check states --unpicked and --quiet (unpicked_s, quiet_s, seconds):
 status, explain, follow, serve, stalls and tools/replay judge lanes with them
@@ -102,12 +112,13 @@ follow --prom name the lanes pass late when no lane_check came for twice it
 
 LANES_EXITS = """\
 0  done: every stall resumed or already covered
-1  a CMD failed, a lane of --observe DIR could not be observed (or DIR read; or
-   a lane of the log, not stopped, has no NAME.env there), the
-   log could not be read or written (a resume sent but not recorded is said so,
-   with the line to paste: the next run sends it again unless it is), nor its
-   lock file LOG.lanes.lock created or opened beside it (named, and why; a
-   symbolic link there is never followed: nothing done), it has bad lines new
+1  a CMD failed, a resume's send was cut short (did it arrive?), a lane of
+   --observe DIR could not be observed (or DIR read; or a lane of the log, not
+   stopped, has no NAME.env there), the log could not be read or written (a
+   resume sent but not recorded is said so, with the line to paste: later runs
+   ask whether it arrived until it is), nor its lock file LOG.lanes.lock
+   created or opened beside it (named, and why; a symbolic link there is never
+   followed: nothing done), it has bad lines new
    since the last lane_check (older ones are only named on stderr), it has no
    lane at all (nothing feeds lane state: --observe DIR, or eventlog observe
    lane for each lane), or SIGTERM or SIGINT stopped the run
@@ -137,6 +148,9 @@ def register(sub: Any) -> None:
                    help="observe each lane of DIR/NAME.env first (as the observe-lane@ units; empty: none)")
     q.add_argument("--period", type=duration, default=lanes.PERIOD_S, metavar="DURATION",
                    help="how often this runs, as its timer does (1h): late after twice it")
+    q.add_argument("--resend", action="append", default=[], metavar="PRODUCT",
+                   help="send PRODUCT's resume though a run was cut short while sending it (you know it did not "
+                        "arrive); repeatable")
     add_thresholds(q, runner=True)
     add_judging(q)
     q.add_argument("--json", action="store_true", help="print one JSON object")
@@ -168,7 +182,7 @@ def run_lanes(args: argparse.Namespace) -> int:
         opts = lanes.LanesOptions(log=args.log, enqueue_cmd=command_words(args.enqueue_cmd, "--enqueue-cmd"),
                                   timeout_s=args.timeout, kill_grace_s=args.kill_grace, unpicked_s=args.unpicked,
                                   quiet_s=args.quiet, at=at, assume_tz=tz, observe_dir=args.observe or None,
-                                  period_s=args.period)
+                                  period_s=args.period, resend=args.resend)
         opts.check()
     except (UsageError, ValueError) as err:
         return refused(err)

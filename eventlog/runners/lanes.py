@@ -12,40 +12,51 @@ judged stalled until the clock passes it.
 named, and the others are still observed), so one timer observes and checks and
 its ``lane_check`` is the heartbeat of both. A lane the log knows, not stopped,
 that no ``NAME.env`` names is not observed: a problem, and no resume is sent for
-it (its verdict is as of what was last read); the ``lane_check`` states every
-lane or file the pass could not observe, and why (``unobserved``), for the views. It then judges every lane at its
-clock and, **before any command runs**, appends its ``lane_check`` (intent
-before the act; ts: the time it judged at, so its record is the one the pass
-acted on) with how the pass stands: ``exit`` ``ok``, or ``error`` and a
-``detail`` naming what it could not do (its problems, as on stderr). When that
-line cannot be written (a full disk, a file this user may not write, no event
-log, a torn tail no append cuts) no command runs: nothing would record the
-resume, so every run would send it again. Then for each lane that check finds
-stalled and that no ``resume_enqueued`` covers yet (same product and kind, after
-the stall's anchor), it runs the enqueue command with the product and the kind
-as its last two arguments and in ``RESUME_PRODUCT`` and ``RESUME_KIND``, and
-then appends ``resume_enqueued``. The last non-empty line the command prints on
-stdout, if any, is its ``task_branch`` (cut by
-:func:`~eventlog.runners.process.excerpt`). Stopped and idle lanes are never
-stalled, so never resumed. The command's result is its own exit: one that
-starts the work in the background and exits 0 has enqueued it (seed 001's
-resume is asynchronous); the work it left running is not waited for. A pass
-that ends in error after its ``lane_check`` (a failed send, a resume not
-recorded, a stop signal) appends a second ``lane_check``, same ts, that says
-so: a failed send, a stop signal, new bad lines and a log with no lane all leave
-that trace in the log, and the views name a last pass that ended in error (as
-failback's heartbeat).
+it (its verdict is as of what was last read); each ``lane_check`` of the pass
+states every lane or file it could not observe, and why (``unobserved``), for
+the views. It then judges every lane at its clock and, **before any command
+runs**, appends its ``lane_check`` (intent before the act; ts: the time it
+judged at, so its record is the one the pass acted on) with how the pass stands:
+``exit`` ``ok``, or ``error`` and a ``detail`` naming what it could not do (its
+problems, as on stderr); ``sending`` when it names the resumes it is about to
+send (below). When that line cannot be written (a full disk, a file this user
+may not write, no event log, a torn tail no append cuts) no command runs:
+nothing would record the resume, so every run would send it again. Then for each
+lane that check finds stalled and that no ``resume_enqueued`` covers yet (same
+product and kind, after the stall's anchor) and whose send no earlier pass cut
+short, it runs the enqueue command with the product and the kind as its last two
+arguments and in ``RESUME_PRODUCT`` and ``RESUME_KIND``, and then appends
+``resume_enqueued``. The last non-empty line the command prints on stdout, if
+any, is its ``task_branch`` (cut by :func:`~eventlog.runners.process.excerpt`).
+Stopped and idle lanes are never stalled, so never resumed. The command's result
+is its own exit: one that starts the work in the background and exits 0 has
+enqueued it (seed 001's resume is asynchronous); the work it left running is not
+waited for. A pass that ends in error after its ``lane_check`` (a failed send, a
+resume not recorded, a stop signal) appends a second ``lane_check``, same ts,
+that says so: a failed send, a stop signal, new bad lines and a log with no lane
+all leave that trace in the log, and the views name a last pass that ended in
+error (as failback's heartbeat).
 
-- The command fails (non-zero exit, over its timeout: SIGTERM, then SIGKILL to
-  its process group after the grace, or cannot start): no ``resume_enqueued``
-  is appended and it is a problem; the stall is still uncovered, so the next
-  run tries again.
-- The resume is appended after the command succeeded: a crash between the two
-  sends it again on the next run (at least once, never silently lost). An
-  append that fails there is in ``unrecorded`` (sent, not recorded), its line
-  in ``unwritten`` (:class:`~eventlog.runners.common.Unwritten`, as every
-  runner keeps what an act gave), a problem prints the ``eventlog append``
-  command that records it (the exact line), and it ends the run.
+- **A send is journalled before it goes** (project's rule for unknown effects, as
+  spec section 3's stale ``resume_requested``; :mod:`projections.lanes`, "A send
+  cut short"): the first ``lane_check`` names the resumes the pass is about to
+  send (``sending``, product -> kind) and says ``exit: sending``. A send whose
+  outcome the pass cannot know (the pass killed while it ran, ``kill -9``
+  included; the command over its timeout or stopped by a stop signal, its
+  process group stopped after it may have sent) stays open: no later pass
+  sends it again on its own; each names it (``unsure``, a problem: "did it
+  arrive?") with the two commands a person chooses from: the ``eventlog
+  append`` of its ``resume_enqueued`` (it arrived), or this run with
+  ``--resend PRODUCT`` (``resend``: it did not; that pass journals it again).
+- The command fails (non-zero exit, or cannot start): no ``resume_enqueued``
+  is appended and it is a problem; the pass's second ``lane_check`` lists it in
+  ``unsent``, the stall is still uncovered, and the next run tries again.
+- The resume is appended after the command succeeded. An append that fails
+  there is in ``unrecorded`` (sent, not recorded), its line in ``unwritten``
+  (:class:`~eventlog.runners.common.Unwritten`, as every runner keeps what an
+  act gave), a problem prints the ``eventlog append`` command that records it
+  (the exact line), and it ends the run; until it is appended, the send stays
+  open (the next pass asks whether it arrived, never sends it again).
 - Two runners of one log take turns (``LOG.lanes.lock``), so the second sees
   the first's ``resume_enqueued`` and does not send the same resume again. A
   lock file that cannot be opened or created (another user's, a directory this
@@ -53,9 +64,10 @@ failback's heartbeat).
   nothing is judged or sent.
 - A stop signal (SIGTERM, SIGINT: :func:`eventlog.runners.process.stop_on_signals`)
   stops the running command's process group as a timeout does, starts no other
-  (nor waits any longer for the lock): no ``resume_enqueued`` for it, the next
-  run retries; ``interrupted`` names the signal, and it is a problem (a second
-  ``lane_check`` says so; stopped while waiting for the lock, nothing is written).
+  (nor waits any longer for the lock): the resume it was sending is open (as
+  above), those not started are ``unsent`` (the next run sends them);
+  ``interrupted`` names the signal, and it is a problem (a second ``lane_check``
+  says so; stopped while waiting for the lock, nothing is written).
 - The ``lane_check`` it appends states the thresholds it judged with
   (``unpicked_s``, ``quiet_s``): ``tools/replay`` judges that line's record
   with them, and ``status``, ``explain``, ``follow``, ``serve``, ``stalls``
@@ -78,7 +90,8 @@ the log's last ``lane_check``; older ones are in its ``notes``, stderr only), or
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import shlex
+from dataclasses import dataclass, field
 from datetime import tzinfo
 from typing import Any
 
@@ -103,9 +116,9 @@ from eventlog.runners.common import (
 from eventlog.runners.observe import ObserveReport, observe_dir
 from eventlog.runners.process import DETAIL_CHARS, Interrupted, excerpt, run
 from projections.ahead import dated_ahead
-from projections.lanes import PERIOD_S, CheckRecord, Lanes
+from projections.lanes import PERIOD_S, CheckRecord, Lanes, cut_short_said
 from projections.runner import in_units, thresholds
-from projections.triage import AHEAD_KIND, ahead_words, explain_cmd, lane_stop_cmd
+from projections.triage import AHEAD_KIND, ahead_words, append_cmd, command, explain_cmd, lane_stop_cmd, opt
 
 #: Seed 001: a finished job not picked up after this is stalled (90 minutes).
 UNPICKED_S = 90 * 60.0
@@ -198,6 +211,9 @@ class LanesOptions:
     #: How often the runner runs (its timer's period; by default the shipped hourly timer's), stated in its
     #: ``lane_check``.
     period_s: float = PERIOD_S
+    #: Products whose resume a pass cut short (outcome unknown) to send all the same: a person knows it did not
+    #: arrive.
+    resend: list[str] = field(default_factory=list)
 
     def check(self) -> None:
         """RunnerError when the runner cannot run with these options (nothing is written then)."""
@@ -228,11 +244,15 @@ class LanesReport(msgspec.Struct, kw_only=True):
     enqueued: list[dict[str, Any]] = msgspec.field(default_factory=list)
     already_enqueued: list[dict[str, Any]] = msgspec.field(default_factory=list)
     failed: list[dict[str, Any]] = msgspec.field(default_factory=list)
-    #: Sent (the command succeeded), but its ``resume_enqueued`` could not be appended: the next run sends it again
-    #: unless a person appends it first (its line is in ``unwritten``).
+    #: Sent (the command succeeded), but its ``resume_enqueued`` could not be appended: later runs ask whether it
+    #: arrived (never send it again) until a person appends it (its line is in ``unwritten``).
     unrecorded: list[dict[str, Any]] = msgspec.field(default_factory=list)
     #: The ``resume_enqueued`` of a resume sent that the log did not take: the line to append by hand (a problem).
     unwritten: list[Unwritten] = msgspec.field(default_factory=list)
+    #: Resumes whose send's outcome is unknown (a pass, this one or an earlier one, stopped while sending it, or
+    #: its command went over the timeout; ``since``: that pass's ``lane_check`` ts): not sent (again) until a
+    #: person says whether it arrived (a problem each).
+    unsure: list[dict[str, Any]] = msgspec.field(default_factory=list)
     bad_lines: PassBadLines = msgspec.field(default_factory=PassBadLines)
     #: The signal (SIGTERM, SIGINT) that stopped the run, None when none did.
     interrupted: str | None = None
@@ -257,6 +277,7 @@ class LanesReport(msgspec.Struct, kw_only=True):
         already = {(e["product"], e["kind"]) for e in self.already_enqueued}
         failed = {(e["product"], e["kind"]): e for e in self.failed}
         unrecorded = {(e["product"], e["kind"]): e for e in self.unrecorded}
+        unsure = {(e["product"], e["kind"]): e for e in self.unsure}
         out = [f"lane check at {self.check['checked_at']}" + ("" if self.recorded else " (NOT written to the log)")]
         if not self.check["results"]:
             out.append("  no lane: nothing feeds lane state (eventlog observe lane)")
@@ -267,7 +288,10 @@ class LanesReport(msgspec.Struct, kw_only=True):
                 out.append(f"  {product}: {result['reason']}{seen}")
                 continue
             key = (product, result["kind"])
-            if key in done:
+            if key in unsure:
+                out.append(f"  {product}: {key[1]}, did its resume arrive? unknown (the send of the pass at "
+                           f"{unsure[key]['since']} was cut short): not sent again until a person says{seen}")
+            elif key in done:
                 branch = done[key]["task_branch"]
                 out.append(f"  {product}: {key[1]}, resume enqueued" + (f" (task branch {branch})" if branch else ""))
             elif key in already:
@@ -277,7 +301,7 @@ class LanesReport(msgspec.Struct, kw_only=True):
             elif key in failed:
                 out.append(f"  {product}: {key[1]}, enqueue FAILED ({failed[key]['error']})")
             elif key in unrecorded:
-                out.append(f"  {product}: {key[1]}, resume enqueued but NOT recorded (the next run sends it again: "
+                out.append(f"  {product}: {key[1]}, resume enqueued but NOT recorded (append its line: "
                            f"{unrecorded[key]['error']})")
             elif not self.recorded:
                 out.append(f"  {product}: {key[1]}, not enqueued (its lane check could not be written: nothing "
@@ -367,8 +391,9 @@ def _run_lanes(opts: LanesOptions, report: LanesReport) -> None:
         _unobserved(opts, lanes, checked_at, report)
         if not report.check["results"] and no_event_log(opts.log, replay) is None:
             report.problems.append(no_lane(opts.log))
-        stalls = _uncovered(lanes, report)
-        if not _record(opts, log, checked_at, report):  # intent before the act: nothing would record a resume
+        stalls = _uncovered(opts, lanes, report)
+        # Intent before the act: nothing would record a resume, nor that it was being sent.
+        if not _record(opts, log, checked_at, report, sending=dict(stalls)):
             if stalls:
                 report.problems.append(f"no resume sent for {len(stalls)} stall(s), since nothing could record it "
                                        "(its lane_check could not be written); the next run that can write tries "
@@ -376,42 +401,73 @@ def _run_lanes(opts: LanesOptions, report: LanesReport) -> None:
             return
         said = len(report.problems)
         try:
-            _send(opts, log, stalls, clock, report)
+            _send(opts, log, stalls, clock, checked_at, report)
         except Interrupted as stop:
             _stopped(opts, report, stop)
+            if stop.started:  # the send it stopped may have gone out (said after the stop, which says why)
+                went = {(e["product"], e["kind"]) for e in [*report.enqueued, *report.failed, *report.unsure]}
+                product, kind = next(stall for stall in stalls if stall not in went)
+                _unsure(opts, report, product, kind, checked_at, f"the send was stopped by {stop.signal}")
         if len(report.problems) > said:  # the pass ended in error after its lane_check: a second one says so
-            _record(opts, log, checked_at, report)
+            _record(opts, log, checked_at, report, closing=True, **_outcomes(stalls, report))
 
 
-def _uncovered(lanes: Lanes, report: LanesReport) -> list[tuple[str, str]]:
-    """The stalls of ``report.check`` no resume covers yet (product, kind), but those of a lane this pass did not
-    observe (``not_observed``); those one covers go in ``already_enqueued``."""
+def _uncovered(opts: LanesOptions, lanes: Lanes, report: LanesReport) -> list[tuple[str, str]]:
+    """The stalls of ``report.check`` to send a resume for (product, kind): those a resume covers go in
+    ``already_enqueued``, those whose send a pass cut short (unless ``opts.resend`` names them) in ``unsure``, and
+    none of a lane this pass did not observe (``not_observed``)."""
     assert report.check is not None
     stalls = []
     for result in report.check["results"]:
         if not result["stalled"]:
             continue
         product, kind = result["product"], result["kind"]
+        cut = lanes.cut_short(product, kind)
         if lanes.covered(product, kind):
             report.already_enqueued.append({"product": product, "kind": kind})
+        elif cut is not None and product not in opts.resend:
+            _unsure(opts, report, product, kind, cut.ts, cut_short_said(cut.ts))
         elif product not in report.not_observed:  # one nothing observed is judged from stale data: named, not sent
             stalls.append((product, kind))
     return stalls
 
 
-def _send(opts: LanesOptions, log: Log, stalls: list[tuple[str, str]], clock: Clock, report: LanesReport) -> None:
+def _unsure(opts: LanesOptions, report: LanesReport, product: str, kind: str, since: str, why: str) -> None:
+    """A resume whose send's outcome is unknown (``why``): in ``unsure``, and a problem with what to type next."""
+    report.unsure.append({"product": product, "kind": kind, "since": since})
+    arrived = append_cmd(log_arg(opts), {"type": "resume_enqueued", "product": product, "kind": kind})
+    resend = command("eventlog lanes", [log_arg(opts)],
+                     [opt("--enqueue-cmd", shlex.join(opts.enqueue_cmd)), opt("--resend", product)])
+    report.problems.append(f"{product}: {kind}: {why}: did it arrive? No pass sends it again on its own. If it "
+                           f"arrived, record it: {arrived}; if not, send it: {resend}")
+
+
+def _outcomes(stalls: list[tuple[str, str]], report: LanesReport) -> dict[str, dict[str, str]]:
+    """What the closing ``lane_check`` says of the pass's sends: ``sending``, those still open (outcome unknown,
+    or sent and not recorded), ``unsent``, those that did not go (failed, never started)."""
+    went = {(e["product"], e["kind"]) for e in report.enqueued}
+    still = {(e["product"], e["kind"]) for e in [*report.unsure, *report.unrecorded]}
+    return {"sending": {p: k for p, k in stalls if (p, k) in still},
+            "unsent": {p: k for p, k in stalls if (p, k) not in still | went}}
+
+
+def _send(opts: LanesOptions, log: Log, stalls: list[tuple[str, str]], clock: Clock, checked_at: str,
+          report: LanesReport) -> None:
     """Run the enqueue command for each of ``stalls``, and append its resume; an append that fails ends it."""
     for product, kind in stalls:
         try:
             ran = run([*opts.enqueue_cmd, product, kind], env={"RESUME_PRODUCT": product, "RESUME_KIND": kind},
                       timeout_s=opts.timeout_s, grace_s=opts.kill_grace_s, capture_stdout=True)
         except Interrupted as stop:
-            stop.what = (f"while {product} {kind}'s --enqueue-cmd ran (its process group was stopped)"
-                         if stop.started else f"before {product} {kind}'s --enqueue-cmd started")
-            stop.what += ": no resume_enqueued, the next run retries"
             if stop.started:
-                report.failed.append({"product": product, "kind": kind, "error": f"stopped by {stop.signal}"})
+                stop.what = (f"while {product} {kind}'s --enqueue-cmd ran (its process group was stopped): its "
+                             "resume may have gone out")
+            else:
+                stop.what = f"before {product} {kind}'s --enqueue-cmd started: not sent, the next run sends it"
             raise
+        if ran.timed_out:  # stopped after it may have sent
+            _unsure(opts, report, product, kind, checked_at, f"--enqueue-cmd {ran.failure(opts.timeout_s)}")
+            continue
         failure = ran.failure(opts.timeout_s)
         if failure is not None:
             report.failed.append({"product": product, "kind": kind, "error": failure})
@@ -431,22 +487,29 @@ def _send(opts: LanesOptions, log: Log, stalls: list[tuple[str, str]], clock: Cl
             sent = f" (task branch {branch})" if branch else ""
             lost = Unwritten.of(log_arg(opts), f"the resume of {product} ({kind}) was enqueued{sent}", [event])
             report.unwritten.append(lost)
-            report.problems += [f"{product}: {kind}: enqueued, but {error}; no other lane was tried, and the next run "
-                                "sends it again unless its line is appended first", lost.problem(opts.log)]
+            report.problems += [f"{product}: {kind}: enqueued, but {error}; no other lane was tried, and later runs "
+                                "ask whether it arrived (never send it again) until its line is appended",
+                                lost.problem(opts.log)]
             return
         report.enqueued.append({"product": product, "kind": kind, "task_branch": branch})
 
 
-def _record(opts: LanesOptions, log: Log, checked_at: str, report: LanesReport) -> bool:
-    """Append the pass's ``lane_check``: the thresholds it judged with, and how the pass stands (its problems, if
-    any); whether it was written."""
+def _record(opts: LanesOptions, log: Log, checked_at: str, report: LanesReport, *, closing: bool = False,
+            sending: dict[str, str] | None = None, unsent: dict[str, str] | None = None) -> bool:
+    """Append the pass's ``lane_check``: the thresholds it judged with, how the pass stands (its problems, if
+    any), and the resumes it is about to send (``sending``; the closing one: those still open, and ``unsent``);
+    whether it was written. The first one of a pass that sends says ``exit: sending``."""
     event: dict[str, Any] = {"type": "lane_check", "ts": checked_at, "unpicked_s": opts.unpicked_s,
                              "quiet_s": opts.quiet_s, "period_s": opts.period_s,
-                             "exit": "error" if report.problems else "ok"}
+                             "exit": "sending" if sending and not closing else "error" if report.problems else "ok"}
     if report.problems:
         event["detail"] = excerpt("; ".join(report.problems), DETAIL_CHARS)
     if report.unobserved:
         event["unobserved"] = report.unobserved
+    if sending:
+        event["sending"] = sending
+    if unsent:
+        event["unsent"] = unsent
     try:
         log.append([event])
     except AppendError as err:

@@ -20,6 +20,7 @@ with open(record, "a", encoding="utf-8") as f:
         "product": os.environ.get("RESUME_PRODUCT"),
         "kind": os.environ.get("RESUME_KIND"),
         "mode": mode,
+        "pid": os.getpid(),
     }) + "\n")
 if mode.startswith("full:"):
     import resource
