@@ -1110,8 +1110,8 @@ class _Judge:
             return []
         unsure = lanes.cut_short_products()
         fix = ("no lane is known" if not lanes.lanes else
-               f"a resume whose send was cut short ({', '.join(unsure)}) is never sent again on its own: its explain "
-               "says what to type" if unsure else
+               f"for a resume whose send was cut short ({', '.join(unsure)}), its explain says what to type"
+               if unsure else
                "the stalls it did not resume stay uncovered, and its next pass tries them again once that is fixed")
         unobserved = len(lanes.unobserved())
         if unobserved:

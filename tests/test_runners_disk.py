@@ -81,8 +81,6 @@ def test_a_rerun_whose_end_cannot_be_written_is_reported_with_its_exit_and_the_l
 
     paste = said.split(PASTE, 1)[1]
     assert paste == lost["command"]
-    asked = lanes(log)
-    assert asked.returncode == 1 and "did it arrive?" in asked.stderr and sent(log) == 1
     assert pasted(paste, tmp_path).returncode == 0, paste
     end = events(log)[-1]
     assert (end["type"], end["label"], end["outcome"], end["exit"]) == ("catchup_finished", "com.lily.a", "exited", 0)
@@ -186,6 +184,8 @@ def test_lanes_writes_its_lane_check_before_the_send_and_prints_a_resume_it_coul
 
     paste = said.split(PASTE, 1)[1]
     assert paste == lost["command"]
+    asked = lanes(log)
+    assert asked.returncode == 1 and "did it arrive?" in asked.stderr and sent(log) == 1
     assert pasted(paste, tmp_path).returncode == 0, paste
     resume = events(log)[-1]
     assert (resume["type"], resume["product"], resume["kind"]) == ("resume_enqueued", "quiet", "status-quiet")
