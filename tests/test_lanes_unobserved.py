@@ -52,14 +52,19 @@ def test_a_lane_whose_file_was_moved_out_is_named_and_sent_no_resume(tmp_path: P
     assert said in out.stderr and "eventlog append" in out.stderr  # both ways out: the file back, or its stop
     report = json.loads(out.stdout)
     assert report["not_observed"] == ["beta"] and said.removeprefix("lane beta: ") in report["unobserved"]["beta"]
+    # its one lane_check, before the send, names beta and alpha's send (alpha's resume_enqueued closes that)
     check = [e for e in events(log) if e["type"] == "lane_check"][-1]
-    assert check["exit"] == "error" and set(check["unobserved"]) == {"beta"}
+    assert check["exit"] == "sending" and check["sending"] == {"alpha": "status-quiet"}
+    assert set(check["unobserved"]) == {"beta"}
 
     text = lanes(log, "--observe", str(lanes_dir), "--at", later)  # the report for people says it too
     assert "beta: status-quiet, not enqueued (NOT observed: no NAME.env" in text.stdout
 
     code, view = status(log)
     assert code == 1
+    assert view["totals"]["lanes"]["last_pass_exit"] == "error"  # its sends closed, its problems stand
+    [failed] = items(view, "lanes_error")
+    assert "stopped while sending" not in failed["reason"] and "lane_unobserved" in failed["reason"]
     [item] = items(view, "lane_unobserved")
     assert item["id"] == "beta" and "could not observe it: no NAME.env" in item["reason"]
     assert item["next"] == f"eventlog explain {log} beta"
@@ -172,3 +177,44 @@ def test_an_unobserved_of_another_writer_is_kept_and_ignored(tmp_path: Path) -> 
         code, view = status(log)
         assert code == 1 and items(view, "bad_line") == []
         assert [i["id"] for i in items(view, "lane_unobserved")] == shown
+
+
+def test_a_lane_not_observed_and_a_send_cut_short_are_both_journalled_and_both_named(tmp_path: Path) -> None:
+    """Both branches' project fields in one pass's lane_checks, and a lane's explain naming both problems."""
+    lanes_dir, log = two_lanes(tmp_path)
+    (lanes_dir / "beta.env").rename(tmp_path / "beta.env")  # beta is no longer observed
+    later = at(9)  # alpha's progress is quiet by then
+
+    failed = lanes(log, "--observe", str(lanes_dir), "--at", later, mode="fail")
+    assert failed.returncode == 1
+    first, closing = [e for e in events(log) if e["type"] == "lane_check"][-2:]
+    assert first["exit"] == "sending" and first["sending"] == {"alpha": "status-quiet"}  # before the send
+    assert closing["exit"] == "error" and closing["unsent"] == {"alpha": "status-quiet"} and "sending" not in closing
+    assert set(first["unobserved"]) == set(closing["unobserved"]) == {"beta"}
+
+    timed_out = lanes(log, "--observe", str(lanes_dir), "--at", later, "--timeout", "1s", "--kill-grace", "1s",
+                      mode="sleep")  # the next pass sends alpha's again: over its timeout, it may have gone out
+    assert timed_out.returncode == 1 and "did it arrive?" in timed_out.stderr
+    closing = events(log)[-1]
+    assert closing["sending"] == {"alpha": "status-quiet"} and set(closing["unobserved"]) == {"beta"}
+
+    (tmp_path / "alpha").rename(tmp_path / "alpha.moved")  # now alpha cannot be observed either
+    asked = lanes(log, "--observe", str(lanes_dir), "--at", later)
+    assert asked.returncode == 1
+    assert [c[0] for c in calls(log)] == ["alpha", "alpha"]  # never sent a third time on its own
+    assert "alpha: status-quiet, did its resume arrive? unknown" in asked.stdout
+    assert "(NOT observed in full: its problems are on stderr)" in asked.stdout
+
+    out = run_cli("explain", str(log), "alpha", "--json", "--at", later)
+    assert out.returncode == 0, out.stderr
+    [verdict] = [v for v in json.loads(out.stdout)["verdicts"] if v["kind"] == "lane"]
+    assert "find out whether that resume arrived" in verdict["says"]  # the send cut short
+    assert "but the last lanes pass" in verdict["says"] and "could not observe it: lane alpha" in verdict["says"]
+    assert {i["reason_code"] for i in verdict["needs_person"]} >= {"lane_unobserved", "status_quiet"}
+    arrived, resend, stop = verdict["next"]
+    assert '"resume_enqueued"' in arrived and resend.endswith("--resend alpha") and '"lane_stopped"' in stop
+
+    view = json.loads(run_cli("status", str(log), "--json", "--all", "--at", later).stdout)
+    [error] = items(view, "lanes_error")
+    assert error["next"] == f"eventlog explain {log} alpha"  # the send cut short first: its explain says both
+    assert {i["id"] for i in items(view, "lane_unobserved")} == {"alpha", "beta"}
