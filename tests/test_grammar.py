@@ -224,6 +224,18 @@ def test_replay_takes_logs_among_its_options() -> None:
     assert (got.returncode, got.stdout, got.stderr) == (0, f"ok       {logs[0]}\nok       {logs[1]}\n", "")
 
 
+@pytest.mark.parametrize("command", ["explain", "sessions"])
+def test_the_printed_dash_dash_form_works_for_an_id_and_log_starting_with_a_dash(command: str, tmp_path: Path) -> None:
+    """The views print ``eventlog sessions -- LOG ID`` when LOG or ID starts with '-'; the intermixed parsing of a
+    command with an optional positional refused what follows ``--`` on Python 3.11 (exit 2)."""
+    (tmp_path / "-s.jsonl").write_text((FIX / "sessions_close.jsonl").read_text().replace("s-close", "-close"))
+    got = run_cli(command, "--json", "--at", AT_CLOSE, "--", "-s.jsonl", "-close", cwd=tmp_path)
+    assert got.returncode == 0, got.stderr
+    assert "-close" in json.loads(got.stdout)["items"] if command == "sessions" else "-close" in got.stdout
+    whole = run_cli("replay", "--", "-s.jsonl", cwd=tmp_path)
+    assert whole.returncode == 0 and json.loads(whole.stdout)["log"] == "-s.jsonl", whole.stderr
+
+
 # --- LOG first for the importers; --assume-tz where times are read or written -------------------------
 
 

@@ -68,7 +68,10 @@ class CommandParser(argparse.ArgumentParser):
     def parse_known_args(self, args: Sequence[str] | None = None,  # type: ignore[override]
                          namespace: argparse.Namespace | None = None) -> tuple[argparse.Namespace, list[str]]:
         nargs = {a.nargs for a in self._get_positional_actions()}
-        if self._intermixing or not nargs & {argparse.OPTIONAL, argparse.ZERO_OR_MORE}:
+        # Python 3.11's intermixed parsing refuses what follows ``--`` (``sessions -- LOG -ID``, the form the views
+        # print for a LOG or id starting with '-'): there every argument is placed as written anyway.
+        if (self._intermixing or not nargs & {argparse.OPTIONAL, argparse.ZERO_OR_MORE}
+                or "--" in (sys.argv[1:] if args is None else args)):
             return super().parse_known_args(args, namespace)
         self._intermixing = True  # parse_known_intermixed_args calls parse_known_args twice
         try:
