@@ -203,14 +203,7 @@ class Follower:
     def _count_vanished(self) -> None:
         """After a replay from the start: committed lines (events) the file no longer holds go into ``vanished``."""
         before, self._lines_before = self._lines_before, None
-        after = self.replay.events
-        if before is None or after >= before:
-            return
-        at = clock.now().isoformat(timespec="seconds")
-        lines, times, first = before - after, 1, at
-        if self.vanished is not None:
-            lines, times, first = lines + self.vanished.lines, times + self.vanished.times, self.vanished.first_at
-        self.vanished = LinesVanished(lines=lines, times=times, first_at=first, last_at=at, before=before, after=after)
+        self.vanished = vanished_since(self.vanished, before, self.replay.events)
 
     def verify(self) -> str | None:
         """Re-read every byte folded so far; replay from the start when any changed (a same-length edit).
@@ -271,6 +264,22 @@ class Follower:
         return snapshot.edges(f, self.replay.offset)
 
 
+def vanished_since(vanished: LinesVanished | None, before: int | None, after: int) -> LinesVanished | None:
+    """``vanished`` with the committed lines (events) a log held ``before`` (None: not known) that it no longer holds
+    (``after``: those it holds now, read from its start) added, noticed now; ``vanished`` as it was when none did.
+
+    One rule for a file and a stream (:class:`Follower`, ``eventlog.jetstream.StreamFollower``): lines that vanish
+    under a running follow, and those a ``--snapshot`` held that vanished while no follow ran.
+    """
+    if before is None or after >= before:
+        return vanished
+    at = clock.now().isoformat(timespec="seconds")
+    lines, times, first = before - after, 1, at
+    if vanished is not None:
+        lines, times, first = lines + vanished.lines, times + vanished.times, vanished.first_at
+    return LinesVanished(lines=lines, times=times, first_at=first, last_at=at, before=before, after=after)
+
+
 def _stamp(st: os.stat_result) -> tuple[int, int, int]:
     return st.st_size, st.st_mtime_ns, st.st_ctime_ns
 
@@ -304,14 +313,16 @@ def judged(follower: Followed, at: At) -> dict[str, Any]:
     replay = follower.replay
     when, text = at.resolve(replay.last_at, replay.last_ts)
     dump = follower.dump(when, text)
-    if getattr(follower, "missing", False):  # a stream is never missing: it is there, or cannot be reached
+    if getattr(follower, "missing", False):  # no file at the path, no stream on the server
         dump["log_missing"] = True
     unreachable = getattr(follower, "unreachable", None)
     if unreachable is not None:
         dump["log_unreachable"] = msgspec.to_builtins(unreachable)
     vanished = getattr(follower, "vanished", None)
     if vanished is not None:
-        dump["lines_vanished"] = msgspec.to_builtins(vanished)
+        gaps = dump.get("lines_vanished") or {}  # a stream's sequences without a message: counted as well
+        dump["lines_vanished"] = {**gaps, **msgspec.to_builtins(vanished),
+                                  "lines": vanished.lines + gaps.get("lines", 0)}
     return dump
 
 

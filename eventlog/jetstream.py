@@ -114,11 +114,12 @@ from eventlog.appender import (
 )
 from eventlog.events import INT64_MAX, KEY_FIELDS, Event, stream_of, type_name
 from eventlog.fold import Folder, Rejected
-from eventlog.follow import TICK_S, LogUnreachable, Schedule, keep_snapshot, wake_ms
+from eventlog.follow import TICK_S, LogUnreachable, Schedule, keep_snapshot, vanished_since, wake_ms
 from eventlog.logs import ClosedOnExit, Credentials, LogUnavailable, Unreachable, credentials, printed, userinfo
 from eventlog.reader import Reader, check_object, deeper_at, iter_lines
 from eventlog.replay import Progress, Replay
 from eventlog.tail import Uncommitted
+from projections.triage import LinesVanished
 
 T = TypeVar("T")
 
@@ -151,6 +152,8 @@ CHUNK = 50_000
 RECONNECT_FIRST_S = 0.5
 #: The longest wait between two attempts to connect again (they go on for ever).
 RECONNECT_MAX_S = 5.0
+#: How often a follower asks a server that answers for a stream it does not hold (:class:`NoStream`).
+MISSING_RETRY_S = 1.0
 
 _SAFE = re.compile(r"[A-Za-z0-9_-]+")
 _SAFE_BYTES = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
@@ -286,6 +289,11 @@ def _default_folder() -> Folder:
     from projections.runner import Runner  # the same projections as a file log's
 
     return Runner()
+
+
+class NoStream(LogUnavailable):
+    """The server answers and holds no such stream: not made yet, or gone (a server that lost its store, a stream
+    deleted). :func:`follow` waits for it, as a file follower waits for a file that is not there."""
 
 
 class _Stuck(Unreachable):
@@ -1305,6 +1313,18 @@ def load_snapshot(path: str, log: JetStreamLog, fresh: Replay) -> tuple[StreamSt
     return StreamState(fresh, snap.created, snap.read_to, snap.subjects), "ok"
 
 
+def committed(path: str, log: JetStreamLog) -> int | None:
+    """How many committed lines (events) the snapshot at ``path`` says the stream held when it was saved, whatever
+    version of the code saved it; None when it cannot tell. It tells for a snapshot of a stream of this name only
+    (one replaced since included: the lines it held that the new one lacks vanished), undamaged, in this format.
+    :meth:`StreamFollower.start` counts the lines that vanished while no follow ran from it, as a file's follower
+    does (:func:`eventlog.snapshot.committed`)."""
+    snap, _why = snapshot.read(path, Snapshot, SNAPSHOT_FORMAT)
+    if snap is None or snap.stream != log.target.stream:
+        return None
+    return snapshot.events_in(snap.state, snap.state_crc32)
+
+
 def replay_from_snapshot(log: JetStreamLog, path: str, tz: tzinfo | None, strict: bool,
                          report: Callable[[str], None]) -> Replay:
     """Start from the snapshot when it matches, read the rest, save the snapshot again."""
@@ -1334,7 +1354,11 @@ class StreamFollower:
     """A stream's folded state kept level with it by an ordered consumer (``eventlog follow nats://...``).
 
     While the server cannot be reached, :attr:`unreachable` says since when and why, and the state
-    stays as it was; :func:`follow` attaches again (catches up, subscribes) once it is back.
+    stays as it was; :func:`follow` attaches again (catches up, subscribes) once it is back. A stream that is
+    not on the server (not yet, or not any more) is ``missing``, its state that of an empty log, as a file
+    follower's (:class:`eventlog.follow.Follower`); committed lines it held that are not there once it is back
+    (a server that lost its store, a stream deleted and made again), or that the ``--snapshot`` held, go into
+    :attr:`vanished` (:func:`eventlog.follow.vanished_since`, the file's rule).
     """
 
     def __init__(self, log: JetStreamLog, snapshot_path: str | None = None) -> None:
@@ -1346,6 +1370,16 @@ class StreamFollower:
         self.state = StreamState(Replay(log.new_folder(), log.assume_tz))
         #: Set while the server cannot be reached: since when, why, and the last sequence folded.
         self.unreachable: LogUnreachable | None = None
+        #: The server holds no such stream (not yet, or not any more): it is waited for.
+        self.missing = False
+        #: What is there instead of the log (a file follower's; a stream has nothing of the kind).
+        self.not_file: str | None = None
+        #: Committed lines that vanished while the stream was followed, or while no follow ran (its snapshot held
+        #: them); kept until the process ends.
+        self.vanished: LinesVanished | None = None
+        #: The committed lines folded (or held by the snapshot) before the stream went or was replaced, until the
+        #: stream is read from its start again.
+        self._lines_before: int | None = None
         self._inbox: deque[tuple[int, str, bytes]] = deque()
         self._arrived = threading.Event()
         self._started = False
@@ -1364,7 +1398,11 @@ class StreamFollower:
         return self._sub is not None and self.log.connected and self.log.connects == self._on_connect
 
     def start(self) -> str | None:
-        """Load the snapshot when it matches, then catch up; a note for a person, if any."""
+        """Load the snapshot when it matches, then catch up; a note for a person, if any.
+
+        A snapshot of this stream that does not match it (the stream was replaced, ...) is the state of a follow
+        that ran before: the committed lines it held that the stream no longer holds go into ``vanished``.
+        """
         note = None
         if self.snapshot_path:
             loaded, why = load_snapshot(self.snapshot_path, self.log, Replay(self.log.new_folder(), self.log.assume_tz))
@@ -1372,26 +1410,61 @@ class StreamFollower:
                 self.state = loaded
             elif why != "no snapshot":
                 note = f"{why}; replaying from the start"
-        self.state = self.log.catch_up(self.state)
+                if self._lines_before is None:
+                    self._lines_before = committed(self.snapshot_path, self.log)
+        self._catch_up()
         return note
 
     def catch_up(self) -> None:
-        """Fold what the stream holds after the state now (back in touch with the server)."""
-        self.state = self.log.catch_up(self.state)
+        """Fold what the stream holds after the state now (back in touch with the server); a stream replaced
+        meanwhile is read from its start, the committed lines it lost counted (``vanished``). :class:`NoStream`
+        when the server holds no such stream."""
+        self._catch_up()
+
+    def _catch_up(self) -> None:
+        info = self.log.info()
+        if info is None:  # gone since it was asked: no read of an empty stream counts its lines as vanished
+            raise NoStream(self.why_missing())
+        before = self.state
+        self.state = self.log.catch_up(before, info)
+        if self.state is not before and self._lines_before is None:
+            self._lines_before = before.replay.events
+        self._lines_before, before_lines = None, self._lines_before
+        self.vanished = vanished_since(self.vanished, before_lines, self.state.replay.events)
+
+    def absent(self) -> bool:
+        """The server holds no such stream: the state is dropped (that of an empty log, as a file follower's), the
+        committed lines folded kept count of for when it is back; whether that is news."""
+        if self.missing:
+            return False
+        if self._lines_before is None and self.state.replay.events:
+            self._lines_before = self.state.replay.events
+        self.state = StreamState(Replay(self.log.new_folder(), self.log.assume_tz))
+        self.missing, self.unreachable = True, None  # the server answered
+        return True
+
+    def why_missing(self) -> str:
+        """Why the stream is not followed now, for a person (while ``missing``)."""
+        stream, server = self.log.target.stream, self.log.server
+        return f"{self.path}: no stream {stream} on {server} (yet, or any more); waiting for it"
 
     def attach(self) -> str | None:
         """Start (the first time: :meth:`start`) or catch up, then subscribe from the next sequence; a note for a
-        person, if any. :class:`Unreachable` when the server cannot be reached; LogUnavailable when there is no
-        such stream."""
+        person, if any. :class:`Unreachable` when the server cannot be reached; :class:`NoStream` when there is no
+        such stream (``missing`` is then the caller's to set: :meth:`absent`)."""
         self.detach()
         if self.log.info() is None:
-            raise LogUnavailable(f"{self.path}: no stream {self.log.target.stream}")
+            raise NoStream(self.why_missing())
+        came, self.missing = self.missing, False
         note = None
         if self._started:
             self.catch_up()
         else:
             note = self.start()
             self._started = True
+        if came:
+            note = f"{self.path}: stream {self.log.target.stream} is there now; following it" + (
+                f" ({note})" if note else "")
         self._inbox.clear()  # what an earlier consumer left: the catch-up read it
         self._on_connect = self.log.connects
         self._sub = self.log._run(self._subscribe(self.state.read_to + 1))
@@ -1476,7 +1549,9 @@ def follow(
     cannot be reached, at the start or later, is waited for, for ever: said once (``report``, and the follower's
     ``unreachable`` for ``on_change``) with the state kept as it was; once it is back, the stream is read up to its
     last sequence at once (an ordered consumer alone took 10 to 17 s to resume), followed again, and that is said.
-    LogUnavailable when there is no such stream.
+    A stream that is not on the server, at the start or later, is waited for the same way (the follower's
+    ``missing``: :meth:`StreamFollower.absent`), and read from its start once it is there. LogUnavailable for a
+    stream that cannot be followed (another prefix, not an event log).
     """
     import signal
 
@@ -1504,6 +1579,12 @@ def follow(
                     # while the client connects again by itself, a try costs nothing; a new connection backs off
                     retry_at = time.monotonic() + (wake if follower.log.reconnecting else backoff)
                     backoff = backoff if follower.log.reconnecting else min(RECONNECT_MAX_S, 2 * backoff)
+                except NoStream:
+                    follower.detach()
+                    changed = follower.absent()
+                    if changed:
+                        report(f"{follower.why_missing()} (the dump holds the counts of an empty log meanwhile)")
+                    retry_at = time.monotonic() + MISSING_RETRY_S  # one info request: the server answers
                 else:
                     backoff = RECONNECT_FIRST_S
                     if note:
@@ -1536,8 +1617,9 @@ def _unreachable(follower: StreamFollower, why: str, report: Callable[[str], Non
 def _keep_snapshot(follower: StreamFollower, report: Callable[[str], None]) -> bool:
     """Save the snapshot (:func:`eventlog.follow.keep_snapshot`), not while the server cannot be reached (it holds
     the hash of the last message folded, read there: it is saved once the server is back); whether the server was
-    found unreachable meanwhile (said as :func:`_unreachable` says it). Nor before the stream was first read."""
-    if follower.unreachable is not None or not follower._started:
+    found unreachable meanwhile (said as :func:`_unreachable` says it). Nor before the stream was first read, nor while
+    it is not on the server (``missing``: the snapshot of what it held stays, to count what vanished)."""
+    if follower.unreachable is not None or follower.missing or not follower._started:
         return False
     try:
         keep_snapshot(follower, report)
@@ -1554,9 +1636,11 @@ __all__ = [
     "MAX_BATCH",
     "ImportReport",
     "JetStreamLog",
+    "NoStream",
     "StreamFollower",
     "StreamState",
     "Target",
+    "committed",
     "decode_id",
     "encode_id",
     "export",

@@ -163,8 +163,8 @@ def exposition(
     out = _Text(str(dump.get("log", "")), assume_tz)
     one: Labels = {}
 
-    out.gauge("recovery_log_missing", "1 while the followed log does not exist, or its path holds no file (a "
-              "directory, a FIFO, a device): no verdict is given then.",
+    out.gauge("recovery_log_missing", "1 while the followed log does not exist (a nats:// stream: its server holds "
+              "none), or its path holds no file (a directory, a FIFO, a device): no verdict is given then.",
               [(one, int(bool(dump.get("log_missing"))))])
     out.gauge("recovery_log_unreachable", "1 while the server of the followed stream (nats://) cannot be reached or "
               "does not answer: the other values stay as of its last sequence folded (dump: log_unreachable).",

@@ -410,13 +410,22 @@ def committed(path: str, log: str, f: IO[bytes]) -> int | None:
     ran from it, as a running follow counts those that vanish under it.
     """
     snap, _why = read(path, Snapshot, FORMAT)
-    if snap is None or zlib.crc32(snap.state) != snap.state_crc32:
+    if snap is None:
         return None
     st = os.fstat(f.fileno())
     if snap.log != os.path.abspath(log) and (snap.position.device, snap.position.inode) != (st.st_dev, st.st_ino):
         return None
+    return events_in(snap.state, snap.state_crc32)
+
+
+def events_in(state: bytes | memoryview, crc32: int) -> int | None:
+    """How many committed lines (events) a snapshot's saved state holds, whatever version of the code saved it; None
+    when it cannot tell (damaged: not its CRC-32, or a state without ``events``). A file's snapshot (:func:`committed`)
+    and a stream's (``eventlog.jetstream.committed``) are read so."""
+    if zlib.crc32(state) != crc32:
+        return None
     try:
-        return msgspec.msgpack.decode(lazystate.core(snap.state), type=_Tally).events
+        return msgspec.msgpack.decode(lazystate.core(state), type=_Tally).events
     except (msgspec.DecodeError, msgspec.ValidationError):
         return None
 

@@ -1315,6 +1315,12 @@ class _Judge:
         if facts.missing and facts.not_file is not None:
             out.append(self.item("missing", facts.name, f"{facts.not_file}: nothing can be judged until a log "
                                  "file is there again (moved aside, or put there by mistake?)", dir_cmd(facts.name)))
+        elif facts.missing and facts.is_stream:
+            out.append(self.item("missing", facts.name, "no such stream on the server: nothing can be judged (the "
+                                 "server lost its store, the stream was deleted, or nothing was written yet?); the "
+                                 "next append makes it again, and a running follow or serve then counts the "
+                                 "committed lines it no longer holds as vanished",
+                                 status_cmd(facts.name)))
         elif facts.missing:
             out.append(self.item("missing", facts.name, "no log at this path: nothing can be judged (moved, "
                                  "renamed, or not written yet?)", dir_cmd(facts.name)))

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import socket
 import subprocess
 import time
@@ -69,8 +70,13 @@ class Servers:
         proc.kill()
         proc.wait(10)
 
-    def restart(self, node: int = 0) -> None:
-        """Start a stopped node again, same port and store, and wait until it answers."""
+    def restart(self, node: int = 0, *, fresh: bool = False) -> None:
+        """Start a stopped node again, same port and store, and wait until it answers. ``fresh``: with its store
+        emptied first, as a server that lost its disk (its streams are gone)."""
+        if fresh:
+            store = Path(self.argvs[node][self.argvs[node].index("-sd") + 1])
+            shutil.rmtree(store)
+            store.mkdir()
         with open(self.logs[node], "ab") as out:
             self.procs[node] = subprocess.Popen(self.argvs[node], stdout=out, stderr=subprocess.STDOUT,
                                                 stdin=subprocess.DEVNULL)

@@ -49,14 +49,17 @@ a directory, a FIFO or a device while it runs, or that it may no longer read
 (its permissions changed), is waited for (said on stderr); meanwhile the dump
 holds "log_missing": true beside the counts of an empty log (read them as "no
 verdict", never as an all-clear), and the Prometheus file recovery_log_missing
-1. A nats:// LOG whose server cannot be reached or does not answer (noticed
-within the URL's timeout, at the start too) is waited for, for ever, and said
-on stderr; meanwhile the dump holds "log_unreachable" {since, reason, seq}
-beside the counts as of that seq, and recovery_log_unreachable is 1; once the
-server is back, the stream is read up to its end at once and followed again.
-Committed lines that vanish while it runs (a truncated log), or while it
-was stopped (the --snapshot of the log held them), stay counted until it
-restarts: the dump's "lines_vanished" and recovery_vanished_lines_total. The
+1; so is a nats:// stream its server does not hold (not made yet, or gone: a
+server that lost its store), read from its start once it is there. A nats://
+LOG whose server cannot be reached or does not answer (noticed within the
+URL's timeout, at the start too) is waited for, for ever, and said on stderr;
+meanwhile the dump holds "log_unreachable" {since, reason, seq} beside the
+counts as of that seq, and recovery_log_unreachable is 1; once the server is
+back, the stream is read up to its end at once and followed again. Committed
+lines that vanish while it runs (a truncated log, a stream gone and made
+again), or while it was stopped (the --snapshot of the log or stream held
+them), stay counted until it restarts: the dump's "lines_vanished" and
+recovery_vanished_lines_total. The
 snapshot is a cache: one that cannot be saved is said once on stderr (and when
 it is saved again), recovery_snapshot_unsaved is 1 meanwhile, and it goes on.
 No output may be LOG (by any path or link), its sidecar, a runner's lock
@@ -71,7 +74,7 @@ FOLLOW_EXITS = """\
 2  bad usage (an output that is LOG, its sidecar, a runner's lock, another output or a follow's
    lock: nothing is written), an output another running follow writes (its pid named: nothing
    is written), a log that cannot be followed (a directory, a FIFO or a device, a file that cannot
-   be read, one in a directory that does not exist; no such stream), or a --dump or --prom
+   be read, one in a directory that does not exist; a stream of another prefix), or a --dump or --prom
    that cannot be written (named on stderr)"""
 
 

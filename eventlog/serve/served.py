@@ -776,6 +776,13 @@ def _stream_follower(log_: Log, served: Served) -> Any:
                 served.changed()
             return news
 
+        def absent(self) -> bool:
+            with served.lock:
+                news = super().absent()
+            if news:
+                served.changed()
+            return news
+
         def regain(self) -> None:
             super().regain()
             served.changed()
