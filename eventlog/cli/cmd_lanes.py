@@ -123,8 +123,8 @@ LANES_EXITS = """\
    lane at all (nothing feeds lane state: --observe DIR, or eventlog observe
    lane for each lane), or SIGTERM or SIGINT stopped the run
 2  bad usage (--enqueue-cmd still the '<...>' placeholder of a copied command)
-   or no such log (with --observe a log file is created, as observe lane does):
-   nothing run or written"""
+   or no such log (with --observe a log file or stream is created, as observe
+   lane does): nothing run or written"""
 
 
 def register(sub: Any) -> None:

@@ -99,7 +99,7 @@ import msgspec
 
 from eventlog.appender import AppendError
 from eventlog.clock import NOW, At, Clock, now
-from eventlog.logs import Log, is_url, no_event_log, open_log
+from eventlog.logs import Log, no_event_log, open_log
 from eventlog.runners.common import (
     BadLines,
     LockUnavailable,
@@ -221,8 +221,8 @@ class LanesOptions:
             raise RunnerError("--enqueue-cmd is empty")
         check_bounds(self.kill_grace_s, timeout_s=self.timeout_s, period_s=self.period_s)
         _check_thresholds(self.unpicked_s, self.quiet_s)
-        if self.observe_dir is not None and not is_url(self.log):
-            not_a_directory(self.log)  # a log file the observation creates, as eventlog observe lane does
+        if self.observe_dir is not None:
+            not_a_directory(self.log)  # a log (file or stream) the observation creates, as eventlog observe lane does
         else:
             require_log(self.log, self.assume_tz)
 
