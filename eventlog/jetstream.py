@@ -1443,6 +1443,17 @@ class StreamFollower:
         self.missing, self.unreachable = True, None  # the server answered
         return True
 
+    def same_stream(self) -> bool:
+        """Whether the server still holds the stream folded, up to where it was read (one info request): a stream
+        deleted while the connection stays up sends nothing, and the consumer says nothing either. False when the
+        server cannot be asked."""
+        try:
+            info = self.log.info()
+        except LogUnavailable:
+            return False
+        created = info.created.isoformat() if info is not None and info.created else None
+        return info is not None and created == self.state.created and info.state.last_seq >= self.state.read_to
+
     def why_missing(self) -> str:
         """Why the stream is not followed now, for a person (while ``missing``)."""
         stream, server = self.log.target.stream, self.log.server
@@ -1550,7 +1561,8 @@ def follow(
     ``unreachable`` for ``on_change``) with the state kept as it was; once it is back, the stream is read up to its
     last sequence at once (an ordered consumer alone took 10 to 17 s to resume), followed again, and that is said.
     A stream that is not on the server, at the start or later, is waited for the same way (the follower's
-    ``missing``: :meth:`StreamFollower.absent`), and read from its start once it is there. LogUnavailable for a
+    ``missing``: :meth:`StreamFollower.absent`), and read from its start once it is there; every tick with no
+    delivery asks whether the stream is still the one folded (:meth:`StreamFollower.same_stream`). LogUnavailable for a
     stream that cannot be followed (another prefix, not an event log).
     """
     import signal
@@ -1570,6 +1582,9 @@ def follow(
                 if follower._arrived.wait(wake):
                     follower._arrived.clear()
                     changed = follower.drain() > 0
+                elif schedule.due(time.monotonic()) and not follower.same_stream():
+                    follower.detach()  # attached again at once: gone (waited for), replaced (read from its start)
+                    continue
             elif follower._sub is not None or time.monotonic() >= retry_at:
                 try:
                     note = follower.attach()

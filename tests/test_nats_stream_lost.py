@@ -116,3 +116,34 @@ def test_lanes_observe_makes_a_stream_not_there_yet_as_it_makes_a_log_file(tmp_p
     finally:
         servers.stop()
 
+
+
+def test_a_stream_deleted_while_follow_is_connected_is_noticed_within_a_tick(tmp_path: Path) -> None:
+    """A stream deleted while the connection stays up (nats stream rm) sends nothing: follow asks every tick
+    whether the stream is still the one it folded, so it waits for it and counts what vanished once it is back
+    (it used to keep its dump as of the deleted stream for ever, and miss every later line)."""
+    import asyncio
+
+    import nats
+
+    servers = natsserver.start(tmp_path / "nats")
+    url = servers.stream_url("DEL", prefix="dl", timeout=TIMEOUT)
+
+    async def delete() -> None:
+        nc = await nats.connect(servers.urls[0])
+        try:
+            await nc.jetstream().delete_stream("DEL")
+        finally:
+            await nc.close()
+
+    try:
+        _append(url, "h1", "h2", "h3", "h4")
+        with following(url, tmp_path) as (_proc, dump, _prom):
+            wait_for(lambda: read_json(dump).get("events") == 4)
+            asyncio.run(delete())
+            wait_for(lambda: read_json(dump).get("log_missing"), 15)
+            _append(url, "h5")
+            back = wait_for(lambda: (d := read_json(dump)).get("events") == 1 and "log_missing" not in d and d, 30)
+            assert back["lines_vanished"]["lines"] == 3, back
+    finally:
+        servers.stop()
