@@ -152,12 +152,14 @@ SHOWN = 3
 
 
 class Reason(NamedTuple):
-    """One reason something needs a person: its domain, its code, the group's title, and whether a person decides."""
+    """One reason something needs a person: its domain, its code, the group's title, whether a person decides, and
+    whether a runner or the clock clears it with no person (``by_itself``: :func:`urgency`)."""
 
     domain: Domain
     code: str
     title: str
     decision: bool
+    by_itself: bool = False
 
 
 #: Every reason, in the order the groups are shown.
@@ -169,12 +171,14 @@ REASONS: tuple[Reason, ...] = (
     Reason("log", "dated_ahead", "Lines dated ahead of now: the checks judged from them cannot fire", False),
     Reason("handoffs", "needs_human", "Handoffs handed to a person", True),
     Reason("handoffs", "stale_unknown_effect", "Resume requested, then silence: effect unknown", True),
-    Reason("handoffs", "stale_retryable", "Claims gone quiet before any resume request", False),
+    Reason("handoffs", "stale_retryable", "Claims gone quiet before any resume request", False, by_itself=True),
     Reason("handoffs", "deadline_passed", "Handoffs not back by their deadline (nothing expires on a timer)", True),
     Reason("handoffs", "auth_error", "Accounts whose probe was refused (auth_error): the login needs a person", True),
-    Reason("handoffs", "backoff_transient", "Accounts backing off after transient probe errors", False),
-    Reason("handoffs", "backoff_unexpected", "Accounts backing off after probe answers nobody could read", False),
-    Reason("handoffs", "backoff_estimate", "Accounts whose estimated reset proved wrong", False),
+    Reason("handoffs", "backoff_transient", "Accounts backing off after transient probe errors", False,
+           by_itself=True),
+    Reason("handoffs", "backoff_unexpected", "Accounts backing off after probe answers nobody could read", False,
+           by_itself=True),
+    Reason("handoffs", "backoff_estimate", "Accounts whose estimated reset proved wrong", False, by_itself=True),
     Reason("watchers", "watcher_error", "Watchers whose last pass ended in error", False),
     Reason("watchers", "watcher_late", "Watchers that stopped reporting", False),
     Reason("watchers", "no_watcher", "Pending handoffs, and no watcher runs (none ever ran, or all are retired)",
@@ -184,14 +188,14 @@ REASONS: tuple[Reason, ...] = (
     Reason("lanes", "lanes_error", "The lanes runner's last pass ended in error", False),
     Reason("lanes", "lane_unobserved", "Lanes the last lanes pass could not observe: judged from what was last read",
            False),
-    Reason("lanes", "job_unpicked", "Finished jobs nobody picked up", False),
-    Reason("lanes", "status_quiet", "Lanes whose progress went quiet", False),
+    Reason("lanes", "job_unpicked", "Finished jobs nobody picked up", False, by_itself=True),
+    Reason("lanes", "status_quiet", "Lanes whose progress went quiet", False, by_itself=True),
     Reason("catchup", "rerun_no_end", "Catch-up re-runs that never reported their end: they may still run", True),
     Reason("catchup", "rerun_failed", "Catch-up re-runs that ended badly: the skipped run is still lost", True),
     Reason("catchup", "unfed", "Guarded jobs with no marker of today though their slot passed: nothing feeds them?",
            False),
-    Reason("catchup", "circuit_open", "The quota circuit is open", False),
-    Reason("catchup", "candidate", "Jobs skipped today, waiting for a catch-up re-run", False),
+    Reason("catchup", "circuit_open", "The quota circuit is open", False, by_itself=True),
+    Reason("catchup", "candidate", "Jobs skipped today, waiting for a catch-up re-run", False, by_itself=True),
     Reason("sessions", "restore_failed", "Sessions stopped: checkpoint restore failed", True),
     Reason("sessions", "startup_failed", "Sessions stopped: the worker never became ready", True),
     Reason("sessions", "outcome_unknown", "Sessions holding a turn of unknown outcome", True),
@@ -206,8 +210,9 @@ REASONS: tuple[Reason, ...] = (
            "Interrupts that ended with the turn's outcome unknown, a turn whose end the log never recorded", False),
     Reason("log", "bad_line", "Bad lines (skipped, counted)", False),
     Reason("log", "rejected", "Rejected events (not applied)", False),
-    Reason("log", "unfinished_batch", "An unfinished batch: complete lines held, not committed", False),
-    Reason("log", "torn_tail", "An unfinished last line", False),
+    Reason("log", "unfinished_batch", "An unfinished batch: complete lines held, not committed", False,
+           by_itself=True),
+    Reason("log", "torn_tail", "An unfinished last line", False, by_itself=True),
 )
 _BY_CODE = {r.code: r for r in REASONS}
 #: The reasons every view shows, however narrowed (``--domain``, ``--needs-decision``): lines no domain could read (a
@@ -215,6 +220,23 @@ _BY_CODE = {r.code: r for r in REASONS}
 #: until they are read, so no narrowed view can say its domain is clear while they last.
 UNREAD: frozenset[str] = frozenset({"missing", "not_a_log", "torn_tail_stuck", "lines_vanished", "bad_line"})
 _ORDER = {r.code: i for i, r in enumerate(REASONS)}
+
+#: :func:`urgency`'s ranks in words, most urgent first.
+URGENCY = ("to decide", "to act on", "the runners or the clock clear by themselves")
+
+
+def urgency(code: str) -> int:
+    """How urgent a reason is, an index of :data:`URGENCY`: 0 a person must decide (nothing moves until one does);
+    1 a person must act (fix a clock, a watcher, a login, a line: no runner clears it); 2 a runner's next pass or
+    the clock clears it with no person (a stale claim the watcher releases, a backoff or circuit that ends, a
+    candidate the next catch-up pass re-runs, a stalled lane the lanes pass resumes, a tail the next append cuts)."""
+    r = _BY_CODE[code]
+    return 0 if r.decision else 2 if r.by_itself else 1
+
+
+def urgent_first(groups: Iterable[Group]) -> list[Group]:
+    """The groups by :func:`urgency`, most urgent first, each rank in the order of :data:`REASONS` (stable)."""
+    return sorted(groups, key=lambda g: (urgency(g.reason_code), _ORDER[g.reason_code]))
 
 #: A session's attention -> its reason code while it is ``recovery_required``.
 _ATTENTION_CODE = {RESTORE_FAILED: "restore_failed", STARTUP_FAILED: "startup_failed",
@@ -659,11 +681,12 @@ def cut_tail_cmd(log: str, s: StuckTail) -> str:
             f"{q(kept_tail(log, s.start))} && {command(f'truncate -s {s.start}', [log])}")
 
 
-def status_cmd(log: str | LogArg, every: bool = False, domain: str | None = None) -> str:
-    """``eventlog status LOG`` (``--all``: every item of every group; ``--domain D``: only that domain's);
-    ``-- LOG`` when LOG starts with ``-``."""
-    return command("eventlog status", [log], [*([f"--domain {domain}"] if domain else []), *(["--all"] if every
-                                                                                           else [])])
+def status_cmd(log: str | LogArg, every: bool = False, domain: str | None = None, needs_decision: bool = False) -> str:
+    """``eventlog status LOG`` (``--all``: every item of every group; ``--domain D``: only that domain's;
+    ``--needs-decision``: only what a person decides); ``-- LOG`` when LOG starts with ``-``."""
+    options = [f"--domain {domain}"] if domain else []
+    return command("eventlog status", [log], [*options, *(["--needs-decision"] if needs_decision else []),
+                                              *(["--all"] if every else [])])
 
 
 def dir_cmd(log: str) -> str:
@@ -2129,8 +2152,9 @@ def _session_verdict(judge: _Judge, sid: str) -> Verdict:
 
 
 __all__ = [
-    "DOMAINS", "KIND_OF_FIELD", "REASONS", "SHOWN", "UNREAD", "BadLineFact", "Domain", "Group", "Item", "Kind",
-    "LinesVanished", "LogArg", "LogFacts", "Reason", "Totals", "Triage", "UnfinishedBatch", "Verdict", "accept_cmds",
-    "dir_cmd", "duration_option", "duration_words", "explain", "for_words", "natural_key", "not_applied",
-    "retire_job_cmd", "session_needs", "status_cmd", "triage", "turn_verdict", "unfed_words",
+    "DOMAINS", "KIND_OF_FIELD", "REASONS", "SHOWN", "UNREAD", "URGENCY", "BadLineFact", "Domain", "Group", "Item",
+    "Kind", "LinesVanished", "LogArg", "LogFacts", "Reason", "Totals", "Triage", "UnfinishedBatch", "Verdict",
+    "accept_cmds", "dir_cmd", "duration_option", "duration_words", "explain", "for_words", "natural_key",
+    "not_applied", "retire_job_cmd", "session_needs", "status_cmd", "triage", "turn_verdict", "unfed_words",
+    "urgency", "urgent_first",
 ]

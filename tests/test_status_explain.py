@@ -430,10 +430,9 @@ def test_a_million_events_fit_a_screen_unless_all(big_log: Path) -> None:
         got = json.loads(run_cli("status", str(big_log), "--at", at, "--json", timeout=300).stdout)
         for g in got["groups"]:
             assert f"{g['title']}: {g['count']:,}" in screen.stdout
-        if len(screen.stdout.splitlines()) > 50:  # more reasons than fit even at one item each (two days on, the
-            # watcher and the lanes pass are late too): the fewest a screen shows, one item of each group
-            assert at != "log" and all(g["count"] == 1 or f"{g['title']}: {g['count']:,} (first 1; --all" in
-                                       screen.stdout for g in got["groups"]), screen.stdout
+        # within 50 lines whatever the groups (two days on, the watcher and the lanes pass are late too: more
+        # reasons than fit at one item each, so the least urgent take one line each)
+        assert len(screen.stdout.splitlines()) <= 50, screen.stdout
     every = run_cli("status", str(big_log), "--at", "log", "--all", "--json", timeout=300)
     groups = json.loads(every.stdout)["groups"]
     assert sum(g["count"] for g in groups) > 1000

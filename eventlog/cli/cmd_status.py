@@ -11,18 +11,32 @@ import os
 import sys
 from collections.abc import Callable
 from datetime import tzinfo
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 import msgspec
 
 from eventlog.cli.common import UsageError, add_judging, add_log, command_parser, dumps, error, judging, replay_log, say
 from eventlog.cli.timeline import timeline_lines
-from eventlog.clock import At
+from eventlog.clock import At, zone_name
 from eventlog.logs import is_url, password_note
 from eventlog.runners.common import bad_lines, named_problem
 from eventlog.views import Explained, explain, status, status_of_missing
 from projections.ahead import TOLERANCE_S
-from projections.triage import DOMAINS, SHOWN, Group, Item, Triage, Verdict, duration_words, for_words
+from projections.triage import (
+    DOMAINS,
+    SHOWN,
+    URGENCY,
+    Group,
+    Item,
+    LogArg,
+    Triage,
+    Verdict,
+    duration_words,
+    for_words,
+    status_cmd,
+    urgency,
+    urgent_first,
+)
 
 #: The lines a default screen aims to stay within (a 1M-event log with every kind of trouble included).
 SCREEN_LINES = 50
@@ -49,9 +63,14 @@ that check cannot fire). --domain and --needs-decision narrow the screen, but
 what keeps lines from every domain (a missing log, a file that is no log, bad
 lines, committed lines gone, a last line no append cuts) is shown in every view
 and counts: a line nobody could read may belong to the domain asked for. Ids
-are in natural order (h-2 before h-10). A screen shows the first few of each
-group (at most 3, fewer when there are many groups, so it fits about 50 lines);
---all shows every item. --json prints one object: per item {domain, id,
+are in natural order (h-2 before h-10). A screen fits 50 lines, its groups most
+urgent first: what a person must decide, then what a person must act on, then
+what the runners or the clock clear by themselves. It shows the first few of
+each group (at most 3, fewer when there are many groups); when even one each
+does not fit, the least urgent groups take one line each (count, first id, the
+command that lists them all), and the head counts each domain with the command
+that lists it in full. --all shows every item. --json keeps the groups in the
+order of the reasons (by domain). --json prints one object: per item {domain, id,
 reason_code, reason, since, for_s, until, next, needs_decision}, the groups
 with their counts, and the totals (times ISO 8601, durations in seconds, counts
 as numbers).""".replace("{ahead}", duration_words(TOLERANCE_S))
@@ -109,20 +128,20 @@ def register(sub: Any) -> None:
 def run_status(args: argparse.Namespace) -> int:
     """Print the triage; exit 1 when anything needs a person."""
 
-    def judge(tz: tzinfo | None, at: At) -> Triage:
-        if _missing(args.log):
-            return status_of_missing(args.log, at)
-        return status(replay_log(args.log, assume_tz=tz), args.log, at)
+    def judge(tz: tzinfo | None, at: At) -> tuple[Triage, LogArg]:
+        t = status_of_missing(args.log, at) if _missing(args.log) else status(replay_log(args.log, assume_tz=tz),
+                                                                               args.log, at)
+        return t, LogArg(t.log, zone_name(tz))
 
     read = reading(args, judge)
     if read is None:
         return 2
-    judged = read.only(args.domain, args.needs_decision)
+    judged, log = read[0].only(args.domain, args.needs_decision), read[1]
     if args.json:
         shown = judged.shown(None if args.all else SHOWN)
         print(dumps(msgspec.to_builtins(shown)))
     else:
-        for line in screen(judged, None if args.all else fit(judged)):
+        for line in screen(judged, log, None if args.all else SCREEN_LINES, args.needs_decision):
             say(line)
     return 1 if judged.needs_person else 0
 
@@ -149,17 +168,41 @@ def _missing(log: str) -> bool:
     return os.path.isdir(os.path.dirname(log) or ".")
 
 
-def fit(t: Triage, lines: int = SCREEN_LINES) -> int:
-    """How many items of each group a screen shows: at most :data:`SHOWN`, fewer so it stays within ``lines``."""
-    for n in range(SHOWN, 1, -1):
-        if len(screen(t, n)) <= lines:
-            return n
-    return 1
+class Shape(NamedTuple):
+    """What a screen shows of its groups (most urgent first): ``items`` items of each of the first ``full`` groups,
+    one line for each of the next ``brief``, and one line for all the rest together."""
+
+    items: int
+    full: int
+    brief: int
 
 
-def screen(t: Triage, limit: int | None) -> list[str]:
-    """The triage for people: a head line (and what pasting its commands needs), each group (its first ``limit``
-    items; None: all), the totals."""
+def shapes(groups: int) -> list[Shape]:
+    """Every shape a screen of ``groups`` groups may take, from the most it shows to the least: 3, 2, then 1 item
+    of every group; then one line for each of the least urgent groups, one more at a time; then fewer such lines."""
+    return ([Shape(n, groups, 0) for n in range(SHOWN, 0, -1)]
+            + [Shape(1, full, groups - full) for full in range(groups - 1, -1, -1)]
+            + [Shape(1, 0, brief) for brief in range(groups - 1, -1, -1)])
+
+
+def screen(t: Triage, log: LogArg, lines: int | None = SCREEN_LINES, needs_decision: bool = False) -> list[str]:
+    """The triage for people, its groups most urgent first (:func:`~projections.triage.urgent_first`): the first
+    of :func:`shapes` that keeps it within ``lines`` (None: every item of every group). ``log`` and
+    ``needs_decision`` go into the commands that list what it leaves out."""
+    if lines is None:
+        return _screen(t, log, None, needs_decision)
+    for shape in shapes(len(t.groups)):
+        out = _screen(t, log, shape, needs_decision)
+        if len(out) <= lines:
+            break
+    return out
+
+
+def _screen(t: Triage, log: LogArg, shape: Shape | None, needs_decision: bool) -> list[str]:
+    """A head line (and what pasting its commands needs), the count, and when the screen leaves any item out the
+    counts by urgency and by domain with the command that lists each in full; the groups as ``shape`` says (None:
+    every item); the totals."""
+    groups = urgent_first(t.groups)
     out = [head(t)]
     if (note := password_note(t.log)) is not None:
         out.append(note)
@@ -167,11 +210,46 @@ def screen(t: Triage, limit: int | None) -> list[str]:
         out.append("Nothing needs a person.")
     else:
         out.append(f"Needs a person: {t.needs_person:,} ({_plural(len(t.groups), 'reason')}).")
-    for g in t.groups:
+    full, brief = (len(groups), 0) if shape is None else (shape.full, shape.brief)
+    limit = None if shape is None else shape.items
+    if full < len(groups) or any(limit is not None and g.count > limit for g in groups):
+        out += guide_lines(groups, log, needs_decision)
+    for g in groups[:full]:
         out += group_lines(g, limit)
+    if brief:
+        out += ["", "Then one line each: its count, its first id, and the command that lists every one (of a "
+                "single item, its own command):"]
+        out += [brief_line(g, log, needs_decision) for g in groups[full:full + brief]]
+    if rest := groups[full + brief:]:
+        out.append(f"  and {_plural(len(rest), 'more reason')} ({_plural(sum(g.count for g in rest), 'item')}): "
+                   "the commands above list every one")
     out.append("")
     out += totals_lines(t)
     return out
+
+
+def guide_lines(groups: list[Group], log: LogArg, needs_decision: bool) -> list[str]:
+    """For a screen that leaves items out: how many items each urgency holds (the screen's order), then each domain's
+    count with the command that lists it in full (and those a person decides, unless that is the view)."""
+    ranks = [sum(g.count for g in groups if urgency(g.reason_code) == rank) for rank in range(len(URGENCY))]
+    said = ", ".join(f"{n:,} {words}" for n, words in zip(ranks, URGENCY, strict=True) if n)
+    rows = [] if needs_decision or not ranks[0] else [("to decide", ranks[0], status_cmd(log, True, None, True))]
+    for d in DOMAINS:
+        if n := sum(g.count for g in groups if g.domain == d):
+            rows.append((d, n, status_cmd(log, True, d, needs_decision)))
+    width = max(len(f"{label}: {n:,}") for label, n, _cmd in rows)
+    return [f"Not all shown; most urgent first: {said}. In full:",
+            *(f"  {f'{label}: {n:,}':<{width}}  {cmd}" for label, n, cmd in rows)]
+
+
+def brief_line(g: Group, log: LogArg, needs_decision: bool) -> str:
+    """A group in one line: ``  TITLE: COUNT; first ID (for 2 h): eventlog status LOG --domain D --all``; a group of
+    one item has that item's own command to copy instead (``TITLE: 1; ID (for 2 h): NEXT``)."""
+    first = g.items[0]
+    since = f" ({for_words(first.for_s)})" if first.for_s is not None else ""
+    if g.count == 1:
+        return f"  {g.title}: 1; {first.id}{since}: {first.next}"
+    return f"  {g.title}: {g.count:,}; first {first.id}{since}: {status_cmd(log, True, g.domain, needs_decision)}"
 
 
 def head(t: Triage) -> str:
