@@ -19,6 +19,7 @@ whatever the machine's zone.
 
 from __future__ import annotations
 
+import difflib
 import os
 import re
 import shlex
@@ -28,7 +29,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime, tzinfo
 from functools import lru_cache
 from typing import Literal
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
 from eventlog.events import FIRST_YEAR, LAST_YEAR
 
@@ -76,10 +77,25 @@ def local_zone_problem() -> str | None:
     as ``Asia/Tokyo`` or ``UTC``, a zone file's path) nor a POSIX rule (``JST-9``) is, ``:`` before any, such
     as ``Asia/Tokio``: the C library then takes UTC, silently. None when nothing is wrong (``TZ`` unset or empty
     included: UTC, as the C library reads it)."""
+    tz = unknown_tz()
+    return None if tz is None else f"TZ={shlex.quote(tz)} is no time zone this machine knows: local time is UTC"
+
+
+def unknown_tz() -> str | None:
+    """``TZ`` as set when it names no zone (:func:`local_zone_problem`: the C library takes UTC for it), else None."""
     tz = os.environ.get("TZ")
     if tz is None or _local_zone(tz) is not None or _POSIX_RULE.fullmatch(tz.removeprefix(":")):
         return None
-    return f"TZ={shlex.quote(tz)} is no time zone this machine knows: local time is UTC"
+    return tz
+
+
+def zone_like(tz: str) -> str | None:
+    """The zone name this machine knows that ``tz`` most likely misspells (``Asia/Tokio``: ``Asia/Tokyo``), or None.
+
+    Reads the zone names on disk (:func:`zoneinfo.available_timezones`): only for a ``TZ`` already found wrong.
+    """
+    found = difflib.get_close_matches(tz.removeprefix(":"), sorted(available_timezones()), n=1, cutoff=0.8)
+    return found[0] if found else None
 
 
 #: The file the C library reads the machine's zone from when ``TZ`` is not set.
@@ -92,8 +108,11 @@ def local_zone_name() -> str:
     """The machine's zone as a ``TZ=`` value that makes another process judge days and hours as this one does
     (:func:`local_zone`): ``TZ`` as set (a zone name, a zone file's path; ``UTC`` when empty), else the zone
     /etc/localtime links to (``Europe/Berlin``), else /etc/timezone's; ``UTC`` without /etc/localtime, as the C
-    library reads it. "" when none of them names one that can be pasted into a shell unquoted."""
+    library reads it. "" when none of them names one that can be pasted into a shell unquoted, or ``TZ`` names no
+    zone (:func:`unknown_tz`: another process given it would judge in UTC, and say nothing)."""
     tz = os.environ.get("TZ")
+    if tz is not None and unknown_tz() is not None:
+        return ""
     if tz is not None:
         name = tz.removeprefix(":") or "UTC"
     elif not os.path.lexists(LOCALTIME):
@@ -261,4 +280,4 @@ def parse_at(text: str | None, assume_tz: tzinfo | None = None, default: At = NO
 
 
 __all__ = ["LAST_LINE", "LOG", "NOW", "At", "Clock", "fixed", "in_zone", "local_zone", "local_zone_name",
-           "local_zone_problem", "now", "parse_at", "zone_name"]
+           "local_zone_problem", "now", "parse_at", "unknown_tz", "zone_like", "zone_name"]

@@ -30,6 +30,7 @@ from eventlog.events import PROBE_OUTCOMES
 from eventlog.logs import no_event_log
 from eventlog.prom_controls import control_families
 from eventlog.replay import Replay
+from eventlog.views import zone_unknown as unknown_zone
 from projections.ahead import CHECKS, Ahead, dated_ahead
 from projections.handoffs import (
     PLAN_REASONS,
@@ -115,6 +116,7 @@ def exposition(
     ahead: Sequence[Ahead] | None = None,
     reruns: Mapping[str, int] | None = None,
     unfed: int | None = None,
+    zone_unknown: bool | None = None,
     lanes_error: bool | None = None,
     lanes_beat: Heartbeat | None = None,
     lanes_late: bool | None = None,
@@ -143,7 +145,9 @@ def exposition(
     out when None: not judged live); ``reruns``: catch-up re-runs that did not end well, by kind (``failed``,
     ``no_end``: ``projections.catchup.Catchup.bad_reruns``; left out when None); ``unfed``: guarded jobs whose
     slot of today passed 2 h ago with no marker of today (``projections.catchup.Catchup.unfed``; left out when
-    None); ``lanes_error``: the lanes
+    None); ``zone_unknown``: catch-up's today is judged in the machine's zone, whose ``TZ`` names no zone (UTC
+    taken), while the log has a guarded job (status: ``zone_unknown``; left out when None: not judged live);
+    ``lanes_error``: the lanes
     runner's last pass ended in error (``Lanes.last_pass``); ``lanes_beat``: the lanes pass's heartbeat as of the
     dump's ``as_of`` (``Lanes.heartbeat``; None: no pass is due, or not judged); ``lanes_late``: it is late
     (status: ``lanes_late``; left out when None); ``deadline_passed``: handoffs still out (pending,
@@ -254,6 +258,10 @@ def exposition(
                   "the log holds no marker of today for them (neither skipped nor ran): nothing feeds their markers "
                   "(eventlog import quota-log), or they did not run (status: unfed; zone: the TZ their today is "
                   "judged in).", [(daily, unfed)])
+    if zone_unknown is not None:
+        out.gauge("recovery_catchup_zone_unknown", "1 when catch-up's today and slots are judged in the machine's "
+                  "zone (no --assume-tz) and its TZ names no time zone it knows, so UTC is taken, while the log has "
+                  "a guarded job (status: zone_unknown).", [(one, int(zone_unknown))])
 
     s = dump["sessions"]
     tally = Counter((item["admission_state"], item["attention"] or "") for item in s["items"].values())
@@ -301,8 +309,9 @@ def of_replay(replay: Replay, dump: dict[str, Any], tick_s: float | None = None,
 
     ``live``: the dump is judged as of the wall clock now, so the times ahead of it are counted, and catch-up's
     days in the zone of ``--assume-tz`` (the one ``replay`` was read in), else in the machine's, which the
-    ``zone`` label names ("" otherwise: no label to Prometheus). Every sample carries ``assume_tz`` when ``replay``
-    was read with ``--assume-tz`` (its own argument, never the log's content).
+    ``zone`` label names ("" otherwise, or when ``TZ`` names no zone: no label to Prometheus; then
+    ``recovery_catchup_zone_unknown`` is 1 while the log has a guarded job). Every sample carries ``assume_tz``
+    when ``replay`` was read with ``--assume-tz`` (its own argument, never the log's content).
     ``snapshot_unsaved``: ``follow``'s last save of its ``--snapshot`` failed (None: it keeps none).
     """
     as_of = dump.get("as_of")
@@ -326,10 +335,12 @@ def of_replay(replay: Replay, dump: dict[str, Any], tick_s: float | None = None,
         without = sessions.without_worker(at) if at is not None else {}
         waited = sessions.decision_wait_s(at) if at is not None else 0.0
     catchup = getattr(replay.folder, "catchup", None)
-    reruns = unfed = None
+    reruns = unfed = zone_unknown = None
     if catchup is not None:
         reruns = Counter(RERUN_KINDS[b.kind] for b in (catchup.bad_reruns(at) if at is not None else []))
         unfed = len(catchup.unfed(at)) if at is not None else 0
+        if live:
+            zone_unknown = catchup.guarded and unknown_zone(replay, live) is not None
     lanes = getattr(replay.folder, "lanes", None)
     lanes_error = None if lanes is None else lanes.last_pass is not None and lanes.last_pass.exit == "error"
     beat = lanes.heartbeat(at) if lanes is not None and at is not None else None
@@ -340,7 +351,7 @@ def of_replay(replay: Replay, dump: dict[str, Any], tick_s: float | None = None,
                       torn_tail_stuck=replay.stuck_tail is not None,
                       unfinished_batch=0 if replay.uncommitted is None else replay.uncommitted.lines,
                       not_a_log=no_event_log(str(dump.get("log", "")), replay) is not None, ahead=ahead,
-                      reruns=reruns, unfed=unfed, deadline_passed=late, retired=retired,
+                      reruns=reruns, unfed=unfed, zone_unknown=zone_unknown, deadline_passed=late, retired=retired,
                       no_watcher=unwatched, failing=failing, snapshot_unsaved=snapshot_unsaved,
                       zone=(zone_name(replay.reader.assume_tz) or local_zone_name()) if live else "",
                       assume_tz=zone_name(replay.reader.assume_tz))

@@ -19,7 +19,7 @@ from typing import Any
 
 import msgspec
 
-from eventlog.clock import At, zone_name
+from eventlog.clock import At, unknown_tz, zone_like, zone_name
 from eventlog.events import KEY_FIELDS, Event, RecoveryDecision, type_name
 from eventlog.logs import no_event_log, open_log, printed
 from eventlog.reader import Reader, as_written
@@ -52,22 +52,33 @@ TURN_FIELDS: tuple[str, ...] = ("turn_id", "target_turn_id", "covers_turn")
 ID_FIELDS: tuple[str, ...] = (*KEY_FIELDS, "watcher", *TURN_FIELDS, "control_id")
 
 
-def facts(replay: Replay, log: str, vanished: LinesVanished | None = None) -> LogFacts:
+def facts(replay: Replay, log: str, vanished: LinesVanished | None = None, live: bool = False) -> LogFacts:
     """What the triage needs of the log itself: its name, events, bad lines, a torn tail (an unfinished batch, a
     torn last line, and whether it is stuck), whether it is no event log at all (every append is refused either
     way), the committed lines that vanished while a live process followed it (``vanished``: only it knows), and a
     stream's sequences that hold no message any more (its replay's ``vanished``: every read sees them), and the
-    zone of ``--assume-tz`` it was read in (every ``eventlog`` command on it carries it). The name is
+    zone of ``--assume-tz`` it was read in (every ``eventlog`` command on it carries it); ``live``: T is now, so
+    without ``--assume-tz`` it is judged in the machine's zone, and a ``TZ`` that names none is a fact too
+    (:func:`zone_unknown`). The name is
     LOG as printed (:func:`eventlog.logs.printed`): the commands the triage prints never carry a password."""
     stuck = None if replay.stuck_tail is None else StuckTail(*replay.stuck_tail)
     u = replay.uncommitted
     unfinished = None if u is None else UnfinishedBatch(u.words(), u.line, u.lines, u.torn_after)
     v = replay.vanished
     gaps = None if v is None else StreamGaps(lines=v.lines, runs=v.runs, words=v.words())
+    tz = zone_unknown(replay, live)
     return LogFacts(name=printed(log), assume_tz=zone_name(replay.reader.assume_tz), events=replay.events,
+                    zone_unknown=tz, zone_like=None if tz is None else zone_like(tz),
                     torn_tail=replay.torn_tail, unfinished=unfinished, stuck_tail=stuck,
                     not_a_log=no_event_log(log, replay), vanished=vanished, gaps=gaps,
                     bad_lines=[BadLineFact(b["line"], b["reason"]) for b in replay.bad_lines])
+
+
+def zone_unknown(replay: Replay, live: bool) -> str | None:
+    """``TZ`` as set when a judgement as of now (``live``) of ``replay`` takes the machine's zone (it was read without
+    ``--assume-tz``, whose zone now is judged in otherwise) and ``TZ`` names no zone (:func:`eventlog.clock.unknown_tz`:
+    UTC is taken); else None."""
+    return unknown_tz() if live and replay.reader.assume_tz is None else None
 
 
 def _runner(replay: Replay) -> Runner:
@@ -84,7 +95,8 @@ def status(replay: Replay, log: str, at: At, vanished: LinesVanished | None = No
     so the times a verdict is judged from that lie ahead of it are items (``dated_ahead``).
     """
     as_of, text = at.resolve(replay.last_at, replay.last_ts)
-    return triage(_runner(replay), as_of, text, facts(replay, log, vanished), at.live if live is None else live)
+    live = at.live if live is None else live
+    return triage(_runner(replay), as_of, text, facts(replay, log, vanished, live), live)
 
 
 def status_of_missing(log: str, at: At, not_file: str | None = None) -> Triage:
@@ -169,7 +181,7 @@ def explain(replay: Replay, log: str, ident: str, at: At, assume_tz: Any = None)
     found = [line for line, _field, _ev in named_by]
     runner = _runner(replay)
     as_of, text = at.resolve(replay.last_at, replay.last_ts)
-    judged = verdicts_of(runner, ident, as_of, text, facts(replay, log), at.live)
+    judged = verdicts_of(runner, ident, as_of, text, facts(replay, log, live=at.live), at.live)
     bad = BadLines.of(replay.bad_lines)
     if not found and not judged:
         if not named:
@@ -206,4 +218,4 @@ def turn_verdicts(runner: Runner, log: LogArg, turn_id: str, named_by: list[tupl
 
 
 __all__ = ["ID_FIELDS", "TURN_FIELDS", "Explained", "Line", "explain", "facts", "lines_of", "status",
-           "status_of_missing", "turn_verdicts"]
+           "status_of_missing", "turn_verdicts", "zone_unknown"]

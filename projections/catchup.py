@@ -427,6 +427,11 @@ class Catchup:
         return self.state.jobs
 
     @property
+    def guarded(self) -> bool:
+        """Whether a registered job is guarded: its verdicts (candidate, unfed) are judged by the day of T's zone."""
+        return any(job.guarded for job in self.state.jobs.values())
+
+    @property
     def markers(self) -> dict[str, Marker]:
         """Label -> its latest guard marker."""
         return self.state.markers

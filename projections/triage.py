@@ -190,6 +190,8 @@ REASONS: tuple[Reason, ...] = (
            False),
     Reason("lanes", "job_unpicked", "Finished jobs nobody picked up", False, by_itself=True),
     Reason("lanes", "status_quiet", "Lanes whose progress went quiet", False, by_itself=True),
+    Reason("catchup", "zone_unknown", "The machine's TZ names no time zone: catch-up's today and slots are judged in "
+           "UTC", False),
     Reason("catchup", "rerun_no_end", "Catch-up re-runs that never reported their end: they may still run", True),
     Reason("catchup", "rerun_failed", "Catch-up re-runs that ended badly: the skipped run is still lost", True),
     Reason("catchup", "unfed", "Guarded jobs with no marker of today though their slot passed: nothing feeds them?",
@@ -315,7 +317,9 @@ class LogFacts(msgspec.Struct, kw_only=True, frozen=True):
     instead (a directory, a FIFO, a device: the appender's words, only a live process judges it);
     ``vanished``: committed lines that vanished while a live process followed the log (only such a process
     knows); ``gaps``: a stream's sequences that hold no message any more (every read sees them);
-    ``assume_tz``: the zone it was read in (``--assume-tz``), which every ``eventlog`` command on it carries.
+    ``assume_tz``: the zone it was read in (``--assume-tz``), which every ``eventlog`` command on it carries;
+    ``zone_unknown``: ``TZ`` as set when T is now judged in the machine's zone (no ``--assume-tz``) and it names
+    no zone (``eventlog.clock.unknown_tz``: UTC is taken, silently), with ``zone_like``, the zone it likely misspells.
     """
 
     name: str
@@ -330,6 +334,8 @@ class LogFacts(msgspec.Struct, kw_only=True, frozen=True):
     not_file: str | None = None
     vanished: LinesVanished | None = None
     gaps: StreamGaps | None = None
+    zone_unknown: str | None = None
+    zone_like: str | None = None
 
     @property
     def torn_line(self) -> bool:
@@ -1245,6 +1251,22 @@ class _Judge:
                           u.marker.ts if u.marker is not None else u.job.ts)
                 for u in self.runner.catchup.unfed(self.at) if label is None or u.label == label]
 
+    def zone_unknown(self) -> list[Item]:
+        """The machine's ``TZ`` names no zone and T is now judged in it, while the log has a guarded job (the
+        verdicts judged by day): what is wrong, the fix, and the command that judges in the zone it likely misspells
+        (else the one that lists the zones)."""
+        tz, like = self.facts.zone_unknown, self.facts.zone_like
+        if tz is None or not self.runner.catchup.guarded:
+            return []
+        guess = f"; {like} is the likely one: the command judges in it" if like is not None else ""
+        return [self.item("zone_unknown", "TZ", f"TZ={q(tz)} is no time zone this machine knows: today and slots are "
+                          "judged in UTC, so a job skipped today in its own zone may be missed, or a slot not come "
+                          "yet taken as passed (catchup refuses to run). Set TZ to a zone it knows where the views "
+                          "and runners run (TZ= in /etc/recovery-ledger/ledger.env for the shipped units), or give "
+                          f"--assume-tz ZONE{guess}",
+                          f"TZ={like} {status_cmd(self.log, domain='catchup')}" if like is not None
+                          else "timedatectl list-timezones")]
+
     def candidates(self) -> list[Item]:
         """Every job to re-run as of T (seed 002's three conditions hold)."""
         c = self.runner.catchup
@@ -1601,6 +1623,7 @@ def triage(runner: Runner, as_of: datetime | None, as_of_text: str | None, facts
     items += judge.lanes_pass()
     items += judge.lanes_unobserved()
     items += judge.lanes()
+    items += judge.zone_unknown()
     items += judge.unfed()
     items += judge.reruns()
     items += judge.circuit()
@@ -1810,8 +1833,9 @@ def _verdict(judge: _Judge, kind: Kind, ident: str, code: str, says: str, items:
              facts: dict[str, Any] | None = None) -> Verdict:
     since_text, for_s = judge.since(since)
     ahead = judge.ahead_of(kind, ident)
-    items = items + [judge.ahead_item(a) for a in ahead]
-    says += "".join(f"; but {ahead_words(a)}" for a in ahead)
+    zone = judge.zone_unknown() if kind == "catchup" else []
+    items = zone + items + [judge.ahead_item(a) for a in ahead]
+    says += "".join(f"; but {ahead_words(a)}" for a in ahead) + "".join(f"; but {it.reason}" for it in zone)
     cmds = list(next_cmds or [])
     for it in items:
         if it.next not in cmds and not it.next.startswith("eventlog explain "):
