@@ -253,12 +253,22 @@ class LaneCheck(Event, tag="lane_check"):
     sending: dict[str, str] | None = None
     #: The resumes of its pass that were not sent (the command failed or never started): the next pass sends them.
     unsent: dict[str, str] | None = None
+    #: The sends still open whose outcome is unknown (product -> kind), an earlier pass's or, in a pass's closing
+    #: line, its own: not sent by this pass, restated so that every view reads them from its last pass until a
+    #: ``resume_enqueued`` closes them (a person's answer clears them at once).
+    unsure: dict[str, str] | None = None
+    #: What bounds its sends (``--timeout``, more than 0, and the kill grace after it; written with ``sending``):
+    #: the views read the pass as under way, not cut short, until each send's time is up (docs/DECISIONS.md,
+    #: "A send cut short").
+    timeout_s: Annotated[float, msgspec.Meta(gt=0)] | None = None
+    kill_grace_s: Annotated[float, msgspec.Meta(ge=0)] | None = None
     #: How often the lanes runner runs (``--period``, more than 0; it writes it): the views name a lanes pass
     #: late when no ``lane_check`` came for twice the last one stated (1 h when none did).
     period_s: Annotated[float, msgspec.Meta(gt=0)] | None = None
     #: What the lanes runner's pass (``--observe DIR``) could not observe, and why: each lane by its product (a
     #: lane the log knows, not stopped, with no ``NAME.env`` in DIR; one whose observation had a problem), or a
-    #: file of DIR that could not be used by its path. The views name each until a later pass states otherwise.
+    #: file of DIR that could not be used by its path. The views name each until a later pass that observed states
+    #: otherwise (an observing pass writes it, empty when it observed all; a pass without ``--observe`` does not).
     unobserved: dict[str, str] | None = None
 
 
@@ -514,7 +524,8 @@ PROJECT_FIELDS: dict[type[Event], tuple[str, ...]] = {
     Released: ("actor",),
     ResumeFailed: ("actor",),
     WatcherRun: ("detail", "stale_after_s", "retired"),
-    LaneCheck: ("unpicked_s", "quiet_s", "exit", "detail", "sending", "unsent", "period_s", "unobserved"),
+    LaneCheck: ("unpicked_s", "quiet_s", "exit", "detail", "sending", "unsent", "period_s", "unobserved", "unsure",
+                "timeout_s", "kill_grace_s"),
     CatchupKicked: ("timeout_s", "kill_grace_s", "kicked_by", "launchd_domain"),
 }
 

@@ -342,7 +342,7 @@ def of_replay(replay: Replay, dump: dict[str, Any], tick_s: float | None = None,
         if live:
             zone_unknown = catchup.guarded and unknown_zone(replay, live) is not None
     lanes = getattr(replay.folder, "lanes", None)
-    lanes_error = None if lanes is None else lanes.last_pass is not None and lanes.last_pass.exit == "error"
+    lanes_error = None if lanes is None else at is not None and lanes.pass_exit(at) == "error"
     beat = lanes.heartbeat(at) if lanes is not None and at is not None else None
     lanes_late = None if lanes is None else beat is not None and beat.late
     return exposition(dump, durations=durations, last_event_at=replay.last_at, tick_s=tick_s, unrecorded=unrecorded,

@@ -51,7 +51,7 @@ all are closed.
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Literal, NamedTuple, NotRequired, TypedDict
 
 import msgspec
@@ -107,31 +107,36 @@ class Resume(msgspec.Struct, gc=False):
     task_branch: str | None = None
 
 
+class Sending(msgspec.Struct, gc=False):
+    """A resume a lanes pass named in ``sending`` and no line closed yet: its ``lane_check``'s line and ``ts``, and
+    until when its pass may still be sending it (``by``: None once a later line of the runner restated it, its pass
+    over, or when that line stated no ``timeout_s``)."""
+
+    line: int
+    ts: str
+    by: datetime | None = None
+
+    def under_way(self, as_of: datetime) -> bool:
+        """Whether its pass may still be sending it as of ``as_of`` (not yet cut short)."""
+        return self.by is not None and elapsed_s(self.by, as_of) >= 0
+
+
 class LanePass(msgspec.Struct, gc=False):
     """How the lanes runner's last pass ended: the last ``lane_check`` that states an ``exit`` (log order).
 
-    ``exit`` and ``detail`` are as the views read them: a pass that said ``sending`` is ``error`` while a send it
-    named is open (``open``: their products), with a detail that says so (:meth:`settle`)."""
+    What its line said (``failed``: ``exit: error``, or ``sending`` with a ``detail``; ``said``: its ``detail``) and the sends it names that no line
+    closed yet (``open``: product -> kind); the views word them as of T (:meth:`Lanes.pass_exit`)."""
 
     ts: str
-    exit: Literal["ok", "error"]
-    detail: str | None = None
+    failed: bool = False
     line: int = 0
-    #: What that pass could not observe (``lane_check.unobserved``): a product or a file -> why.
+    #: What that pass could not observe (``lane_check.unobserved``): a product or a file -> why; a pass that did
+    #: not observe (no ``--observe``, so no ``unobserved``) keeps the last observing pass's.
     unobserved: dict[str, str] = {}
-    #: The products whose send this pass (its ``exit: sending`` line) named and no line closed yet.
+    #: The sends this pass named (``sending``, ``unsure``) that no line closed yet: product -> kind.
     open: dict[str, str] = {}
-    #: The ``detail`` its line wrote (None: none), kept while ``detail`` says the sends are open.
+    #: The ``detail`` its line wrote (None: none).
     said: str | None = None
-
-    def settle(self) -> None:
-        """``exit`` and ``detail`` from what the line said and the sends still open."""
-        if self.open:
-            sends = ", ".join(f"{product} ({kind})" for product, kind in sorted(self.open.items()))
-            self.exit = "error"
-            self.detail = "; ".join([*([self.said] if self.said else []), cut_short_words(sends)])
-        else:
-            self.exit, self.detail = ("error" if self.said else "ok"), self.said
 
 
 def cut_short_words(sends: str) -> str:
@@ -145,11 +150,9 @@ def cut_short_said(ts: str) -> str:
     return f"a lanes pass ({ts}) stopped while sending its resume (or sends it still)"
 
 
-class Sending(msgspec.Struct, gc=False):
-    """A resume a lanes pass named in ``sending`` and no line closed yet: its ``lane_check``'s line and ``ts``."""
-
-    line: int
-    ts: str
+#: How long past its sends' time (``timeout_s`` plus ``kill_grace_s`` each) a pass that says ``sending`` is still read
+#: as under way: the appends around each send and a slow disk.
+SEND_MARGIN_S = 60.0
 
 
 class Heartbeat(NamedTuple):
@@ -368,17 +371,52 @@ class Lanes:
         resumed = self.state.resumes.get(product, {}).get(kind)
         return resumed if anchor is not None and resumed is not None and resumed.line > anchor else None
 
-    def cut_short(self, product: str, kind: str) -> Sending | None:
-        """The send of a resume for this stall whose outcome is unknown: named by a pass after the stall's anchor,
-        closed by no line since (None: none)."""
+    def open_send(self, product: str, kind: str) -> Sending | None:
+        """The send of a resume for this stall that a pass named after the stall's anchor and no line closed since
+        (None: none): under way, or cut short (:meth:`cut_short`)."""
         anchor = self.anchor(product, kind)
         sent = self.state.sending.get(product, {}).get(kind)
         return sent if anchor is not None and sent is not None and sent.line > anchor else None
 
-    def cut_short_products(self) -> list[str]:
+    def cut_short(self, product: str, kind: str, as_of: datetime | None = None) -> Sending | None:
+        """The open send of a resume for this stall (:meth:`open_send`) whose outcome is unknown: its pass is over,
+        or, judged as of ``as_of``, its sends' time is up (None: none; the runner, which holds the lock, gives no
+        ``as_of``: every earlier pass is over)."""
+        sent = self.open_send(product, kind)
+        return None if sent is None or (as_of is not None and sent.under_way(as_of)) else sent
+
+    def cut_short_products(self, as_of: datetime | None = None) -> list[str]:
         """The products with a stall whose resume's send was cut short (:meth:`cut_short`), sorted."""
         return sorted(product for product, kinds in self.state.sending.items()
-                      if any(self.cut_short(product, kind) is not None for kind in kinds))
+                      if any(self.cut_short(product, kind, as_of) is not None for kind in kinds))
+
+    def pass_exit(self, as_of: datetime) -> Literal["ok", "error", "sending"] | None:
+        """How the last pass reads as of ``as_of`` (None: no pass states it): ``error`` when its line said so or a
+        send it names was cut short (:meth:`cut_short_sends`), ``sending`` while its sends are under way, else
+        ``ok``."""
+        last = self.state.last_pass
+        if last is None:
+            return None
+        if last.failed or self.cut_short_sends(as_of):
+            return "error"
+        return "sending" if last.open else "ok"
+
+    def cut_short_sends(self, as_of: datetime) -> dict[str, str]:
+        """The sends the last pass names whose outcome is unknown as of ``as_of``: product -> kind."""
+        last = self.state.last_pass
+        sending = self.state.sending
+        return {} if last is None else {
+            product: kind for product, kind in last.open.items()
+            if not (sent := sending.get(product, {}).get(kind)) or not sent.under_way(as_of)}
+
+    def pass_detail(self, as_of: datetime) -> str | None:
+        """What the last pass's line said, and the sends it names that were cut short as of ``as_of``, in words."""
+        last = self.state.last_pass
+        if last is None:
+            return None
+        cut = self.cut_short_sends(as_of)
+        sends = ", ".join(f"{product} ({kind})" for product, kind in sorted(cut.items()))
+        return "; ".join([*([last.said] if last.said else []), *([cut_short_words(sends)] if cut else [])]) or None
 
     @property
     def last_pass(self) -> LanePass | None:
@@ -465,17 +503,14 @@ class Lanes:
             state.checked_unpicked_s = ev.unpicked_s
         if ev.quiet_s is not None:
             state.checked_quiet_s = ev.quiet_s
-        for product, kind in (ev.sending or {}).items():
-            state.sending.setdefault(product, {})[kind] = Sending(line, ev.ts)
+        sends = self._sending(ev, line, at)
         for product, kind in (ev.unsent or {}).items():
             self._close(product, kind)
         if ev.exit is not None:
-            sending = ev.exit == "sending"
-            last = state.last_pass = LanePass(ev.ts, "error" if ev.exit == "error" else "ok", ev.detail, line,
-                                              unobserved=ev.unobserved or {},
-                                              open=dict(ev.sending or {}) if sending else {}, said=ev.detail)
-            if sending:
-                last.settle()
+            unobserved = state.last_pass.unobserved if ev.unobserved is None and state.last_pass is not None else \
+                ev.unobserved or {}
+            state.last_pass = LanePass(ev.ts, ev.exit == "error" or (ev.exit == "sending" and bool(ev.detail)), line, unobserved=unobserved, open=sends,
+                                       said=ev.detail)
         state.check_at, state.check_ts = at, ev.ts
         if ev.period_s is not None:
             state.checked_period_s = ev.period_s
@@ -486,6 +521,23 @@ class Lanes:
         self._close(ev.product, ev.kind)
         return None
 
+    def _sending(self, ev: LaneCheck, line: int, at: datetime) -> dict[str, str]:
+        """Open the sends ``ev`` names (product -> kind, returned): ``sending``, about to go, under way until
+        ``timeout_s`` plus ``kill_grace_s`` each (and :data:`SEND_MARGIN_S`) are up; ``unsure``, still open from
+        this pass or an earlier one, which is over (their line and ``ts`` kept)."""
+        sending = self.state.sending
+        fresh = ev.sending or {}
+        by = None
+        if fresh and ev.timeout_s is not None:
+            each = ev.timeout_s + (ev.kill_grace_s or 0.0)
+            by = at + timedelta(seconds=len(fresh) * each + SEND_MARGIN_S)
+        for product, kind in fresh.items():
+            sending.setdefault(product, {})[kind] = Sending(line, ev.ts, by)
+        for product, kind in (ev.unsure or {}).items():
+            kept = sending.setdefault(product, {}).get(kind)
+            sending[product][kind] = Sending(line, ev.ts) if kept is None else msgspec.structs.replace(kept, by=None)
+        return {**fresh, **(ev.unsure or {})}
+
     def _close(self, product: str, kind: str) -> None:
         """The send of this resume is no longer open (it was recorded, or not sent)."""
         state = self.state
@@ -493,7 +545,6 @@ class Lanes:
         last = state.last_pass
         if last is not None and last.open.get(product) == kind:
             del last.open[product]
-            last.settle()
 
     handlers: dict[type[Event], Handler] = {
         StatusUpdated: _status_updated,

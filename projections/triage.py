@@ -118,7 +118,7 @@ from projections.handoffs import (
     SKIPPED,
     Handoff,
 )
-from projections.lanes import JOB_UNPICKED, LATE_PERIODS, STATUS_QUIET, Heartbeat, cut_short_said
+from projections.lanes import JOB_UNPICKED, LATE_PERIODS, STATUS_QUIET, Heartbeat, Sending, cut_short_said
 from projections.runner import Runner
 from projections.sessions import (
     BACKOFF,
@@ -426,7 +426,7 @@ class LaneTotals(msgspec.Struct, kw_only=True):
     stopped: int
     idle: int
     last_pass: str | None = None
-    last_pass_exit: Literal["ok", "error"] | None = None
+    last_pass_exit: Literal["ok", "error", "sending"] | None = None
     #: Whether the lanes pass is late (``lanes_late``).
     late: bool = False
 
@@ -810,6 +810,31 @@ def lane_stop_cmd(log: str | LogArg, product: str, ts: str) -> str:
     return append_cmd(log, {"type": "lane_stopped", "ts": ts, "product": product})
 
 
+@_or_words
+def resend_cmd(log: str | LogArg, product: str, enqueue: str) -> str:
+    """``eventlog lanes LOG --enqueue-cmd CMD --resend PRODUCT``: send a resume whose send was cut short, once a
+    person knows it did not arrive."""
+    return command("eventlog lanes", [log], [opt("--enqueue-cmd", enqueue), opt("--resend", product)])
+
+
+#: The enqueue command a view puts in :func:`resend_cmd`: the person's (``lanes`` refuses it until it is filled in).
+YOUR_ENQUEUE = "<your enqueue command>"
+
+
+def cut_short_cmds(log: str | LogArg, product: str, kind: str, enqueue: str = YOUR_ENQUEUE) -> list[str]:
+    """What a person chooses from for a resume whose send was cut short: the ``resume_enqueued`` to append (it
+    arrived) and :func:`resend_cmd` (it did not); for a product no command can name, one text that says why."""
+    cmds = [append_cmd(log, {"type": "resume_enqueued", "product": product, "kind": kind}),
+            resend_cmd(log, product, enqueue)]
+    return cmds[:1] if cmds[0] == cmds[1] else cmds
+
+
+def sending_words(sent: Sending) -> str:
+    """A resume a lanes pass is sending now (its time not up), in words."""
+    until = f" (cut short if not recorded by {sent.by.isoformat()})" if sent.by is not None else ""
+    return f"a lanes pass ({sent.ts}) is sending its resume now{until}"
+
+
 def lanes_late_words(beat: Heartbeat) -> str:
     """Why the lanes pass is late: since when, its period, where to look, and what is not done meanwhile."""
     every = (f"it runs every {duration_words(beat.period_s)} and is late after "
@@ -1135,9 +1160,10 @@ class _Judge:
         detail cut short is whole in the pass's output)."""
         lanes = self.runner.lanes
         last = lanes.last_pass
-        if last is None or last.exit != "error":
+        if last is None or lanes.pass_exit(self.at) != "error":
             return []
-        unsure = lanes.cut_short_products()
+        detail = lanes.pass_detail(self.at)
+        unsure = lanes.cut_short_products(self.at)
         fix = ("no lane is known" if not lanes.lanes else
                f"for a resume whose send was cut short ({', '.join(unsure)}), its explain says what to type"
                if unsure else
@@ -1145,7 +1171,7 @@ class _Judge:
         unobserved = len(lanes.unobserved())
         if unobserved:
             fix += f"; the {unobserved} lane(s) or file(s) it could not observe are named one each (lane_unobserved)"
-        cut = _CUT.search(last.detail or "")
+        cut = _CUT.search(last.said or "")
         if cut is not None:
             fix += f"; that detail is cut ({cut[1]} characters in all): the whole is in its output ({LANES_OUTPUT})"
         # A send cut short first: its explain gives the two commands a person chooses from.
@@ -1153,7 +1179,7 @@ class _Judge:
                     status_cmd(self.log, every=True, domain="lanes") if unobserved or cut is not None else
                     OBSERVE_HELP if not lanes.lanes else LANES_HELP)
         return [self.item("lanes_error", "lanes", f"its last pass ({last.ts}) ended in error: "
-                          f"{last.detail or 'no detail given'}; {fix}", next_cmd, last.ts)]
+                          f"{detail or 'no detail given'}; {fix}", next_cmd, last.ts)]
 
     def lanes_unobserved(self) -> list[Item]:
         """Each lane (or lane file) the lanes runner's last pass could not observe, and why, until a pass that states
@@ -1183,14 +1209,16 @@ class _Judge:
         if resume is not None:
             task = f"task branch {resume.task_branch}" if resume.task_branch else "no task branch given"
             return f"; a resume was enqueued for it at {resume.ts} ({task})"
-        cut = lanes.cut_short(product, kind)
-        if cut is not None:
-            return (f"; {cut_short_said(cut.ts)}: did it arrive? No pass sends it again on its own (explain says what "
+        sent = lanes.open_send(product, kind)
+        if sent is not None and sent.under_way(self.at):
+            return f"; {sending_words(sent)}"
+        if sent is not None:
+            return (f"; {cut_short_said(sent.ts)}: did it arrive? No pass sends it again on its own (explain says what "
                     "to type)")
         if lanes.state.check_ts is None:  # "is there a pass": any lane_check, as lanes_late judges it
             return "; no resume sent: no lanes pass in the log (eventlog lanes sends them)"
         last = lanes.last_pass
-        if last is not None and last.exit == "error":
+        if last is not None and lanes.pass_exit(self.at) == "error":
             unseen = " and could not observe it (lane_unobserved)" if product in lanes.unobserved() else ""
             return f"; no resume sent: the last lanes pass ({last.ts}) ended in error{unseen}"
         late = self.lanes_late()
@@ -1706,7 +1734,7 @@ def totals(runner: Runner, judge: _Judge, groups: list[Group]) -> Totals:
         out.lanes = LaneTotals(products=len(results), stalled=sum(r["stalled"] for r in results),
                                moving=reasons.count("moving"), stopped=reasons.count("stopped-on-purpose"),
                                idle=reasons.count("lane-idle"), last_pass=None if last is None else last.ts,
-                               last_pass_exit=None if last is None else last.exit,
+                               last_pass_exit=lanes.pass_exit(judge.at),
                                late=bool(count.get("lanes_late")))
     c = runner.catchup
     if c.jobs or c.markers or c.state.open_until is not None or c.state.reruns:
@@ -2005,18 +2033,20 @@ def _lane_said(judge: _Judge, product: str) -> Verdict:
                      "once eventlog observe lane records it. If the task went nowhere, send another by hand with "
                      f"your enqueue command ({product} {kind} as its last two arguments)")
             cmds: list[str] = []
-        elif (cut := lanes.cut_short(product, kind)) is not None:
+        elif (cut := lanes.open_send(product, kind)) is not None and cut.under_way(judge.at):
+            says += (". Next: nothing yet: its resume_enqueued covers the stall once the send went; if none is "
+                     "written by then, the send was cut short and this says what to type")
+            facts["sending"] = msgspec.to_builtins(cut)
+            cmds = []
+        elif cut is not None:
             says += (". Next: find out whether that resume arrived (your queue, or the task branch in the product's "
                      "repository). If it did, record it (the first command); if not, send it (the second, with your "
                      "enqueue command); until then no lanes pass sends it")
             facts["cut_short"] = msgspec.to_builtins(cut)
-            cmds = [append_cmd(judge.log, {"type": "resume_enqueued", "product": product, "kind": kind}),
-                    command("eventlog lanes", [judge.log],
-                            [opt("--enqueue-cmd", "<your enqueue command>"), opt("--resend", product)])]
+            cmds = cut_short_cmds(judge.log, product, kind)
         else:
-            last = lanes.last_pass
-            if last is not None and last.exit == "error":
-                says += f": {last.detail or 'no detail given'}"
+            if lanes.pass_exit(judge.at) == "error":
+                says += f": {lanes.pass_detail(judge.at) or 'no detail given'}"
             says += "; " + lanes_words(lanes.unpicked_minutes * 60, lanes.quiet_hours * 3600)
             cmds = [LANES_HELP]
         return _verdict(judge, "lane", product, code, says, items, since, next_cmds=cmds, facts=facts)

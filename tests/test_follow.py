@@ -151,15 +151,16 @@ def _metric(prom: Path, name: str) -> float:
 
 
 @contextmanager
-def following(log: Path, tmp_path: Path) -> Iterator[tuple[Path, Path]]:
-    """``eventlog follow LOG --dump DUMP --prom PROM --tick 1h`` running while the block runs; yields (DUMP, PROM).
+def following(log: Path, tmp_path: Path, *extra: str) -> Iterator[tuple[Path, Path]]:
+    """``eventlog follow LOG --dump DUMP --prom PROM --tick 1h`` (and ``extra``) running while the block runs;
+    yields (DUMP, PROM).
 
     SIGTERM ends it after the block, and it must exit 0 (OUTPUTS.md: "end it cleanly with exit 0").
     """
     dump, prom = tmp_path / "dump.json", tmp_path / "m.prom"
     proc = subprocess.Popen(
         [sys.executable, "-m", "eventlog", "follow", str(log), "--dump", str(dump), "--prom", str(prom),
-         "--tick", "1h"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+         "--tick", "1h", *extra], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
     try:
         yield dump, prom

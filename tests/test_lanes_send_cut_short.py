@@ -12,6 +12,7 @@ sending``); one no ``resume_enqueued`` closes has an unknown outcome (spec secti
 from __future__ import annotations
 
 import json
+from datetime import datetime, timedelta
 import os
 import shlex
 import signal
@@ -60,37 +61,49 @@ def test_a_pass_killed_while_sending_never_sends_again_and_every_view_asks_wheth
         check = events(log)[-1]
         assert check["type"] == "lane_check" and check["exit"] == "sending" and check["sending"] == {
             "quiet": "status-quiet"}
+        assert (check["timeout_s"], check["kill_grace_s"]) == (300, 5)  # what bounds its send
+        # Judged now, the pass may still be sending (a send takes seconds): under way, no error and no page.
+        code, view = status(log)
+        assert view["totals"]["lanes"]["last_pass_exit"] == "sending" and items(view, "lanes_error") == []
+        [stall] = items(view, "status_quiet")
+        assert f"a lanes pass ({check['ts']}) is sending its resume now" in stall["reason"]
+        line = f'recovery_lanes_last_pass_error{{log="{log}"}}'
+        with following(log, tmp_path) as (_dump, prom):
+            assert _wait_for(lambda: prom.exists() and f"{line} 0\n" in prom.read_text(), timeout=30)
 
-        code, view = status(log)  # the pass never finished: not ok, and nothing says the next pass sends it
-        assert code == 1
+        # Once its time is up (--timeout and the kill grace, and a margin), it was cut short: every view asks.
+        later = (datetime.fromisoformat(check["ts"]) + timedelta(seconds=300 + 5 + 61)).isoformat()
+        out = run_cli("status", str(log), "--json", "--all", "--at", later)
+        assert out.returncode == 1
+        view = json.loads(out.stdout)
         assert view["totals"]["lanes"]["last_pass_exit"] == "error"
         [failed] = items(view, "lanes_error")
         assert "it stopped while sending a resume for quiet (status-quiet)" in failed["reason"]
         assert "did it arrive?" in failed["reason"]
+        assert failed["next"] == f"eventlog explain {log} quiet"
         [stall] = items(view, "status_quiet")
         assert f"a lanes pass ({check['ts']}) stopped while sending its resume" in stall["reason"]
         assert "did it arrive?" in stall["reason"] and "the next lanes pass sends one" not in stall["reason"]
+        (tmp_path / "later").mkdir()
+        with following(log, tmp_path / "later", "--at", later) as (_dump, prom):
+            assert _wait_for(lambda: prom.exists() and f"{line} 1\n" in prom.read_text(), timeout=30)
 
-        again = lanes(log, "ok")  # the next pass: asks, sends nothing
+        again = lanes(log, "ok")  # the next pass (it holds the lock: the killed one is over): asks, sends nothing
         assert again.returncode == 1
         assert len(calls(log)) == 1
         assert "resume_enqueued" not in [e["type"] for e in events(log)]
         assert "quiet: status-quiet: " in again.stderr and "did it arrive?" in again.stderr
         assert "quiet: status-quiet, did its resume arrive? unknown" in again.stdout
         assert "eventlog append" in again.stderr and "--resend quiet" in again.stderr
-        assert events(log)[-1]["exit"] == "error"
+        assert events(log)[-1]["unsure"] == {"quiet": "status-quiet"}  # carried: an answer closes it
+        code, view = status(log)  # judged now: that pass is over, so the send is cut short at once
+        assert code == 1 and [i["next"] for i in items(view, "lanes_error")] == [f"eventlog explain {log} quiet"]
 
         verdict = lane_verdict(log, "quiet")
         assert "find out whether that resume arrived" in verdict["says"]
         arrived, resend = verdict["next"]
         assert arrived.startswith("printf ") and " | eventlog append " in arrived
         assert "--enqueue-cmd '<your enqueue command>'" in resend and resend.endswith("--resend quiet")
-        [failed] = items(status(log)[1], "lanes_error")
-        assert failed["next"] == f"eventlog explain {log} quiet"
-
-        line = f'recovery_lanes_last_pass_error{{log="{log}"}}'
-        with following(log, tmp_path) as (_dump, prom):
-            assert _wait_for(lambda: prom.exists() and f"{line} 1\n" in prom.read_text(), timeout=30)
         server = start_server(log, tmp_path)
         try:
             [stall] = items(server.client("viewer").get("/v1/status").json(), "status_quiet")
@@ -98,12 +111,14 @@ def test_a_pass_killed_while_sending_never_sends_again_and_every_view_asks_wheth
         finally:
             assert server.stop() == 0
 
-        assert pasted(arrived, tmp_path).returncode == 0  # it arrived: recorded, the stall is covered
-        assert lanes(log, "ok").returncode == 0
-        assert len(calls(log)) == 1
+        # It arrived: the printed line, pasted, clears every view at once (not at the next hourly pass).
+        assert pasted(arrived, tmp_path).returncode == 0
         code, view = status(log)
         assert items(view, "lanes_error") == [] and view["totals"]["lanes"]["last_pass_exit"] == "ok"
         assert "a resume was enqueued for it at" in items(view, "status_quiet")[0]["reason"]
+        assert "did it arrive?" not in lane_verdict(log, "quiet")["says"]
+        assert lanes(log, "ok").returncode == 0
+        assert len(calls(log)) == 1
 
 
 def test_resend_sends_a_resume_cut_short_once_a_person_knows_it_did_not_arrive(tmp_path: Path) -> None:
@@ -123,8 +138,10 @@ def test_a_send_over_its_timeout_or_stopped_by_sigterm_may_have_gone_out_and_is_
     log = quiet_lane(tmp_path)
     out = lanes(log, "sleep", "--timeout", "1s", "--kill-grace", "1s")
     assert out.returncode == 1 and "did it arrive?" in out.stderr
-    closing = events(log)[-1]
-    assert closing["exit"] == "error" and closing["sending"] == {"quiet": "status-quiet"} and "unsent" not in closing
+    closing = events(log)[-1]  # the pass is over: its send's outcome is unknown (unsure), not under way
+    assert closing["exit"] == "sending" and closing["unsure"] == {"quiet": "status-quiet"}
+    assert "sending" not in closing and "unsent" not in closing
+    assert status(log)[1]["totals"]["lanes"]["last_pass_exit"] == "error"
     assert lanes(log, "ok").returncode == 1 and len(calls(log)) == 1
 
     (tmp_path / "b").mkdir()
@@ -146,3 +163,26 @@ def test_a_send_that_failed_is_unsent_and_the_next_pass_sends_it(tmp_path: Path)
     assert closing["unsent"] == {"quiet": "status-quiet"} and "sending" not in closing
     assert lanes(log, "ok").returncode == 0 and len(calls(log)) == 2
     assert run_cli("stalls", str(log)).returncode == 1  # still stalled, now covered
+
+
+def test_a_send_cut_short_for_an_id_no_command_can_name_is_said_in_words(tmp_path: Path) -> None:
+    """A product with a NUL, in a log written before the appender refused such ids, whose send was cut short: the
+    runner said it with a traceback (exit 1, no lane_check); now it says why no command can name it, and how to
+    list its lines, as the views do (X1 item 3)."""
+    from tests.conftest import write_log
+    from tests.test_lanes_pass import ago
+
+    product = "a\u0000b"
+    log = write_log(tmp_path / "lanes.jsonl", [
+        {"type": "status_updated", "ts": ago(31), "product": product, "state": "running"},
+        {"type": "lane_check", "ts": ago(2), "exit": "sending", "sending": {product: "status-quiet"}},
+    ])
+    out = run_cli("lanes", str(log), "--enqueue-cmd", "true")
+    assert out.returncode == 1 and "Traceback" not in out.stderr, out.stderr
+    assert "did it arrive?" in out.stderr and "no command can name this id" in out.stderr
+    assert "grep -n -F" in out.stderr
+    check = events(log)[-1]
+    assert check["type"] == "lane_check" and check["unsure"] == {product: "status-quiet"}
+    code, view = status(log)
+    [failed] = items(view, "lanes_error")
+    assert code == 1 and failed["next"].startswith("no command can name this id")

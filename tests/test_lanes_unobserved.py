@@ -196,7 +196,7 @@ def test_a_lane_not_observed_and_a_send_cut_short_are_both_journalled_and_both_n
                       mode="sleep")  # the next pass sends alpha's again: over its timeout, it may have gone out
     assert timed_out.returncode == 1 and "did it arrive?" in timed_out.stderr
     closing = events(log)[-1]
-    assert closing["sending"] == {"alpha": "status-quiet"} and set(closing["unobserved"]) == {"beta"}
+    assert closing["unsure"] == {"alpha": "status-quiet"} and set(closing["unobserved"]) == {"beta"}
 
     (tmp_path / "alpha").rename(tmp_path / "alpha.moved")  # now alpha cannot be observed either
     asked = lanes(log, "--observe", str(lanes_dir), "--at", later)
@@ -218,3 +218,21 @@ def test_a_lane_not_observed_and_a_send_cut_short_are_both_journalled_and_both_n
     [error] = items(view, "lanes_error")
     assert error["next"] == f"eventlog explain {log} alpha"  # the send cut short first: its explain says both
     assert {i["id"] for i in items(view, "lane_unobserved")} == {"alpha", "beta"}
+
+
+def test_a_pass_without_observe_keeps_what_the_last_observing_pass_could_not_observe(tmp_path: Path) -> None:
+    """The printed ``--resend`` command has no ``--observe``: that pass observes nothing, so it says nothing of what
+    could not be observed, and ``lane_unobserved`` stays until a pass that observed says otherwise (X1 item 4)."""
+    lanes_dir, log = two_lanes(tmp_path)
+    (lanes_dir / "beta.env").rename(tmp_path / "beta.env")
+    assert lanes(log, "--observe", str(lanes_dir)).returncode == 1
+    assert {i["id"] for i in items(status(log)[1], "lane_unobserved")} == {"beta"}
+
+    assert lanes(log).returncode == 0  # no --observe, as a pasted --resend command runs
+    assert "unobserved" not in events(log)[-1]
+    assert {i["id"] for i in items(status(log)[1], "lane_unobserved")} == {"beta"}
+
+    (tmp_path / "beta.env").rename(lanes_dir / "beta.env")  # put back: a pass that observed it clears the item
+    assert lanes(log, "--observe", str(lanes_dir)).returncode == 0
+    assert events(log)[-1]["unobserved"] == {}
+    assert items(status(log)[1], "lane_unobserved") == []

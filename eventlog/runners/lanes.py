@@ -118,7 +118,7 @@ from eventlog.runners.process import DETAIL_CHARS, Interrupted, excerpt, run
 from projections.ahead import dated_ahead
 from projections.lanes import PERIOD_S, CheckRecord, Lanes, cut_short_said
 from projections.runner import in_units, thresholds
-from projections.triage import AHEAD_KIND, ahead_words, append_cmd, command, explain_cmd, lane_stop_cmd, opt
+from projections.triage import AHEAD_KIND, ahead_words, cut_short_cmds, explain_cmd, lane_stop_cmd
 
 #: Seed 001: a finished job not picked up after this is stalled (90 minutes).
 UNPICKED_S = 90 * 60.0
@@ -393,7 +393,8 @@ def _run_lanes(opts: LanesOptions, report: LanesReport) -> None:
             report.problems.append(no_lane(opts.log))
         stalls = _uncovered(opts, lanes, report)
         # Intent before the act: nothing would record a resume, nor that it was being sent.
-        if not _record(opts, log, checked_at, report, sending=dict(stalls)):
+        carried = {entry["product"]: entry["kind"] for entry in report.unsure}
+        if not _record(opts, log, checked_at, report, sending=dict(stalls), unsure=carried):
             if stalls:
                 report.problems.append(f"no resume sent for {len(stalls)} stall(s), since nothing could record it "
                                        "(its lane_check could not be written); the next run that can write tries "
@@ -409,7 +410,7 @@ def _run_lanes(opts: LanesOptions, report: LanesReport) -> None:
                 product, kind = next(stall for stall in stalls if stall not in went)
                 _unsure(opts, report, product, kind, checked_at, f"the send was stopped by {stop.signal}")
         if len(report.problems) > said:  # the pass ended in error after its lane_check: a second one says so
-            _record(opts, log, checked_at, report, closing=True, **_outcomes(stalls, report))
+            _record(opts, log, checked_at, report, **_outcomes(stalls, report))
 
 
 def _uncovered(opts: LanesOptions, lanes: Lanes, report: LanesReport) -> list[tuple[str, str]]:
@@ -434,20 +435,30 @@ def _uncovered(opts: LanesOptions, lanes: Lanes, report: LanesReport) -> list[tu
 
 def _unsure(opts: LanesOptions, report: LanesReport, product: str, kind: str, since: str, why: str) -> None:
     """A resume whose send's outcome is unknown (``why``): in ``unsure``, and a problem with what to type next."""
-    report.unsure.append({"product": product, "kind": kind, "since": since})
-    arrived = append_cmd(log_arg(opts), {"type": "resume_enqueued", "product": product, "kind": kind})
-    resend = command("eventlog lanes", [log_arg(opts)],
-                     [opt("--enqueue-cmd", shlex.join(opts.enqueue_cmd)), opt("--resend", product)])
-    report.problems.append(f"{product}: {kind}: {why}: did it arrive? No pass sends it again on its own. If it "
-                           f"arrived, record it: {arrived}; if not, send it: {resend}")
+    entry = {"product": product, "kind": kind, "since": since, "why": why}
+    report.unsure.append(entry)
+    report.problems.append(_unsure_words(opts, entry))
+
+
+def _unsure_words(opts: LanesOptions, entry: dict[str, Any]) -> str:
+    """The problem an ``unsure`` entry is: did it arrive, and the commands (or, for a product no command can name,
+    why not) a person chooses from."""
+    product, kind = entry["product"], entry["kind"]
+    asked = f"{product}: {kind}: {entry['why']}: did it arrive? No pass sends it again on its own."
+    cmds = cut_short_cmds(log_arg(opts), product, kind, shlex.join(opts.enqueue_cmd))
+    if len(cmds) == 1:
+        return f"{asked} {cmds[0]}"
+    arrived, resend = cmds
+    return f"{asked} If it arrived, record it: {arrived}; if not, send it: {resend}"
 
 
 def _outcomes(stalls: list[tuple[str, str]], report: LanesReport) -> dict[str, dict[str, str]]:
-    """What the closing ``lane_check`` says of the pass's sends: ``sending``, those still open (outcome unknown,
-    or sent and not recorded), ``unsent``, those that did not go (failed, never started)."""
+    """What the closing ``lane_check`` says of the pass's sends: ``unsure``, those still open (outcome unknown, or
+    sent and not recorded, with those of earlier passes it carries), ``unsent``, those that did not go (failed,
+    never started)."""
     went = {(e["product"], e["kind"]) for e in report.enqueued}
     still = {(e["product"], e["kind"]) for e in [*report.unsure, *report.unrecorded]}
-    return {"sending": {p: k for p, k in stalls if (p, k) in still},
+    return {"unsure": {p: k for p, k in sorted(still)},
             "unsent": {p: k for p, k in stalls if (p, k) not in still | went}}
 
 
@@ -494,20 +505,30 @@ def _send(opts: LanesOptions, log: Log, stalls: list[tuple[str, str]], clock: Cl
         report.enqueued.append({"product": product, "kind": kind, "task_branch": branch})
 
 
-def _record(opts: LanesOptions, log: Log, checked_at: str, report: LanesReport, *, closing: bool = False,
-            sending: dict[str, str] | None = None, unsent: dict[str, str] | None = None) -> bool:
-    """Append the pass's ``lane_check``: the thresholds it judged with, how the pass stands (its problems, if
-    any), and the resumes it is about to send (``sending``; the closing one: those still open, and ``unsent``);
-    whether it was written. The first one of a pass that sends says ``exit: sending``."""
+def _record(opts: LanesOptions, log: Log, checked_at: str, report: LanesReport, *,
+            sending: dict[str, str] | None = None,
+            unsure: dict[str, str] | None = None, unsent: dict[str, str] | None = None) -> bool:
+    """Append the pass's ``lane_check``: the thresholds it judged with, how the pass stands, and its sends; whether
+    it was written.
+
+    ``sending``: the resumes it is about to send (with the ``timeout_s`` and ``kill_grace_s`` that bound them);
+    ``unsure``: the sends still open whose outcome is unknown, an earlier pass's or (the closing line) its own;
+    ``unsent``: its sends that did not go. ``exit``: ``sending`` while it names a send (then as its ``detail``
+    says once each is closed), else ``error`` or ``ok``; ``detail``: its problems, those sends apart (the views
+    word them from the fields, so an answer clears them at once)."""
+    asked = {_unsure_words(opts, entry) for entry in report.unsure}
+    problems = [problem for problem in report.problems if problem not in asked]
     event: dict[str, Any] = {"type": "lane_check", "ts": checked_at, "unpicked_s": opts.unpicked_s,
                              "quiet_s": opts.quiet_s, "period_s": opts.period_s,
-                             "exit": "sending" if sending and not closing else "error" if report.problems else "ok"}
-    if report.problems:
-        event["detail"] = excerpt("; ".join(report.problems), DETAIL_CHARS)
-    if report.unobserved:
+                             "exit": "sending" if sending or unsure else "error" if problems else "ok"}
+    if problems:
+        event["detail"] = excerpt("; ".join(problems), DETAIL_CHARS)
+    if opts.observe_dir is not None:  # empty: it observed every lane (a pass without --observe says nothing)
         event["unobserved"] = report.unobserved
     if sending:
-        event["sending"] = sending
+        event |= {"sending": sending, "timeout_s": opts.timeout_s, "kill_grace_s": opts.kill_grace_s}
+    if unsure:
+        event["unsure"] = unsure
     if unsent:
         event["unsent"] = unsent
     try:
