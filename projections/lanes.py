@@ -124,8 +124,9 @@ class Sending(msgspec.Struct, gc=False):
 class LanePass(msgspec.Struct, gc=False):
     """How the lanes runner's last pass ended: the last ``lane_check`` that states an ``exit`` (log order).
 
-    What its line said (``failed``: ``exit: error``, or ``sending`` with a ``detail``; ``said``: its ``detail``) and the sends it names that no line
-    closed yet (``open``: product -> kind); the views word them as of T (:meth:`Lanes.pass_exit`)."""
+    What its line said (``failed``: ``exit: error``, or ``sending`` with a ``detail``; ``said``: its ``detail``)
+    and the sends it names that no line closed yet (``open``: product -> kind); the views word them as of T
+    (:meth:`Lanes.pass_exit`)."""
 
     ts: str
     failed: bool = False
@@ -509,8 +510,8 @@ class Lanes:
         if ev.exit is not None:
             unobserved = state.last_pass.unobserved if ev.unobserved is None and state.last_pass is not None else \
                 ev.unobserved or {}
-            state.last_pass = LanePass(ev.ts, ev.exit == "error" or (ev.exit == "sending" and bool(ev.detail)), line, unobserved=unobserved, open=sends,
-                                       said=ev.detail)
+            failed = ev.exit == "error" or (ev.exit == "sending" and bool(ev.detail))
+            state.last_pass = LanePass(ev.ts, failed, line, unobserved=unobserved, open=sends, said=ev.detail)
         state.check_at, state.check_ts = at, ev.ts
         if ev.period_s is not None:
             state.checked_period_s = ev.period_s

@@ -12,7 +12,6 @@ sending``); one no ``resume_enqueued`` closes has an unknown outcome (spec secti
 from __future__ import annotations
 
 import json
-from datetime import datetime, timedelta
 import os
 import shlex
 import signal
@@ -20,6 +19,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import datetime, timedelta
 from pathlib import Path
 
 from tests.conftest import ROOT, run_cli
