@@ -87,8 +87,11 @@ then SIGKILL after --kill-grace) or stopped by SIGTERM or SIGINT after it may
 have sent. Until a resume_enqueued records it, every later run skips that
 stall and asks "did it arrive?" (exit 1), with the eventlog append line that
 records it and this command with --resend PRODUCT, which sends it again once
-you know it did not; status, explain, serve and follow --prom say the same.
-A CMD that fails (non-zero exit; cannot start) gets no resume_enqueued: the
+you know it did not; status, explain, serve and follow --prom say the same,
+once each send's --timeout and --kill-grace (stated in that lane_check) and a
+minute have passed: until then the run is under way, not an error. Each later
+run restates the sends still open (unsure), so the line that records one
+clears every view at once. A CMD that fails (non-zero exit; cannot start) gets no resume_enqueued: the
 run's second lane_check says so (unsent) and the next run retries it. A
 log that takes no append (a full disk, no event log, a tail no append cuts, one
 this user may not write) gets no CMD run: its lane_check could not be written,
