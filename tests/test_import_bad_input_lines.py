@@ -64,7 +64,7 @@ def test_worker_log_names_an_id_that_is_not_utf8_and_a_line_too_long(tmp_path: P
     first, second = report["skipped"]
     at = bad.index(b"\xff")
     assert first == f"{src}:1: worker.checkpoint.store_unavailable: not_utf8: invalid UTF-8 at byte {at}"
-    assert second.startswith(f"{src}:2: worker.checkpoint.store_unavailable: too_long: ")
+    assert second.startswith(f"{src}:2: worker.checkpoint.store_unavailable: bad_id: session_id is 2,097,152 ")
     assert [e["session_id"] for e in events(log)] == ["s2"]  # no "s\ufffd"
 
 
@@ -197,7 +197,8 @@ def test_launchd_names_a_plist_whose_label_is_too_long_and_registers_the_rest(tm
     log = tmp_path / "J.jsonl"
     out = run_cli("import", "launchd", str(log), str(d))
     assert out.returncode == 1
-    assert len(said(out)) == 1 and said(out)[0].startswith(f"eventlog: {d / 'big.plist'}: too_long: ")
+    assert len(said(out)) == 1
+    assert said(out)[0].startswith(f"eventlog: {d / 'big.plist'}: bad_id: label is 2,097,152 ")
     assert [e["label"] for e in events(log)] == ["com.lily.ok"]
 
 
@@ -219,6 +220,6 @@ def test_observe_names_worker_log_lines_that_cannot_become_events(tmp_path: Path
     assert out.returncode == 1
     lines = said(out)
     assert lines[0] == f"eventlog: {src}:2: not_utf8: invalid UTF-8 at byte {len('JOB_FINISHED job=b')}"
-    assert lines[1].startswith(f"eventlog: {src}:3: too_long: ")
+    assert lines[1].startswith(f"eventlog: {src}:3: bad_id: job_id is 2,097,152 ")
     assert len(lines) == 2
     assert [e["job_id"] for e in events(log)] == ["a", "d"]

@@ -715,7 +715,8 @@ def test_an_append_a_reader_would_call_too_long_is_refused_on_a_server_that_take
     try:
         url = servers.stream_url("BIG", prefix="big")
         run_cli("append", url, stdin=json.dumps({"type": "handoff_created", "handoff_id": "h0", "account": "a"}))
-        line = json.dumps({"type": "handoff_created", "handoff_id": "h1", "account": "a" * (MAX_LINE_BYTES - 80)})
+        line = json.dumps({"type": "handoff_created", "handoff_id": "h1", "account": "a",  # a long text, no id
+                           "repo": "r" * (MAX_LINE_BYTES - 92)})
         assert len(line) < MAX_LINE_BYTES  # the input line fits; with its ts it does not
         done = run_cli("append", url, stdin=line + "\n")
         assert done.returncode == 2, done.stdout

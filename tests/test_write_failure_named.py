@@ -18,7 +18,7 @@ import pytest
 from tests.conftest import ROOT
 
 EVENT = '{"type":"handoff_created","handoff_id":"h9","account":"cloud-account-a"}\n'
-QUOTA = "CLAUDE_QUOTA_JOB_SKIPPED job=com.lily.test reason=quota remaining=1800s ts=2026-08-03T09:00:00+09:00\n"
+QUOTA = "CLAUDE_QUOTA_JOB_SKIPPED job=com.lily.test reason=quota remaining=1800s ts=1785715200\n"  # 2026-08-03T00:00Z
 
 #: A command (LOG and the directory filled in), the fixture it writes to, and its stdin.
 COMMANDS: dict[str, tuple[list[str], str, str | None]] = {
