@@ -197,3 +197,32 @@ def test_split_command() -> None:
         split_command("  ", "--probe-cmd")
     with pytest.raises(ValueError, match="--kick-cmd"):
         split_command("kick 'unclosed", "--kick-cmd")
+
+
+#: A stop signal that lands inside ``Popen.poll()`` after it took the Popen's waitpid lock: the handler raised there
+#: once (CI saw a lanes pass hang for good on SIGTERM); the child here stands for the enqueue command.
+LOCK_HELD_STOP = """
+import signal, subprocess, sys
+from eventlog.runners import process
+poll = subprocess.Popen._internal_poll
+def poll_with_a_stop(self, *args, **kwargs):
+    if not self._waitpid_lock.acquire(False):
+        return None
+    signal.raise_signal(signal.SIGTERM)  # the handler runs here, the lock held, before any try
+    self._waitpid_lock.release()
+    return poll(self, *args, **kwargs)
+subprocess.Popen._internal_poll = poll_with_a_stop
+with process.stop_on_signals():
+    try:
+        process.run([sys.executable, "-c", "import time; time.sleep(30)"], timeout_s=30, grace_s=1)
+    except process.Interrupted as stop:
+        print("stopped", stop.signal, getattr(stop, "started", False))
+"""
+
+
+def test_a_stop_inside_popen_poll_stops_the_command_and_never_hangs() -> None:
+    import subprocess
+
+    done = subprocess.run([sys.executable, "-c", LOCK_HELD_STOP], capture_output=True, text=True, timeout=20,
+                          check=False)
+    assert (done.returncode, done.stdout.strip()) == (0, "stopped SIGTERM True"), done.stderr

@@ -220,6 +220,21 @@ def run(
     """
     if stoppable:
         check_stop()
+    # A stop is taken where the read checks for it, never raised from the handler inside this call (a wait around
+    # it, :func:`waiting`, included): raised inside Popen or ``proc.poll()`` (after it took the Popen's waitpid lock,
+    # before its ``try``), it left a child unknown or every later wait for it hung for good.
+    outer, _waiting[0] = _waiting[0], False
+    try:
+        ran = _run(argv, timeout_s, grace_s, env, capture_stdout, capture_stderr, stoppable)
+    finally:
+        _waiting[0] = outer
+    if outer:
+        check_stop()  # the wait around this call is cut short here, as the handler would have cut it
+    return ran
+
+
+def _run(argv: Sequence[str], timeout_s: float, grace_s: float, env: Mapping[str, str] | None,
+         capture_stdout: bool, capture_stderr: bool, stoppable: bool) -> Ran:
     try:
         proc = subprocess.Popen(
             list(argv),
@@ -234,11 +249,7 @@ def run(
     output = _Output(proc)
     try:
         try:
-            if stoppable:
-                with waiting():
-                    ended = output.read(proc, timeout_s)
-            else:
-                ended = output.read(proc, timeout_s)
+            ended = output.read(proc, timeout_s, stoppable=stoppable)
             if not ended:
                 _stop(proc, output, grace_s)
             return Ran(True, proc.returncode, not ended, *output.texts())
@@ -269,14 +280,17 @@ class _Output:
             self._selector.register(pipe, selectors.EVENT_READ, pipe)
             self._chunks[pipe.fileno()] = []
 
-    def read(self, proc: subprocess.Popen[bytes], within_s: float) -> bool:
+    def read(self, proc: subprocess.Popen[bytes], within_s: float, *, stoppable: bool = False) -> bool:
         """Read until the command has exited (and :data:`AFTER_EXIT_S` more at most) or ``within_s`` passed.
 
-        True when it exited (its status is then in ``proc.returncode``).
+        True when it exited (its status is then in ``proc.returncode``). ``stoppable``: a stop signal ends the
+        read with :class:`Interrupted` at the next turn of the loop (every :data:`POLL_S`; see :func:`run`).
         """
         until = time.monotonic() + within_s
         exited_at: float | None = None
         while True:
+            if stoppable:
+                check_stop()
             now = time.monotonic()
             if exited_at is None and proc.poll() is not None:
                 exited_at = now
