@@ -23,6 +23,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from contextlib import ExitStack
+from dataclasses import dataclass, field
 from datetime import datetime, tzinfo
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
@@ -335,17 +336,37 @@ class OutputRefused(Exception):
     """An output ``follow`` may not write (:func:`hold_outputs`); the message names it and why, for a person."""
 
 
-def hold_outputs(outputs: Iterable[tuple[str, str | None]], held: ExitStack, cache: str = "--snapshot") -> list[str]:
-    """Lock each output (option, path; None: not given) until ``held`` closes, so that no other follow writes it.
+class OutputHeld(OutputRefused):
+    """An output whose lock another process holds (:func:`hold_outputs`): ``held`` names the output, that process
+    (a follow, or a ``replay --snapshot`` at work) and the lock; the message is ``follow``'s refusal."""
+
+    def __init__(self, option: str, path: str, lock: str, holder: tuple[str, str]) -> None:
+        command, who = holder
+        self.held = f"{option} {path} is written by another {command} ({who}, holding {lock})"
+        super().__init__(f"{self.held}: stop it first, or give this one other outputs; not following it")
+
+
+@dataclass
+class Holding:
+    """What :func:`hold_outputs` made of the outputs: notes for a person, and the outputs whose lock is held."""
+
+    notes: list[str] = field(default_factory=list)
+    #: The paths of the outputs this process holds the lock of (not a snapshot kept without its lock).
+    locked: list[str] = field(default_factory=list)
+
+
+def hold_outputs(outputs: Iterable[tuple[str, str | None]], held: ExitStack, cache: str = "--snapshot",
+                 command: str = "follow") -> Holding:
+    """Lock each output (option, path; None: not given) until ``held`` closes, so that no other process writes it.
 
     Each lock is an exclusive ``flock`` on :func:`~eventlog.logs.output_lock_path`, never waited for, with this
-    process's pid and host written in it; the kernel releases it when the process ends, however it ends.
-    :class:`OutputRefused` when another process holds one (its pid and host as it wrote them), or when the lock
-    file of an output cannot be created or opened (:func:`_unlockable`). The ``cache`` output (the snapshot) is
-    kept without its lock when that cannot be made; the note for a person is returned, except when its directory
-    is not there (saving it says so, as a cache that cannot be saved is).
+    process's pid, host and ``command`` (``follow``, ``replay``) written in it; the kernel releases it when the
+    process ends, however it ends. :class:`OutputHeld` when another process holds one (its pid and host as it wrote
+    them), :class:`OutputRefused` when the lock file of an output cannot be created or opened (:func:`_unlockable`).
+    The ``cache`` output (the snapshot) is kept without its lock when that cannot be made; the note for a person
+    is in the answer, except when its directory is not there (saving it says so, as a cache that cannot be saved is).
     """
-    notes = []
+    holding = Holding()
     for option, path in outputs:
         if not path:
             continue
@@ -356,21 +377,21 @@ def hold_outputs(outputs: Iterable[tuple[str, str | None]], held: ExitStack, cac
             if option != cache:
                 raise OutputRefused(_unlockable(path, lock, err)) from err
             if os.path.isdir(os.path.dirname(lock)):
-                notes.append(f"snapshot {path} kept without its lock: {err.why}")
+                holding.notes.append(f"snapshot {path} kept without its lock: {err.why}")
             continue
         held.callback(os.close, fd)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            raise OutputRefused(f"{option} {path} is written by another follow ({_holder(fd)}, holding {lock}): "
-                                "stop it first, or give this one other outputs; not following it") from None
-        stamp = f"{os.getpid()} {socket.gethostname()}\n".encode()
+            raise OutputHeld(option, path, lock, _holder(fd)) from None
+        stamp = f"{os.getpid()} {socket.gethostname()} {command}\n".encode()
         try:  # over what an earlier holder wrote, then cut to it; only words for a person (a full disk: none)
             os.pwrite(fd, stamp, 0)
             os.ftruncate(fd, len(stamp))
         except OSError:
             pass
-    return notes
+        holding.locked.append(path)
+    return holding
 
 
 def _unlockable(path: str, lock: str, err: LockUnavailable) -> str:
@@ -382,13 +403,48 @@ def _unlockable(path: str, lock: str, err: LockUnavailable) -> str:
     return f"{err.why}; not following it"
 
 
-def _holder(fd: int) -> str:
-    """Who holds an output's lock, as it wrote itself in: ``pid N``, ``pid N on HOST`` when HOST is another host."""
+def _holder(fd: int) -> tuple[str, str]:
+    """Who holds an output's lock, as it wrote itself in: its command (``follow``, ``replay``) and ``pid N``, ``pid N
+    on HOST`` when HOST is another host. A stamp that names no command is a follow's (versions before ``replay
+    --snapshot`` took the lock wrote none); none yet is a ``process``'s."""
     words = os.pread(fd, 512, 0).split(b"\n", 1)[0].decode(errors="replace").split()
     if not words or not words[0].isdigit():
-        return "pid not known yet"
+        return "process", "pid not known yet"  # it has not written it yet
     host = words[1] if len(words) > 1 else socket.gethostname()
-    return f"pid {words[0]}" if host == socket.gethostname() else f"pid {words[0]} on {host}"
+    command = words[2] if len(words) > 2 else "follow"
+    return command, f"pid {words[0]}" if host == socket.gethostname() else f"pid {words[0]} on {host}"
+
+
+def sweep(paths: Iterable[str], report: Callable[[str], None]) -> float | None:
+    """Remove what a writer killed mid-write left beside each output in ``paths`` (:func:`eventlog.snapshot.
+    remove_leftovers`: its own temporary files, untouched for a minute), saying each one removed; when
+    (``time.time()``) the youngest one it left comes of age (None: it left none). Call it only for outputs whose
+    lock this process holds (:attr:`Holding.locked`): then none is a write at work."""
+    due = []
+    for path in paths:
+        removed, when = snapshot.remove_leftovers(path)
+        for left in removed:
+            report(f"removed {left}, left by a writer stopped while writing {path}")
+        if when is not None:
+            due.append(when)
+    return min(due, default=None)
+
+
+class Leftovers:
+    """:func:`sweep` of the outputs a follow holds the lock of: at once, and again (:meth:`again`) once the
+    youngest file it left then comes of age. A writer killed a moment before this one took the lock (the unit's
+    restart 5 s after a kill) left one too young to remove at once: it is removed a minute after it was written,
+    not left until the next restart."""
+
+    def __init__(self, paths: Iterable[str], report: Callable[[str], None]) -> None:
+        self.paths = list(paths)
+        self.report = report
+        self.due = sweep(self.paths, report)
+
+    def again(self) -> None:
+        """Sweep again when a file left by the last sweep has come of age since."""
+        if self.due is not None and time.time() >= self.due:
+            self.due = sweep(self.paths, self.report)
 
 
 class Schedule:

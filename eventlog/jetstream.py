@@ -1326,8 +1326,8 @@ def committed(path: str, log: JetStreamLog) -> int | None:
 
 
 def replay_from_snapshot(log: JetStreamLog, path: str, tz: tzinfo | None, strict: bool,
-                         report: Callable[[str], None]) -> Replay:
-    """Start from the snapshot when it matches, read the rest, save the snapshot again."""
+                         report: Callable[[str], None], save: bool = True) -> Replay:
+    """Start from the snapshot when it matches, read the rest, save the snapshot again (``save``: else not)."""
     fresh = Replay(log.new_folder(), tz)
     state, why = load_snapshot(path, log, fresh)
     if state is None:
@@ -1341,6 +1341,8 @@ def replay_from_snapshot(log: JetStreamLog, path: str, tz: tzinfo | None, strict
     for seq, subject, data in log.messages(state.read_to + 1, last):
         state.fold(seq, subject, data, strict)
     state.read_up_to(last)
+    if not save:
+        return state.replay
     try:
         save_snapshot(path, log, state)
     except OSError as err:

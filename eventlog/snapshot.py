@@ -35,7 +35,7 @@ import sys
 import time
 import zlib
 from pathlib import Path
-from typing import IO, TypeVar
+from typing import IO, NamedTuple, TypeVar
 
 import msgspec
 import xxhash
@@ -299,19 +299,28 @@ def _random_suffix() -> str:
     return secrets.token_hex(8)
 
 
-def remove_leftovers(path: str, older_than_s: float = LEFTOVER_S) -> list[str]:
-    """Remove the temporary files :func:`write_atomic` left beside ``path`` when killed mid-write; their names.
+class Swept(NamedTuple):
+    """What :func:`remove_leftovers` did: the paths it removed, and when (``time.time()``) the youngest of those it
+    left for being written too lately comes of age (None: it left none)."""
+
+    removed: list[str]
+    due: float | None
+
+
+def remove_leftovers(path: str, older_than_s: float = LEFTOVER_S) -> Swept:
+    """Remove the temporary files :func:`write_atomic` left beside ``path`` when killed mid-write.
 
     Removed are only names it makes for ``path`` (``.BASE.<16 hex>.tmp``), regular files
     (a symlink or anything else is left), not written for ``older_than_s`` seconds. Call it
     only under a lock every writer of ``path`` holds while it writes (the appender's, for
-    the sidecar): then no temporary file is anyone's work in progress, and the age guards
-    one written by a writer that does not take it. A failure to list or remove is no error.
+    the sidecar; a follow's or ``replay --snapshot``'s output lock, for their outputs): then no
+    temporary file is anyone's work in progress, and the age guards one written by a writer
+    that does not take it. A failure to list or remove is no error.
     """
     directory, base = os.path.split(os.path.abspath(path))
     name = re.compile(rf"\.{re.escape(base)}\.[0-9a-f]{{16}}\.tmp")
     before = time.time() - older_than_s
-    removed = []
+    removed, left = [], []
     try:
         with os.scandir(directory) as entries:
             for entry in entries:
@@ -319,14 +328,18 @@ def remove_leftovers(path: str, older_than_s: float = LEFTOVER_S) -> list[str]:
                     continue
                 try:
                     st = entry.stat(follow_symlinks=False)
-                    if stat.S_ISREG(st.st_mode) and st.st_mtime < before:
-                        os.unlink(entry.path)
-                        removed.append(entry.path)
+                    if not stat.S_ISREG(st.st_mode):
+                        continue
+                    if st.st_mtime >= before:
+                        left.append(st.st_mtime + older_than_s)
+                        continue
+                    os.unlink(entry.path)
+                    removed.append(entry.path)
                 except OSError:
                     continue
     except OSError:
         pass
-    return removed
+    return Swept(removed, min(left, default=None))
 
 
 def _fsync_dir(directory: str) -> None:

@@ -250,4 +250,37 @@ def test_what_a_killed_follow_left_beside_its_outputs_is_removed_and_said(tmp_pa
     assert proc.returncode == 0, err
     assert not any(path.exists() for path in left) and fresh.exists() and other.exists()
     for path, output in zip(left, (dump, prom), strict=True):
-        assert f"removed {path}, left by a follow stopped while writing {output}" in err
+        assert f"removed {path}, left by a writer stopped while writing {output}" in err
+
+
+def test_what_a_killed_follow_left_a_moment_before_its_restart_is_removed_once_it_is_a_minute_old(
+        tmp_path: Path) -> None:
+    """The unit restarts a killed follow 5 s later (Restart=always, RestartSec=5s): what the killed one was writing
+    is too young then to be taken for a leftover, and was left until the next restart, one more at every kill. The
+    follow holding the output's lock removes it once it is a minute old (here 50 s old at the start: on the first
+    tick 10 s on), and says so once; one written just now stays."""
+    log = tmp_path / "work.jsonl"
+    log.write_text(LINE % 1)
+    dump, snap = tmp_path / "dump.json", tmp_path / "s.snap"
+    killed = [tmp_path / ".s.snap.0123456789abcdef.tmp", tmp_path / ".dump.json.0123456789abcdef.tmp"]
+    fresh = tmp_path / ".dump.json.fedcba9876543210.tmp"
+    a_moment_ago = time.time() - 50
+    for path in [*killed, fresh]:
+        path.write_text("{")
+    for path in killed:
+        os.utime(path, (a_moment_ago, a_moment_ago))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "eventlog", "follow", str(log), "--dump", str(dump), "--snapshot", str(snap),
+         "--tick", "0.2s"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        assert _wait_for(lambda: dump.exists())
+        assert all(path.exists() for path in killed)  # too young at the start
+        assert _wait_for(lambda: not any(path.exists() for path in killed), timeout=30)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
+    assert fresh.exists()
+    for path, output in zip(killed, (snap, dump), strict=True):
+        assert err.count(f"removed {path}, left by a writer stopped while writing {output}") == 1, err

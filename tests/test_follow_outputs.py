@@ -300,6 +300,59 @@ def test_a_follow_on_an_output_another_follow_writes_is_refused(tmp_path: Path, 
     assert said == []
 
 
+def test_replay_snapshot_reads_the_snapshot_a_follow_keeps_and_never_writes_it(tmp_path: Path) -> None:
+    """`replay LOG --snapshot SNAP` took no lock while `follow LOG --snapshot SNAP` kept SNAP: two writers of one
+    cache, with other settings (a zone, thresholds: part of a snapshot's version) each replacing the other's work.
+    Now replay takes follow's lock on SNAP, never waiting: held, it still reads SNAP when it matches, does not
+    write it, and says so once, naming the follow's pid; its stdout and exit are a replay's."""
+    log, dump, snap = _log(tmp_path / "l.jsonl", 3), tmp_path / "d.json", tmp_path / "s.snap"
+    assert run_cli("replay", str(log), "--snapshot", str(snap)).returncode == 0
+    lock = tmp_path / ".s.snap.follow.lock"
+    with following(log, "--dump", str(dump), "--snapshot", str(snap), "--tick", "1h") as (proc, said):
+        assert _wait_for(_alive(proc, lambda: _events(dump) == 3))
+        held = (f"eventlog: --snapshot {snap} is written by another follow (pid {proc.pid}, holding {lock}): it is "
+                "read if it matches the log, and not saved")
+        with log.open("a") as f:
+            f.write(json.dumps({"type": "handoff_created", "ts": "2026-08-03T10:00:00+09:00", "handoff_id": "h9",
+                                "account": "a"}) + "\n")
+        for zone in ([], ["--assume-tz", "Asia/Tokyo"]):  # the follow's settings, then a snapshot of others
+            out = run_cli("replay", str(log), "--snapshot", str(snap), *zone)
+            assert (out.returncode, out.stdout) == (0, run_cli("replay", str(log), *zone).stdout)
+            notes = out.stderr.splitlines()
+            assert notes.count(held) == 1, out.stderr
+            if not zone:
+                assert notes == [held]  # read: it matched
+            kept, _why = snapshot.read(str(snap), snapshot.Snapshot, snapshot.FORMAT)
+            assert kept is not None and "/tz=None/" in kept.version  # the follow's, never the replay's
+            assert not list(tmp_path.glob(".s.snap.*.tmp"))
+    assert said == []
+
+
+def test_a_follow_is_refused_a_snapshot_a_replay_is_writing(tmp_path: Path) -> None:
+    """The lock works both ways: while `replay LOG --snapshot SNAP` runs (here held up opening a pipe no one writes
+    yet), a follow started on SNAP is refused, naming that replay; once the replay has ended, the follow starts."""
+    pipe, log = tmp_path / "pipe", _log(tmp_path / "l.jsonl", 3)
+    dump, snap = tmp_path / "d.json", tmp_path / "s.snap"
+    os.mkfifo(pipe)
+    replay = subprocess.Popen([sys.executable, "-m", "eventlog", "replay", str(pipe), "--snapshot", str(snap)],
+                              cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    lock = tmp_path / ".s.snap.follow.lock"
+    try:
+        assert _wait_for(lambda: lock.read_text().split()[2:] == ["replay"])
+        out = run_cli("follow", str(log), "--dump", str(dump), "--snapshot", str(snap), timeout=30)
+        assert (out.returncode, out.stderr) == (
+            2, f"eventlog: --snapshot {snap} is written by another replay (pid {replay.pid}, holding {lock}): stop "
+               "it first, or give this one other outputs; not following it\n")
+        assert not dump.exists()
+    finally:
+        with pipe.open("w") as f:  # the replay goes on (a pipe is no log a snapshot can match: not looked at here)
+            f.write(log.read_text())
+        replay.communicate(timeout=30)
+    with following(log, "--dump", str(dump), "--snapshot", str(snap), "--tick", "1h") as (proc, said):
+        assert _wait_for(_alive(proc, lambda: _events(dump) == 3))
+    assert said == []
+
+
 @pytest.mark.parametrize("end", [signal.SIGTERM, signal.SIGKILL])
 def test_an_outputs_lock_ends_with_its_follow(tmp_path: Path, end: signal.Signals) -> None:
     """The shipped unit restarts follow (Restart=always) after a crash or a kill, and on `systemctl restart`: the

@@ -437,6 +437,36 @@ def test_the_temp_file_of_a_sidecar_save_killed_mid_write_is_removed_by_a_later_
     assert sorted(json.loads(run_cli("replay", str(log)).stdout)["handoffs"]["items"]) == ["h1", "h2", "h3"]
 
 
+def test_the_temp_file_of_a_replay_snapshot_killed_mid_write_is_removed_by_a_later_one(tmp_path: Path) -> None:
+    """`replay --snapshot` killed mid-write (kill -9 in its fsync) left its temporary file, as big as the snapshot,
+    for good. The next `replay --snapshot` holds the snapshot's lock (follow's) and removes those a minute old,
+    naming each on stderr; a younger one (a write at work by a writer without the lock), and files not of that
+    shape or of another snapshot, stay; stdout and the exit are a replay's."""
+    log = write_log(tmp_path / "h.jsonl", [created("h1")])
+    snap = tmp_path / "h.snap"
+    killed = subprocess.run([*_KILLED_MID_SAVE, "replay", str(log), "--snapshot", str(snap)], capture_output=True,
+                            text=True, timeout=60, cwd=ROOT, check=False)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    [left] = tmp_path.glob(".h.snap.*.tmp")
+    assert left.stat().st_size > 0 and not snap.exists()
+    plain = run_cli("replay", str(log))
+    again = run_cli("replay", str(log), "--snapshot", str(snap))  # the leftover is too young to be taken for one
+    assert (again.returncode, again.stdout, again.stderr) == (0, plain.stdout, "")
+    assert left.exists() and snap.exists()
+    an_hour_ago = time.time() - 3600
+    young = tmp_path / ".h.snap.fedcba9876543210.tmp"
+    others = [tmp_path / ".h.snap.not-ours.tmp", tmp_path / ".g.snap.0123456789abcdef.tmp"]
+    for path in [young, *others]:
+        path.write_text("x")
+    for path in [left, *others]:
+        os.utime(path, (an_hour_ago, an_hour_ago))
+    swept = run_cli("replay", str(log), "--snapshot", str(snap))
+    assert (swept.returncode, swept.stdout) == (0, plain.stdout)
+    assert swept.stderr == f"eventlog: removed {left}, left by a writer stopped while writing {snap}\n"
+    assert not left.exists()
+    assert young.exists() and all(path.exists() for path in others)
+
+
 @pytest.mark.parametrize("cli", [None, _PREDICTABLE], ids=["old names", "a known name"])
 def test_a_symlink_at_a_temp_name_is_never_followed_by_the_sidecar(tmp_path: Path, cli: list[str] | None) -> None:
     log = tmp_path / "h.jsonl"

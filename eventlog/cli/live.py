@@ -7,7 +7,6 @@ from collections.abc import Callable
 from contextlib import ExitStack
 from typing import Any
 
-from eventlog import snapshot
 from eventlog.cli.common import (
     UsageError,
     add_judging,
@@ -23,6 +22,7 @@ from eventlog.follow import (
     TICK_S,
     Followed,
     Follower,
+    Leftovers,
     OutputRefused,
     follow,
     hold_outputs,
@@ -66,16 +66,18 @@ No output may be LOG (by any path or link), its sidecar, a runner's lock
 beside it, another output, or a follow's lock. One follow per output: each
 --dump, --prom and --snapshot is locked (flock on .NAME.follow.lock beside it,
 holding the pid) while it runs, and a follow started on an output another
-follow writes is refused, naming that follow's pid; the kernel releases the
-lock when the process ends, however it ends. SIGINT and SIGTERM end it cleanly."""
+follow (or a replay --snapshot) writes is refused, naming its pid; the kernel
+releases the lock when the process ends, however it ends. What a writer killed
+mid-write left beside an output it locked (.NAME.<16 hex>.tmp) is removed once
+a minute old, and named on stderr. SIGINT and SIGTERM end it cleanly."""
 
 FOLLOW_EXITS = """\
 0  stopped by SIGINT or SIGTERM
 2  bad usage (an output that is LOG, its sidecar, a runner's lock, another output or a follow's
-   lock: nothing is written), an output another running follow writes (its pid named: nothing
-   is written), a log that cannot be followed (a directory, a FIFO or a device, a file that cannot
-   be read, one in a directory that does not exist; a stream of another prefix), or a --dump or --prom
-   that cannot be written (named on stderr)"""
+   lock: nothing is written), an output another running follow or replay --snapshot writes
+   (its pid named: nothing is written), a log that cannot be followed (a directory, a FIFO or a
+   device, a file that cannot be read, one in a directory that does not exist; a stream of another
+   prefix), or a --dump or --prom that cannot be written (named on stderr)"""
 
 
 
@@ -137,13 +139,15 @@ def _write_output(path: str, text: str) -> None:
         raise OutputError(f"cannot write {path}: {why_not_written(path, err)}") from err
 
 
-def sweep(*outputs: str | None) -> None:
-    """Remove what an earlier follow, killed mid-write, left beside its outputs (:func:`eventlog.snapshot.
-    remove_leftovers`: its own temporary files, untouched for a minute); each one is said on stderr."""
-    for path in outputs:
-        if path:
-            for left in snapshot.remove_leftovers(path):
-                error(f"removed {left}, left by a follow stopped while writing {path}")
+def swept(write: Callable[[Followed], None], leftovers: Leftovers) -> Callable[[Followed], None]:
+    """``write``, then :meth:`Leftovers.again`: a file a writer killed mid-write left beside an output, too young
+    to remove when follow started, is removed on the first change or tick after it comes of age."""
+
+    def write_and_sweep(follower: Followed) -> None:
+        write(follower)
+        leftovers.again()
+
+    return write_and_sweep
 
 
 def run_follow(args: argparse.Namespace) -> int:
@@ -165,14 +169,14 @@ def run_follow(args: argparse.Namespace) -> int:
         return 2
     with ExitStack() as held:  # each output's lock, until follow ends
         try:
-            notes = hold_outputs(outputs, held)
+            holding = hold_outputs(outputs, held)
         except OutputRefused as err:
             error(str(err))
             return 2
-        for note in notes:
+        for note in holding.notes:
             error(note)
-        write = follow_writer(args.dump, args.prom, at, args.tick)
-        sweep(args.dump, args.prom, args.snapshot)
+        leftovers = Leftovers(holding.locked, error)
+        write = swept(follow_writer(args.dump, args.prom, at, args.tick), leftovers)
         if is_url(args.log):
             return _follow_stream(args, tz, write)
         return _follow_file(args, tz, write)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from contextlib import ExitStack
 from datetime import tzinfo
 from typing import Any
 
@@ -62,7 +63,8 @@ def register(sub: Any) -> None:
     p.add_argument("--max-inflight", type=int, default=2, metavar="N", help="claims at once (2)")
     add_thresholds(p)
     p.add_argument("--snapshot", metavar="PATH",
-                   help="start from this snapshot when it matches LOG, and save the new state to it")
+                   help="start from this snapshot when it matches LOG, and save the new state to it (under "
+                        "follow's lock on it: not while a follow keeps it, said on stderr)")
     p.add_argument("--jobs", type=int, default=1, metavar="N",
                    help="fold the domains in N processes (1 to 4; a file LOG; the same dump)")
     p.set_defaults(run=run)
@@ -145,14 +147,35 @@ def run(args: argparse.Namespace) -> int:
 
 
 def replay_from_snapshot(path: str, snap: str, tz: tzinfo | None, strict: bool) -> Replay:
-    """Replay ``path`` from the snapshot when it matches (else from the start); save the snapshot if it moved."""
+    """Replay ``path`` from the snapshot when it matches (else from the start); save the snapshot if it moved.
+
+    Under the snapshot's output lock, as ``follow`` writes it (:func:`eventlog.follow.hold_outputs`, never waited
+    for), first sweeping what a writer killed mid-write left beside it. While another process holds it (a follow
+    keeping that snapshot) the snapshot is read all the same, and not saved: said once on stderr.
+    """
+    from eventlog.follow import OutputHeld, hold_outputs, sweep  # here: a replay without --snapshot needs none
+
+    with ExitStack() as held:
+        try:
+            holding = hold_outputs([("--snapshot", snap)], held, command="replay")
+        except OutputHeld as err:
+            error(f"{err.held}: it is read if it matches the log, and not saved")
+            return _from_snapshot(path, snap, tz, strict, save=False)
+        for note in holding.notes:
+            error(note)
+        sweep(holding.locked, error)
+        return _from_snapshot(path, snap, tz, strict, save=True)
+
+
+def _from_snapshot(path: str, snap: str, tz: tzinfo | None, strict: bool, save: bool) -> Replay:
+    """:func:`replay_from_snapshot` once its lock is settled; ``save``: the snapshot may be written."""
     if is_url(path):
         from eventlog.jetstream import JetStreamLog
         from eventlog.jetstream import replay_from_snapshot as from_stream
 
         with open_log(path) as log:
             assert isinstance(log, JetStreamLog)
-            return from_stream(log, snap, tz, strict, error)
+            return from_stream(log, snap, tz, strict, error, save)
     from eventlog import snapshot  # here: a replay without --snapshot does not import it
 
     with open(path, "rb") as f:
@@ -163,8 +186,8 @@ def replay_from_snapshot(path: str, snap: str, tz: tzinfo | None, strict: bool) 
         replay = loaded or fresh
         loaded_at = None if loaded is None else loaded.offset
         replay.feed(f, strict=strict)
-        if replay.offset == loaded_at:
-            return replay  # the snapshot is still up to date: writing it again would change nothing
+        if not save or replay.offset == loaded_at:
+            return replay  # another holds it, or it is still up to date: writing it again would change nothing
         try:
             snapshot.save(snap, f, replay, snapshot.folder_version(replay), path)
         except snapshot.NotSaved as err:  # a cache: the dump is printed all the same
