@@ -195,6 +195,25 @@ def wall_time_change(wall: datetime) -> Literal["skipped", "repeated"] | None:
     return "repeated" if back.replace(tzinfo=None, fold=0) == first.replace(tzinfo=None) else "skipped"
 
 
+def wall_time_note(name: str, text: str, wall: datetime, taken: str = "written as", where: str = "the input"
+                   ) -> str | None:
+    """Words for a time ``text`` (given as ``name``) read as ``wall`` that its zone skipped or repeated (None: it
+    occurs once, or ``wall`` has a fixed offset): how it was ``taken``, the other reading, and to give the offset
+    in ``where`` to mean that. ``append`` and ``serve`` say it of a line, the views and runners of ``--at``."""
+    change = wall_time_change(wall)
+    if change is None:
+        return None
+    zone = zone_name(wall.tzinfo) or str(wall.tzinfo)
+    if change == "skipped":
+        there = wall.astimezone(UTC).astimezone(wall.tzinfo).isoformat()
+        how = (f"is a wall time {zone} skipped (its clocks went forward): {taken} {wall.isoformat()}, in the "
+               f"offset before the change (the instant {zone} calls {there})")
+    else:
+        how = (f"occurs twice in {zone} (its clocks went back): {taken} {wall.isoformat()}, the first of the two "
+               f"(the second is {wall.replace(fold=1).isoformat()})")
+    return f"{name} {text!r} {how}; give the offset in {where} if another was meant"
+
+
 def fixed(at: datetime) -> Clock:
     """A clock that always says ``at``."""
     return lambda: at
@@ -280,4 +299,5 @@ def parse_at(text: str | None, assume_tz: tzinfo | None = None, default: At = NO
 
 
 __all__ = ["LAST_LINE", "LOG", "NOW", "At", "Clock", "fixed", "in_zone", "local_zone", "local_zone_name",
-           "local_zone_problem", "now", "parse_at", "unknown_tz", "zone_like", "zone_name"]
+           "local_zone_problem", "now", "parse_at", "unknown_tz", "wall_time_change", "wall_time_note", "zone_like",
+           "zone_name"]

@@ -41,13 +41,13 @@ import re
 import types
 import typing
 from collections.abc import Callable, Iterator, Sequence
-from datetime import UTC, datetime, tzinfo
+from datetime import datetime, tzinfo
 from io import BytesIO
 from typing import IO, Any, Literal, NamedTuple, Union
 
 import msgspec
 
-from eventlog.clock import wall_time_change, zone_name
+from eventlog.clock import wall_time_note
 from eventlog.events import (
     CURRENT_VERSION,
     EVENT_TYPES,
@@ -756,7 +756,7 @@ def validate_object(obj: dict[str, Any], assume_tz: tzinfo | None = None) -> tup
 
 def zoned(obj: dict[str, Any], assume_tz: tzinfo) -> tuple[dict[str, Any], list[str]]:
     """``obj`` with each time written without an offset given ``assume_tz``'s (as ``--assume-tz`` reads it), and
-    a note for each such time the zone skipped or repeated (:func:`eventlog.clock.wall_time_change`).
+    a note for each such time the zone skipped or repeated (:func:`eventlog.clock.wall_time_note`).
 
     An object that is no valid event, or a time that is no time, is left as it
     is: validating it names the problem.
@@ -776,26 +776,10 @@ def zoned(obj: dict[str, Any], assume_tz: tzinfo) -> tuple[dict[str, Any], list[
             if value.tzinfo is None:
                 value = value.replace(tzinfo=assume_tz)
                 out[name] = value.isoformat()
-                note = _changed_wall_time(name, text, value)
+                note = wall_time_note(name, text, value)
                 if note is not None:
                     notes.append(note)
     return out, notes
-
-
-def _changed_wall_time(name: str, text: str, wall: datetime) -> str | None:
-    """Words for a time ``text`` read as ``wall`` that its zone skipped or repeated (None: it occurs once)."""
-    change = wall_time_change(wall)
-    if change is None:
-        return None
-    zone = zone_name(wall.tzinfo) or str(wall.tzinfo)
-    if change == "skipped":
-        there = wall.astimezone(UTC).astimezone(wall.tzinfo).isoformat()
-        how = (f"is a wall time {zone} skipped (its clocks went forward): written as {wall.isoformat()}, in the "
-               f"offset before the change (the instant {zone} calls {there})")
-    else:
-        how = (f"occurs twice in {zone} (its clocks went back): written as {wall.isoformat()}, the first of the two "
-               f"(the second is {wall.replace(fold=1).isoformat()})")
-    return f"{name} {text!r} {how}; give the offset in the input if another was meant"
 
 
 def _validation_reason(message: str) -> str:

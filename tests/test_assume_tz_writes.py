@@ -177,7 +177,8 @@ def test_a_log_already_holding_such_offsets_reads_as_before(tmp_path: Path) -> N
     assert dump["handoffs"]["pending"]["oldest_age_s"] == 3630.5  # its offset read to the half second
 
 
-@pytest.mark.parametrize(("zone", "wall", "written", "said"), [
+#: Wall times a zone skipped or repeated: the zone, the time, as it is written, and the words for it.
+CHANGED_WALL_TIMES = [
     (NEW_YORK, "2026-03-08T02:30:00", "2026-03-08T02:30:00-05:00",
      "is a wall time America/New_York skipped (its clocks went forward): written as 2026-03-08T02:30:00-05:00, in "
      "the offset before the change (the instant America/New_York calls 2026-03-08T03:30:00-04:00)"),
@@ -187,7 +188,10 @@ def test_a_log_already_holding_such_offsets_reads_as_before(tmp_path: Path) -> N
     ("Australia/Lord_Howe", "2026-10-04T02:15:00", "2026-10-04T02:15:00+10:30",
      "is a wall time Australia/Lord_Howe skipped (its clocks went forward): written as 2026-10-04T02:15:00+10:30, "
      "in the offset before the change (the instant Australia/Lord_Howe calls 2026-10-04T02:45:00+11:00)"),
-])
+]
+
+
+@pytest.mark.parametrize(("zone", "wall", "written", "said"), CHANGED_WALL_TIMES)
 def test_append_says_a_wall_time_the_zone_skipped_or_repeated(tmp_path: Path, zone: str, wall: str, written: str,
                                                               said: str) -> None:
     log = tmp_path / "work.jsonl"
@@ -197,3 +201,25 @@ def test_append_says_a_wall_time_the_zone_skipped_or_repeated(tmp_path: Path, zo
     notes = [line for line in done.stderr.splitlines() if "stdin line" in line]
     assert notes == [f"eventlog: {log}: stdin line 2 (seq 2): ts '{wall}' {said}; give the offset in the input if "
                      "another was meant"]
+
+
+@pytest.mark.parametrize(("zone", "wall", "written", "said"), CHANGED_WALL_TIMES)
+@pytest.mark.parametrize("command", [["replay"], ["status", "--json"], ["catchup", "--dry-run"]])
+def test_an_at_the_zone_skipped_or_repeated_is_said_as_a_line_is(tmp_path: Path, zone: str, wall: str, written: str,
+                                                                 said: str, command: list[str]) -> None:
+    """`--at TIME` without an offset is read in `--assume-tz`'s zone (--help); one the zone skipped or repeated was
+    taken in silence by the views and runners, where a line at that time is said. The same reading (the offset
+    before the change: the dump's as_of) and the same words, once, on stderr; stdout and the exit as before."""
+    log = write_log(tmp_path / "l.jsonl", [{**created("h1", "2026-01-05T09:00:00+00:00"), "seq": 1}])
+    given = run_cli(command[0], str(log), *command[1:], "--assume-tz", zone, "--at", wall)
+    offset = run_cli(command[0], str(log), *command[1:], "--assume-tz", zone, "--at", written)
+    assert given.returncode == offset.returncode
+    if command[0] != "catchup":  # catch-up names the zone of its day only for a time in the zone's own offset
+        assert given.stdout == offset.stdout
+    if command == ["replay"]:
+        assert json.loads(given.stdout)["as_of"] == written
+    note = f"eventlog: --at '{wall}' {said.replace('written as', 'judged as of')}; give the offset in --at if " \
+           "another was meant"
+    assert given.stderr.splitlines().count(note) == 1, given.stderr
+    assert given.stderr.replace(note + "\n", "", 1) == offset.stderr
+    assert "--at" not in run_cli("replay", str(log), "--assume-tz", zone, "--at", "2026-06-01T09:00:00").stderr

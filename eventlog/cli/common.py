@@ -19,7 +19,7 @@ import msgspec
 import orjson
 
 from eventlog.appender import AppendError
-from eventlog.clock import NOW, At, parse_at
+from eventlog.clock import NOW, At, parse_at, wall_time_note
 from eventlog.logs import PASSWORD_VAR, TOKEN_VAR, is_url, open_log, taken
 from eventlog.printable import escape
 from eventlog.replay import Progress, Replay
@@ -112,13 +112,18 @@ def add_assume_tz(parser: argparse.ArgumentParser, more: str = "") -> None:
 def judging(args: Any, default: At = NOW, *, local: bool = True) -> tuple[tzinfo | None, At]:
     """The zone of ``--assume-tz`` and the time of ``--at``; UsageError when bad.
 
-    ``local``: judge days and hours in the machine's zone too (live commands; not a replay).
+    ``local``: judge days and hours in the machine's zone too (live commands; not a replay). A ``--at`` without an
+    offset that ``--assume-tz``'s zone skipped or repeated is said on stderr, as ``append`` says such a line
+    (:func:`eventlog.clock.wall_time_note`): it is taken in the offset before the change.
     """
     tz = zone(args.assume_tz)
     try:
-        return tz, parse_at(args.at, tz, default, local=local)
+        at = parse_at(args.at, tz, default, local=local)
     except ValueError as err:
         raise UsageError(str(err)) from None
+    if at.time is not None and (note := wall_time_note("--at", args.at, at.time, "judged as of", "--at")):
+        error(note)
+    return tz, at
 
 
 def zone(name: str | None) -> tzinfo | None:
