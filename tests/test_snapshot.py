@@ -76,6 +76,24 @@ def test_snapshot_plus_tail_equals_full_replay(tmp_path: Path) -> None:
         assert resumed.stdout == full.stdout, src.name
 
 
+def test_a_piped_log_is_replayed_from_the_start_without_the_snapshot(tmp_path: Path) -> None:
+    """A LOG that is a pipe cannot be read again to check a snapshot against it: ``replay --snapshot`` says so,
+    prints the dump of a plain replay of the pipe, exit 0, and neither reads nor writes the snapshot (it used to
+    stop with "Illegal seek", exit 2)."""
+    src = next(p for p in fixture_logs() if p.name == "handoffs_latency.jsonl")
+    snap = tmp_path / "s.snap"
+    cmd = f"{sys.executable} -m eventlog replay --snapshot {snap} <(cat {src})"
+    piped = subprocess.run(["bash", "-c", cmd], cwd=ROOT, capture_output=True, text=True, timeout=60, check=False)
+    assert piped.returncode == 0, piped.stderr
+    assert "is not a file (a pipe?)" in piped.stderr and str(snap) in piped.stderr
+    assert not snap.exists()
+    plain = subprocess.run(["bash", "-c", f"{sys.executable} -m eventlog replay <(cat {src})"], cwd=ROOT,
+                           capture_output=True, text=True, timeout=60, check=False)
+    assert plain.returncode == 0 and plain.stderr == ""
+    assert piped.stdout == plain.stdout
+    assert json.loads(piped.stdout)["events"] > 0
+
+
 def test_every_fixture_through_a_snapshot_at_every_line(tmp_path: Path) -> None:
     """Saved after any line, loaded from the file, then the rest: the fixture's own dump, byte for byte."""
     for src in fixture_logs():

@@ -180,6 +180,11 @@ def _from_snapshot(path: str, snap: str, tz: tzinfo | None, strict: bool, save: 
 
     with open(path, "rb") as f:
         fresh = Replay(Runner(), tz)
+        if not f.seekable():  # a pipe: its bytes cannot be read again to check a snapshot against them
+            error(f"{path} is not a file (a pipe?): replayed from the start, without the snapshot {snap} (not "
+                  "read, not saved)")
+            fresh.feed(f, strict=strict)
+            return fresh
         loaded, why = snapshot.load(snap, f, fresh)
         if loaded is None and why != "no snapshot":
             error(f"{why}; replaying from the start")
