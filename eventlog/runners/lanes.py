@@ -406,7 +406,7 @@ def _run_lanes(opts: LanesOptions, report: LanesReport) -> None:
         except Interrupted as stop:
             _stopped(opts, report, stop)
             if stop.started:  # the send it stopped may have gone out (said after the stop, which says why)
-                went = {(e["product"], e["kind"]) for e in [*report.enqueued, *report.failed, *report.unsure]}
+                went = _keys(report.enqueued, report.failed, report.unsure)
                 product, kind = next(stall for stall in stalls if stall not in went)
                 _unsure(opts, report, product, kind, checked_at, f"the send was stopped by {stop.signal}")
         if len(report.problems) > said:  # the pass ended in error after its lane_check: a second one says so
@@ -456,10 +456,14 @@ def _outcomes(stalls: list[tuple[str, str]], report: LanesReport) -> dict[str, d
     """What the closing ``lane_check`` says of the pass's sends: ``unsure``, those still open (outcome unknown, or
     sent and not recorded, with those of earlier passes it carries), ``unsent``, those that did not go (failed,
     never started)."""
-    went = {(e["product"], e["kind"]) for e in report.enqueued}
-    still = {(e["product"], e["kind"]) for e in [*report.unsure, *report.unrecorded]}
-    return {"unsure": {p: k for p, k in sorted(still)},
-            "unsent": {p: k for p, k in stalls if (p, k) not in still | went}}
+    still = _keys(report.unsure, report.unrecorded)
+    return {"unsure": dict(sorted(still)),
+            "unsent": {p: k for p, k in stalls if (p, k) not in still | _keys(report.enqueued)}}
+
+
+def _keys(*sends: list[dict[str, Any]]) -> set[tuple[str, str]]:
+    """The (product, kind) of each entry of ``sends`` (the report's ``enqueued``, ``failed``, ``unsure``, ...)."""
+    return {(entry["product"], entry["kind"]) for entries in sends for entry in entries}
 
 
 def _send(opts: LanesOptions, log: Log, stalls: list[tuple[str, str]], clock: Clock, checked_at: str,
