@@ -270,6 +270,12 @@ class LaneCheck(Event, tag="lane_check"):
     #: file of DIR that could not be used by its path. The views name each until a later pass that observed states
     #: otherwise (an observing pass writes it, empty when it observed all; a pass without ``--observe`` does not).
     unobserved: dict[str, str] | None = None
+    #: The problems of ``detail`` that no lane's own item carries (a send that failed, new bad lines, no lane at
+    #: all, a stop signal, a resume not recorded), each cut as ``detail`` is: what the views name as the pass's
+    #: error (``lanes_error``). A lane it could not observe (``unobserved``) and a send cut short (``unsure``) are
+    #: their lane's own. Written with ``detail`` (empty: each of its problems is a lane's); a line without it (an
+    #: older runner) is read as all of ``detail`` belonging to no lane.
+    general: list[str] | None = None
 
 
 class ResumeEnqueued(Event, tag="resume_enqueued"):
@@ -525,7 +531,7 @@ PROJECT_FIELDS: dict[type[Event], tuple[str, ...]] = {
     ResumeFailed: ("actor",),
     WatcherRun: ("detail", "stale_after_s", "retired"),
     LaneCheck: ("unpicked_s", "quiet_s", "exit", "detail", "sending", "unsent", "period_s", "unobserved", "unsure",
-                "timeout_s", "kill_grace_s"),
+                "timeout_s", "kill_grace_s", "general"),
     CatchupKicked: ("timeout_s", "kill_grace_s", "kicked_by", "launchd_domain"),
 }
 

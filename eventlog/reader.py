@@ -550,12 +550,14 @@ def _json_kinds(hint: Any) -> set[str]:
     return {"other"}
 
 
-def _calendar_quotes(entries: list[CalendarEntry] | None) -> int:
-    """The ``"`` of a calendar's entries: two per key that holds a value."""
-    if entries is None:
-        return 0
+def _list_quotes(entries: list[CalendarEntry] | list[str]) -> int:
+    """The ``"`` of a list's entries: two per string (``lane_check.general``), two per key that holds a value of
+    a calendar's entry."""
     n = 0
     for entry in entries:
+        if isinstance(entry, str):
+            n += 2
+            continue
         for name in entry.__struct_fields__:
             if getattr(entry, name) is not None:
                 n += 2
@@ -566,7 +568,7 @@ def _value_quotes(value: Any) -> int:
     if value.__class__ is str:
         return 2
     if value.__class__ is list:
-        return _calendar_quotes(value)
+        return _list_quotes(value)
     return 0
 
 

@@ -112,7 +112,9 @@ looks at what moved: the job's finish, the repository's HEAD, the progress file'
   stands (`exit`: `ok`, or `error` with a `detail`: a lane it could not observe, a log with
   no lane, new bad lines); a pass that ends in error after it (a resume it could not send or
   record, a stop signal) writes a second one, same `ts`, that says so. Every live view names
-  a last pass that ended in error, as a watcher's, so a failed send is never silent.
+  a last pass that ended in error, as a watcher's, so a failed send is never silent; what
+  concerns one lane (a lane it could not observe, a send cut short) once, in that lane's own
+  item, the rest (`general`, its problems that belong to no lane) as the pass's.
 - **A send cut short is never repeated on its own** (the rule of section 3 for an unknown
   effect). The first `lane_check` of a pass that sends names the resumes it is about to send
   (`sending`: product to kind, `exit: sending`); a `resume_enqueued`, or `unsent` in a later

@@ -124,8 +124,9 @@ class Sending(msgspec.Struct, gc=False):
 class LanePass(msgspec.Struct, gc=False):
     """How the lanes runner's last pass ended: the last ``lane_check`` that states an ``exit`` (log order).
 
-    What its line said (``failed``: ``exit: error``, or ``sending`` with a ``detail``; ``said``: its ``detail``)
-    and the sends it names that no line closed yet (``open``: product -> kind); the views word them as of T
+    What its line said (``failed``: ``exit: error``, or ``sending`` with a ``detail``; ``said``: its ``detail``;
+    ``general``: the part of it that belongs to no lane), the sends it names that no line closed yet (``open``:
+    product -> kind) and those it did not send (``unsent``); the views word them as of T
     (:meth:`Lanes.pass_exit`)."""
 
     ts: str
@@ -138,12 +139,16 @@ class LanePass(msgspec.Struct, gc=False):
     open: dict[str, str] = {}
     #: The ``detail`` its line wrote (None: none).
     said: str | None = None
+    #: The problems of ``said`` that no lane's own item carries (``lane_check.general``; None: its line, an older
+    #: runner's, does not say, so all of ``said`` is read as belonging to no lane).
+    general: list[str] | None = None
+    #: The sends its line says did not go (``unsent``: the command failed or never started): product -> kind.
+    unsent: dict[str, str] = {}
 
-
-def cut_short_words(sends: str) -> str:
-    """What a lanes pass stopped while sending ``sends`` (``P (KIND)``, ...) means, in words."""
-    return (f"it stopped while sending a resume for {sends} (or sends it still): did it arrive? No pass sends it "
-            "again on its own")
+    def general_said(self) -> list[str]:
+        """What its line said that no lane's own item carries: ``general``, or all of ``said`` from a line that does
+        not state it (an older runner's)."""
+        return self.general if self.general is not None else [self.said] if self.said else []
 
 
 def cut_short_said(ts: str) -> str:
@@ -387,7 +392,8 @@ class Lanes:
         return None if sent is None or (as_of is not None and sent.under_way(as_of)) else sent
 
     def cut_short_products(self, as_of: datetime | None = None) -> list[str]:
-        """The products with a stall whose resume's send was cut short (:meth:`cut_short`), sorted."""
+        """The products with a stall whose resume's send was cut short (:meth:`cut_short`), sorted: those
+        ``eventlog lanes --resend`` may name."""
         return sorted(product for product, kinds in self.state.sending.items()
                       if any(self.cut_short(product, kind, as_of) is not None for kind in kinds))
 
@@ -409,15 +415,6 @@ class Lanes:
         return {} if last is None else {
             product: kind for product, kind in last.open.items()
             if not (sent := sending.get(product, {}).get(kind)) or not sent.under_way(as_of)}
-
-    def pass_detail(self, as_of: datetime) -> str | None:
-        """What the last pass's line said, and the sends it names that were cut short as of ``as_of``, in words."""
-        last = self.state.last_pass
-        if last is None:
-            return None
-        cut = self.cut_short_sends(as_of)
-        sends = ", ".join(f"{product} ({kind})" for product, kind in sorted(cut.items()))
-        return "; ".join([*([last.said] if last.said else []), *([cut_short_words(sends)] if cut else [])]) or None
 
     @property
     def last_pass(self) -> LanePass | None:
@@ -511,7 +508,8 @@ class Lanes:
             unobserved = state.last_pass.unobserved if ev.unobserved is None and state.last_pass is not None else \
                 ev.unobserved or {}
             failed = ev.exit == "error" or (ev.exit == "sending" and bool(ev.detail))
-            state.last_pass = LanePass(ev.ts, failed, line, unobserved=unobserved, open=sends, said=ev.detail)
+            state.last_pass = LanePass(ev.ts, failed, line, unobserved=unobserved, open=sends, said=ev.detail,
+                                       general=ev.general, unsent=ev.unsent or {})
         state.check_at, state.check_ts = at, ev.ts
         if ev.period_s is not None:
             state.checked_period_s = ev.period_s

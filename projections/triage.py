@@ -25,11 +25,11 @@ What needs a person (each reason code is in :data:`REASONS`):
 - **watchers**: a watcher whose last pass ended in ``error`` (with its detail);
   one late (no ``watcher_run`` for more than twice its period); pending
   handoffs and no watcher ever ran (``no_watcher``).
-- **lanes**: the lanes runner's last pass ended in ``error`` (``lanes_error``, with its detail: a resume it
-  could not send, a log with no lane, ...); each lane or lane file that pass could not observe
-  (``lane_unobserved``, until a later pass or the lane's stop); a lane stalled now (``job_unpicked``,
-  ``status_quiet``; judged at T), with whether a resume covers it (when it was enqueued, its task branch)
-  and, when none does, why.
+- **lanes**: the lanes runner's last pass ended in ``error`` for what belongs to no lane (``lanes_error``,
+  with its words: a resume it could not send, a log with no lane, ...); each lane or lane file that pass
+  could not observe (``lane_unobserved``, until a later pass or the lane's stop); a lane stalled now
+  (``job_unpicked``, ``status_quiet``; judged at T), with whether a resume covers it (when it was enqueued,
+  its task branch) and, when none does, why (a send cut short: did it arrive?). Each problem is one item.
 - **catchup**: a guarded job whose calendar slot of today passed 2 h ago or more with no marker of
   today (``unfed``: nothing feeds its markers, :func:`projections.catchup.unfed_slot`); a catch-up
   re-run that ended badly (``rerun_failed``: killed at its timeout, an exit other than 0 or none) or
@@ -1155,31 +1155,45 @@ class _Judge:
     # -- lanes ------------------------------------------------------------------------------------
 
     def lanes_pass(self) -> list[Item]:
-        """The lanes runner's last pass, when it ended in error or still reads as sending (its detail, and what to
-        read next: the explain of a send it cut short; each lane it could not observe is an item of its own, and a
-        detail cut short is whole in the pass's output)."""
+        """The lanes runner's last pass, when it ended in error for what belongs to no lane (its ``general``: a send
+        that failed, new bad lines, no lane at all, a stop signal, a resume not recorded; all of its ``detail`` on
+        an older runner's line, or none given). What concerns one lane is that lane's own item, said once: each
+        lane or file it could not observe (``lane_unobserved``), each send it cut short (the stall's, while the
+        stall stands). A problem cut short is whole in the pass's output."""
         lanes = self.runner.lanes
         last = lanes.last_pass
         if last is None or lanes.pass_exit(self.at) != "error":
             return []
-        detail = lanes.pass_detail(self.at)
-        unsure = lanes.cut_short_products(self.at)
+        said = last.general_said()
+        if not said and not (last.failed and last.general is None):
+            return []  # each of its problems is a lane's own item (or a send cut short of a stall since over)
         fix = ("no lane is known" if not lanes.lanes else
-               f"for a resume whose send was cut short ({', '.join(unsure)}), its explain says what to type"
-               if unsure else
                "the stalls it did not resume stay uncovered, and its next pass tries them again once that is fixed")
         unobserved = len(lanes.unobserved())
         if unobserved:
             fix += f"; the {unobserved} lane(s) or file(s) it could not observe are named one each (lane_unobserved)"
-        cut = _CUT.search(last.said or "")
+        cut = next((found for found in map(_CUT.search, said) if found is not None), None)
         if cut is not None:
             fix += f"; that detail is cut ({cut[1]} characters in all): the whole is in its output ({LANES_OUTPUT})"
-        # A send cut short first: its explain gives the two commands a person chooses from.
-        next_cmd = (explain_cmd(self.log, unsure[0]) if unsure else
-                    status_cmd(self.log, every=True, domain="lanes") if unobserved or cut is not None else
-                    OBSERVE_HELP if not lanes.lanes else LANES_HELP)
         return [self.item("lanes_error", "lanes", f"its last pass ({last.ts}) ended in error: "
-                          f"{detail or 'no detail given'}; {fix}", next_cmd, last.ts)]
+                          f"{'; '.join(said) or 'no detail given'}; {fix}",
+                          OBSERVE_HELP if not lanes.lanes else LANES_HELP, last.ts)]
+
+    def pass_kept(self, product: str, kind: str) -> str | None:
+        """Why the lanes runner's last pass, in error, sent no resume for this stall, in words that follow "ended
+        in error" (None: its error is not why, so the next pass sends one): it could not observe the lane, or it
+        judged this stall and did not send it (``unsent``; ``lanes_error`` says why); "" for an older runner's line,
+        which does not say what belongs to a lane (read as all of it)."""
+        lanes = self.runner.lanes
+        last = lanes.last_pass
+        if last is None or lanes.pass_exit(self.at) != "error":
+            return None
+        if product in lanes.unobserved():
+            return " and could not observe it (lane_unobserved)"
+        anchor = lanes.anchor(product, kind)
+        if last.unsent.get(product) == kind and anchor is not None and anchor < last.line:
+            return " without sending it (lanes_error says why; its next pass tries again)"
+        return "" if last.general is None else None
 
     def lanes_unobserved(self) -> list[Item]:
         """Each lane (or lane file) the lanes runner's last pass could not observe, and why, until a pass that states
@@ -1217,10 +1231,9 @@ class _Judge:
                     "to type)")
         if lanes.state.check_ts is None:  # "is there a pass": any lane_check, as lanes_late judges it
             return "; no resume sent: no lanes pass in the log (eventlog lanes sends them)"
-        last = lanes.last_pass
-        if last is not None and lanes.pass_exit(self.at) == "error":
-            unseen = " and could not observe it (lane_unobserved)" if product in lanes.unobserved() else ""
-            return f"; no resume sent: the last lanes pass ({last.ts}) ended in error{unseen}"
+        last, kept = lanes.last_pass, self.pass_kept(product, kind)
+        if last is not None and kept is not None:
+            return f"; no resume sent: the last lanes pass ({last.ts}) ended in error{kept}"
         late = self.lanes_late()
         if late:
             return f"; no resume sent: no lanes pass since {late[0].since}, and one is late (lanes_late)"
@@ -2045,8 +2058,9 @@ def _lane_said(judge: _Judge, product: str) -> Verdict:
             facts["cut_short"] = msgspec.to_builtins(cut)
             cmds = cut_short_cmds(judge.log, product, kind)
         else:
-            if lanes.pass_exit(judge.at) == "error":
-                says += f": {lanes.pass_detail(judge.at) or 'no detail given'}"
+            last = lanes.last_pass
+            if last is not None and judge.pass_kept(product, kind) is not None and product not in lanes.unobserved():
+                says += f": {'; '.join(last.general_said()) or 'no detail given'}"
             says += "; " + lanes_words(lanes.unpicked_minutes * 60, lanes.quiet_hours * 3600)
             cmds = [LANES_HELP]
         return _verdict(judge, "lane", product, code, says, items, since, next_cmds=cmds, facts=facts)

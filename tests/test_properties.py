@@ -118,6 +118,8 @@ _LABEL = st.sampled_from(["j1", "j2"])
 _SESSION = st.sampled_from(["s1", "s2"])
 _TURN = st.sampled_from(["t1", "t2", "t3"])
 _N = st.integers(1, 3)
+#: Sends a lane_check names (product -> kind).
+_SENDS = st.dictionaries(_PRODUCT, st.sampled_from(["job-unpicked", "status-quiet"]), max_size=2)
 _LATER = st.sampled_from([-3600, 0, 60, 1800, 7200, 86400]).map(Later)
 _ENTRY = st.fixed_dictionaries({"Hour": st.integers(0, 12) | st.integers(13, 25)}, optional={
     "Minute": st.integers(0, 59), "Weekday": st.integers(0, 8), "Day": st.sampled_from([7, 8, 9, 31]),
@@ -164,6 +166,11 @@ _LANES = _weighted(
     (1, _ev("lane_stopped", product=_PRODUCT)),
     (2, _ev("lane_started", product=_PRODUCT)),
     (3, _ev("lane_check")),
+    (2, st.fixed_dictionaries({"type": st.just("lane_check")}, optional={  # the lanes runner's fields
+        "exit": st.sampled_from(["ok", "error", "sending"]), "detail": st.just("d"),
+        "general": st.lists(st.sampled_from(["no lane", "bad lines"]), max_size=2),
+        "sending": _SENDS, "unsent": _SENDS, "unsure": _SENDS, "timeout_s": st.sampled_from([1, 300]),
+        "unobserved": st.dictionaries(_PRODUCT, st.just("gone"), max_size=1)})),
     (1, _ev("resume_enqueued", product=_PRODUCT, kind=st.sampled_from(["job-unpicked", "status-quiet"]))),
 )
 _CATCHUP = _weighted(

@@ -73,7 +73,11 @@ task_branch (cut to 200 characters, with a mark). Stopped and idle lanes are
 never stalled, so never resumed. A run that ends in error after its lane_check
 (a CMD that failed, a resume not recorded, a stop signal) appends a second
 lane_check, same ts, exit error; status, explain, follow and serve name a run
-that ended in error.
+that ended in error. Each lane_check with a detail states which of its problems
+belong to no lane (general: a CMD that failed, new bad lines, no lane, a stop
+signal, a resume not recorded): status names those as the run's error
+(lanes_error), and a lane it could not observe or a send it cut short once
+each, in that lane's own item.
 
 CMD's result is its own exit: a CMD that starts the work in the background and
 exits 0 has enqueued it, even while the work it left running holds its stdout

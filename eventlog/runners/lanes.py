@@ -35,7 +35,9 @@ waited for. A pass that ends in error after its ``lane_check`` (a failed send, a
 resume not recorded, a stop signal) appends a second ``lane_check``, same ts,
 that says so: a failed send, a stop signal, new bad lines and a log with no lane
 all leave that trace in the log, and the views name a last pass that ended in
-error (as failback's heartbeat).
+error (as failback's heartbeat). A ``lane_check`` with a ``detail`` states which
+of its problems belong to no lane (``general``): a lane it could not observe and
+a send cut short are their lane's own item in the views, said once.
 
 - **A send is journalled before it goes** (project's rule for unknown effects, as
   spec section 3's stale ``resume_requested``; :mod:`projections.lanes`, "A send
@@ -259,6 +261,15 @@ class LanesReport(msgspec.Struct, kw_only=True):
     #: For a person too, but they change nothing (bad lines the previous check already read).
     notes: list[str] = msgspec.field(default_factory=list)
     problems: list[str] = msgspec.field(default_factory=list)
+    #: The problems of ``problems`` that a lane's own item carries in the views (a lane or file it could not
+    #: observe, a send cut short: ``lane_unobserved``, the stall's); its ``lane_check`` states the others, which
+    #: belong to no lane, as ``general``.
+    lane_problems: list[str] = msgspec.field(default_factory=list)
+
+    def of_lane(self, *problems: str) -> None:
+        """Add ``problems`` that a lane's own item carries (:attr:`lane_problems`)."""
+        self.problems += problems
+        self.lane_problems += problems
 
     @property
     def status(self) -> int:
@@ -339,7 +350,7 @@ def _observe(opts: LanesOptions, report: LanesReport) -> None:
     if opts.observe_dir is None:
         return
     report.observed = observe_dir(opts.observe_dir, opts.log, opts.assume_tz, opts.at)
-    report.problems += [problem for observed in report.observed for problem in observed.problems]
+    report.of_lane(*(problem for observed in report.observed for problem in observed.problems))
 
 
 def _unobserved(opts: LanesOptions, lanes: Lanes, checked_at: str, report: LanesReport) -> None:
@@ -364,8 +375,8 @@ def _unobserved(opts: LanesOptions, lanes: Lanes, checked_at: str, report: Lanes
         why += ", so no resume is sent for it and its verdict is as of what was last read"
         report.unobserved[product] = why
         report.not_observed.append(product)
-        report.problems.append(f"lane {product}: {why}; put its file back in {opts.observe_dir}, or, if it is "
-                               f"retired, record its stop: {lane_stop_cmd(log_arg(opts), product, checked_at)}")
+        report.of_lane(f"lane {product}: {why}; put its file back in {opts.observe_dir}, or, if it is retired, "
+                       f"record its stop: {lane_stop_cmd(log_arg(opts), product, checked_at)}")
 
 
 def _stopped(opts: LanesOptions, report: LanesReport, stop: Interrupted) -> None:
@@ -437,7 +448,7 @@ def _unsure(opts: LanesOptions, report: LanesReport, product: str, kind: str, si
     """A resume whose send's outcome is unknown (``why``): in ``unsure``, and a problem with what to type next."""
     entry = {"product": product, "kind": kind, "since": since, "why": why}
     report.unsure.append(entry)
-    report.problems.append(_unsure_words(opts, entry))
+    report.of_lane(_unsure_words(opts, entry))
 
 
 def _unsure_words(opts: LanesOptions, entry: dict[str, Any]) -> str:
@@ -519,7 +530,8 @@ def _record(opts: LanesOptions, log: Log, checked_at: str, report: LanesReport, 
     ``unsure``: the sends still open whose outcome is unknown, an earlier pass's or (the closing line) its own;
     ``unsent``: its sends that did not go. ``exit``: ``sending`` while it names a send (then as its ``detail``
     says once each is closed), else ``error`` or ``ok``; ``detail``: its problems, those sends apart (the views
-    word them from the fields, so an answer clears them at once)."""
+    word them from the fields, so an answer clears them at once); ``general``, with it: those no lane's own item
+    carries (:attr:`LanesReport.lane_problems`)."""
     asked = {_unsure_words(opts, entry) for entry in report.unsure}
     problems = [problem for problem in report.problems if problem not in asked]
     event: dict[str, Any] = {"type": "lane_check", "ts": checked_at, "unpicked_s": opts.unpicked_s,
@@ -527,6 +539,8 @@ def _record(opts: LanesOptions, log: Log, checked_at: str, report: LanesReport, 
                              "exit": "sending" if sending or unsure else "error" if problems else "ok"}
     if problems:
         event["detail"] = excerpt("; ".join(problems), DETAIL_CHARS)
+        event["general"] = [excerpt(problem, DETAIL_CHARS) for problem in problems
+                            if problem not in report.lane_problems]
     if opts.observe_dir is not None:  # empty: it observed every lane (a pass without --observe says nothing)
         event["unobserved"] = report.unobserved
     if sending:
