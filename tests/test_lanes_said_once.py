@@ -1,12 +1,13 @@
-"""Each lanes problem is one item, saying the right thing (session 32, X5).
+"""Each lanes problem is one item, saying the right thing; a ``--resend`` that matches nothing is said (session 32,
+X5).
 
 Reviews of "a send cut short" and "lanes not observed" found, on logs the runner wrote: ``lanes_error`` sent the
 person to the explain of a lane that had moved since its send was cut short, and lost the hint of the send that
 failed; a lane that stalled after the last pass read "no resume sent: the last lanes pass ... ended in error" for
 another lane's problem; a send cut short was named in ``lanes_error`` and in its stall's item, a lane not observed
-in ``lanes_error`` and in ``lane_unobserved``, so ``needs_person`` counted one problem twice. The runner now states
-which of its problems belong to no lane (``lane_check.general``). Real processes throughout: the runner writes the
-log.
+in ``lanes_error`` and in ``lane_unobserved``, so ``needs_person`` counted one problem twice; and ``eventlog lanes
+--resend NAME`` naming no open send did what a pass without it does, in silence. The runner now states which of
+its problems belong to no lane (``lane_check.general``). Real processes throughout: the runner writes the log.
 """
 
 from __future__ import annotations
@@ -132,3 +133,31 @@ def test_an_older_runner_s_error_line_is_still_named_whole(tmp_path: Path) -> No
     [quiet] = items(view, "status_quiet")
     assert quiet["reason"].endswith(") ended in error")
     assert "something failed" in lane_verdict(log, "quiet")["says"]
+
+
+def test_a_resend_that_names_no_open_send_is_refused_and_says_what_is_open(tmp_path: Path) -> None:
+    log = write_log(tmp_path / "ledger.jsonl", [
+        {"type": "status_updated", "ts": ago(10), "product": "quiet", "state": "running"},
+        killed_pass("quiet", "status-quiet", 2),
+    ])
+    before = log.read_bytes()
+    typo = lanes(log, "ok", "--resend", "qiet")
+    assert typo.returncode == 2, typo.stderr
+    assert "--resend qiet: " in typo.stderr and "the products with one are quiet" in typo.stderr
+    assert log.read_bytes() == before and calls(log) == []  # nothing sent or written
+
+    (tmp_path / "answered").mkdir()
+    answered = write_log(tmp_path / "answered" / "ledger.jsonl", [
+        {"type": "status_updated", "ts": ago(10), "product": "quiet", "state": "running"},
+        killed_pass("quiet", "status-quiet", 2),
+        {"type": "resume_enqueued", "ts": ago(1), "product": "quiet", "kind": "status-quiet"},
+    ])
+    before = answered.read_bytes()
+    again = lanes(answered, "ok", "--resend", "quiet")
+    assert again.returncode == 2
+    assert "--resend quiet: " in again.stderr and "no product has one" in again.stderr
+    assert answered.read_bytes() == before and calls(answered) == []
+
+    sent = lanes(log, "ok", "--resend", "quiet")  # the one that is open: sent
+    assert sent.returncode == 0, sent.stderr
+    assert events(log)[-1]["type"] == "resume_enqueued" and len(calls(log)) == 1

@@ -91,7 +91,8 @@ then SIGKILL after --kill-grace) or stopped by SIGTERM or SIGINT after it may
 have sent. Until a resume_enqueued records it, every later run skips that
 stall and asks "did it arrive?" (exit 1), with the eventlog append line that
 records it and this command with --resend PRODUCT, which sends it again once
-you know it did not; status, explain, serve and follow --prom say the same,
+you know it did not (a PRODUCT with no open send, a typo or one answered
+since, is refused: exit 2, naming those that are open); status, explain, serve and follow --prom say the same,
 once each send's --timeout and --kill-grace (stated in that lane_check) and a
 minute have passed: until then the run is under way, not an error. Each later
 run restates the sends still open (unsure), so the line that records one
@@ -129,9 +130,10 @@ LANES_EXITS = """\
    since the last lane_check (older ones are only named on stderr), it has no
    lane at all (nothing feeds lane state: --observe DIR, or eventlog observe
    lane for each lane), or SIGTERM or SIGINT stopped the run
-2  bad usage (--enqueue-cmd still the '<...>' placeholder of a copied command)
-   or no such log (with --observe a log file or stream is created, as observe
-   lane does): nothing run or written"""
+2  bad usage (--enqueue-cmd still the '<...>' placeholder of a copied command;
+   a --resend PRODUCT with no open send to send again, named with those that
+   are open) or no such log (with --observe a log file or stream is created,
+   as observe lane does): nothing run or written"""
 
 
 def register(sub: Any) -> None:

@@ -49,7 +49,9 @@ a send cut short are their lane's own item in the views, said once.
   sends it again on its own; each names it (``unsure``, a problem: "did it
   arrive?") with the two commands a person chooses from: the ``eventlog
   append`` of its ``resume_enqueued`` (it arrived), or this run with
-  ``--resend PRODUCT`` (``resend``: it did not; that pass journals it again).
+  ``--resend PRODUCT`` (``resend``: it did not; that pass journals it again). A
+  ``resend`` that names a product with no open send (a typo, or one answered
+  since) is refused by :meth:`LanesOptions.check`, before anything is done.
 - The command fails (non-zero exit, or cannot start): no ``resume_enqueued``
   is appended and it is a problem; the pass's second ``lane_check`` lists it in
   ``unsent``, the stall is still uncovered, and the next run tries again.
@@ -101,10 +103,11 @@ import msgspec
 
 from eventlog.appender import AppendError
 from eventlog.clock import NOW, At, Clock, now
-from eventlog.logs import Log, no_event_log, open_log
+from eventlog.logs import Log, Unreachable, no_event_log, open_log
 from eventlog.runners.common import (
     BadLines,
     LockUnavailable,
+    LogNotReached,
     PassBadLines,
     RunnerError,
     Unwritten,
@@ -227,6 +230,32 @@ class LanesOptions:
             not_a_directory(self.log)  # a log (file or stream) the observation creates, as eventlog observe lane does
         else:
             require_log(self.log, self.assume_tz)
+        _check_resend(self)
+
+
+def _check_resend(opts: LanesOptions) -> None:
+    """RunnerError when ``opts.resend`` names a product that has no open send a pass cut short (a typo, or one
+    answered since: a ``resume_enqueued`` or a later pass's ``unsent`` closed it), with those that have one: said
+    before anything is observed, sent or written (a ``--resend`` that matched nothing was ignored in silence)."""
+    if not opts.resend:
+        return
+    runner = thresholds(opts.unpicked_s, opts.quiet_s)
+    try:
+        with open_log(opts.log, assume_tz=opts.assume_tz) as log:
+            if log.exists():  # none yet (--observe makes it): no send is open
+                log.replay(assume_tz=opts.assume_tz, runner=runner)
+    except Unreachable as err:
+        raise LogNotReached(f"cannot read {opts.log}: {err}") from err
+    except OSError as err:
+        raise RunnerError(f"cannot read {opts.log}: {err.strerror or err}") from err
+    cut = runner.lanes.cut_short_products()
+    unknown = [product for product in opts.resend if product not in cut]
+    if unknown:
+        open_ = (f"the products with one are {', '.join(cut)}" if cut else
+                 "no product has one (nothing to send again)")
+        raise RunnerError(f"--resend {', '.join(unknown)}: {opts.log} has no open send of its resume that a lanes "
+                          f"pass cut short (a typo, or one answered since: its resume_enqueued, or a later pass's "
+                          f"unsent, closed it); {open_}; nothing was observed, sent or written")
 
 
 class LanesReport(msgspec.Struct, kw_only=True):
