@@ -51,7 +51,7 @@ all are closed.
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any, Literal, NamedTuple, NotRequired, TypedDict
 
 import msgspec
@@ -66,7 +66,7 @@ from eventlog.events import (
     ResumeEnqueued,
     StatusUpdated,
 )
-from projections.base import FoldResult, Handler, elapsed_s
+from projections.base import FoldResult, Handler, elapsed_s, later
 
 #: The schema of a lane-check record.
 SCHEMA = "impl-lane-watch/v1"
@@ -155,6 +155,9 @@ def cut_short_said(ts: str) -> str:
     """A send of a resume cut short by the lanes pass at ``ts``, in words (the views' and the runner's)."""
     return f"a lanes pass ({ts}) stopped while sending its resume (or sends it still)"
 
+
+#: A send's bound past what Python can hold (a ``timeout_s`` of thousands of years): never up.
+NEVER = datetime.max.replace(tzinfo=UTC)
 
 #: How long past its sends' time (``timeout_s`` plus ``kill_grace_s`` each) a pass that says ``sending`` is still read
 #: as under way: the appends around each send and a slow disk.
@@ -529,7 +532,11 @@ class Lanes:
         by = None
         if fresh and ev.timeout_s is not None:
             each = ev.timeout_s + (ev.kill_grace_s or 0.0)
-            by = at + timedelta(seconds=len(fresh) * each + SEND_MARGIN_S)
+            try:
+                by = later(at, timedelta(seconds=len(fresh) * each + SEND_MARGIN_S))
+            except OverflowError:  # more seconds than a timedelta holds
+                pass
+            by = by or NEVER  # past what Python can hold: "never" (spec section 1), so under way for good
         for product, kind in fresh.items():
             sending.setdefault(product, {})[kind] = Sending(line, ev.ts, by)
         for product, kind in (ev.unsure or {}).items():
