@@ -353,6 +353,16 @@ class LogFacts(msgspec.Struct, kw_only=True, frozen=True):
         return self.name.startswith("nats://")
 
 
+class Silenced(msgspec.Struct, frozen=True, kw_only=True):
+    """What the time of a ``dated_ahead`` item keeps from firing: the check (:data:`projections.ahead.Check`), its
+    domain, the id it judges, and whether what it holds back is a person's decision (:meth:`_Judge.silences`)."""
+
+    check: Check
+    domain: Domain
+    id: str
+    decision: bool
+
+
 class Item(msgspec.Struct, kw_only=True):
     """One thing that needs a person: where, what, why (plain words), since when, and the command to copy.
 
@@ -360,6 +370,8 @@ class Item(msgspec.Struct, kw_only=True):
     ``for_s`` the seconds from ``since`` to T, ``until`` when it ends by itself
     (a backoff, an open circuit), ``needs_decision`` whether a person must decide
     (not only look). ``next`` is one shell command, LOG and ids quoted, that works pasted (:func:`command`).
+    ``silences``: of a ``dated_ahead`` item, the check its line keeps from firing (null for every other item);
+    a view narrowed to that check's domain keeps it (:meth:`Triage.only`).
     """
 
     domain: Domain
@@ -371,6 +383,19 @@ class Item(msgspec.Struct, kw_only=True):
     until: str | None = None
     next: str
     needs_decision: bool = False
+    silences: Silenced | None = None
+
+    def about(self) -> tuple[Domain, str]:
+        """The domain and id whose verdict this item speaks of: its own; of a line dated ahead, the check's."""
+        s = self.silences
+        return (self.domain, self.id) if s is None else (s.domain, s.id)
+
+    def concerns(self, domains: set[str] | None, needs_decision: bool) -> bool:
+        """Whether a view of ``domains`` (None: all), or of what a person decides, keeps this item: one of its
+        domain (or of the domain its line dated ahead silences) that is a decision (or holds one back)."""
+        s = self.silences
+        return ((domains is None or self.domain in domains or self.about()[0] in domains)
+                and (not needs_decision or self.needs_decision or (s is not None and s.decision)))
 
 
 class Group(msgspec.Struct, kw_only=True):
@@ -511,11 +536,18 @@ class Triage(msgspec.Struct, kw_only=True):
     totals: Totals
 
     def only(self, domains: Iterable[str] | None = None, needs_decision: bool = False) -> Triage:
-        """The same triage with only the groups of ``domains`` (None: all), or only those a person decides; and
-        always those of :data:`UNREAD` (lines no domain could read)."""
+        """The same triage with only the items of ``domains`` (None: all), or only those a person decides
+        (:meth:`Item.concerns`: a line dated ahead goes with the check it silences); and always those of
+        :data:`UNREAD` (lines no domain could read). Of a triage whose groups hold every item (before
+        :meth:`shown`): a group's count is what it keeps."""
         wanted = set(domains) if domains is not None else None
-        groups = [g for g in self.groups if g.reason_code in UNREAD
-                  or ((wanted is None or g.domain in wanted) and (g.needs_decision or not needs_decision))]
+        groups = []
+        for g in self.groups:
+            items = g.items if g.reason_code in UNREAD else [i for i in g.items if i.concerns(wanted, needs_decision)]
+            if len(items) == len(g.items):
+                groups.append(g)
+            elif items:
+                groups.append(msgspec.structs.replace(g, items=items, count=len(items)))
         totals = self.totals
         if wanted is not None:
             totals = msgspec.structs.replace(totals, **{d: None for d in DOMAINS if d != "log" and d not in wanted})
@@ -938,6 +970,12 @@ def line_cmd(facts: LogFacts, line: int) -> str:
         return f"{command('eventlog export', [facts.name])} | sed -n '{line}p'"
     return command(f"sed -n '{line}p'", [facts.name])
 
+
+#: The domain of each kind of id.
+KIND_DOMAIN: dict[Kind, Domain] = {
+    "handoff": "handoffs", "account": "handoffs", "watcher": "watchers", "lane": "lanes", "catchup": "catchup",
+    "session": "sessions", "turn": "sessions", "interrupt": "sessions",
+}
 
 #: The kind of id each check of :mod:`projections.ahead` is about (what ``explain`` calls it).
 AHEAD_KIND: dict[Check, Kind] = {
@@ -1386,8 +1424,21 @@ class _Judge:
         """Which line, of what, how far ahead, the check it silences, what ends it, and how to see the id's lines."""
         where = f"line {a.line}" if a.line else f"{AHEAD_KIND[a.check]} {a.id}"
         wrong = _AHEAD_WRONG.get(a.check, "The clock of the writer of that line is ahead (or the time is a typo)")
-        return self.item("dated_ahead", where, f"{ahead_words(a, f'{self.facts.name}:{a.line}')}. {wrong}: fix it; "
+        item = self.item("dated_ahead", where, f"{ahead_words(a, f'{self.facts.name}:{a.line}')}. {wrong}: fix it; "
                          f"{_AHEAD_WORDS[a.check][2]}", explain_cmd(self.log, a.id), a.ts, a.until)
+        item.silences = self.silences(a)
+        return item
+
+    def silences(self, a: Ahead) -> Silenced:
+        """The check ``a`` keeps from firing, its domain and id; a decision when what it holds back is one: a
+        re-run's missing end (``rerun_no_end``), a claim whose resume was requested going stale
+        (``stale_unknown_effect``)."""
+        if a.check == "claim_stale":
+            decision = self.runner.handoffs.items[a.id].state == REQUESTED
+        else:
+            decision = a.check in _BY_CODE and _BY_CODE[a.check].decision
+        kind = AHEAD_KIND[a.check]
+        return Silenced(check=a.check, domain=KIND_DOMAIN[kind], id=a.id, decision=decision)
 
     # -- the log ----------------------------------------------------------------------------------
 

@@ -136,6 +136,9 @@ def test_serve_names_it_on_status_and_metrics(tmp_path: Path) -> None:
         assert item["next"] == f"eventlog explain {log} s1" and item["for_s"] < -7000
         assert status["totals"]["log"]["dated_ahead"] == 1
         assert value(c.get("/metrics").text, "recovery_dated_ahead", check="worker_not_ready") == 1
+        # the session page lists it among the session's needs, as `eventlog sessions` does; the other's not
+        assert [n["reason_code"] for n in c.get("/v1/sessions/s1").json()["needs"]] == ["dated_ahead"]
+        assert [n["reason_code"] for n in c.get("/v1/sessions/s0").json()["needs"]] == ["worker_not_ready"]
     finally:
         assert server.stop() == 0
 

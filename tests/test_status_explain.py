@@ -21,7 +21,8 @@ from tests.conftest import ROOT, run_cli, write_log
 
 FIX = ROOT / "fixtures"
 LOGS = sorted(FIX.glob("*.jsonl"))
-ITEM_KEYS = {"domain", "id", "reason_code", "reason", "since", "for_s", "until", "next", "needs_decision"}
+ITEM_KEYS = {"domain", "id", "reason_code", "reason", "since", "for_s", "until", "next", "needs_decision",
+             "silences"}
 
 
 def people_sort(ids: list[str]) -> list[str]:

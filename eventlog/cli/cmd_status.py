@@ -62,7 +62,9 @@ time a check waits on, such as a watcher's last run: until the clock passes it,
 that check cannot fire). --domain and --needs-decision narrow the screen, but
 what keeps lines from every domain (a missing log, a file that is no log, bad
 lines, committed lines gone, a last line no append cuts) is shown in every view
-and counts: a line nobody could read may belong to the domain asked for. Ids
+and counts: a line nobody could read may belong to the domain asked for; and a
+line dated ahead is shown with the domain of the check it silences (a session's
+claim with sessions; with --needs-decision when that check is a decision). Ids
 are in natural order (h-2 before h-10). A screen fits 50 lines, its groups most
 urgent first: what a person must decide, then what a person must act on, then
 what the runners or the clock clear by themselves. It shows the first few of
@@ -71,7 +73,7 @@ does not fit, the least urgent groups take one line each (count, first id, the
 command that lists them all), and the head counts each domain with the command
 that lists it in full. --all shows every item. --json keeps the groups in the
 order of the reasons (by domain). --json prints one object: per item {domain, id,
-reason_code, reason, since, for_s, until, next, needs_decision}, the groups
+reason_code, reason, since, for_s, until, next, needs_decision, silences}, the groups
 with their counts, and the totals (times ISO 8601, durations in seconds, counts
 as numbers).""".replace("{ahead}", duration_words(TOLERANCE_S))
 

@@ -424,14 +424,15 @@ class Served:
     def session(self, session_id: str, at: At = NOW) -> dict[str, Any] | None:
         """One session as ``eventlog sessions --json`` shows it, or None when no event names it.
 
-        ``needs``: the items of ``eventlog status`` about this session (reason and next command), so
+        ``needs``: the items of ``eventlog status`` about this session (reason and next command; a line of it dated
+        ahead of now too, as ``eventlog sessions``: :meth:`~projections.triage.Item.about`), so
         the session page says why a person is called even when no decision would settle it;
         ``bad_lines``: the log's bad lines (how many, the first few), left out of the session's state,
         and ``named_by_bad_lines`` those that name the session, as ``eventlog sessions SESSION --json``.
         """
         triage = self.judged(at, wait=True).triage
         needs = [msgspec.to_builtins(i) for g in triage.groups for i in g.items
-                 if i.domain == "sessions" and i.id == session_id]
+                 if i.about() == ("sessions", session_id)]
         with self.lock:
             replay = self.replay
             sessions = folder(replay).sessions
