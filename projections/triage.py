@@ -237,8 +237,10 @@ def urgency(code: str) -> int:
 
 
 def urgent_first(groups: Iterable[Group]) -> list[Group]:
-    """The groups by :func:`urgency`, most urgent first, each rank in the order of :data:`REASONS` (stable)."""
-    return sorted(groups, key=lambda g: (urgency(g.reason_code), _ORDER[g.reason_code]))
+    """The groups by :func:`urgency` (``Group.urgency``), most urgent first, each rank in the order of
+    :data:`REASONS`: what the text screen shows, and the console too (it sorts ``status --json``'s groups, which
+    come in the order of :data:`REASONS`, by their ``urgency``, stably)."""
+    return sorted(groups, key=lambda g: (g.urgency, _ORDER[g.reason_code]))
 
 #: A session's attention -> its reason code while it is ``recovery_required``.
 _ATTENTION_CODE = {RESTORE_FAILED: "restore_failed", STARTUP_FAILED: "startup_failed",
@@ -399,7 +401,8 @@ class Item(msgspec.Struct, kw_only=True):
 
 
 class Group(msgspec.Struct, kw_only=True):
-    """The items of one reason: ``count`` of them in all, ``items`` those shown (natural order of ids)."""
+    """The items of one reason: ``count`` of them in all, ``items`` those shown (natural order of ids), and how
+    urgent the reason is (:func:`urgency`: the screen's and the console's order, :func:`urgent_first`)."""
 
     domain: Domain
     reason_code: str
@@ -407,6 +410,7 @@ class Group(msgspec.Struct, kw_only=True):
     needs_decision: bool
     count: int
     items: list[Item]
+    urgency: int
 
 
 class HandoffTotals(msgspec.Struct, kw_only=True):
@@ -1730,7 +1734,7 @@ def triage(runner: Runner, as_of: datetime | None, as_of_text: str | None, facts
         r = _BY_CODE[code]
         found = sorted(by_code[code], key=lambda it: natural_key(it.id))
         groups.append(Group(domain=r.domain, reason_code=code, title=r.title, needs_decision=r.decision,
-                            count=len(found), items=found))
+                            count=len(found), items=found, urgency=urgency(code)))
     empty = facts.events == 0 and not facts.bad_lines and not facts.torn_tail
     return Triage(log=facts.name, as_of=as_of_text, empty=empty and not facts.missing, log_missing=facts.missing,
                   needs_person=len(items), groups=groups, totals=totals(runner, judge, groups))

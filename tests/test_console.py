@@ -157,9 +157,10 @@ def test_console_shows_what_needs_a_person_live_and_sends_decisions(browser: Any
     assert server.keys["ops"] not in browser.current_url
 
     status = server.client("viewer").get("/v1/status").json()
-    wait(browser, 10, lambda d: texts(d, "#needs .group h3") == [f"{g['title']}: {g['count']}"
-                                                                 for g in status["groups"]], "the groups show")
-    items = [i for g in status["groups"] for i in g["items"]]
+    urgent_first = sorted(status["groups"], key=lambda g: g["urgency"])  # the screen's order
+    wait(browser, 10, lambda d: texts(d, "#needs .group h3") == [f"{g['title']}: {g['count']}" for g in urgent_first],
+         "the groups show, most urgent first")
+    items = [i for g in urgent_first for i in g["items"]]
     needs = texts(browser, "#needs .item .line")
     assert [line.split(" ", 1)[0].rstrip(":") for line in needs] == [i["id"] for i in items]  # the same triage
     assert texts(browser, "#needs .item .next") == [i["next"] for i in items]  # the commands to copy
@@ -263,6 +264,44 @@ def test_the_session_page_says_what_needs_a_person_and_its_command(browser: Any,
         wait(browser, 10, lambda d: d.find_element(By.ID, "sid").text == "s-unk", "the session page shows")
         wait(browser, 10, lambda d: d.find_element(By.ID, "noneeds").is_displayed(), "it says nothing is needed")
         assert texts(browser, "#sneeds .item") == []
+    finally:
+        server.stop()
+
+
+def test_the_console_puts_first_what_status_puts_first(browser: Any, tmp_path: Path) -> None:
+    """R7: the text screen ranks the groups by urgency (to decide, to act on, what the runners clear themselves)
+    but the console kept the JSON's order (by domain): on a bad night the decision waiting 5 h was below the
+    fold. README: a console shows what ``status`` shows, so it shows the groups in the screen's order."""
+    from selenium.webdriver.common.by import By
+
+    now = datetime.now().astimezone().replace(microsecond=0)
+
+    def ago(hours: float) -> str:
+        return (now - timedelta(hours=hours)).isoformat()
+
+    log = tmp_path / "ledger.jsonl"
+    EventLog(log).append([
+        {"type": "handoff_created", "ts": ago(3), "handoff_id": "h1", "account": "acct-a"},
+        {"type": "claimed", "ts": ago(2), "handoff_id": "h1", "watcher": "w1", "attempt": 1},  # stale: released
+        {"type": "watcher_run", "ts": ago(2), "watcher": "w1", "exit": "ok", "period_s": 600},  # late: act
+        {"type": "worker_claimed", "ts": ago(5), "session_id": "s1", "generation": 1, "worker": "wk",
+         "restore": True},
+        {"type": "checkpoint_restore_failed", "ts": ago(5), "session_id": "s1", "generation": 1,
+         "reason": "incompatible_checkpoint"},  # stopped: to decide
+    ])
+    screen = run_cli("status", str(log))
+    titles = [line for line in screen.stdout.splitlines() if re.fullmatch(r"\S.*: \d+", line)]
+    assert titles == ["Sessions stopped: checkpoint restore failed: 1", "Watchers that stopped reporting: 1",
+                      "Claims gone quiet before any resume request: 1"], screen.stdout
+    server = start_server(log, tmp_path, None, "--tick", "1s")
+    try:
+        by_domain = [g["reason_code"] for g in server.client("viewer").get("/v1/status").json()["groups"]]
+        assert by_domain == ["stale_retryable", "watcher_late", "restore_failed"]  # status --json: by domain
+        open_with_key(browser, server.url + "/", server.keys["ops"])
+        wait(browser, 10, lambda d: len(texts(d, "#needs .group h3")) == 3, "the groups show")
+        assert texts(browser, "#needs .group h3") == titles
+        shown = [e.get_attribute("data-reason") for e in browser.find_elements(By.CSS_SELECTOR, "#needs .group")]
+        assert shown == ["restore_failed", "watcher_late", "stale_retryable"]
     finally:
         server.stop()
 

@@ -23,6 +23,7 @@ FIX = ROOT / "fixtures"
 LOGS = sorted(FIX.glob("*.jsonl"))
 ITEM_KEYS = {"domain", "id", "reason_code", "reason", "since", "for_s", "until", "next", "needs_decision",
              "silences"}
+GROUP_KEYS = {"domain", "reason_code", "title", "needs_decision", "count", "items", "urgency"}
 
 
 def people_sort(ids: list[str]) -> list[str]:
@@ -311,6 +312,7 @@ def test_json_shape_values_not_sentences() -> None:
     assert set(got) == {"log", "as_of", "empty", "log_missing", "needs_person", "groups", "totals"}
     for group in got["groups"]:
         assert isinstance(group["count"], int) and group["count"] >= len(group["items"])
+        assert set(group) == GROUP_KEYS and group["urgency"] in (0, 1, 2)
         for item in group["items"]:
             assert set(item) == ITEM_KEYS
             assert isinstance(item["for_s"], int | float) and datetime.fromisoformat(item["since"])

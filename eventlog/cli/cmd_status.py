@@ -72,10 +72,11 @@ each group (at most 3, fewer when there are many groups); when even one each
 does not fit, the least urgent groups take one line each (count, first id, the
 command that lists them all), and the head counts each domain with the command
 that lists it in full. --all shows every item. --json keeps the groups in the
-order of the reasons (by domain). --json prints one object: per item {domain, id,
-reason_code, reason, since, for_s, until, next, needs_decision, silences}, the groups
-with their counts, and the totals (times ISO 8601, durations in seconds, counts
-as numbers).""".replace("{ahead}", duration_words(TOLERANCE_S))
+order of the reasons (by domain), each with its urgency (0 to decide, 1 to act
+on, 2 cleared by themselves: the screen's order, and serve's console's). --json
+prints one object: per item {domain, id, reason_code, reason, since, for_s,
+until, next, needs_decision, silences}, the groups with their counts, and the
+totals (times ISO 8601, durations in seconds, counts as numbers).""".replace("{ahead}", duration_words(TOLERANCE_S))
 
 STATUS_EXITS = """\
 0  nothing needs a person

@@ -319,7 +319,9 @@ function renderStatus(payload) {
   $("count-word").textContent = count === 1 ? "thing needs a person now" : "things need a person now";
   document.body.dataset.attention = count ? "yes" : "no";
   $("calm").hidden = count > 0;
-  $("needs").replaceChildren(...status.groups.map((g) => {
+  // Most urgent first, as the text screen (each group's urgency is the triage's; a stable sort keeps the rest)
+  const groups = [...status.groups].sort((a, b) => a.urgency - b.urgency);
+  $("needs").replaceChildren(...groups.map((g) => {
     const li = el("li", null, "group");
     li.dataset.reason = g.reason_code;
     li.append(el("h3", g.title + ": " + g.count));
