@@ -175,3 +175,14 @@ def test_operations_names_every_field_a_rollback_loses() -> None:
         wire_type, field = first.split(".")
         named |= {(wire_type, field), *((wire_type, name.lstrip(".")) for name in more)}
     assert named == {(cls.wire_type, field) for cls, fields in PROJECT_FIELDS.items() for field in fields}
+
+
+def test_serve_help_gives_the_age_of_an_answer_the_readme_gives() -> None:
+    """R7: ``serve --help`` said a judgement is reused "for at most a second", but an answer as of now may be up to
+    ``--tick`` old (README; a reviewer saw /v1/status 3 s behind): both give that bound."""
+    readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+    assert "the newest is answered while the next is made (at most `--tick`, 5 s, old, plus the time one " \
+        "judgement takes" in readme
+    helped = " ".join(run_cli("serve", "--help").stdout.split())
+    assert "at most a second" not in helped
+    assert "an answer may be up to --tick old (5 s), plus the time one judgement takes" in helped

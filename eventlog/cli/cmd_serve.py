@@ -34,8 +34,11 @@ and the console's pages needs Authorization: Bearer KEY with a key of --keys
 removed by `eventlog keys remove` is refused at once, and a FILE that cannot be
 used, missing or one its group or other users can write, is 503 until it can
 be: said on stderr); a decision is appended
-with actor = the key's name. Views are judged as of now (a judgement is reused
-for at most a second while the log has not moved) unless ?at=TIME or ?at=log.
+with actor = the key's name. Views are judged as of now unless ?at=TIME or
+?at=log; a judgement costs O(entities), so one is reused for a second while the
+log has not moved, and past that the newest is answered while the next is made:
+an answer may be up to --tick old (5 s), plus the time one judgement takes. Its
+as_of says when it was judged.
 Serve plain HTTP on 127.0.0.1 and put a TLS reverse proxy in front (README).
 --port 0 takes a free port; the address is said on stderr. A LOG that does not
 exist yet is waited for (503 until it is there), as is one that goes away later,
@@ -101,7 +104,8 @@ def register(sub: Any) -> None:
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (127.0.0.1)")
     p.add_argument("--port", type=int, default=8080, help="port to listen on (8080; 0: a free one)")
     p.add_argument("--tick", type=duration, default=5.0, metavar="DURATION",
-                   help="event streams re-judge at least this often when no line arrives (5s)")
+                   help="event streams re-judge at least this often when no line arrives, and no view as of "
+                        "now is answered from a judgement older than this (5s)")
     p.add_argument("--no-access-log", dest="access_log", action="store_false",
                    help="do not log each request (method, path, status; never a header)")
     add_assume_tz(p, "; now (catch-up's today, its hours) is judged in ZONE; POST /v1/events writes such times "

@@ -320,8 +320,9 @@ async def status(request: Request) -> Response:
     """The ``status --json`` view (``?all=1``: every item); with ``Accept: text/event-stream`` a stream of
     the console's view of it (``Served.console``), which says when the log cannot be judged instead of a 503.
 
-    Its ``as_of`` is when it was judged: at most a second before when the log has
-    not moved, else the newest judgement while the next is made (``Served.judged``).
+    Its ``as_of`` is when it was judged: a judgement is reused for a second while the log has not moved, and
+    past that the newest is answered while the next is made, so it may be up to ``--tick`` old, plus the time
+    one judgement takes (``Served.judged``).
     """
     at = judging(request)
     if isinstance(at, Response):
