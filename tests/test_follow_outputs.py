@@ -328,6 +328,21 @@ def test_replay_snapshot_reads_the_snapshot_a_follow_keeps_and_never_writes_it(t
     assert said == []
 
 
+def test_a_piped_log_says_only_that_the_snapshot_is_not_used_while_a_follow_keeps_it(tmp_path: Path) -> None:
+    """`replay <(cat LOG) --snapshot SNAP` while a follow keeps SNAP said it would read SNAP "if it matches", then
+    that it read none: a pipe never uses a snapshot, so only that is said."""
+    log, dump, snap = _log(tmp_path / "l.jsonl", 3), tmp_path / "d.json", tmp_path / "s.snap"
+    with following(log, "--dump", str(dump), "--snapshot", str(snap), "--tick", "1h") as (proc, said):
+        assert _wait_for(_alive(proc, lambda: _events(dump) == 3))
+        cmd = f"{sys.executable} -m eventlog replay --snapshot {snap} <(cat {log})"
+        out = subprocess.run(["bash", "-c", cmd], cwd=ROOT, capture_output=True, text=True, timeout=60, check=False)
+        assert out.returncode == 0, out.stderr
+        assert len(out.stderr.splitlines()) == 1, out.stderr
+        assert "is not a file (a pipe?)" in out.stderr and "not read, not saved" in out.stderr
+        assert json.loads(out.stdout)["events"] == 3
+    assert said == []
+
+
 def test_a_follow_is_refused_a_snapshot_a_replay_is_writing(tmp_path: Path) -> None:
     """The lock works both ways: while `replay LOG --snapshot SNAP` runs (here held up opening a pipe no one writes
     yet), a follow started on SNAP is refused, naming that replay; once the replay has ended, the follow starts."""

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import stat
 import sys
 from contextlib import ExitStack
 from datetime import tzinfo
@@ -151,7 +153,9 @@ def replay_from_snapshot(path: str, snap: str, tz: tzinfo | None, strict: bool) 
 
     Under the snapshot's output lock, as ``follow`` writes it (:func:`eventlog.follow.hold_outputs`, never waited
     for), first sweeping what a writer killed mid-write left beside it. While another process holds it (a follow
-    keeping that snapshot) the snapshot is read all the same, and not saved: said once on stderr.
+    keeping that snapshot) the snapshot is read all the same, and not saved: said once on stderr. A ``path`` that
+    is a pipe is replayed from the start, the snapshot neither read nor written (its bytes cannot be read again
+    to check the snapshot against them): said once, that alone.
     """
     from eventlog.follow import OutputHeld, hold_outputs, sweep  # here: a replay without --snapshot needs none
 
@@ -159,12 +163,22 @@ def replay_from_snapshot(path: str, snap: str, tz: tzinfo | None, strict: bool) 
         try:
             holding = hold_outputs([("--snapshot", snap)], held, command="replay")
         except OutputHeld as err:
-            error(f"{err.held}: it is read if it matches the log, and not saved")
+            if not _a_pipe(path):  # else the pipe's own words say the snapshot is not used at all
+                error(f"{err.held}: it is read if it matches the log, and not saved")
             return _from_snapshot(path, snap, tz, strict, save=False)
         for note in holding.notes:
             error(note)
         sweep(holding.locked, error)
         return _from_snapshot(path, snap, tz, strict, save=True)
+
+
+def _a_pipe(path: str) -> bool:
+    """Whether the file LOG ``path`` is a pipe (not a URL; one that cannot be looked at is none: opening it says
+    why)."""
+    try:
+        return not is_url(path) and stat.S_ISFIFO(os.stat(path).st_mode)
+    except OSError:
+        return False
 
 
 def _from_snapshot(path: str, snap: str, tz: tzinfo | None, strict: bool, save: bool) -> Replay:
