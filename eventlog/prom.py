@@ -118,6 +118,7 @@ def exposition(
     unfed: int | None = None,
     zone_unknown: bool | None = None,
     lanes_error: bool | None = None,
+    lanes_unobserved: int | None = None,
     lanes_beat: Heartbeat | None = None,
     lanes_late: bool | None = None,
     deadline_passed: int | None = None,
@@ -148,7 +149,9 @@ def exposition(
     None); ``zone_unknown``: catch-up's today is judged in the machine's zone, whose ``TZ`` names no zone (UTC
     taken), while the log has a guarded job (status: ``zone_unknown``; left out when None: not judged live);
     ``lanes_error``: the lanes
-    runner's last pass ended in error (``Lanes.last_pass``); ``lanes_beat``: the lanes pass's heartbeat as of the
+    runner's last pass ended in error for what belongs to no lane (``Lanes.pass_error``; status: ``lanes_error``);
+    ``lanes_unobserved``: the lanes or lane files the last observing pass could not observe, stopped lanes left out
+    (``Lanes.unobserved``; status: one ``lane_unobserved`` each); ``lanes_beat``: the lanes pass's heartbeat as of the
     dump's ``as_of`` (``Lanes.heartbeat``; None: no pass is due, or not judged); ``lanes_late``: it is late
     (status: ``lanes_late``; left out when None); ``deadline_passed``: handoffs still out (pending,
     claimed) whose deadline passed as of the dump's ``as_of`` (``Handoffs.past_deadline``); ``retired``: watchers
@@ -234,9 +237,15 @@ def exposition(
     out.gauge("recovery_lane_stalled", "1 when the lane is stalled now, by stall kind (both kinds always listed).",
               lanes)
     if lanes_error is not None:
-        out.gauge("recovery_lanes_last_pass_error", "1 when the lanes runner's last pass ended in error (a resume it "
-                  "could not send, no lane in the log, ...: its lane_check's exit; status: lanes_error).",
-                  [(one, int(lanes_error))])
+        out.gauge("recovery_lanes_last_pass_error", "1 when the lanes runner's last pass ended in error for what "
+                  "belongs to no lane (a resume it could not send, no lane in the log, new bad lines, a stop; status: "
+                  "lanes_error); a lane it could not observe is recovery_lanes_unobserved, a send cut short its "
+                  "stall's recovery_lane_stalled.", [(one, int(lanes_error))])
+    if lanes_unobserved is not None:
+        out.gauge("recovery_lanes_unobserved", "Lanes (or lane files) the last lanes pass with --observe could not "
+                  "observe, a lane stopped on purpose since left out: their verdict is as of what was last read, and "
+                  "no resume is sent to a lane no NAME.env names; passes without --observe keep them (status: "
+                  "lane_unobserved).", [(one, lanes_unobserved)])
     if lanes_late is not None:
         _lanes_pass(out, lanes_beat, lanes_late)
 
@@ -342,12 +351,14 @@ def of_replay(replay: Replay, dump: dict[str, Any], tick_s: float | None = None,
         if live:
             zone_unknown = catchup.guarded and unknown_zone(replay, live) is not None
     lanes = getattr(replay.folder, "lanes", None)
-    lanes_error = None if lanes is None else at is not None and lanes.pass_exit(at) == "error"
+    lanes_error = None if lanes is None else at is not None and lanes.pass_error(at) is not None
+    lanes_unobserved = None if lanes is None else len(lanes.unobserved())
     beat = lanes.heartbeat(at) if lanes is not None and at is not None else None
     lanes_late = None if lanes is None else beat is not None and beat.late
     return exposition(dump, durations=durations, last_event_at=replay.last_at, tick_s=tick_s, unrecorded=unrecorded,
                       retry_under_way=retrying, without_worker=without, decision_wait_s=waited,
-                      lanes_error=lanes_error, lanes_beat=beat, lanes_late=lanes_late,
+                      lanes_error=lanes_error, lanes_unobserved=lanes_unobserved, lanes_beat=beat,
+                      lanes_late=lanes_late,
                       torn_tail_stuck=replay.stuck_tail is not None,
                       unfinished_batch=0 if replay.uncommitted is None else replay.uncommitted.lines,
                       not_a_log=no_event_log(str(dump.get("log", "")), replay) is not None, ahead=ahead,

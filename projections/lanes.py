@@ -411,6 +411,17 @@ class Lanes:
             return "error"
         return "sending" if last.open else "ok"
 
+    def pass_error(self, as_of: datetime) -> list[str] | None:
+        """What the last pass, read as ``error`` as of ``as_of`` (:meth:`pass_exit`), said that belongs to no lane
+        (:meth:`LanePass.general_said`; ``[]``: an older runner's ``exit: error`` with no detail); None when the pass
+        needs nobody for itself: none is in error, or each of its problems is a lane's own (a lane it could not
+        observe, a send cut short). The one rule of ``lanes_error`` and ``recovery_lanes_last_pass_error``."""
+        last = self.state.last_pass
+        if last is None or self.pass_exit(as_of) != "error":
+            return None
+        said = last.general_said()
+        return said if said or (last.failed and last.general is None) else None
+
     def cut_short_sends(self, as_of: datetime) -> dict[str, str]:
         """The sends the last pass names whose outcome is unknown as of ``as_of``: product -> kind."""
         last = self.state.last_pass

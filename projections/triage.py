@@ -1203,12 +1203,9 @@ class _Judge:
         lane or file it could not observe (``lane_unobserved``), each send it cut short (the stall's, while the
         stall stands). A problem cut short is whole in the pass's output."""
         lanes = self.runner.lanes
-        last = lanes.last_pass
-        if last is None or lanes.pass_exit(self.at) != "error":
-            return []
-        said = last.general_said()
-        if not said and not (last.failed and last.general is None):
-            return []  # each of its problems is a lane's own item (or a send cut short of a stall since over)
+        last, said = lanes.last_pass, lanes.pass_error(self.at)
+        if last is None or said is None:
+            return []  # none in error, or each of its problems is a lane's own item (a stall's, while it stands)
         fix = ("no lane is known" if not lanes.lanes else
                "the stalls it did not resume stay uncovered, and its next pass tries them again once that is fixed")
         unobserved = len(lanes.unobserved())

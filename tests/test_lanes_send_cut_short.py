@@ -82,8 +82,10 @@ def test_a_pass_killed_while_sending_never_sends_again_and_every_view_asks_wheth
         assert f"a lanes pass ({check['ts']}) stopped while sending its resume" in stall["reason"]
         assert "did it arrive?" in stall["reason"] and "the next lanes pass sends one" not in stall["reason"]
         (tmp_path / "later").mkdir()
-        with following(log, tmp_path / "later", "--at", later) as (_dump, prom):
-            assert _wait_for(lambda: prom.exists() and f"{line} 1\n" in prom.read_text(), timeout=30)
+        stalled = f'recovery_lane_stalled{{log="{log}",product="quiet",kind="status-quiet"}} 1\n'
+        with following(log, tmp_path / "later", "--at", later) as (_dump, prom):  # the stall's gauge, as its item
+            assert _wait_for(lambda: prom.exists() and stalled in prom.read_text(), timeout=30)
+            assert f"{line} 0\n" in prom.read_text()  # status has no lanes_error: nothing else pages
 
         again = lanes(log, "ok")  # the next pass (it holds the lock: the killed one is over): asks, sends nothing
         assert again.returncode == 1

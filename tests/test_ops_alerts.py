@@ -461,7 +461,8 @@ def test_operations_doc_says_what_to_type_next_for_every_alert() -> None:
 #: series in tests/test_stuck_tail.py, tests/test_unfinished_batch.py and tests/test_not_a_log.py); nor lines that
 #: vanished while follow read the log (its series in tests/test_log_path_swaps.py); and a dump judged at its last
 #: line has no line dated ahead of now (only a live judgement counts them: ledger.yml, and tests/test_dated_ahead.py);
-#: nor how the lanes runner's last pass ended (lanes_catchup.yml; its series in tests/test_lanes_pass.py),
+#: nor how the lanes runner's last pass ended, nor the lanes it could not observe (lanes_catchup.yml; their series in
+#: tests/test_lanes_pass.py and tests/test_lanes_gauges.py),
 #: nor does a dump hold a handoff's deadline (handoffs.yml; its series in tests/test_deadline_passed.py),
 #: nor how long an account's probes have failed, 6 h of which no fixture holds (handoffs.yml; its series written
 #: minute by minute below: test_an_account_whose_probes_fail_for_6_hours_is_paged_though_its_backoffs_run_out),
@@ -475,7 +476,7 @@ NOT_FROM_A_FIXTURE = {"RecoveryCatchupZoneUnknown",
                       "RecoverySessionInterruptUnrecorded", "RecoveryTornTailStuck", "RecoveryUnfinishedBatch",
                       "RecoveryNotALog", "RecoveryLinesVanished", "RecoveryDatedAhead", "RecoveryLanesErrored",
                       "RecoveryHandoffPastDeadline", "RecoveryAccountBackingOff", "RecoverySnapshotUnsaved",
-                      "RecoveryLogUnreachable", "RecoveryLanesDead", "RecoveryLanesLate"}
+                      "RecoveryLogUnreachable", "RecoveryLanesDead", "RecoveryLanesLate", "RecoveryLaneUnobserved"}
 
 
 def expected_alerts(dump: dict[str, Any]) -> set[tuple[str, frozenset[tuple[str, str]]]]:
