@@ -522,8 +522,12 @@ class Lanes:
             unobserved = state.last_pass.unobserved if ev.unobserved is None and state.last_pass is not None else \
                 ev.unobserved or {}
             failed = ev.exit == "error" or (ev.exit == "sending" and bool(ev.detail))
+            # "general": [] says every problem is a lane's own; on a line that names none (no lane it could not
+            # observe, no send) all that it said belongs to no lane, as on a line without "general"
+            lanes_own = bool(unobserved or ev.sending or ev.unsure or ev.unsent)
             state.last_pass = LanePass(ev.ts, failed, line, unobserved=unobserved, open=sends, said=ev.detail,
-                                       general=ev.general, unsent=ev.unsent or {})
+                                       general=ev.general if ev.general or lanes_own else None,
+                                       unsent=ev.unsent or {})
         state.check_at, state.check_ts = at, ev.ts
         if ev.period_s is not None:
             state.checked_period_s = ev.period_s

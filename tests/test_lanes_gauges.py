@@ -82,3 +82,16 @@ def test_a_pass_in_error_for_no_lane_is_named_by_the_error_gauge(tmp_path: Path)
     log = write_log(tmp_path / "ledger.jsonl", [])
     assert lanes(log).returncode == 1  # no lane in the log: the pass's own problem
     assert named(log, tmp_path)[:2] == ({"lanes_error": ["lanes"]}, {ERROR: 1, UNOBSERVED: 0})
+
+
+def test_an_error_line_that_names_no_lane_s_problem_is_named_with_its_detail(tmp_path: Path) -> None:
+    """D2: a `lane_check` written by another tool with `"general": []` (every problem a lane's own) but no lane's
+    problem in it (no lane it could not observe, no send) said its detail in no view: status exit 0, the gauge 0,
+    `last_pass_exit` "error". All that it said belongs to no lane, as on a line without `general`."""
+    lines = [{"type": "status_updated", "ts": ago(0.5), "product": "A", "state": "running"},
+             {"type": "lane_check", "ts": ago(0.2), "exit": "error", "detail": "boom", "general": []}]
+    log = write_log(tmp_path / "ledger.jsonl", lines)
+    said, gauges, _text = named(log, tmp_path)
+    assert said == {"lanes_error": ["lanes"]} and gauges == {ERROR: 1, UNOBSERVED: 0}
+    out = run_cli("status", str(log))
+    assert out.returncode == 1 and "boom" in out.stdout
