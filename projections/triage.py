@@ -867,7 +867,8 @@ def cut_short_cmds(log: str | LogArg, product: str, kind: str, enqueue: str = YO
 
 def sending_words(sent: Sending) -> str:
     """A resume a lanes pass is sending now (its time not up), in words."""
-    until = f" (cut short if not recorded by {sent.by.isoformat()})" if sent.by is not None else ""
+    until = ("" if sent.by is None else " (no bound: under way until a line closes it)" if sent.by.year > LAST_YEAR
+             else f" (cut short if not recorded by {sent.by.isoformat()})")  # past the years a log can write
     return f"a lanes pass ({sent.ts}) is sending its resume now{until}"
 
 

@@ -161,3 +161,17 @@ def test_a_resend_that_names_no_open_send_is_refused_and_says_what_is_open(tmp_p
     sent = lanes(log, "ok", "--resend", "quiet")  # the one that is open: sent
     assert sent.returncode == 0, sent.stderr
     assert events(log)[-1]["type"] == "resume_enqueued" and len(calls(log)) == 1
+
+
+def test_a_send_whose_bound_no_date_holds_is_said_to_have_none(tmp_path: Path) -> None:
+    """D2: a pass sending with a `timeout_s` past what a date holds is under way until a line closes it; status said
+    "cut short if not recorded by 9999-12-31T23:59:59.999999+00:00", a year no log can write (spec section 1)."""
+    sending = {**killed_pass("A", "job-unpicked", 0.1), "timeout_s": 1e15}
+    log = write_log(tmp_path / "ledger.jsonl", [
+        {"type": "status_updated", "ts": ago(3), "product": "A", "state": "running"},
+        {"type": "job_finished", "ts": ago(2.8), "product": "A"},
+        sending,
+    ])
+    out = run_cli("status", str(log), "--all")
+    assert "is sending its resume now (no bound: under way until a line closes it)" in out.stdout, out.stdout
+    assert "9999" not in out.stdout
