@@ -257,8 +257,10 @@ class Session(msgspec.Struct, array_like=True, gc=False):
     #: ... its line and its generation (0: no claim yet).
     claimed_line: int = 0
     claimed_generation: int = 0
-    #: Turns started and not finished yet (a ``turn_finished`` ends one; views only: :meth:`Sessions.unrecorded`).
-    running: set[str] = msgspec.field(default_factory=set)
+    #: Turns started and not finished yet, in the order they started (a ``turn_finished`` ends one; views only:
+    #: :meth:`Sessions.unrecorded`). A list, not a set: a set's order after a snapshot's round trip is not the
+    #: order it was saved in, so a state saved again would not be the same bytes.
+    running: list[str] = []
     #: The time of ``since`` and of the latest applied claim, as read (views only: measured when judged).
     since_time: datetime | None = None
     claimed_time: datetime | None = None
@@ -565,7 +567,7 @@ class Sessions:
             return Rejected(f"session {ev.session_id!r} is {why}: turn {ev.turn_id!r} is not dispatched")
         s = self._seen(ev, line)
         if ev.turn_id not in s.turns:  # a repeated start, or a start after its end, starts nothing
-            s.running.add(ev.turn_id)
+            s.running.append(ev.turn_id)  # once: its start puts it in turns
         s.place(ev.turn_id)
         return None
 
@@ -573,7 +575,8 @@ class Sessions:
         """``outcome_unknown``: recovery_required, RECOVERY_REQUIRED; the turn is never re-run on its own."""
         s = self._seen(ev, line)
         s.place(ev.turn_id)
-        s.running.discard(ev.turn_id)
+        if ev.turn_id in s.running:
+            s.running.remove(ev.turn_id)
         waited = s.unknown_since.pop(ev.turn_id, None) if s.unknown_since else None
         if ev.outcome == OUTCOME_UNKNOWN:
             s.unknown[ev.turn_id] = line
