@@ -13,8 +13,8 @@ from __future__ import annotations
 import asyncio
 import io
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable, Iterator
+from contextlib import aclosing, asynccontextmanager
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote_to_bytes
@@ -45,6 +45,8 @@ log = logging.getLogger("eventlog.serve")
 MAX_BODY = 1 << 20
 #: How often an event stream says it is alive (and re-judges "now") when nothing changes.
 TICK_S = 5.0
+#: ``/v1/events`` writes its events in pieces of at least this many bytes (uvicorn's high-water mark), not one by one.
+WRITE_BYTES = 1 << 16
 CONSOLE = Path(__file__).resolve().parent / "console"
 
 
@@ -285,10 +287,41 @@ def unavailable_event(s: Served, err: Unavailable) -> bytes:
     return sse("unavailable", _encoder.encode({"message": why, "since": since, "commands": s.commands()}))
 
 
-def event_stream(request: Request, body: AsyncIterator[bytes]) -> StreamingResponse:
-    """A ``text/event-stream`` answer."""
-    return StreamingResponse(body, media_type="text/event-stream",
+def event_stream(request: Request, body: AsyncGenerator[bytes, None]) -> StreamingResponse:
+    """A ``text/event-stream`` answer, which ends as soon as its client has left (:func:`until_left`)."""
+    return StreamingResponse(until_left(request, body), media_type="text/event-stream",
                              headers={"cache-control": "no-store", "x-accel-buffering": "no"})
+
+
+async def until_left(request: Request, body: AsyncGenerator[bytes, None]) -> AsyncIterator[bytes]:
+    """``body``'s writes until the client has left; then ``body`` is closed (what it holds is freed), nothing said.
+
+    uvicorn learns that a connection is lost on the event loop's next turn; a write before that goes to the dead
+    socket, and asyncio says ``socket.send() raised exception.`` on stderr for each from the fifth on: a stream
+    that wrote a batch of lines without a pause said it once per line. So the loop turns after every write, and
+    the stream ends at the first that finds the client gone. A client that reads no more but stays connected
+    holds its stream at the write that waits (uvicorn's flow control), not more.
+    """
+    async with aclosing(body):
+        async for chunk in body:
+            yield chunk
+            await asyncio.sleep(0)  # the turn in which asyncio tells uvicorn of a write that failed
+            if await request.is_disconnected():
+                return
+
+
+def joined(parts: Iterable[bytes], size: int = WRITE_BYTES) -> Iterator[bytes]:
+    """``parts`` joined into pieces of at least ``size`` bytes (the last: the rest), each part whole."""
+    piece: list[bytes] = []
+    held = 0
+    for part in parts:
+        piece.append(part)
+        held += len(part)
+        if held >= size:
+            yield b"".join(piece)
+            piece, held = [], 0
+    if piece:
+        yield b"".join(piece)
 
 
 async def changes(request: Request, version: int, timeout: float) -> bool:
@@ -334,7 +367,7 @@ async def status(request: Request) -> Response:
     if not wants_stream(request):
         return JSON(await run_in_threadpool(s.status, at, every=every))
 
-    async def stream() -> AsyncIterator[bytes]:
+    async def stream() -> AsyncGenerator[bytes, None]:
         yield tick_event(request)
         while True:
             version = s.version
@@ -375,7 +408,7 @@ async def session(request: Request) -> Response:
     if not wants_stream(request):
         return JSON(found)
 
-    async def stream() -> AsyncIterator[bytes]:
+    async def stream() -> AsyncGenerator[bytes, None]:
         yield tick_event(request)
         said = sse("session", _encoder.encode(found))
         while True:
@@ -495,7 +528,7 @@ async def events(request: Request) -> Response:
             return problem(400, "BAD_REQUEST", f"after={text!r} is not a seq (an integer)")
     cursor = await run_in_threadpool(s.tail, after)
 
-    async def stream() -> AsyncIterator[bytes]:
+    async def stream() -> AsyncGenerator[bytes, None]:
         yield b": " + s.name.encode("utf-8", "replace").replace(b"\n", b" ") + b"\n\n"
         while True:
             version = s.version
@@ -504,8 +537,8 @@ async def events(request: Request) -> Response:
             except (LogReplaced, OSError, Unavailable) as err:
                 yield sse("reset", _encoder.encode({"message": str(err)}))
                 return
-            for kind, seq, data in lines:
-                yield sse(kind, data, seq)
+            for piece in joined(sse(kind, data, seq) for kind, seq, data in lines):  # a write per piece, not per line
+                yield piece
             if lines:  # more may follow at once: the key is checked here as changes() checks it
                 if not still_authorized(request):
                     return
