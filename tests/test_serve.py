@@ -789,3 +789,23 @@ def test_a_relative_log_is_named_in_full_in_every_command_served(tmp_path: Path)
         assert "work.jsonl" not in command.replace(full, ""), command
         done = typed(command, elsewhere)
         assert done.returncode in (0, 1), (command, done.stderr)
+
+
+def test_an_event_stream_step_holds_a_bounded_number_of_bytes(tmp_path: Path) -> None:
+    """A step of `/v1/events` read up to 2,000 lines, however long: lines near the 1 MiB a line may hold made one
+    stream hold about 2 GB until they were sent (V2's note). A step now also stops once it read 4 MiB; every line
+    still comes, in order, over the following steps."""
+    from eventlog.serve.served import Cursor, _file_lines
+
+    log = tmp_path / "big.jsonl"
+    write_log(log, [{"type": "handoff_created", "ts": "2026-08-03T09:00:00+09:00", "handoff_id": f"h{i}",
+                     "account": "a", "branch": "b" * 400_000} for i in range(30)])
+    cursor, seqs, steps = Cursor(after=0), [], 0
+    while True:
+        step = _file_lines(str(log), cursor)
+        if not step:
+            break
+        steps += 1
+        assert sum(len(data) for _kind, _seq, data in step) <= 5 << 20  # 4 MiB, and the block that reached it
+        seqs += [seq for _kind, seq, _data in step]
+    assert seqs == list(range(1, 31)) and steps > 1

@@ -70,8 +70,11 @@ MAX_AGE_S = 1.0
 STALE_S = 5.0
 #: How long a write waits for the follower to see it (a stream delivers it asynchronously).
 REACH_TIMEOUT_S = 10.0
-#: Lines read per step of an event stream.
+#: Lines read per step of an event stream ...
 TAIL_BATCH = 2000
+#: ... and bytes: a step stops at the first block that reaches either (lines of up to 1 MiB would make 2,000 of
+#: them 2 GB held by one stream until they are sent).
+TAIL_BYTES = 4 << 20
 #: Sessions whose bad lines a server remembers (:meth:`Served.named_by_bad_lines`); past it, it forgets them all.
 NAMED_KEPT = 1024
 
@@ -652,13 +655,14 @@ def _file_lines(path: str, cursor: Cursor) -> list[tuple[str, int, bytes]]:
         if (cursor.identity is not None and ident != cursor.identity) or st.st_size < cursor.offset:
             raise LogReplaced(f"{path} was truncated or replaced; start again with after=SEQ")
         cursor.identity = ident
+        began = cursor.offset
         for lines, end, torn, _quotes in iter_blocks(f, cursor.offset):
             if torn:
                 break
             for raw in lines:
                 out.extend(cursor.take(raw, cursor.line + 1))
             cursor.offset = end
-            if len(out) >= TAIL_BATCH:
+            if len(out) >= TAIL_BATCH or end - began >= TAIL_BYTES:
                 break
     return out
 
