@@ -87,7 +87,7 @@ class Follower:
         #: What is waited for meanwhile (:data:`WAITING_FOR_A_FILE` or :data:`WAITING_UNTIL_READABLE`).
         self._until = WAITING_FOR_A_FILE
         #: Committed lines that vanished while the log was followed (a truncation, a shorter file put in its
-        #: place); kept until the process ends.
+        #: place, a log gone that came back shorter: rotated); kept until the process ends.
         self.vanished: LinesVanished | None = None
         #: The lines folded before a replay from the start, until that replay has caught up.
         self._lines_before: int | None = None
@@ -117,8 +117,9 @@ class Follower:
                         self._digest = snapshot.prefix_hash(f.fileno(), loaded.offset)
                     elif why != "no snapshot":
                         self._lines_before = snapshot.committed(self.snapshot_path, self.path, f)
-            except WAITED_FOR:  # catch_up says which
+            except WAITED_FOR:  # catch_up says which; the lines the snapshot held count once the log is back
                 loaded, why = None, "no log yet"
+                self._lines_before = snapshot.committed(self.snapshot_path, self.path)
             if loaded is None and why not in ("no snapshot", "no log yet"):
                 note = f"{why}; replaying from the start"
         more = self.catch_up()
@@ -162,24 +163,27 @@ class Follower:
             self.replay.feed(f)
             if self.replay.offset > start:
                 self._digest.update(os.pread(f.fileno(), self.replay.offset - start, start))
-            self._count_vanished()
+            lost = self._count_vanished()
             self._edge = self._edges(f)
             self._stamp = _stamp(st)
-            return note or (f"{self.path} is there now; following it" if came else None)
+            if note or not came:
+                return note
+            fewer = f", holding {lost} committed lines fewer than it did (counted as vanished)" if lost else ""
+            return f"{self.path} is there now{fewer}; following it"
 
     def _absent(self, instead: str | None, until: str = WAITING_FOR_A_FILE) -> str | None:
         """No log at the path: nothing (``instead`` None) or what is there instead, waited for ``until`` it is
         one; the note when that is news.
 
-        What was folded is dropped: a log that comes back is read from its start, and is no
-        vanishing (it was waited for, and said).
+        What was folded is dropped, its committed lines kept count of: a log that comes back is read from its
+        start, and the committed lines it no longer holds vanished (a log moved away and made again, as
+        logrotate does: every verdict comes from the whole log), as when a shorter file takes its place.
         """
         had = bool(self.replay.offset) or self.identity is not None
         news = had or not self.missing or instead != self.not_file
         something = had or self.not_file is not None
         if had:
-            self._reset()
-        self._lines_before = None
+            self._replay_again()
         self.missing, self.not_file, self._until = True, instead, until
         if not news:
             return None
@@ -201,10 +205,13 @@ class Follower:
             self._lines_before = self.replay.events  # committed lines only: a stray file's bad lines never were
         self._reset()
 
-    def _count_vanished(self) -> None:
-        """After a replay from the start: committed lines (events) the file no longer holds go into ``vanished``."""
+    def _count_vanished(self) -> int:
+        """After a replay from the start: committed lines (events) the file no longer holds go into ``vanished``;
+        how many did now."""
         before, self._lines_before = self._lines_before, None
+        counted = self.vanished.lines if self.vanished else 0
         self.vanished = vanished_since(self.vanished, before, self.replay.events)
+        return (self.vanished.lines if self.vanished else 0) - counted
 
     def verify(self) -> str | None:
         """Re-read every byte folded so far; replay from the start when any changed (a same-length edit).

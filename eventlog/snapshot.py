@@ -413,20 +413,21 @@ def load(path: str, f: IO[bytes], fresh: Replay, lazy: bool = False) -> tuple[Re
     return fresh, "ok"
 
 
-def committed(path: str, log: str, f: IO[bytes]) -> int | None:
+def committed(path: str, log: str, f: IO[bytes] | None = None) -> int | None:
     """How many committed lines (events) the snapshot at ``path`` says the log held when it was saved, whatever
     version of the code saved it; None when it cannot tell.
 
     It tells for a snapshot of this log only: saved for the same path (``log``, as given), or of the same file
-    (``f``, open on it, has the device and inode it names); undamaged (its CRC-32); in this format, with a state
-    that holds ``events``. :meth:`eventlog.follow.Follower.start` counts the lines that vanished while no follow
-    ran from it, as a running follow counts those that vanish under it.
+    (``f``, open on it, has the device and inode it names; None: no file at the path now); undamaged (its CRC-32);
+    in this format, with a state that holds ``events``. :meth:`eventlog.follow.Follower.start` counts the lines that
+    vanished while no follow ran from it, as a running follow counts those that vanish under it.
     """
     snap, _why = read(path, Snapshot, FORMAT)
     if snap is None:
         return None
-    st = os.fstat(f.fileno())
-    if snap.log != os.path.abspath(log) and (snap.position.device, snap.position.inode) != (st.st_dev, st.st_ino):
+    st = None if f is None else os.fstat(f.fileno())
+    same_file = st is not None and (snap.position.device, snap.position.inode) == (st.st_dev, st.st_ino)
+    if snap.log != os.path.abspath(log) and not same_file:
         return None
     return events_in(snap.state, snap.state_crc32)
 

@@ -239,6 +239,29 @@ def test_committed_lines_that_vanish_while_follow_is_stopped_are_counted(tmp_pat
         assert written == full
 
 
+def test_a_log_rotated_away_while_follow_is_stopped_counts_once_a_new_one_is_made(tmp_path: Path) -> None:
+    """Rotated while no follow ran (`mv l.jsonl l.jsonl.1`), follow started again before the new log is made: the
+    snapshot held 600 committed lines of that path, the new log 100, so 500 vanished (the rule of a shorter file
+    put in its place while follow was stopped). Before, a log missing at start was read from its start once made,
+    the snapshot's lines forgotten: no lines_vanished, no alert. A log made with no snapshot behind it counts
+    nothing (test_log_path_swaps)."""
+    log, dump, prom, snap = _log(tmp_path / "l.jsonl"), tmp_path / "d.json", tmp_path / "m.prom", tmp_path / "s.snap"
+    with following(log, "--dump", str(dump), "--snapshot", str(snap), "--tick", "1h") as (proc, _said):
+        assert _wait_for(_alive(proc, lambda: _events(dump) == LINES))
+    assert snap.exists()
+    log.rename(tmp_path / "l.jsonl.1")
+    with following(log, "--dump", str(dump), "--prom", str(prom), "--snapshot", str(snap), "--tick", "1h") \
+            as (proc, said):
+        assert _wait_for(_alive(proc, lambda: json.loads(dump.read_text()).get("log_missing") is True))
+        _log(tmp_path / "new.jsonl", 100).replace(log)
+        assert _wait_for(_alive(proc, lambda: _metric(prom, "recovery_vanished_lines_total") == LINES - 100))
+        vanished = json.loads(dump.read_text())["lines_vanished"]
+    assert {k: vanished[k] for k in ("lines", "times", "before", "after")} == \
+        {"lines": LINES - 100, "times": 1, "before": LINES, "after": 100}
+    assert f"eventlog: {log} is there now, holding {LINES - 100} committed lines fewer than it did (counted as " \
+        "vanished); following it" in said, said
+
+
 # --- a snapshot another version wrote --------------------------------------------------------------------------
 
 

@@ -4,7 +4,8 @@ README: a LOG that goes away later is waited for (503 meanwhile, ``log_missing``
 SIGINT/SIGTERM end both cleanly. A FIFO, a directory or a device put at the path while they run is no log
 either: it is said (why), waited for the same way, and the log is followed again once a file is back, never
 read (a FIFO blocked every request and SIGTERM) and never a server that answers 503 for ever. Committed lines
-that vanish (a truncated log) are said in the live views until the process restarts (docs/DECISIONS.md).
+that vanish (a truncated log, a log moved away and made again) are said in the live views until the process
+restarts (docs/DECISIONS.md).
 Real processes: serve on 127.0.0.1 with an HTTP client, follow as a subprocess.
 """
 
@@ -25,7 +26,7 @@ import httpx
 import pytest
 
 from tests.conftest import ROOT, bound_by_permissions, write_log
-from tests.serving import Server, start_server, wait_healthy
+from tests.serving import Server, start_server
 from tests.test_follow import _metric, _wait_for
 from tests.test_prom import promtool
 
@@ -345,20 +346,89 @@ def test_follow_counts_committed_lines_that_vanished(tmp_path: Path) -> None:
     assert f"eventlog: {log} was truncated; replaying it from the start" in err.splitlines()
 
 
-def test_a_log_that_grows_back_after_it_was_gone_is_no_vanishing(tmp_path: Path) -> None:
-    """A log moved away and put back (the follower saw no file between) is waited for, not lines that vanished."""
+def made_again(log: Path, lines: list[dict[str, Any]]) -> None:
+    """A new log of ``lines`` at the path, whole at once (written beside it, renamed in)."""
+    os.replace(write_log(log.with_name("new.tmp"), lines), log)
+
+
+def test_serve_counts_the_committed_lines_of_a_log_moved_away_and_made_again(tmp_path: Path) -> None:
+    """The soak review's case: the log renamed away, a new one made at its path (logrotate's rename + create, a
+    writer that makes a new file). Serve said only "is gone" and "is there now" and fell to the new file's few
+    lines, every pending handoff forgotten, all clear. Every verdict comes from the whole log: the committed
+    lines the log no longer holds vanished, as when a shorter file takes its place with no gap (DECISIONS.md).
+    A log moved away and put back whole is no vanishing."""
     log = write_log(tmp_path / "work.jsonl", LINES)
-    saved = tmp_path / "saved.jsonl"
     server = start_server(log, tmp_path)
     try:
         c = server.client("viewer")
-        log.rename(saved)
+        log.rename(tmp_path / "saved.jsonl")  # away and back whole: nothing vanished
         assert health_until(server, lambda r: r.status_code == 503).status_code == 503
-        write_log(log, LINES[:3])
-        wait_healthy(server)
+        (tmp_path / "saved.jsonl").rename(log)
+        assert health_until(server, lambda r: r.status_code == 200).json()["events"] == len(LINES)
         assert not [g for g in c.get("/v1/status").json()["groups"] if g["reason_code"] == "lines_vanished"]
+        log.rename(tmp_path / "work.jsonl.1")
+        assert health_until(server, lambda r: r.status_code == 503).status_code == 503
+        made_again(log, LINES[:3])
+        assert health_until(server, lambda r: r.status_code == 200).json()["events"] == 3
+        assert _wait_for(lambda: c.get("/v1/status").json()["totals"]["log"]["events"] == 3)
+        status = c.get("/v1/status").json()
+        [group] = [g for g in status["groups"] if g["reason_code"] == "lines_vanished"]
+        assert group["needs_decision"] is True and group["domain"] == "log"
+        [item] = group["items"]
+        assert "37 committed lines vanished" in item["reason"], item
+        assert status["needs_person"] >= 1
+        vanished = c.get("/v1/dump").json()["lines_vanished"]
+        assert {k: vanished[k] for k in ("lines", "times", "before", "after")} == \
+            {"lines": 37, "times": 1, "before": 40, "after": 3}
+        assert 'recovery_vanished_lines_total{log="' + str(log) + '"} 37' in c.get("/metrics").text
     finally:
         assert server.stop() == 0
+
+
+def test_follow_counts_the_committed_lines_of_a_log_moved_away_and_made_again(tmp_path: Path) -> None:
+    """The review's reproduction with follow: `mv L.jsonl L.jsonl.1`, then a new log at the path. The dump said
+    `events 3`, no lines_vanished, recovery_vanished_lines_total 0; stderr only "is gone" and "is there now"."""
+    log = write_log(tmp_path / "work.jsonl", LINES)
+    proc, dump, prom = follow(log, tmp_path)
+    try:
+        assert _wait_for(lambda: _metric(prom, "recovery_events_total") == len(LINES))
+        log.rename(tmp_path / "work.jsonl.1")
+        assert _wait_for(lambda: dump_of(dump).get("log_missing") is True)
+        made_again(log, LINES[:3])
+        assert _wait_for(lambda: _metric(prom, "recovery_vanished_lines_total") == 37)
+        written = dump_of(dump)
+        assert written["events"] == 3 and "log_missing" not in written
+        assert {k: written["lines_vanished"][k] for k in ("lines", "times", "before", "after")} == \
+            {"lines": 37, "times": 1, "before": 40, "after": 3}
+        check_metrics(prom.read_text(), tmp_path)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
+    assert f"eventlog: {log} is there now, holding 37 committed lines fewer than it did (counted as vanished); " \
+        "following it" in err.splitlines(), err
+
+
+def test_a_log_made_after_follow_started_is_no_vanishing(tmp_path: Path) -> None:
+    """A log that held no committed line before (none yet at start, or an empty one gone and made again) counts
+    nothing when it comes: only lines once read can vanish."""
+    log = tmp_path / "work.jsonl"
+    proc, dump, prom = follow(log, tmp_path)
+    try:
+        assert _wait_for(lambda: dump_of(dump).get("log_missing") is True)
+        log.touch()
+        assert _wait_for(lambda: "log_missing" not in dump_of(dump))
+        log.unlink()
+        assert _wait_for(lambda: dump_of(dump).get("log_missing") is True)
+        made_again(log, LINES[:3])
+        assert _wait_for(lambda: dump_of(dump)["events"] == 3)
+        time.sleep(0.5)  # a later look counts nothing either
+        assert "lines_vanished" not in dump_of(dump)
+        assert _metric(prom, "recovery_vanished_lines_total") == 0
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
 
 
 def test_a_stray_files_bad_lines_never_count_as_committed_lines(tmp_path: Path) -> None:
