@@ -6,7 +6,9 @@ a partial last line is waited for; a truncated or replaced file is replayed
 from the start, and the reason is returned for the caller to report (committed
 lines it no longer holds are kept count of: :attr:`Follower.vanished`). A path
 that holds nothing, or no file (a directory, a FIFO, a device: never opened as
-a log, so never blocked on), or a file this process may not read (its permissions), is waited for.
+a log, so never blocked on), or a file this process may not read (its permissions), is waited for;
+a log that comes back is read from its start, the committed lines it no longer holds counted as a
+replaced file's are (a rotation: the log is never rotated, every verdict comes from all of it).
 :func:`follow` drives it with watchfiles: on every change, and at least every
 ``tick_s`` when nothing changes (silence writes no line, yet a watcher gets
 late and a claim stale), it calls back; ``eventlog follow``'s callback judges
@@ -104,7 +106,8 @@ class Follower:
 
         A snapshot of this log that does not match it is the state of a follow that ran before: the committed
         lines it held that the log no longer holds vanished while no follow ran, and go into ``vanished`` as
-        those that vanish under a running follow do (one rule: :meth:`_count_vanished`).
+        those that vanish under a running follow do (one rule: :meth:`_count_vanished`); with no log at the path
+        yet, once one is there.
         """
         note = None
         if self.snapshot_path:

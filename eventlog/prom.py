@@ -179,8 +179,9 @@ def exposition(
     out.counter("recovery_events_total", "Lines applied or rejected.", [(one, dump["events"])])
     vanished = dump.get("lines_vanished") or {}
     out.counter("recovery_vanished_lines_total", "Committed lines that vanished: from a followed file since follow "
-                "(or serve) started (truncated, or a file with fewer lines in its place); a stream's sequences "
-                "that hold no message any more (deleted, purged, dropped by its limits) (status: lines_vanished).",
+                "(or serve) started (truncated, moved away and made again, or a file with fewer lines in its "
+                "place); a stream's sequences that hold no message any more (deleted, purged, dropped by its "
+                "limits) (status: lines_vanished).",
                 [(one, vanished.get("lines", 0))])
     out.counter("recovery_bad_lines_total", "Lines that are bad input (listed in the dump's bad_lines).",
                 [(one, len(dump["bad_lines"]))])

@@ -44,9 +44,10 @@ Serve plain HTTP on 127.0.0.1 and put a TLS reverse proxy in front (README).
 exist yet is waited for (503 until it is there), as is one that goes away later,
 whose path holds a directory, a FIFO or a device meanwhile, or that it may no
 longer read (its permissions changed): 503 naming why, followed again once it can.
-Committed lines that vanish while it runs (a truncated log, a nats:// stream
-gone and made again: it is waited for meanwhile, as a missing file) are said in
-/v1/status, /v1/dump and /metrics until it restarts. SIGINT and SIGTERM stop it
+Committed lines that vanish while it runs (a truncated log, a log moved away
+and made again: the log is never rotated; a nats:// stream gone and made again:
+it is waited for meanwhile, as a missing file) are said in /v1/status, /v1/dump
+and /metrics until it restarts. SIGINT and SIGTERM stop it
 after the requests in flight are answered."""
 
 SERVE_EXITS = """\

@@ -56,10 +56,11 @@ URL's timeout, at the start too) is waited for, for ever, and said on stderr;
 meanwhile the dump holds "log_unreachable" {since, reason, seq} beside the
 counts as of that seq, and recovery_log_unreachable is 1; once the server is
 back, the stream is read up to its end at once and followed again. Committed
-lines that vanish while it runs (a truncated log, a stream gone and made
-again), or while it was stopped (the --snapshot of the log or stream held
-them), stay counted until it restarts: the dump's "lines_vanished" and
-recovery_vanished_lines_total. The
+lines that vanish while it runs (a truncated log, a log moved away and made
+again: the log is never rotated, every verdict comes from all of it; a stream
+gone and made again), or while it was stopped (the --snapshot of the log or
+stream held them), stay counted until it restarts: the dump's "lines_vanished"
+and recovery_vanished_lines_total. The
 snapshot is a cache: one that cannot be saved is said once on stderr (and when
 it is saved again), recovery_snapshot_unsaved is 1 meanwhile, and it goes on.
 No output may be LOG (by any path or link), its sidecar, a runner's lock
