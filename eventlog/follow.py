@@ -100,6 +100,8 @@ class Follower:
         self._stamp: tuple[int, int, int] | None = None
         #: Why the snapshot was not saved the last time it was to be (None: it was, or not yet): :func:`keep_snapshot`.
         self.unsaved: str | None = None
+        #: What the snapshot holds (:meth:`snapshot_mark` when it was loaded or last saved; None: not known).
+        self.saved: object = None
 
     def start(self) -> str | None:
         """Load the snapshot when it matches, then catch up; returns a note for a person, if any.
@@ -118,6 +120,7 @@ class Follower:
                         st = os.fstat(f.fileno())
                         self.replay, self.identity = loaded, (st.st_dev, st.st_ino)
                         self._digest = snapshot.prefix_hash(f.fileno(), loaded.offset)
+                        self.saved = self.snapshot_mark()
                     elif why != "no snapshot":
                         self._lines_before = snapshot.committed(self.snapshot_path, self.path, f)
             except WAITED_FOR:  # catch_up says which; the lines the snapshot held count once the log is back
@@ -238,6 +241,11 @@ class Follower:
     def _intact(self, f: Any) -> bool:
         """Whether the bytes before ``replay.offset`` are still the ones folded (a whole-prefix xxh3)."""
         return snapshot.prefix_hash(f.fileno(), self.replay.offset).digest() == self._digest.digest()
+
+    def snapshot_mark(self) -> object:
+        """What a snapshot taken now would hold: the file, the offset and the hash of every byte folded before it
+        (the state is theirs: :meth:`catch_up` replays a file that changed under it)."""
+        return self.identity, self.replay.offset, self._digest.digest()
 
     def save_snapshot(self) -> str | None:
         """Write the snapshot (if one was asked for) at the current position; why it was not saved, if so.
@@ -563,6 +571,11 @@ class Snapshotting(Protocol):
 
     snapshot_path: str | None
     unsaved: str | None
+    saved: object
+
+    def snapshot_mark(self) -> object:
+        """What a snapshot saved now would hold (equal marks: the same state)."""
+        ...
 
     def save_snapshot(self) -> str | None:
         """Save the snapshot; why it was not saved (None: it was, or none was asked for)."""
@@ -570,11 +583,18 @@ class Snapshotting(Protocol):
 
 
 def keep_snapshot(follower: Snapshotting, report: Callable[[str], None]) -> None:
-    """Save the follower's snapshot, a cache: why it is not saved is reported once, not every 10 s (it is
-    ``follower.unsaved`` until it is saved: ``recovery_snapshot_unsaved``), and that it is saved again when it is."""
+    """Save the follower's snapshot, a cache, when the log moved past what it holds (``follower.saved``): an idle
+    log's is not written again (as ``replay --snapshot`` does not). Why it is not saved is reported once, not every
+    10 s (it is ``follower.unsaved`` until it is saved: ``recovery_snapshot_unsaved``), and that it is saved again
+    when it is."""
+    mark = follower.snapshot_mark()
+    if mark == follower.saved:
+        return
     note = follower.save_snapshot()
     if note is not None and note != follower.unsaved:
         report(note)
     elif note is None and follower.unsaved is not None:
         report(f"snapshot {follower.snapshot_path} saved again")
     follower.unsaved = note
+    if note is None:
+        follower.saved = mark

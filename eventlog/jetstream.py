@@ -1369,6 +1369,8 @@ class StreamFollower:
         self.snapshot_path = snapshot_path
         #: Why the snapshot was not saved the last time it was to be (None: it was, or not yet).
         self.unsaved: str | None = None
+        #: What the snapshot holds (:meth:`snapshot_mark` when it was loaded or last saved; None: not known).
+        self.saved: object = None
         self.state = StreamState(Replay(log.new_folder(), log.assume_tz))
         #: Set while the server cannot be reached: since when, why, and the last sequence folded.
         self.unreachable: LogUnreachable | None = None
@@ -1410,6 +1412,7 @@ class StreamFollower:
             loaded, why = load_snapshot(self.snapshot_path, self.log, Replay(self.log.new_folder(), self.log.assume_tz))
             if loaded is not None:
                 self.state = loaded
+                self.saved = self.snapshot_mark()
             elif why != "no snapshot":
                 note = f"{why}; replaying from the start"
                 if self._lines_before is None:
@@ -1508,6 +1511,10 @@ class StreamFollower:
     def dump(self, at: datetime | None = None, at_text: str | None = None) -> dict[str, Any]:
         """The dump ``tools/replay --at AT LOG`` would print now (no ``at``: as of the last line)."""
         return self.state.replay.dump(self.path, at, at_text)
+
+    def snapshot_mark(self) -> object:
+        """What a snapshot saved now would hold: the stream (when it was made) and the last sequence read."""
+        return self.state.created, self.state.read_to
 
     def save_snapshot(self) -> str | None:
         """Write the snapshot (if one was asked for); why it was not saved, if so (a state msgpack cannot hold, a

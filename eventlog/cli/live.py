@@ -60,9 +60,10 @@ lines that vanish while it runs (a truncated log, a log moved away and made
 again: the log is never rotated, every verdict comes from all of it; a stream
 gone and made again), or while it was stopped (the --snapshot of the log or
 stream held them), stay counted until it restarts: the dump's "lines_vanished"
-and recovery_vanished_lines_total. The
-snapshot is a cache: one that cannot be saved is said once on stderr (and when
-it is saved again), recovery_snapshot_unsaved is 1 meanwhile, and it goes on.
+and recovery_vanished_lines_total. The snapshot is saved at most every 10 s
+and on exit, only when the log moved past what it holds. It is a cache: one
+that cannot be saved is said once on stderr (and when it is saved again),
+recovery_snapshot_unsaved is 1 meanwhile, and it goes on.
 No output may be LOG (by any path or link), its sidecar, a runner's lock
 beside it, another output, or a follow's lock. One follow per output: each
 --dump, --prom and --snapshot is locked (flock on .NAME.follow.lock beside it,
