@@ -228,13 +228,23 @@ class Follower:
         """
         if self.missing:
             return None
+        offset, digest = self.folded()
         try:
             f = open_regular(self.path)
         except WAITED_FOR:
             return None  # catch_up's business, as a shorter file is
         with f:
-            if os.fstat(f.fileno()).st_size < self.replay.offset or self._intact(f):
+            if os.fstat(f.fileno()).st_size < offset or snapshot.prefix_hash(f.fileno(), offset).digest() == digest:
                 return None
+        return self.edited()
+
+    def folded(self) -> tuple[int, bytes]:
+        """How many bytes are folded and their hash, read together (:meth:`verify` reads the file meanwhile, while
+        another thread may fold more: ``eventlog serve``'s decisions)."""
+        return self.replay.offset, self._digest.digest()
+
+    def edited(self) -> str:
+        """The file was edited before the lines already read: replay it from the start; the note for a person."""
         self._replay_again()
         return f"{self.path} was edited before the lines already read; replaying it from the start"
 

@@ -809,3 +809,36 @@ def test_an_event_stream_step_holds_a_bounded_number_of_bytes(tmp_path: Path) ->
         assert sum(len(data) for _kind, _seq, data in step) <= 5 << 20  # 4 MiB, and the block that reached it
         seqs += [seq for _kind, seq, _data in step]
     assert seqs == list(range(1, 31)) and steps > 1
+
+
+def test_lines_written_through_serve_never_read_as_an_edit_of_the_log(tmp_path: Path) -> None:
+    """serve's follow loop re-reads every folded byte every 5 s (an edit before the lines read is replayed from
+    the start). It read the folded offset, hashed the file up to it, then read the hash of what was folded: a
+    decision or a POSTed line folded by its request's thread in between made the two disagree, so serve said
+    "was edited before the lines already read" of a log nobody edited and replayed all of it while every request
+    waited (4 s on the bench's 1M-event log). Lines are POSTed for two verify periods on a log big enough for the
+    hash to take a while; serve never says so."""
+    log = tmp_path / "big.jsonl"
+    write_log(log, [{"type": "watcher_run", "ts": "2026-08-03T09:00:00+09:00", "watcher": f"w{i % 50}",
+                     "exit": "ok", "period_s": 60, "note": "x" * 400} for i in range(60_000)])
+    server = start_server(log, tmp_path)
+    stop = time.monotonic() + 12  # two verify periods (VERIFY_EVERY_S, 5 s)
+    posted: list[int] = []
+
+    def post() -> None:
+        c = server.client("writer")
+        while time.monotonic() < stop:
+            r = c.post("/v1/events", content=b'{"type":"watcher_run","ts":"2026-08-03T09:01:00+09:00",'
+                                             b'"watcher":"w1","exit":"ok","period_s":60}\n')
+            posted.append(r.status_code)
+
+    try:
+        threads = [threading.Thread(target=post) for _ in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert posted and set(posted) == {200}
+        assert "edited" not in server.stderr.read_text(errors="replace")
+    finally:
+        assert server.stop() == 0

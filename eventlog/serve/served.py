@@ -756,6 +756,20 @@ class _FileFollower(Follower):
             self.served.changed()
         return note
 
+    def folded(self) -> tuple[int, bytes]:
+        """Under the lock: a decision's thread folds its line (:meth:`Served.reach`) while the follow loop verifies;
+        read apart, an offset and a hash of different moments told of an edit that was none, and the whole log was
+        replayed while every request waited (about 4 s on a 1M-event log)."""
+        with self.served.lock:
+            return super().folded()
+
+    def edited(self) -> str:
+        """Replay from the start under the lock (the requests read the state under it); the version bumps."""
+        with self.served.lock:
+            note = super().edited()
+        self.served.changed()
+        return note
+
 
 def _stream_follower(log_: Log, served: Served) -> Any:
     """The JetStream follower of ``eventlog follow``, under the server's lock, telling it of every change."""
