@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from tests.conftest import run_cli, write_log
 from tests.test_dated_ahead import STORIES, at
+from tests.test_sessions_dated_ahead import ahead_items
+from tests.test_sessions_dated_ahead import status_json as narrowed
 
 #: A catch-up story written without offsets: only ``--assume-tz`` reads it.
 NAIVE = [
@@ -80,16 +81,6 @@ CHECK_DOMAIN = {
     "retry_due": "sessions", "worker_not_ready": "sessions", "decision_unclaimed": "sessions",
     "worker_gone": "sessions", "catchup_skip": "catchup", "rerun_no_end": "catchup",
 }
-
-
-def ahead_items(view: dict[str, Any]) -> list[dict[str, Any]]:
-    return [i for g in view["groups"] if g["reason_code"] == "dated_ahead" for i in g["items"]]
-
-
-def narrowed(log: Path, *options: str) -> tuple[int, dict[str, Any]]:
-    out = run_cli("status", str(log), "--json", "--all", *options)
-    assert out.stdout, out.stderr
-    return out.returncode, json.loads(out.stdout)
 
 
 @pytest.mark.parametrize("check", sorted(CHECK_DOMAIN))
