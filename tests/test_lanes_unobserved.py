@@ -234,3 +234,48 @@ def test_a_pass_without_observe_keeps_what_the_last_observing_pass_could_not_obs
     assert lanes(log, "--observe", str(lanes_dir)).returncode == 0
     assert events(log)[-1]["unobserved"] == {}
     assert items(status(log)[1], "lane_unobserved") == []
+
+
+def test_the_last_lane_retired_as_the_doc_says_leaves_a_clean_pass_not_an_empty_directory(tmp_path: Path) -> None:
+    """A review (session 33, R10) retired the only lane as docs/OPERATIONS.md says, "stop it first, then move its
+    file out": the next hourly pass failed on the emptied directory ("holds no *.env file"), ``status`` named the
+    directory as ``lane_unobserved`` with ``eventlog lanes --help``, and once the timer was disabled, as the doc
+    says a retired lane allows, nothing ever cleared it (RecoveryLaneUnobserved for ever). A lane stopped on purpose
+    needs no file, the last one too: with every lane of the log stopped, an empty directory is what retired looks
+    like, and the pass says so and succeeds. While a lane runs, it stays a problem (the end of this test, and
+    tests/test_lanes_observe_dir.py)."""
+    lanes_dir = a_lane(tmp_path, "solo", "solo", finished_h=0.1)
+    (tmp_path / "solo" / "worker.log").write_text("")
+    log = tmp_path / "ledger.jsonl"
+    assert lanes(log, "--observe", str(lanes_dir)).returncode == 0
+    (tmp_path / "solo" / "STOP").write_text("")  # stop it first ...
+    stopped = lanes(log, "--observe", str(lanes_dir))
+    assert stopped.returncode == 0 and "solo: stopped-on-purpose" in stopped.stdout, stopped.stdout
+    retired = tmp_path / "retired"
+    retired.mkdir()
+    (lanes_dir / "solo.env").rename(retired / "solo.env")  # ... then move its file out
+
+    out = lanes(log, "--observe", str(lanes_dir))
+    assert out.returncode == 0, out.stderr
+    assert "every lane the log knows is stopped on purpose" in out.stderr
+    check = [e for e in events(log) if e["type"] == "lane_check"][-1]
+    assert check["exit"] == "ok" and check["unobserved"] == {}
+    code, view = status(log)
+    assert code == 0 and items(view, "lane_unobserved") == [] and items(view, "lanes_error") == []
+    assert calls(log) == []
+
+    # a pass that already failed on it (an earlier version) is cleared by the next one
+    write_log(tmp_path / "other.jsonl", [e for e in events(log) if e["type"] != "lane_check"]
+              + [{**check, "exit": "error", "detail": f"the lanes directory {lanes_dir} holds no *.env file",
+                  "unobserved": {str(lanes_dir): "holds no *.env file"}}])
+    assert items(status(tmp_path / "other.jsonl")[1], "lane_unobserved") != []
+    assert lanes(tmp_path / "other.jsonl", "--observe", str(lanes_dir)).returncode == 0
+    assert items(status(tmp_path / "other.jsonl")[1], "lane_unobserved") == []
+
+    # a lane started again (its stop file gone) while its file is out: the empty directory is a problem again
+    (tmp_path / "solo" / "STOP").unlink()
+    (lanes_dir / "solo.env").write_text((retired / "solo.env").read_text())
+    assert lanes(log, "--observe", str(lanes_dir)).returncode == 0
+    (lanes_dir / "solo.env").unlink()
+    again = lanes(log, "--observe", str(lanes_dir))
+    assert again.returncode == 1 and "holds no *.env file" in again.stderr

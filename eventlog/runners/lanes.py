@@ -118,7 +118,7 @@ from eventlog.runners.common import (
     require_log,
     runner_lock,
 )
-from eventlog.runners.observe import ObserveReport, observe_dir
+from eventlog.runners.observe import ObserveReport, no_env_file, observe_dir
 from eventlog.runners.process import DETAIL_CHARS, Interrupted, excerpt, run
 from projections.ahead import dated_ahead
 from projections.lanes import PERIOD_S, CheckRecord, Lanes, cut_short_said
@@ -387,6 +387,7 @@ def _unobserved(opts: LanesOptions, lanes: Lanes, checked_at: str, report: Lanes
     ``opts.observe_dir`` names among them (``report.not_observed``, each a problem; none without the option)."""
     if opts.observe_dir is None:
         return
+    _all_retired(opts, lanes, report)
     for observed in report.observed:
         if observed.problems:
             report.unobserved[observed.product or observed.file or opts.observe_dir] = excerpt(
@@ -406,6 +407,23 @@ def _unobserved(opts: LanesOptions, lanes: Lanes, checked_at: str, report: Lanes
         report.not_observed.append(product)
         report.of_lane(f"lane {product}: {why}; put its file back in {opts.observe_dir}, or, if it is retired, "
                        f"record its stop: {lane_stop_cmd(log_arg(opts), product, checked_at)}")
+
+
+def _all_retired(opts: LanesOptions, lanes: Lanes, report: LanesReport) -> None:
+    """An ``opts.observe_dir`` with no ``NAME.env`` is no problem while every lane of the log is stopped on purpose:
+    a stopped lane needs no file, the last one retired too (docs/OPERATIONS.md, "Retiring a lane"); a note says so,
+    and that the timer may go. A lane not stopped, or none in the log, keeps it a problem."""
+    assert opts.observe_dir is not None
+    empty = no_env_file(opts.observe_dir)
+    if not lanes.lanes or any(not lane.stopped for lane in lanes.lanes.values()) or \
+            [observed.problems for observed in report.observed] != [[empty]]:
+        return
+    report.observed = []
+    report.problems.remove(empty)
+    report.lane_problems.remove(empty)
+    report.notes.append(f"{opts.observe_dir} holds no NAME.env and every lane the log knows is stopped on purpose "
+                        "(retired): nothing to observe or resume; its timer may be disabled "
+                        "(systemctl disable --now recovery-ledger-lanes.timer)")
 
 
 def _stopped(opts: LanesOptions, report: LanesReport, stop: Interrupted) -> None:

@@ -354,6 +354,13 @@ def lane_settings(path: str, log: str, assume_tz: tzinfo | None = None, at: At =
                            stop_file=get("LANE_STOP_FILE"), assume_tz=assume_tz, at=at, say_bad_lines=False), []
 
 
+def no_env_file(directory: str) -> str:
+    """The problem of a lanes directory that holds no ``NAME.env`` (the lanes pass lets it pass when every lane the
+    log knows is stopped on purpose: the last lane retired)."""
+    return (f"the lanes directory {directory} holds no *.env file: no lane is observed (one NAME.env per lane: "
+            "ops/systemd/lane.env)")
+
+
 def observe_dir(directory: str, log: str, assume_tz: tzinfo | None = None, at: At = NOW) -> list[ObserveReport]:
     """Observe every lane of ``directory`` into ``log``: each ``*.env`` file (not hidden), in name order, is one
     lane (:func:`lane_settings`), observed as :func:`observe_lane` does; the log's bad lines are counted, not said
@@ -372,9 +379,7 @@ def observe_dir(directory: str, log: str, assume_tz: tzinfo | None = None, at: A
         return [ObserveReport(log=log, product="", file=directory,
                               problems=[f"cannot read the lanes directory {directory}: {err.strerror or err}"])]
     if not names:
-        return [ObserveReport(log=log, product="", file=directory,
-                              problems=[f"the lanes directory {directory} holds no *.env file: no lane is observed "
-                                        "(one NAME.env per lane: ops/systemd/lane.env)"])]
+        return [ObserveReport(log=log, product="", file=directory, problems=[no_env_file(directory)])]
     reports: list[ObserveReport] = []
     files: dict[str, str] = {}
     for name in names:
