@@ -8,6 +8,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import msgspec.inspect as mi
@@ -204,3 +205,42 @@ def test_serve_help_gives_the_age_of_an_answer_the_readme_gives() -> None:
     helped = " ".join(run_cli("serve", "--help").stdout.split())
     assert "at most a second" not in helped
     assert "an answer may be up to --tick old (5 s), plus the time one judgement takes" in helped
+
+
+def test_a_new_log_started_as_operations_says_is_one_the_units_can_run_on(tmp_path: Path) -> None:
+    """R10: docs/OPERATIONS.md's "To start a new log on purpose", typed as written, moved the log away and left
+    none: the failback unit's pass then failed (exit 2, "no such log") every 15 minutes, and follow's
+    recovery_log_missing 1 paged RecoveryLogMissing (critical) until something happened to append. The block,
+    run here as the ledger user would (the systemctl lines are the test's own starts), leaves an empty log that
+    the failback pass writes its heartbeat to and follow reads: nothing missing, nothing vanished."""
+    text = (ROOT / "docs" / "OPERATIONS.md").read_text(encoding="utf-8")
+    block = re.search(r"To start a new log on purpose.*?```sh\n(.*?)```", text, re.S)
+    assert block is not None
+    d = tmp_path / "var"
+    d.mkdir()
+    log = d / "ledger.jsonl"
+    run_cli("append", str(log), stdin='{"type": "handoff_created", "handoff_id": "h1", "account": "a"}\n')
+    (d / "follow.snap").write_text("old")
+    script = "\n".join(line.replace("sudo -u ledger ", "") for line in block[1].splitlines()
+                       if "systemctl" not in line).replace("d=/var/lib/recovery-ledger", f"d={d}")
+    done = subprocess.run(["sh", "-ec", script], capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    assert not (d / "follow.snap").exists() and len(list(d.glob("ledger.jsonl.2*"))) == 1  # the old one kept
+
+    # what the units do once started: a failback pass (nothing pending), and follow with its snapshot
+    passed = run_cli("failback", str(log), "--period", "15m", "--probe-cmd", "true", "--resume-cmd", "true")
+    assert passed.returncode == 0, passed.stderr
+    dump = tmp_path / "dump.json"
+    follow = subprocess.Popen([sys.executable, "-m", "eventlog", "follow", str(log), "--dump", str(dump),
+                               "--snapshot", str(d / "follow.snap"), "--tick", "1s"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(600):  # its first dump (written by a rename: whole or not there)
+            if dump.exists() or follow.poll() is not None:
+                break
+            time.sleep(0.1)
+        state = json.loads(dump.read_text())
+    finally:
+        follow.terminate()
+        follow.wait(timeout=30)
+    assert "log_missing" not in state and state.get("lines_vanished") is None and state["events"] == 1
