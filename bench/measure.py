@@ -145,6 +145,9 @@ class _NoFold:
     def fold(self, ev: Any, line: int, at: Any) -> None:
         return None
 
+    def fold_block(self, evs: Any, first_line: int, ats: Any) -> None:
+        return None
+
     def revision(self, ev: Any) -> int:
         return 0
 

@@ -48,7 +48,11 @@ FoldResult = Rejected | _NotApplied | None
 
 
 class Folder(Protocol):
-    """What the log needs of its projections: fold, revision, view."""
+    """What the log needs of its projections: fold, revision, view.
+
+    A folder may also have ``fold_block(evs, first_line, ats)``, which folds events of consecutive lines
+    as ``fold`` folds each; the replay's block path then calls it once per block of ordinary lines.
+    """
 
     def fold(self, ev: Event, line: int, at: datetime) -> FoldResult:
         """Fold one event; None when applied."""

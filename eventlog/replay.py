@@ -420,6 +420,8 @@ class Replay:
         counters = QUOTE_COUNTERS
         low, high = FIRST_YEAR, LAST_YEAR
         fold = self.folder.fold
+        fold_block: Callable[[list[Event], int, list[datetime]], object] | None = getattr(
+            self.folder, "fold_block", None)  # optional (Folder): one call for a block of ordinary events
         prefix = ordinary_prefix
         line = self.line
         last_seq = reader.last_seq
@@ -446,8 +448,11 @@ class Replay:
                     part = lines if tried == size and not done else lines[done:done + tried]
                     evs, ats = prefix(part, last_seq, line + 1, quotes if part is lines else None)
                     if evs:  # ordinary lines: fold them all, no line-by-line checks
-                        for n, fast_ev, fast_at in zip(count(line + 1), evs, ats):
-                            fold(fast_ev, n, fast_at)
+                        if fold_block is not None:
+                            fold_block(evs, line + 1, ats)
+                        else:
+                            for n, fast_ev, fast_at in zip(count(line + 1), evs, ats):
+                                fold(fast_ev, n, fast_at)
                         line += len(evs)
                         done += len(evs)
                         events += len(evs)
