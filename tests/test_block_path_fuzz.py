@@ -14,6 +14,7 @@ from __future__ import annotations
 import io
 import json
 import os
+from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -27,6 +28,8 @@ from eventlog.reader import _decoder as _typed
 from eventlog.replay import Replay, fast_block, ordinary_prefix
 from projections.runner import Runner
 from tests.test_ranges import EVENTS
+
+ROOT = Path(__file__).resolve().parent.parent
 
 #: More examples for a long hunt: ``BLOCK_FUZZ_EXAMPLES=20000 pytest tests/test_block_path_fuzz.py``.
 EXAMPLES = int(os.environ.get("BLOCK_FUZZ_EXAMPLES", "150"))
@@ -419,3 +422,23 @@ def test_unknown_fields_on_every_line_keep_a_block_on_the_block_path(monkeypatch
     replay.feed(io.BytesIO(b"".join(raw + b"\n" for raw in twice)))
     assert replay.bad_lines == [{"line": 3, "reason": "bad_value: duplicate key 'host'"}]
     assert replay.events == 2
+
+
+class _PerEvent(Runner):
+    """A runner without ``fold_block``: the replay's block path calls ``fold`` for each event."""
+
+    fold_block = None  # type: ignore[assignment]
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "fixtures").glob("*.jsonl")), ids=lambda p: p.name)
+def test_a_block_folded_at_once_folds_as_its_events_one_by_one(path: Path) -> None:
+    """``Runner.fold_block`` (the block path's one call per block) leaves the state ``fold`` for each would."""
+    data = path.read_bytes()
+    at_once, one_by_one = Replay(Runner()), Replay(_PerEvent())
+    at_once.feed(io.BytesIO(data))
+    one_by_one.feed(io.BytesIO(data))
+    assert at_once.events == one_by_one.events
+    assert at_once.dump(path.name) == one_by_one.dump(path.name)
+    revisions = [{name: dict(ids) for name, ids in r.folder.revisions.items()}  # type: ignore[attr-defined]
+                 for r in (at_once, one_by_one)]
+    assert revisions[0] == revisions[1]
