@@ -589,6 +589,9 @@ def _quote_counter(cls: type[Event]) -> Callable[[Event], int]:
     for field in _fields(cls):
         if field.name == "batch_end":
             continue  # left out on purpose: a marked line never matches, so the replay's fast path never takes it
+        if not field.required and field.default is msgspec.NODEFAULT:  # a default_factory: absent, it would count
+            raise TypeError(f"{cls.__name__}.{field.name}: a default_factory field; the replay's proof that no key is "
+                            "written twice needs a counter that never counts more than a line holds")
         kinds = _json_kinds(field.type)
         name = field.name
         if field.required:

@@ -307,9 +307,7 @@ def ordinary_prefix(lines: list[bytes], last_seq: int, first_line: int | None = 
     # The types with optional fields, line by line, in C (these counts read the events as decoded:
     # before any seq is set below). A line that holds more '"' than its event accounts for (a field
     # written with its default, an unknown field, a '"' inside a string, a key twice) is looked at below.
-    counted_lines, counted_evs = list(compress(lines, counted)), list(compress(evs, counted))
-    held = list(map(bytes.count, counted_lines, repeat(_QUOTE)))
-    owed = list(map(call, map(_COUNTED.__getitem__, compress(classes, counted)), counted_evs))
+    owed = list(map(call, map(_COUNTED.__getitem__, compress(classes, counted)), compress(evs, counted)))
     if not seqs[0]:
         for ev, seq in zip(evs, count(numbered_from)):
             ev.seq = seq
@@ -320,13 +318,20 @@ def ordinary_prefix(lines: list[bytes], last_seq: int, first_line: int | None = 
     # (a line that has it twice is counted once, so it is off by 2: a key twice).
     if quotes is None:
         quotes = b"\n".join(lines).count(_QUOTE)
-    quotes -= sum(held)
-    expected = sum(map(_FIXED.__getitem__, classes)) + seq_quotes * (len(evs) - len(held))
+    expected = sum(map(_FIXED.__getitem__, classes)) + seq_quotes * (len(evs) - len(owed))
     more: list[tuple[int, Event, bytes]] = []  # the lines that hold more '"' than their events account for
-    if quotes != expected and quotes != expected + 2 * sum(
-            map(bytes.__contains__, compress(lines, map(not_, counted)), repeat(_V1))):
-        # some line holds more: all of them are looked at (telling which costs more than the proof)
-        more += compress(zip(range(len(evs)), evs, lines, strict=True), map(not_, counted))
+    # No line holds fewer '"' than its event accounts for (each key and string value is quoted), so when the
+    # block holds exactly what all its events account for, so does every line: nothing to tell apart.
+    if quotes == expected + sum(owed):
+        held = owed
+    else:
+        counted_lines, counted_evs = list(compress(lines, counted)), list(compress(evs, counted))
+        held = list(map(bytes.count, counted_lines, repeat(_QUOTE)))
+        quotes -= sum(held)
+        if quotes != expected and quotes != expected + 2 * sum(
+                map(bytes.__contains__, compress(lines, map(not_, counted)), repeat(_V1))):
+            # some line holds more: all of them are looked at (telling which costs more than the proof)
+            more += compress(zip(range(len(evs)), evs, lines, strict=True), map(not_, counted))
     if held != owed:
         off = list(compress(count(), map(ne, held, owed)))  # which of the counted lines hold more
         if not more:  # else a proof is made anyway. A field written with its default (the commonest) is told
