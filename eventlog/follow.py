@@ -160,7 +160,7 @@ class Follower:
             elif self.replay.offset and self._edge is not None and self._edges(f) != self._edge:
                 note = f"{self.path} was rewritten; replaying it from the start"
             elif self._stamp is not None and _stamp(st) != self._stamp and st.st_size == self._stamp[0] \
-                    and not self._intact(f):
+                    and not _intact(f, *self.folded()):
                 note = f"{self.path} was edited before the lines already read; replaying it from the start"
             if note:
                 self._replay_again()
@@ -234,7 +234,7 @@ class Follower:
         except WAITED_FOR:
             return None  # catch_up's business, as a shorter file is
         with f:
-            if os.fstat(f.fileno()).st_size < offset or snapshot.prefix_hash(f.fileno(), offset).digest() == digest:
+            if os.fstat(f.fileno()).st_size < offset or _intact(f, offset, digest):
                 return None
         return self.edited()
 
@@ -247,10 +247,6 @@ class Follower:
         """The file was edited before the lines already read: replay it from the start; the note for a person."""
         self._replay_again()
         return f"{self.path} was edited before the lines already read; replaying it from the start"
-
-    def _intact(self, f: Any) -> bool:
-        """Whether the bytes before ``replay.offset`` are still the ones folded (a whole-prefix xxh3)."""
-        return snapshot.prefix_hash(f.fileno(), self.replay.offset).digest() == self._digest.digest()
 
     def snapshot_mark(self) -> object:
         """What a snapshot taken now would hold: the file, the offset and the hash of every byte folded before it
@@ -291,6 +287,11 @@ class Follower:
     def _edges(self, f: Any) -> tuple[str, str]:
         # only the edges: snapshot.position would also hash the whole prefix (O(file) per change)
         return snapshot.edges(f, self.replay.offset)
+
+
+def _intact(f: Any, offset: int, digest: bytes) -> bool:
+    """Whether the bytes of ``f`` before ``offset`` still hash to ``digest`` (:meth:`Follower.folded`'s)."""
+    return snapshot.prefix_hash(f.fileno(), offset).digest() == digest
 
 
 def vanished_since(vanished: LinesVanished | None, before: int | None, after: int) -> LinesVanished | None:
