@@ -442,3 +442,16 @@ def test_a_block_folded_at_once_folds_as_its_events_one_by_one(path: Path) -> No
     revisions = [{name: dict(ids) for name, ids in r.folder.revisions.items()}  # type: ignore[attr-defined]
                  for r in (at_once, one_by_one)]
     assert revisions[0] == revisions[1]
+
+
+def test_a_field_with_a_default_factory_is_refused_by_the_quote_counter() -> None:
+    """The block path proves a block at once when its quotes equal what its events account for; that needs
+    every counter to count no more than a line holds, which an absent default_factory field would break."""
+    from eventlog.events import Event
+    from eventlog.reader import _quote_counter
+
+    class Listed(Event, tag="listed_for_test"):
+        names: list[str] = msgspec.field(default_factory=list)
+
+    with pytest.raises(TypeError, match="default_factory"):
+        _quote_counter(Listed)
