@@ -157,6 +157,23 @@ def test_a_send_over_its_timeout_or_stopped_by_sigterm_may_have_gone_out_and_is_
     assert lanes(log2, "ok").returncode == 1 and len(calls(log2)) == 1
 
 
+def test_a_send_killed_by_a_signal_not_the_runners_may_have_gone_out_and_is_not_repeated(tmp_path: Path) -> None:
+    """Review R9: an enqueue command killed by SIGKILL from outside (the OOM killer, a person) said nothing of its
+    send, yet the pass called it failed (``unsent``, "the next run retries") and the next pass sent the resume
+    again. Only an exit status says the command did not send; a signal's death is an unknown outcome, as it is to
+    failback (``resume_failed``, effect unknown)."""
+    log = quiet_lane(tmp_path)
+    out = lanes(log, "killed")
+    assert out.returncode == 1 and "did it arrive?" in out.stderr and "killed by SIGKILL" in out.stderr
+    closing = events(log)[-1]
+    assert closing["exit"] == "sending" and closing["unsure"] == {"quiet": "status-quiet"}
+    assert "unsent" not in closing
+    assert lanes(log, "ok").returncode == 1 and len(calls(log)) == 1  # never sent again on its own
+    out = lanes(log, "ok", "--resend", "quiet")  # the command the pass printed, once a person knows
+    assert out.returncode == 0, out.stderr
+    assert [c["mode"] for c in calls(log)] == ["killed", "ok"]
+
+
 def test_a_send_that_failed_is_unsent_and_the_next_pass_sends_it(tmp_path: Path) -> None:
     log = quiet_lane(tmp_path)
     assert lanes(log, "fail").returncode == 1

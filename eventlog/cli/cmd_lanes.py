@@ -88,7 +88,8 @@ That first lane_check names the resumes the run is about to send (sending,
 exit sending), so a send whose outcome is unknown is never repeated on its own:
 the run killed while CMD ran (kill -9 too), or CMD over --timeout (SIGTERM,
 then SIGKILL after --kill-grace) or stopped by SIGTERM or SIGINT after it may
-have sent. Until a resume_enqueued records it, every later run skips that
+have sent, or CMD killed by a signal not the run's (the OOM killer's). Until
+a resume_enqueued records it, every later run skips that
 stall and asks "did it arrive?" (exit 1), with the eventlog append line that
 records it and this command with --resend PRODUCT, which sends it again once
 you know it did not (a PRODUCT with no open send, a typo or one answered
@@ -96,7 +97,7 @@ since, is refused: exit 2, naming those that are open); status, explain, serve a
 once each send's --timeout and --kill-grace (stated in that lane_check) and a
 minute have passed: until then the run is under way, not an error. Each later
 run restates the sends still open (unsure), so the line that records one
-clears every view at once. A CMD that fails (non-zero exit; cannot start) gets no resume_enqueued: the
+clears every view at once. A CMD that fails (a non-zero exit; cannot start) gets no resume_enqueued: the
 run's second lane_check says so (unsent) and the next run retries it. A
 log that takes no append (a full disk, no event log, a tail no append cuts, one
 this user may not write) gets no CMD run: its lane_check could not be written,

@@ -45,14 +45,15 @@ a send cut short are their lane's own item in the views, said once.
   send (``sending``, product -> kind) and says ``exit: sending``. A send whose
   outcome the pass cannot know (the pass killed while it ran, ``kill -9``
   included; the command over its timeout or stopped by a stop signal, its
-  process group stopped after it may have sent) stays open: no later pass
+  process group stopped after it may have sent; the command killed by a signal
+  not the pass's, the OOM killer's say) stays open: no later pass
   sends it again on its own; each names it (``unsure``, a problem: "did it
   arrive?") with the two commands a person chooses from: the ``eventlog
   append`` of its ``resume_enqueued`` (it arrived), or this run with
   ``--resend PRODUCT`` (``resend``: it did not; that pass journals it again). A
   ``resend`` that names a product with no open send (a typo, or one answered
   since) is refused by :meth:`LanesOptions.check`, before anything is done.
-- The command fails (non-zero exit, or cannot start): no ``resume_enqueued``
+- The command fails (a non-zero exit of its own, or cannot start): no ``resume_enqueued``
   is appended and it is a problem; the pass's second ``lane_check`` lists it in
   ``unsent``, the stall is still uncovered, and the next run tries again.
 - The resume is appended after the command succeeded. An append that fails
@@ -540,6 +541,9 @@ def _send(opts: LanesOptions, log: Log, stalls: list[tuple[str, str]], clock: Cl
             raise
         if ran.timed_out:  # stopped after it may have sent
             _unsure(opts, report, product, kind, checked_at, f"--enqueue-cmd {ran.failure(opts.timeout_s)}")
+            continue
+        if ran.exit is not None and ran.exit < 0:  # killed by a signal not ours: it said nothing of its send
+            _unsure(opts, report, product, kind, checked_at, f"--enqueue-cmd was {ran.ended()}")
             continue
         failure = ran.failure(opts.timeout_s)
         if failure is not None:

@@ -3,7 +3,8 @@
 Usage: lanes_enqueue.py RECORD MODE PRODUCT KIND. Appends one JSON line to
 RECORD (its argv and RESUME_* env), then by MODE: ``ok`` prints a task branch
 after some chatter, ``quiet`` prints nothing, ``fail`` exits 4, ``sleep``
-sleeps 30 s (to be killed by the runner's timeout), ``full:LOG`` does as ``ok``
+sleeps 30 s (to be killed by the runner's timeout), ``killed`` is killed by SIGKILL (not the runner's: as by
+the OOM killer, after it may have sent), ``full:LOG`` does as ``ok``
 and leaves the runner that runs it no room to write past LOG's size (its
 RLIMIT_FSIZE, as a disk that just filled up).
 """
@@ -36,3 +37,7 @@ elif mode == "fail":
     sys.exit(4)
 elif mode == "sleep":
     time.sleep(30)
+elif mode == "killed":
+    import signal
+
+    os.kill(os.getpid(), signal.SIGKILL)
