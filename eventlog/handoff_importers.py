@@ -71,6 +71,7 @@ from eventlog.importers import (
     json_value,
     not_ahead,
     not_utf8,
+    open_file,
     time_text,
     unended_json,
     utf8,
@@ -305,7 +306,7 @@ def read_handoff_dir(directory: str, account: str | None = None, tz: tzinfo | No
             if bad is not None:
                 raise ValueError(f"{bad} of its name")
             if ext == "json":
-                with open(path, "rb") as f:
+                with open_file(path) as f:
                     obj = json_value(f.read())
                 if not isinstance(obj, dict):
                     raise ValueError("not a JSON object")
@@ -318,7 +319,7 @@ def read_handoff_dir(directory: str, account: str | None = None, tz: tzinfo | No
             elif ext == "resumed":
                 legacy.resumed = mtime(path, tz)
             else:
-                with open(path, "rb") as f:
+                with open_file(path) as f:
                     first = next((utf8(line).strip() for line in f if line.strip()), "")
                 legacy.skip = (mtime(path, tz), first or "legacy .skip marker")
             found[stem] = legacy

@@ -59,15 +59,17 @@
 
 from __future__ import annotations
 
+import io
 import json
 import math
 import os
 import plistlib
 import re
+import stat
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta, tzinfo
-from typing import Any, AnyStr, Generic, NamedTuple, TextIO
+from typing import Any, AnyStr, BinaryIO, Generic, NamedTuple, TextIO
 
 from eventlog.appender import refusal
 from eventlog.events import (
@@ -291,12 +293,51 @@ def appendable(where: str, problems: list[str], *events: dict[str, Any]) -> bool
     return not said
 
 
+class NotAFile(OSError):
+    """A user's file that is a FIFO or a device: not read (its message is its ``strerror``, without the path)."""
+
+    def __str__(self) -> str:
+        return self.strerror or ""
+
+
+def open_file(path: str) -> BinaryIO:
+    """A user's file (a marker file, a plist, a lane's progress file...) opened for reading, never blocking.
+
+    A FIFO waits in ``open()`` for a writer, SIGTERM included, and a device may never end: either raises
+    :class:`NotAFile` ("is a FIFO, not a regular file ..."), judged on the file opened without blocking. A
+    directory is refused as ``open()`` refuses it.
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    try:
+        mode = os.fstat(fd).st_mode
+        kind = ("a FIFO" if stat.S_ISFIFO(mode) else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
+                else "a socket" if stat.S_ISSOCK(mode) else None)
+        if kind is not None:
+            raise NotAFile(0, f"is {kind}, not a regular file: not read (reading it could wait for ever)")
+        os.set_blocking(fd, True)
+        return open(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
 def open_text(path: str) -> TextIO:
-    """A user's text file, its bytes that are not UTF-8 read as lone surrogates, for :func:`not_utf8` to name.
+    """A user's text file (:func:`open_file`), its bytes that are not UTF-8 read as lone surrogates, for
+    :func:`not_utf8` to name.
 
     Never replaced by U+FFFD: a replaced byte in a label or an id makes another one.
     """
-    return open(path, encoding="utf-8", errors="surrogateescape")
+    return open_file_text(path, "surrogateescape")
+
+
+def open_file_text(path: str, errors: str) -> TextIO:
+    """:func:`open_file` as UTF-8 text, ``errors`` as :func:`open` takes it."""
+    binary = open_file(path)
+    try:
+        return io.TextIOWrapper(binary, encoding="utf-8", errors=errors)
+    except BaseException:
+        binary.close()
+        raise
 
 
 def not_utf8(line: str, start: int = 0, end: int | None = None) -> str | None:
@@ -422,7 +463,7 @@ def read_launchd(directory: str, pattern: str = GUARD_PATTERN) -> tuple[list[Pli
             continue
         path = os.path.join(directory, name)
         try:
-            with open(path, "rb") as f:
+            with open_file(path) as f:
                 plist = plistlib.load(f)
         except Exception as err:  # noqa: BLE001 - plistlib raises many kinds (expat, binascii, ...): all reported
             problems.append(f"{path}: cannot read the plist: {err}")

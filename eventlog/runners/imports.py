@@ -312,7 +312,7 @@ def import_worker_log(opts: WorkerLogImport) -> WorkerLogReport:
     for path in opts.files:
         before = (len(found.events), len(found.skipped), found.other, len(found.not_json))
         try:
-            with open(path, "rb") as f:
+            with importers.open_file(path) as f:
                 lines = importers.EndedLines(f, importers.unended_json)
                 worker_log.read(lines, path, opts.assume_tz, into=found)
                 count_unfinished(report, path, f, lines.unfinished)
@@ -447,7 +447,7 @@ def import_ledger(opts: LedgerImport) -> ImportReport:
     events: list[tuple[str, dict[str, Any]]] = []
     for path in opts.files:
         try:
-            with open(path, "rb") as f:
+            with importers.open_file(path) as f:
                 data = f.read()
                 entries, unfinished = handoff_importers.ledger_entries(data, path)
                 count_unfinished(report, path, f, unfinished)
@@ -597,7 +597,7 @@ def import_circuit(opts: CircuitImport) -> CircuitReport:
     report = CircuitReport()
     circuit: importers.Circuit | None = None
     try:
-        with open(opts.file, "rb") as f:
+        with importers.open_file(opts.file) as f:
             obj = importers.json_value(f.read())
         circuit = importers.read_circuit(obj, handoff_importers.mtime(opts.file, opts.assume_tz), opts.assume_tz)
     except FileNotFoundError:

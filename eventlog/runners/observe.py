@@ -60,7 +60,16 @@ import msgspec
 from eventlog.appender import AppendError
 from eventlog.clock import NOW, At
 from eventlog.envfile import parse_env
-from eventlog.importers import EndedLines, appendable, instant, not_ahead, not_utf8, open_text
+from eventlog.importers import (
+    EndedLines,
+    appendable,
+    instant,
+    not_ahead,
+    not_utf8,
+    open_file,
+    open_file_text,
+    open_text,
+)
 from eventlog.logs import open_log
 from eventlog.observe import (
     FINISHED,
@@ -279,7 +288,7 @@ def _status(opts: LaneObservation, known: LaneKnown, report: ObserveReport, now:
     assert opts.progress is not None
     try:
         at = _mtime(opts.progress, opts.assume_tz)
-        with open(opts.progress, encoding="utf-8", errors="replace") as f:
+        with open_file_text(opts.progress, "replace") as f:
             state = progress_state(f.read(1 << 20)) or "running"
     except OSError as err:
         report.problems.append(f"cannot read the progress file {opts.progress}: {err.strerror or err}")
@@ -327,7 +336,7 @@ def lane_settings(path: str, log: str, assume_tz: tzinfo | None = None, at: At =
     each: a line :func:`eventlog.envfile.parse_env` refuses, a key that is no lane setting, no product, no
     source, a regex that does not compile)."""
     try:
-        with open(path, "rb") as f:
+        with open_file(path) as f:
             data = f.read()
     except OSError as err:
         return None, [f"{path}: cannot read it: {err.strerror or err}"]
