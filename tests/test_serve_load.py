@@ -6,8 +6,12 @@ Bounded (a fixed number of requests, each with a timeout), loopback only.
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import socket
+import struct
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -98,3 +102,60 @@ def test_8_clients_x_250_appends_contiguous_nothing_lost(tmp_path: Path) -> None
     for i, got in enumerate(results):
         assert [by_seq[first] for first, _ in got] == [f"load-{i}-{n}" for n in range(each)]
     assert status["last_seq"] == N + clients * each
+
+
+def open_stream(url: str, key: str, path: str) -> socket.socket:
+    """A raw client of an event stream: the request sent, nothing read yet."""
+    host, _, port = url.removeprefix("http://").rpartition(":")
+    c = socket.create_connection((host, int(port)), timeout=60)
+    c.sendall(f"GET {path} HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {key}\r\n"
+              "Accept: text/event-stream\r\n\r\n".encode())
+    return c
+
+
+def open_fds(pid: int) -> int:
+    """How many files the process holds open."""
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def test_120_open_streams_do_not_starve_a_decision_and_are_let_go(tmp_path: Path) -> None:
+    # R11: event-stream clients come and go (console tabs, followers that reconnect, readers that stall). With 120
+    # streams open, 40 of them a whole backlog that is never read, a decision still answers; once the clients
+    # leave (closed or reset), serve holds none of their connections (its open files are back to what they were)
+    log = tmp_path / "log.jsonl"
+    lines = UNKNOWN_TURN.read_text(encoding="utf-8").splitlines()
+    lines += [json.dumps({"type": "execution_gone", "ts": "2026-08-03T15:00:00+09:00", "seq": N + 1 + i,
+                          "session_id": f"backlog-{i}"}) for i in range(20_000)]
+    log.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    s = start_server(log, tmp_path)
+    streams: list[socket.socket] = []
+    try:
+        c = s.client("ops")
+        assert c.get("/v1/status").status_code == 200
+        before = open_fds(s.proc.pid)
+        key = s.keys["viewer"]
+        for i in range(120):
+            path = ("/v1/status", "/v1/events", "/v1/events?after=0")[i % 3]
+            streams.append(open_stream(s.url, key, path))
+        for each in streams:  # each stream's first byte (a tick, a comment): every request has reached its route
+            assert each.recv(1)
+        r = c.post("/v1/sessions/s-early-gone/recovery-decisions", headers={"Idempotency-Key": "k-busy"},
+                   json={"decision": "close", "expected_revision": 3, "reason": "while 120 streams are open"})
+        assert r.status_code == 200, r.text
+        assert r.json()["session"]["admission_state"] == "closed"
+        assert open_fds(s.proc.pid) >= before + 120  # every stream was still open meanwhile
+        for i, each in enumerate(streams):
+            if i % 2:
+                each.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            each.close()
+        streams.clear()
+        deadline = time.monotonic() + 60
+        while open_fds(s.proc.pid) > before and time.monotonic() < deadline:
+            threading.Event().wait(0.1)
+        assert open_fds(s.proc.pid) <= before, sorted(os.readlink(f"/proc/{s.proc.pid}/fd/{fd}")
+                                                      for fd in os.listdir(f"/proc/{s.proc.pid}/fd"))
+        assert c.get("/v1/status").status_code == 200
+    finally:
+        for each in streams:
+            each.close()
+        assert s.stop() == 0
