@@ -811,6 +811,24 @@ def test_an_event_stream_step_holds_a_bounded_number_of_bytes(tmp_path: Path) ->
     assert seqs == list(range(1, 31)) and steps > 1
 
 
+def test_an_event_stream_step_of_short_lines_holds_about_2000_of_them(tmp_path: Path) -> None:
+    """R11: a step stopped only at the end of a 1 MiB block, some 8,000 short lines, and a client that stopped
+    reading held them all (2.7 MB of serve's memory per stalled reader; 120 of them 447 MB) where DECISIONS says
+    2,000. A step now reads 64 KiB blocks: it holds 2,000 lines and the rest of the block that reached them; every
+    line still comes, in order."""
+    from eventlog.serve.served import TAIL_BATCH, Cursor, _file_lines
+
+    log = tmp_path / "short.jsonl"
+    write_log(log, [{"type": "execution_gone", "ts": "2026-08-03T15:00:00+09:00", "session_id": f"s-{i}"}
+                    for i in range(20_000)])
+    cursor, seqs, biggest = Cursor(after=0), [], 0
+    while step := _file_lines(str(log), cursor):
+        biggest = max(biggest, len(step))
+        seqs += [seq for _kind, seq, _data in step]
+    assert seqs == list(range(1, 20_001))
+    assert TAIL_BATCH <= biggest <= TAIL_BATCH + 1000, biggest  # a 64 KiB block holds some 600 of these lines
+
+
 def test_lines_written_through_serve_never_read_as_an_edit_of_the_log(tmp_path: Path) -> None:
     """serve's follow loop re-reads every folded byte every 5 s (an edit before the lines read is replayed from
     the start). It read the folded offset, hashed the file up to it, then read the hash of what was folded: a

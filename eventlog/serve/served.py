@@ -75,6 +75,9 @@ TAIL_BATCH = 2000
 #: ... and bytes: a step stops at the first block that reaches either (lines of up to 1 MiB would make 2,000 of
 #: them 2 GB held by one stream until they are sent).
 TAIL_BYTES = 4 << 20
+#: ... read in blocks of this many bytes: a block of 1 MiB holds some 8,000 short lines, all of which a step took
+#: and a reader that stopped reading held (2.7 MB each, review R11), past the 2,000 said above.
+TAIL_READ = 64 << 10
 #: Sessions whose bad lines a server remembers (:meth:`Served.named_by_bad_lines`); past it, it forgets them all.
 NAMED_KEPT = 1024
 
@@ -656,7 +659,7 @@ def _file_lines(path: str, cursor: Cursor) -> list[tuple[str, int, bytes]]:
             raise LogReplaced(f"{path} was truncated or replaced; start again with after=SEQ")
         cursor.identity = ident
         began = cursor.offset
-        for lines, end, torn, _quotes in iter_blocks(f, cursor.offset):
+        for lines, end, torn, _quotes in iter_blocks(f, cursor.offset, TAIL_READ):
             if torn:
                 break
             for raw in lines:
