@@ -37,6 +37,7 @@ from typing import NamedTuple
 
 import msgspec
 
+from eventlog.importers import open_file
 from eventlog.snapshot import write_atomic
 from projections.triage import command, q
 
@@ -239,9 +240,13 @@ def entry_problems(key: Key, before: Sequence[Key] = ()) -> list[str]:
 
 
 def _read(path: str) -> list[Key]:
-    """The entries of a key file, not checked; KeyError_ when it cannot be read or is no key file."""
+    """The entries of a key file, not checked; KeyError_ when it cannot be read or is no key file.
+
+    Opened as the runners open a user's file (:func:`eventlog.importers.open_file`): a FIFO or a device is refused,
+    never read (a FIFO would hang ``serve`` at its start, or every request at a reload, SIGTERM included).
+    """
     try:
-        with open(path, "rb") as f:
+        with open_file(path) as f:
             data = f.read()
     except OSError as err:
         raise KeyError_(f"cannot read key file {path}: {err.strerror or err}") from err
