@@ -99,10 +99,11 @@ Re-run today's quota-skipped jobs, one at a time:
   said on stderr on every pass, --dry-run included, until the job runs again:
   eventlog explain LOG LABEL says how to run it by hand.
 - one catch-up at a time per log: a second one finds LOG.catchup.lock (beside
-  the log file itself, symbolic links resolved) held, says so on stderr and
-  does nothing. A lock file that cannot be opened or created (another user's,
-  a directory this user may not write, no inode left) is said, naming it and
-  why, and nothing is done (exit 1).
+  the log file itself, symbolic links resolved) held, says so on stderr with
+  the pid and command of the one that holds it, and does nothing. A lock file
+  that cannot be opened or created (another user's, a directory this user may
+  not write, no inode left) is said, naming it and why, and nothing is done
+  (exit 1).
 - SIGTERM or SIGINT: the running probe or re-run is stopped as over --timeout
   (its process group, or the job through the scheduler: SIGTERM, --kill-grace,
   SIGKILL), nothing more is kicked, what was cut short is said on stderr, and

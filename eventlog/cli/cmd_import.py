@@ -34,6 +34,9 @@ a marker's name or ends with its start, or opens a JSON object or list) it is
 counted in unfinished (FILE:LINE), not read, and read once it ends (a JSON line
 ends with its value); left so for a minute, it is named on stderr too. Any other
 last line (a job's "Downloading... 100%") is no record, and is read as it is.
+Two at once on one LOG take turns (LOG.import.lock); one that waits for it over
+a second says so on stderr, once: the lock file, and the pid and command that
+hold it (it goes on when that one ends).
 
   eventlog import launchd LOG DIR          job_registered from DIR's *.plist files
   eventlog import quota-log LOG FILE...    job_skipped/job_ran from CLAUDE_QUOTA_JOB_* markers

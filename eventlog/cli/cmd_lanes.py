@@ -106,7 +106,9 @@ be written is said with the eventlog append command that records it: until it
 is pasted, later runs ask whether it arrived (never send it again). A log with
 no lane at all is said (nothing feeds lane state: --observe DIR, or eventlog
 observe lane for each lane). Two runners of one log take turns
-(LOG.lanes.lock). SIGTERM or SIGINT: the running CMD is stopped as over
+(LOG.lanes.lock); one that waits for it over a second says so on stderr, once:
+the lock file, and the pid and command that hold it (it goes on when that one
+ends). SIGTERM or SIGINT: the running CMD is stopped as over
 --timeout (its outcome unknown, as above), no other starts (the next run sends
 those), nor is the lock waited for any longer, and what was cut short is said.
 Why it exits 1 is on stderr, one line each.

@@ -62,7 +62,11 @@ Times without an offset (worker log lines) and mtimes are written in --assume-tz
 A worker log line or a progress file mtime more than {ahead} ahead of now (--at;
 2062 typed for 2026, a clock ahead) is not appended and is named on stderr
 (counted in dated_ahead); a job_finished or status_updated LOG holds dated ahead
-is never the lane's latest, so it keeps no line with a true time out.""".replace(
+is never the lane's latest, so it keeps no line with a true time out.
+
+Two at once on one LOG take turns (LOG.observe.lock); one that waits for it
+over a second says so on stderr, once: the lock file, and the pid and command
+that hold it (it goes on when that one ends).""".replace(
     "{ahead}", duration_words(TOLERANCE_S))
 
 EXITS = """\

@@ -115,6 +115,7 @@ from eventlog.runners.common import (
     Unwritten,
     check_bounds,
     folder,
+    holder_of,
     log_arg,
     refuses_appends,
     require_log,
@@ -275,7 +276,8 @@ def _locked_pass(opts: Options, report: Report) -> None:
         if not mine:
             report.busy = True
             report.note = "nothing done"
-            report.notes.append(f"another catch-up holds the lock of {opts.log}: nothing done")
+            report.notes.append(f"another catch-up holds the lock of {opts.log} ({holder_of(opts.log, 'catchup')}): "
+                                "nothing done")
             return
         _feed(opts, report)
         with open_log(opts.log, assume_tz=opts.assume_tz) as log:

@@ -7,8 +7,10 @@ import fcntl
 import json
 import os
 import re
+import socket
+import sys
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime, tzinfo
 from typing import IO, Any, Protocol
@@ -382,11 +384,27 @@ class LockUnavailable(LogFileError):
         self.why = message
 
 
+#: How long a runner waits for its lock in silence: past it, it says once on stderr what it waits for.
+LOCK_QUIET_S = 1.0
+#: How often the lock is tried again within :data:`LOCK_QUIET_S`.
+_LOCK_RETRY_S = 0.05
+
+
+def say(message: str) -> None:
+    """One line for a person on stderr, as the CLI says its own (``eventlog: ...``), at once (not buffered)."""
+    print(f"eventlog: {message}", file=sys.stderr, flush=True)
+
+
 @contextmanager
-def runner_lock(log: str, name: str, *, wait: bool) -> Iterator[bool]:
+def runner_lock(log: str, name: str, *, wait: bool, tell: Callable[[str], None] = say) -> Iterator[bool]:
     """Hold ``LOG.<name>.lock`` exclusively; yields False when ``wait`` is off and another holds it.
 
-    A stop signal cuts the wait for it short (:class:`~eventlog.runners.process.Interrupted`).
+    The one rule of every runner at a held lock (docs/DECISIONS.md, "A runner at a held lock"): a runner that
+    waits (``wait``) tells a person once, through ``tell``, after :data:`LOCK_QUIET_S` of waiting, what it waits
+    for (the lock file, who holds it: :func:`holder_of`) and that it goes on when that pass ends; one that does not
+    (catch-up) says who holds it (:func:`holder_of`) and does nothing. The holder writes its pid, host and command
+    in the lock file (:func:`_stamp`). A stop signal cuts the wait short
+    (:class:`~eventlog.runners.process.Interrupted`).
 
     For a ``nats://`` LOG the lock file is on this host only (:func:`eventlog.logs.lock_path`).
     A symbolic link at the lock's name is never followed (it could make this create a file anywhere);
@@ -399,14 +417,12 @@ def runner_lock(log: str, name: str, *, wait: bool) -> Iterator[bool]:
         raise LockUnavailable(f"cannot create the {name} lock file of {log}{where}: {err.strerror}") from err
     fd = open_lock(path)
     try:
-        try:
-            if wait:
-                _wait_for_lock(fd, path)
-            else:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
+        if wait:
+            _wait_for_lock(fd, path, tell)
+        elif not _try_lock(fd):
             yield False
             return
+        _stamp(fd, name)
         yield True
     finally:
         os.close(fd)
@@ -424,18 +440,119 @@ def open_lock(path: str) -> int:
         raise LockUnavailable(f"cannot {verb} the lock file {path}: {why}") from err
 
 
-def _wait_for_lock(fd: int, path: str) -> None:
+def _try_lock(fd: int) -> bool:
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    return True
+
+
+def _wait_for_lock(fd: int, path: str, tell: Callable[[str], None]) -> None:
+    """Wait for the lock another pass holds: in silence for :data:`LOCK_QUIET_S`, then saying so once."""
     try:
         with waiting():
+            if _try_lock(fd):
+                return
+            quiet_until = time.monotonic() + LOCK_QUIET_S
+            while time.monotonic() < quiet_until:
+                time.sleep(_LOCK_RETRY_S)
+                if _try_lock(fd):
+                    return
+            tell(f"waiting for the lock {path}, held by {_holder(fd)}: this pass goes on when that one ends "
+                 "(nothing is done until then; SIGTERM or Ctrl-C stops waiting)")
             fcntl.flock(fd, fcntl.LOCK_EX)
     except Interrupted as stop:
         stop.what = f"while waiting for {path} (another run holds it): nothing done"
         raise
 
 
+def _command(name: str) -> str:
+    """The command of this process, as its lock file names it: ``eventlog`` and its subcommand when this is the
+    ``eventlog`` command, else the runner's (``eventlog NAME``). Only these words: the rest of the command line may
+    hold a secret (a stream's password)."""
+    argv = sys.argv
+    program = os.path.basename(argv[0]) if argv else ""
+    if (program == "eventlog" or argv[0].endswith(os.path.join("eventlog", "__main__.py"))) and len(argv) > 1 \
+            and re.fullmatch(r"[a-z][a-z-]*", argv[1]):
+        return f"eventlog {argv[1]}"
+    return f"eventlog {name}"
+
+
+def _stamp(fd: int, name: str) -> None:
+    """Write this process's pid, host and command (:func:`_command`) in the lock file it holds, over what an earlier
+    holder wrote; only words for a person (a full disk: none)."""
+    stamp = f"{os.getpid()} {socket.gethostname()} {_command(name)}\n".encode()
+    try:
+        os.pwrite(fd, stamp, 0)
+        os.ftruncate(fd, len(stamp))
+    except OSError:
+        pass
+
+
+def _holder(fd: int) -> str:
+    """Who holds the lock of ``fd``, as it wrote itself in (:func:`_stamp`): ``eventlog lanes, pid 42``, ``..., pid 42
+    on HOST`` when HOST is another host; ``another pass, its pid not known yet`` when it wrote nothing."""
+    try:
+        words = os.pread(fd, 512, 0).split(b"\n", 1)[0].decode(errors="replace").split()
+    except OSError:
+        words = []
+    if len(words) < 3 or not words[0].isdigit():  # it has just taken it, or a version before the stamp holds it
+        return "another pass, its pid not known yet"
+    where = f"pid {words[0]}" if words[1] == socket.gethostname() else f"pid {words[0]} on {words[1]}"
+    return f"{' '.join(words[2:])}, {where}"
+
+
+def holder_of(log: str, name: str) -> str:
+    """Who holds ``LOG.<name>.lock`` (:func:`_holder`), for a runner that found it held."""
+    try:
+        fd = os.open(lock_path(log, name), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return "another pass, its pid not known"
+    try:
+        return _holder(fd)
+    finally:
+        os.close(fd)
+
+
+def lock_held(log: str, name: str) -> str | None:
+    """Who holds ``LOG.<name>.lock`` now (:func:`_holder`), None when nobody does: for a dry run, which neither
+    creates the lock file nor takes the lock (it would keep out a real pass that starts at that instant). Where the
+    kernel lists its locks (``/proc/locks``) it is read there; elsewhere the lock is tried and let go at once."""
+    try:
+        fd = os.open(lock_path(log, name), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return None  # no lock file: nobody ever held it here
+    try:
+        st = os.fstat(fd)
+        try:
+            with open("/proc/locks", encoding="ascii", errors="replace") as listed:
+                held = _listed(listed.read(), st.st_dev, st.st_ino)
+        except OSError:
+            held = not _try_shared(fd)
+        return _holder(fd) if held else None
+    finally:
+        os.close(fd)
+
+
+def _listed(locks: str, dev: int, ino: int) -> bool:
+    """Whether ``/proc/locks`` (its text) lists a ``flock`` on the file ``dev``, ``ino``."""
+    where = f"{os.major(dev):02x}:{os.minor(dev):02x}:{ino}"
+    return any(len(f) > 5 and f[1] == "FLOCK" and f[5] == where for f in (line.split() for line in locks.splitlines()))
+
+
+def _try_shared(fd: int) -> bool:
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    fcntl.flock(fd, fcntl.LOCK_UN)
+    return True
+
+
 __all__ = [
     "BAD_LINES_SHOWN", "BadLines", "LockUnavailable", "LogNotReached", "Named", "NamedBadLine", "PassBadLines",
-    "RunnerError", "Unwritten", "bad_lines", "bad_lines_said", "check_bounds", "folder", "id_pattern", "log_events",
-    "name_bad_lines", "named_problem", "naming", "not_a_directory", "open_lock", "refuses_appends", "require_log",
-    "runner_lock",
+    "RunnerError", "Unwritten", "bad_lines", "bad_lines_said", "check_bounds", "folder", "holder_of", "id_pattern",
+    "lock_held", "log_events", "name_bad_lines", "named_problem", "naming", "not_a_directory", "open_lock",
+    "refuses_appends", "require_log", "runner_lock", "say",
 ]
