@@ -56,7 +56,10 @@ Re-run today's quota-skipped jobs, one at a time:
   without --assume-tz, --dry-run too (exit 2): give --assume-tz UTC for UTC;
 - no candidates, --dry-run, or the circuit open: no probe, nothing kicked;
   --dry-run reads the log only (no lock file: it works in a read-only directory)
-  and says when the circuit is open (until when: a run now re-runs nothing);
+  and says when the circuit is open (until when: a run now re-runs nothing),
+  when another catch-up holds the lock (a run now does nothing), and what a
+  run now would say and do of an open re-run (below; the scheduler is asked,
+  nothing is written; with no --scheduler, as with --kick-cmd), exit 1 too;
 - the probe (CMD, no shell) is judged as the failback probe is: only its
   expected answer (--expect, PING_OK) with exit 0 is ok; "usage limit reached"
   with exit 0 is quota_limited. Not ok, a timeout, or a probe that cannot

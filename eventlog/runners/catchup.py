@@ -116,6 +116,7 @@ from eventlog.runners.common import (
     check_bounds,
     folder,
     holder_of,
+    lock_held,
     log_arg,
     refuses_appends,
     require_log,
@@ -249,17 +250,28 @@ def run_catchup(opts: Options) -> Report:
                 report.note = "the log could not be read: nothing judged"
                 return report
         state = folder(replay).catchup
-        when, _ = _judge(opts, report, replay.last_at, replay.last_ts, state, replay)
-        for label, r in state.open_reruns().items():
-            if not any(b["label"] == label for b in report.reruns):
-                report.reruns.append(_rerun_fact(label, "open", r))
-                report.notes.append(f"{label}: {_open_words(r)}; it may still run (a dry run cannot tell whether a "
-                                    "catch-up runs it)")
+        holder = lock_held(opts.log, "catchup")
+        when, takes_no_append = _judge(opts, report, replay.last_at, replay.last_ts, state, replay,
+                                       open_left=holder is None)
+        if holder is not None:  # the catch-up that holds the lock may be running its open re-runs now
+            report.notes.append(f"another catch-up holds the lock of {opts.log} ({holder}): a real pass now would "
+                                "do nothing")
+            for label, r in state.open_reruns().items():
+                if not any(b["label"] == label for b in report.reruns):
+                    report.reruns.append(_rerun_fact(label, "open", r))
+                    report.notes.append(f"{label}: {_open_words(r)}; it may still run (the catch-up that holds the "
+                                        "lock may run it)")
+        elif not takes_no_append:
+            _waits_for(opts, None, report, state)  # what a real pass would say of each, and do
         if opts.feeds:
             report.notes.append("a dry run imports nothing (--import-*): judged on the log as it is")
         if report.candidates:
             report.note = f"dry run, no probe: candidates of {today_words(when)}: " + " ".join(report.candidates)
-            if report.circuit == "open":
+            if report.waits_for:
+                waited = ", ".join(report.waits_for)
+                report.note += f"; a run now would kick nothing: a re-run may still run ({waited}); re-runs never " \
+                               "overlap"
+            elif report.circuit == "open":
                 report.note += f"; {_held(state)}: a run now would re-run nothing (no probe, nothing kicked)"
         return report
     try:
@@ -291,7 +303,7 @@ def _locked_pass(opts: Options, report: Report) -> None:
 
 
 def _judge(opts: Options, report: Report, last_at: datetime | None, last_ts: str | None, state: Catchup,
-           replay: Replay) -> tuple[datetime, bool]:
+           replay: Replay, *, open_left: bool = True) -> tuple[datetime, bool]:
     """Fill the judgement of ``report``; the time it was judged at, and whether the log takes no append.
 
     The log's bad lines are problems (exit 1) on every pass while the log has any: a catch-up writes no
@@ -318,7 +330,7 @@ def _judge(opts: Options, report: Report, last_at: datetime | None, last_ts: str
                             f"{explain_cmd(log_arg(opts), a.id)})"
                             for a in dated_ahead(folder(replay), when) if AHEAD_KIND[a.check] == "catchup"]
     for b in state.bad_reruns(when):
-        if b.rerun.ended or opts.dry_run:  # an open one: a real pass asks whether it runs (_waits_for)
+        if b.rerun.ended or not open_left:  # an open one is left to _waits_for: is it still run?
             report.reruns.append(_rerun_fact(b.label, b.kind, b.rerun))
             report.problems.append(f"{b.label}: {rerun_words(b)}; re-run it by hand once you know why "
                                    f"({explain_cmd(log_arg(opts), b.label)} says how)")
@@ -426,13 +438,15 @@ def _open_words(r: Rerun) -> str:
     return f"its re-run kicked at {r.kicked_ts} (line {r.kicked_line}) has no end written"
 
 
-def _waits_for(opts: Options, log: Log, report: Report, state: Catchup, clock: Clock) -> bool:
-    """Settle the open re-runs a catch-up that is gone left (we hold the lock), or wait for them; False when an
-    end could not be written (then nothing is kicked).
+def _waits_for(opts: Options, log: Log | None, report: Report, state: Catchup, clock: Clock | None = None) -> bool:
+    """Settle the open re-runs a catch-up that is gone left (we hold the lock, or nobody does), or wait for them;
+    False when an end could not be written (then nothing is kicked).
 
     Each is a problem. With a scheduler, one it no longer runs gets its end (``exited``, no exit: how it ended
     is unknown); one it runs, or cannot tell of, is waited for. With a kick command nobody can tell whether it
     runs, so it is waited for until a person records its end. Waited-for labels go in ``waits_for``.
+    ``log`` None: a dry run, which writes no end and says that a real pass would (a dry run with no
+    ``--scheduler`` is judged as one with ``--kick-cmd``).
     """
     for label, r in state.open_reruns().items():
         report.reruns.append(_rerun_fact(label, "open", r))
@@ -456,6 +470,11 @@ def _waits_for(opts: Options, log: Log, report: Report, state: Catchup, clock: C
             report.waits_for.append(label)
             report.problems.append(f"{gone}; {name} still runs it, so nothing is kicked until it ends (re-runs "
                                    f"never overlap): wait, or stop it: {opts.scheduler.kill_command(label)}")
+            continue
+        if log is None or clock is None:
+            report.problems.append(f"{gone}; {name} no longer runs it: a real pass now writes its end with no exit "
+                                   "status (how it ended is unknown) and goes on; re-run it by hand once you know "
+                                   f"why ({explain_cmd(log_arg(opts), label)} says how)")
             continue
         if not _write_end(opts, log, clock, report, label, {"outcome": "exited"},
                           f"the re-run of {label} kicked at {r.kicked_ts} no longer runs ({name} says so; how it "
@@ -518,17 +537,32 @@ def _catchup(opts: Options, log: Log, report: Report) -> None:
         report.note = f"probe failed ({failure}): nothing kicked"
         return
     labels = report.candidates
+    stopped = False
     try:
         _rerun_all(opts, log, clock, report, labels)
     except Interrupted:
+        stopped = True
         done = {r["label"] for r in report.runs} | set(report.not_kicked)
         report.not_kicked.extend(label for label in labels if label not in done)
         raise
     finally:
-        kicked = sum(r["outcome"] != "interrupted" for r in report.runs)
-        report.note = f"{kicked} re-run(s) done" if kicked else "nothing kicked"
+        report.note = _kicked_words(report, stopped)
         if report.unwritten:
             report.note += f"; {len(report.unwritten)} end(s) NOT written to the log: nothing more kicked"
+
+
+def _kicked_words(report: Report, stopped: bool) -> str:
+    """What a pass kicked, for its summary: the re-runs done, and those a stop signal cut short (kicked all the
+    same); a pass a stop signal cut short (``stopped``) adds what it did not kick (``1 kicked and stopped (com.x);
+    not kicked: com.y``, after ``stopped by SIGTERM:``); ``nothing kicked`` when none was."""
+    done = [r["label"] for r in report.runs if r["outcome"] != "interrupted"]
+    cut = [r["label"] for r in report.runs if r["outcome"] == "interrupted"]
+    said = ([f"{len(done)} re-run(s) done"] if done else []) + \
+        ([f"{len(cut)} kicked and stopped ({', '.join(cut)})"] if cut else [])
+    words = ", ".join(said) or "nothing kicked"
+    if stopped and said and report.not_kicked:
+        words += f"; not kicked: {', '.join(report.not_kicked)}"
+    return words
 
 
 def _rerun_all(opts: Options, log: Log, clock: Clock, report: Report, labels: list[str]) -> None:
