@@ -74,6 +74,10 @@ SCHEMA = "impl-lane-watch/v1"
 #: The two kinds of stall, as the seed names them.
 JOB_UNPICKED = "job-unpicked"
 STATUS_QUIET = "status-quiet"
+#: How a lanes pass names a lanes directory it could not read (``... DIR: why``) or that holds no lane file
+#: (``the lanes directory DIR holds no ...``): the views give such an item a command that shows the directory.
+DIR_UNREADABLE = "cannot read the lanes directory"
+DIR_EMPTY = "the lanes directory"
 KINDS = (JOB_UNPICKED, STATUS_QUIET)
 
 

@@ -118,7 +118,16 @@ from projections.handoffs import (
     SKIPPED,
     Handoff,
 )
-from projections.lanes import JOB_UNPICKED, LATE_PERIODS, STATUS_QUIET, Heartbeat, Sending, cut_short_said
+from projections.lanes import (
+    DIR_EMPTY,
+    DIR_UNREADABLE,
+    JOB_UNPICKED,
+    LATE_PERIODS,
+    STATUS_QUIET,
+    Heartbeat,
+    Sending,
+    cut_short_said,
+)
 from projections.runner import Runner
 from projections.sessions import (
     BACKOFF,
@@ -1244,8 +1253,20 @@ class _Judge:
             return []
         return [self.item("lane_unobserved", key, f"the last lanes pass ({last.ts}) could not observe it: {why}"
                           + (f" (the whole is in its output: {LANES_OUTPUT})" if _CUT.search(why) else ""),
-                          explain_cmd(self.log, key) if key in lanes.lanes else LANES_HELP, last.ts)
+                          self.unobserved_next(key, why), last.ts)
                 for key, why in lanes.unobserved().items()]
+
+    def unobserved_next(self, key: str, why: str) -> str:
+        """What to type about what a lanes pass could not observe: a lane's ``explain``; for its lanes directory,
+        a listing that shows what is wrong with it (missing, unreadable: ``ls -ld``; no lane file: ``ls -la``)."""
+        if key in self.runner.lanes.lanes:
+            return explain_cmd(self.log, key)
+        flat = " ".join(key.split())  # as the pass's detail holds it (:func:`eventlog.runners.process.excerpt`)
+        if why.startswith(f"{DIR_UNREADABLE} {flat}: "):
+            return command("ls -ld", [key])
+        if why.startswith(f"{DIR_EMPTY} {flat} holds no "):
+            return command("ls -la", [key])
+        return LANES_HELP
 
     def lanes_late(self) -> list[Item]:
         """The lanes pass, when it is late as of T (:meth:`projections.lanes.Lanes.heartbeat`; worked out once per
@@ -2062,13 +2083,18 @@ def _lane_verdict(judge: _Judge, product: str) -> Verdict:
     """A lane's verdict; when the last lanes pass could not observe it, or while the lanes pass is late, that too
     (what it says may be as of what was last read)."""
     verdict = _lane_said(judge, product)
-    unseen = [it for it in judge.lanes_unobserved() if it.id == product]
+    items = judge.lanes_unobserved()
+    unseen = [it for it in items if it.id == product]
     if unseen:
         stop = lane_stop_cmd(judge.log, product, judge.text or unseen[0].since or "")
+        # the lanes directory it could not be observed through: its own item's listing first, as status gives it
+        shown = [it.next for it in items if it.id not in judge.runner.lanes.lanes and it.next != LANES_HELP
+                 and any(f"lanes directory {' '.join(it.id.split())}{end}" in unseen[0].reason
+                         for end in (": ", " holds no "))]
         verdict = _but(verdict, f"{unseen[0].reason}. Next: fix what it names (put its NAME.env back in the lanes "
                        "directory, its files where that file says), and the next pass observes it; if the lane is "
                        "retired, record its stop instead (the command below), then nothing is judged or sent for it",
-                       unseen, [stop])
+                       unseen, [*shown, stop])
     late = judge.lanes_late()
     return _but(verdict, late[0].reason, late, [it.next for it in late]) if late else verdict
 

@@ -279,3 +279,33 @@ def test_the_last_lane_retired_as_the_doc_says_leaves_a_clean_pass_not_an_empty_
     (lanes_dir / "solo.env").unlink()
     again = lanes(log, "--observe", str(lanes_dir))
     assert again.returncode == 1 and "holds no *.env file" in again.stderr
+
+
+def test_a_lanes_directory_it_could_not_read_is_named_with_a_command_that_shows_it(tmp_path: Path) -> None:
+    """Review R10: a missing (or unreadable) lanes directory, or one with no NAME.env, gave ``eventlog lanes
+    --help`` as its next command; it is a listing of that directory, quoted, alike in status (text and --json),
+    explain of a lane it left unobserved, and serve's status."""
+    lanes_dir, log = two_lanes(tmp_path)
+    moved = tmp_path / "lanes  moved"  # two spaces: quoted, as every path in a command
+    lanes_dir.rename(moved)
+    lanes_dir.mkdir()  # the directory is there, but empty: no NAME.env
+    assert lanes(log, "--observe", str(moved.parent / "gone dir")).returncode == 1
+    listing = f"ls -ld '{moved.parent / 'gone dir'}'"
+    code, view = status(log)
+    found = {i["id"]: i for i in items(view, "lane_unobserved")}
+    assert code == 1 and found[str(moved.parent / "gone dir")]["next"] == listing
+    assert f"\n      {listing}\n" in run_cli("status", str(log), "--all").stdout
+    assert listing in lane_verdict(log, "alpha")["next"]
+    assert f"next: {listing}\n" in run_cli("explain", str(log), "alpha").stdout
+    server = start_server(log, tmp_path)
+    try:
+        served = items(server.client("viewer").get("/v1/status").json(), "lane_unobserved")
+        assert [i["next"] for i in served if i["id"] == str(moved.parent / "gone dir")] == [listing]
+    finally:
+        assert server.stop() == 0
+    shown = subprocess.run(["bash", "-c", listing], capture_output=True, text=True, timeout=60)
+    assert "No such file or directory" in shown.stderr  # as pasted, it shows the problem
+
+    assert lanes(log, "--observe", str(lanes_dir)).returncode == 1
+    [item] = [i for i in items(status(log)[1], "lane_unobserved") if i["id"] == str(lanes_dir)]
+    assert "holds no *.env file" in item["reason"] and item["next"] == f"ls -la {lanes_dir}"

@@ -92,6 +92,7 @@ from eventlog.runners.common import (
     unfinished_words,
 )
 from eventlog.runners.process import Interrupted, run
+from projections.lanes import DIR_EMPTY, DIR_UNREADABLE
 
 #: Bound on one ``git`` call.
 GIT_TIMEOUT_S = 30.0
@@ -366,7 +367,7 @@ def lane_settings(path: str, log: str, assume_tz: tzinfo | None = None, at: At =
 def no_env_file(directory: str) -> str:
     """The problem of a lanes directory that holds no ``NAME.env`` (the lanes pass lets it pass when every lane the
     log knows is stopped on purpose: the last lane retired)."""
-    return (f"the lanes directory {directory} holds no *.env file: no lane is observed (one NAME.env per lane: "
+    return (f"{DIR_EMPTY} {directory} holds no *.env file: no lane is observed (one NAME.env per lane: "
             "ops/systemd/lane.env)")
 
 
@@ -386,7 +387,7 @@ def observe_dir(directory: str, log: str, assume_tz: tzinfo | None = None, at: A
             names = sorted(e.name for e in entries if e.name.endswith(".env") and not e.name.startswith("."))
     except OSError as err:
         return [ObserveReport(log=log, product="", file=directory,
-                              problems=[f"cannot read the lanes directory {directory}: {err.strerror or err}"])]
+                              problems=[f"{DIR_UNREADABLE} {directory}: {err.strerror or err}"])]
     if not names:
         return [ObserveReport(log=log, product="", file=directory, problems=[no_env_file(directory)])]
     reports: list[ObserveReport] = []
