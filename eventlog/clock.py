@@ -118,15 +118,21 @@ def local_zone_name() -> str:
     elif not os.path.lexists(LOCALTIME):
         name = "UTC"
     else:
-        target = os.path.realpath(LOCALTIME)
-        name = target.split("/zoneinfo/", 1)[1] if "/zoneinfo/" in target else ""
-        if not name:
-            try:
-                with open("/etc/timezone", encoding="utf-8") as f:
-                    name = f.read().strip()
-            except (OSError, ValueError):
-                name = ""
+        name = _localtime_name()
     return name if _PASTABLE.fullmatch(name) else ""
+
+
+def _localtime_name() -> str:
+    """The zone /etc/localtime links to (``Europe/Berlin``), else /etc/timezone's; "" when neither says."""
+    target = os.path.realpath(LOCALTIME)
+    name = target.split("/zoneinfo/", 1)[1] if "/zoneinfo/" in target else ""
+    if not name:
+        try:
+            with open("/etc/timezone", encoding="utf-8") as f:
+                name = f.read().strip()
+        except (OSError, ValueError):
+            name = ""
+    return name
 
 
 def zone_name(zone: tzinfo | None) -> str | None:
@@ -144,9 +150,21 @@ def _local_zone(tz: str | None) -> tzinfo | None:
         if not name.startswith("/"):
             return _own_copy(name)
         with open(name, "rb") as f:
-            return ZoneInfo.from_file(f)
+            # TZ unset: /etc/localtime's rules, named as local_zone_name names them (the texts that name the zone
+            # a day is judged in, follow's zone label), when that name is a zone this machine knows
+            key = _localtime_name() if tz is None else ""
+            return ZoneInfo.from_file(f, key=key if key and _known(key) else None)
     except (ZoneInfoNotFoundError, ValueError, OSError):
         return None
+
+
+def _known(key: str) -> bool:
+    """Whether ``key`` names a zone zoneinfo can load (so :func:`_own` can make its copy)."""
+    try:
+        _own_copy(key)
+    except (ZoneInfoNotFoundError, ValueError, OSError):
+        return False
+    return True
 
 
 @lru_cache(maxsize=64)

@@ -46,7 +46,7 @@ writes for the re-run itself and the importer brings in after it.
 
 from __future__ import annotations
 
-from datetime import date, datetime, timedelta
+from datetime import date, datetime, timedelta, timezone
 from typing import Any, Literal, NamedTuple
 
 import msgspec
@@ -398,10 +398,15 @@ def _no_slot(job: JobRegistered, now: datetime) -> str:
 
 
 def today_words(now: datetime) -> str:
-    """``today (2026-10-25 in Europe/Berlin)``: ``now``'s day, and the named zone it is judged in (whose day and
-    hours "today" and a slot are), or ``today (2026-10-25)`` in a fixed offset (``now`` shows it)."""
+    """``today (2026-10-25 in Europe/Berlin)``: ``now``'s day, and the zone it is judged in (whose day and hours
+    "today" and a slot are): its name, or its offset when it has none (``today (2026-10-25 in UTC+01:00)``).
+
+    Always named: the machine's zone when ``TZ`` is unset carries the name /etc/localtime gives it
+    (:func:`eventlog.clock.local_zone`)."""
     key = getattr(now.tzinfo, "key", None)
-    return f"today ({now.date().isoformat()}{f' in {key}' if isinstance(key, str) else ''})"
+    offset = now.utcoffset()
+    zone = key if isinstance(key, str) else timezone(offset).tzname(None) if offset is not None else "UTC"
+    return f"today ({now.date().isoformat()} in {zone})"
 
 
 def circuit_open(open_until: datetime | None, closed_since: bool, now: datetime) -> bool:

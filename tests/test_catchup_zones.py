@@ -94,12 +94,13 @@ def test_new_york_after_the_clock_went_back(tmp_path: Path) -> None:
     assert candidates(log, "--at", "2026-11-01T09:00:00-05:00", env=NEW_YORK) == ["com.y"]
 
 
-@pytest.mark.parametrize(("at", "env"), [
-    ("2026-10-25T09:00:00Z", BERLIN),  # a UTC --at judges the UTC day
-    ("2026-10-25T09:00:00+00:00", BERLIN),
-    ("2026-10-25T10:00:00+01:00", {"TZ": "Asia/Tokyo"}),  # no zone of that offset named: the offset's day
+@pytest.mark.parametrize(("at", "env", "named"), [
+    ("2026-10-25T09:00:00Z", BERLIN, "UTC"),  # a UTC --at judges the UTC day
+    ("2026-10-25T09:00:00+00:00", BERLIN, "UTC"),
+    ("2026-10-25T10:00:00+01:00", {"TZ": "Asia/Tokyo"}, "UTC+01:00"),  # no zone of that offset: the offset's day
 ])
-def test_a_t_no_named_zone_fits_is_judged_in_its_own_offset(berlin: Path, at: str, env: dict[str, str]) -> None:
+def test_a_t_no_named_zone_fits_is_judged_in_its_own_offset(berlin: Path, at: str, env: dict[str, str],
+                                                            named: str) -> None:
     out = run_cli("catchup", str(berlin), "--dry-run", "--json", "--at", at, env=env)
     report = json.loads(out.stdout)
     assert report["candidates"] == []
@@ -107,7 +108,7 @@ def test_a_t_no_named_zone_fits_is_judged_in_its_own_offset(berlin: Path, at: st
     assert (out.returncode, report["unfed"]) == (1, ["com.x"]), out.stderr
     found = verdict(berlin, "com.x", "--at", at, env=env)
     assert found["facts"]["why_not"] == [
-        "its latest skip (2026-10-25T00:30:05+02:00) is from 2026-10-24, not from today (2026-10-25)"]
+        f"its latest skip (2026-10-25T00:30:05+02:00) is from 2026-10-24, not from today (2026-10-25 in {named})"]
 
 
 def test_not_today_names_the_zone_of_the_day(tmp_path: Path) -> None:
@@ -192,3 +193,29 @@ def test_instants_at_the_edge_of_what_python_holds_compare_without_overflow() ->
     assert circuit_open(later, False, first)
     assert not circuit_open(first, False, later)
     assert slot_passed(first, later) and not slot_passed(later, first)
+
+
+def test_with_tz_unset_the_texts_name_the_zone_etc_localtime_gives(tmp_path: Path) -> None:
+    """Review R10: with ``TZ`` unset catch-up said "no candidates today (2026-12-02)", no zone, though
+    docs/OPERATIONS.md says these texts name the day and zone they judged in (follow labels the same host
+    ``zone="Etc/UTC"``). The zone /etc/localtime links to is named; a fixed offset names itself."""
+    import os
+    import subprocess
+    import sys
+
+    target = os.path.realpath("/etc/localtime")
+    if "/zoneinfo/" not in target:
+        pytest.skip("/etc/localtime is no link into a zoneinfo directory")  # pragma: no cover
+    name = target.split("/zoneinfo/", 1)[1]
+    log = write_log(tmp_path / "jobs.jsonl", [job("com.x", 23, 59, "2026-10-24T12:00:00+00:00")])
+    env = {k: v for k, v in os.environ.items() if k != "TZ"}
+    out = subprocess.run([sys.executable, "-m", "eventlog", "catchup", str(log), "--dry-run"], env=env,
+                         capture_output=True, text=True, timeout=60, check=False)
+    from zoneinfo import ZoneInfo
+
+    day = datetime.now(ZoneInfo(name)).date().isoformat()
+    assert out.stdout == f"no candidates today ({day} in {name}): no probe, nothing kicked\n", out.stderr
+    # --at in an offset no zone of the machine has: that offset is named
+    fixed = run_cli("explain", str(log), "com.x", "--at", "2026-10-25T10:00:00+05:30", "--json", env=BERLIN)
+    [found] = [v for v in json.loads(fixed.stdout)["verdicts"] if v["kind"] == "catchup"]
+    assert "today (2026-10-25 in UTC+05:30)" in found["says"], found

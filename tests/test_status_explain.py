@@ -529,11 +529,12 @@ def test_explain_catch_up_labels_say_why() -> None:
     code, text = says("catchup_markers.jsonl", "com.lily.unguarded-now")
     assert code == "not_candidate" and text.startswith("not a candidate, because it is not guarded")
     code, text = says("catchup_markers.jsonl", "com.lily.yesterday-late")  # its 9:00 slot passed 3 h ago: unfed
-    assert code == "unfed" and text.startswith("nothing feeds its markers: its slot 09:00 of today (2026-08-21) "
-                                               "passed 3 h ago and the log holds no marker of today for it")
+    assert code == "unfed" and text.startswith("nothing feeds its markers: its slot 09:00 of today "
+                                               "(2026-08-21 in UTC+09:00) passed 3 h ago and the log holds no marker "
+                                               "of today for it")
     assert "is `eventlog import quota-log` running" in text
     assert text.endswith(
-        "its latest skip (2026-08-20T23:30:00+09:00) is from 2026-08-20, not from today (2026-08-21)")
+        "its latest skip (2026-08-20T23:30:00+09:00) is from 2026-08-20, not from today (2026-08-21 in UTC+09:00)")
     assert "latest marker is a run" in says("catchup_markers.jsonl", "com.lily.mixed")[1]
     assert says("catchup_markers.jsonl", "com.lily.kicked-then-skipped")[0] == "candidate"  # its re-run exited 0
     code, text = says("catchup_markers.jsonl", "com.lily.kicked")  # a re-run killed at its timeout: no silence
