@@ -148,20 +148,22 @@ def classify(
     now: datetime,
     expected: str = EXPECTED,
     no_answer: str | None = None,
+    more: int = 0,
 ) -> Verdict:
     """Classify one probe; ``exit_status`` None means it was killed by our timeout; ``now`` is aware.
 
     ``no_answer`` says why the probe gave no answer of its own (``timed out after 3 s``, ``killed by
     SIGKILL``, ``exit 127``: :meth:`eventlog.runners.process.Ran.no_answer`). It changes no outcome; the
     detail names it, in place of the rule's words when the rule judges by the exit alone (the timeout
-    row, ``no rule matched``). The output in the detail is cut (:func:`eventlog.runners.process.excerpt`).
+    row, ``no rule matched``). The output in the detail is cut (:func:`eventlog.runners.process.excerpt`;
+    ``more``: bytes of it not kept, said there).
     """
     status = http_status if http_status is not None else status_in(text)
     rule = next(r for r in RULES if _matches(r, exit_status, status, text, expected))
     why = rule.why
     if no_answer:
         why = no_answer if rule.text is None and rule.statuses is None else f"{rule.why} ({no_answer})"
-    said = excerpt(text)
+    said = excerpt(text, more=more)
     detail = f"{why}: {said}" if said else why
     limit = read_limit(text, now) if rule.outcome == "quota_limited" else None
     return Verdict(outcome=rule.outcome, status=status, detail=detail, limit=limit)
@@ -174,7 +176,7 @@ def judge(ran: Ran, timeout_s: float, *, now: datetime, expected: str = EXPECTED
         return None
     text = ran.stdout + ("\n" + ran.stderr if ran.stderr else "")
     return classify(None if ran.timed_out else ran.exit, None, text, now=now, expected=expected,
-                    no_answer=ran.no_answer(timeout_s))
+                    no_answer=ran.no_answer(timeout_s), more=ran.stdout_cut + ran.stderr_cut)
 
 
 def _matches(rule: Rule, exit_status: int | None, status: int | None, text: str, expected: str) -> bool:

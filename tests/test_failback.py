@@ -809,3 +809,35 @@ def test_cli_a_resume_that_starts_the_session_in_the_background_is_not_a_timeout
             break
         time.sleep(0.05)
     assert late.read_text() == "done\n"
+
+
+def peak_rss_kb(argv: list[str]) -> tuple[int, int]:
+    """Run ``argv`` (its stdout to /dev/null) and give its exit status and its peak RSS in KiB (wait4: that
+    process and the processes it waited for, the largest of them)."""
+    import os
+
+    pid = os.posix_spawn(argv[0], argv, dict(os.environ),
+                         file_actions=[(os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0)])
+    _, status, usage = os.wait4(pid, 0)
+    return os.waitstatus_to_exitcode(status), usage.ru_maxrss
+
+
+def test_cli_a_resume_that_prints_50_mb_costs_the_runner_a_few_mb_and_its_answer_is_read(tmp_path: Path) -> None:
+    """Review R9: a runner held a command's whole output (a resume printing 30 MB took failback to 200 MB RSS),
+    though only an excerpt is ever recorded. Only its start and end are kept while it streams; the handshake on
+    its last line is still read. Measured without timing: the runner's peak RSS with 50 MB printed against
+    with nothing printed."""
+    printer = tmp_path / "resume.py"
+    printer.write_text("import sys\nfor _ in range(int(sys.argv[1])):\n"
+                       "    sys.stdout.write(('y' * 1023 + '\\n') * 1024)\n"
+                       "print('{\"failed\": \"quota still gone\", \"effect\": \"none\"}')\n")
+    peaks: dict[int, int] = {}
+    for mb in (0, 50):
+        log = pending_now(tmp_path / f"log{mb}.jsonl")
+        code, peaks[mb] = peak_rss_kb([sys.executable, "-m", "eventlog", "failback", str(log), "--probe-cmd",
+                                       "echo PING_OK", "--resume-cmd", f"{sys.executable} {printer} {mb}"])
+        assert code == 0
+        *_, failed, heartbeat = lines(log)
+        assert (failed["type"], failed["effect"], failed["error"]) == ("resume_failed", "none", "quota still gone")
+        assert heartbeat["exit"] == "ok"
+    assert peaks[50] - peaks[0] < 20 * 1024, peaks  # the whole would be 50 MB more, and more again as text

@@ -226,3 +226,24 @@ def test_a_stop_inside_popen_poll_stops_the_command_and_never_hangs() -> None:
     done = subprocess.run([sys.executable, "-c", LOCK_HELD_STOP], capture_output=True, text=True, timeout=20,
                           check=False)
     assert (done.returncode, done.stdout.strip()) == (0, "stopped SIGTERM True"), done.stderr
+
+
+def test_only_the_start_and_the_end_of_a_long_output_are_kept_and_the_rest_is_counted() -> None:
+    """Review R9: a command's output was held whole. Its first HEAD_BYTES and last TAIL_BYTES are kept (whole
+    lines: a line's end alone is no line of its own), a line in between says how many bytes were not, and
+    ``said`` counts them."""
+    body = "x" * 99 + "\n"  # 100-byte lines
+    n = (process.HEAD_BYTES + process.TAIL_BYTES) // 100 + 5000
+    code = f"import sys; sys.stdout.write({body!r} * {n}); sys.stdout.write('last line'); sys.stderr.write('e' * 9)"
+    ran = run([sys.executable, "-c", code], timeout_s=60, grace_s=1, capture_stderr=True)
+    assert ran.ok and ran.stderr == "e" * 9 and ran.stderr_cut == 0
+    total = n * 100 + len("last line")
+    head, mark, tail = ran.stdout.split("\n[... ", 1)[0], *ran.stdout.split("\n[... ", 1)[1].split(" ...]\n", 1)
+    assert mark == f"{ran.stdout_cut} bytes not kept"
+    assert len(head) + 1 + len(tail) + ran.stdout_cut == total
+    assert head.split("\n") == ["x" * 99] * (len(head.split("\n")))  # whole lines only
+    assert tail.endswith("\nlast line") and set(tail.split("\n")[:-1]) == {"x" * 99}
+    assert len(head) <= process.HEAD_BYTES and len(tail) <= process.TAIL_BYTES
+    said = Ran(True, 1, stdout=ran.stdout, stdout_cut=ran.stdout_cut).said()
+    assert said.startswith(f"[cut: {len(' '.join(ran.stdout.split()))} characters kept and {ran.stdout_cut} "
+                           "bytes more] ...") and said.endswith(" last line")

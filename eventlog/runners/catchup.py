@@ -726,7 +726,8 @@ def _rerun(opts: Options, label: str) -> JobRan:
     dash = ["--"] if label.startswith("-") else []  # else the kick command reads the label as an option
     ran = run([*opts.kick_cmd, *dash, label], env={"CATCHUP_LABEL": label}, timeout_s=opts.timeout_s,
               grace_s=opts.kill_grace_s, capture_stdout=False)
-    return JobRan(ran.started, ran.exit, ran.timed_out, ran.stdout, ran.stderr, ran.error)
+    return JobRan(ran.started, ran.exit, ran.timed_out, ran.stdout, ran.stderr, ran.error, ran.stdout_cut,
+                  ran.stderr_cut)
 
 
 __all__ = ["KICK_TIMEOUT_S", "KILL_GRACE_S", "PROBE_TIMEOUT_S", "Options", "Report", "no_guarded_job", "run_catchup"]

@@ -256,6 +256,8 @@ def _git(repo: str, *args: str) -> str:
     if not ran.ok:
         said = ran.said()
         raise OSError(f"git {' '.join(args)}: {ran.failure(GIT_TIMEOUT_S)}" + (f": {said}" if said else ""))
+    if ran.stdout_cut:  # one line is asked for: never a part of more read as the answer
+        raise OSError(f"git {' '.join(args)}: printed more than can be kept ({ran.stdout_cut} bytes not kept)")
     return ran.stdout.strip()
 
 

@@ -17,6 +17,11 @@ closed: we never wait on a left-behind child, never stop it because the
 command exited, and never call its exit a timeout. Such a child should write
 elsewhere (a file, ``/dev/null``): after that moment a write to the pipe fails
 (EPIPE, or SIGPIPE when it does not handle it).
+
+What a command prints is read as it comes, but only its start (:data:`HEAD_BYTES`) and its end
+(:data:`TAIL_BYTES`, from the first line that starts in it) are kept, with a line between that says how many
+bytes were not (:attr:`Ran.stdout_cut`): only an excerpt of it is ever recorded or shown, and its last lines
+(a resume's handshake, a task ref) are read. A command that prints 50 MB costs a runner a few MB, not 50.
 """
 
 from __future__ import annotations
@@ -27,11 +32,14 @@ import shlex
 import signal
 import subprocess
 import time
+from collections import deque
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from types import FrameType
 from typing import IO
+
+from eventlog.reader import MAX_LINE_BYTES
 
 #: How long after SIGKILL a stopped command's leader is waited for (and its pipes read) before it is reaped anyway.
 DRAIN_S = 5.0
@@ -39,6 +47,11 @@ DRAIN_S = 5.0
 AFTER_EXIT_S = 0.5
 #: How often a running command is looked at while its pipes are quiet.
 POLL_S = 0.02
+#: The most bytes of a command's output kept from its start, per pipe (what an excerpt of its start shows).
+HEAD_BYTES = 64 * 1024
+#: The most bytes kept from its end, per pipe: its last lines, where a resume's handshake and the lanes task
+#: ref are read (a 2 MB ``failed`` answer is still read, and recorded cut: docs/DECISIONS.md).
+TAIL_BYTES = 2 * MAX_LINE_BYTES
 
 
 @dataclass(frozen=True)
@@ -51,6 +64,9 @@ class Ran:
     stdout: str = ""
     stderr: str = ""
     error: str | None = None
+    #: Bytes of stdout (stderr) not kept: from between its start and its end, said by a line in their place.
+    stdout_cut: int = 0
+    stderr_cut: int = 0
 
     @property
     def ok(self) -> bool:
@@ -91,7 +107,8 @@ class Ran:
 
     def said(self) -> str:
         """The end of what it printed on stderr (on stdout when stderr is empty), cut by :func:`excerpt`."""
-        return excerpt(self.stderr or self.stdout, end=True)
+        text, cut = (self.stderr, self.stderr_cut) if self.stderr else (self.stdout, self.stdout_cut)
+        return excerpt(text, end=True, more=cut)
 
 
 #: The exits a shell gives when it could not run the command: 126 found but not run, 127 not found (POSIX).
@@ -104,19 +121,24 @@ EXCERPT_CHARS = 200
 DETAIL_CHARS = 500
 
 
-def excerpt(text: str, limit: int = EXCERPT_CHARS, *, end: bool = False) -> str:
+def excerpt(text: str, limit: int = EXCERPT_CHARS, *, end: bool = False, more: int = 0) -> str:
     """``text`` on one line (each run of whitespace one space), at most ``limit`` characters and a mark.
 
     A longer one keeps its first ``limit`` characters (``end``: its last) and
     says it was cut and how long it was: ``abc... [cut: 2097152 characters in
     all]``, ``[cut: 2097152 characters in all] ...xyz``. Every text a runner
     copies from a command's output into an event goes through it, so that no
-    answer is too long to be recorded.
+    answer is too long to be recorded. ``more``: bytes of the output that were
+    not kept at all (:attr:`Ran.stdout_cut`), said too: ``[cut: 2162000
+    characters kept and 48234496 bytes more]``.
     """
     flat = " ".join(text.split())
-    if len(flat) <= limit:
+    if len(flat) <= limit and not more:
         return flat
-    mark = f"[cut: {len(flat)} characters in all]"
+    if len(flat) <= limit:
+        return f"{flat} [cut: {more} bytes more not kept]"
+    mark = f"[cut: {len(flat)} characters kept and {more} bytes more]" if more else \
+        f"[cut: {len(flat)} characters in all]"
     return f"{mark} ...{flat[-limit:]}" if end else f"{flat[:limit]}... {mark}"
 
 
@@ -252,7 +274,8 @@ def _run(argv: Sequence[str], timeout_s: float, grace_s: float, env: Mapping[str
             ended = output.read(proc, timeout_s, stoppable=stoppable)
             if not ended:
                 _stop(proc, output, grace_s)
-            return Ran(True, proc.returncode, not ended, *output.texts())
+            (out, out_cut), (err, err_cut) = output.texts()
+            return Ran(True, proc.returncode, not ended, out, err, stdout_cut=out_cut, stderr_cut=err_cut)
         except BaseException as stop:
             started(stop)
             if proc.returncode is None:
@@ -272,13 +295,13 @@ class _Output:
 
     def __init__(self, proc: subprocess.Popen[bytes]) -> None:
         self._selector = selectors.DefaultSelector()
-        self._chunks: dict[int, list[bytes]] = {}
+        self._chunks: dict[int, _Kept] = {}
         self._pipes = [pipe for pipe in (proc.stdout, proc.stderr) if pipe is not None]
         self._order = [pipe.fileno() if pipe is not None else -1 for pipe in (proc.stdout, proc.stderr)]
         for pipe in self._pipes:
             os.set_blocking(pipe.fileno(), False)
             self._selector.register(pipe, selectors.EVENT_READ, pipe)
-            self._chunks[pipe.fileno()] = []
+            self._chunks[pipe.fileno()] = _Kept()
 
     def read(self, proc: subprocess.Popen[bytes], within_s: float, *, stoppable: bool = False) -> bool:
         """Read until the command has exited (and :data:`AFTER_EXIT_S` more at most) or ``within_s`` passed.
@@ -310,13 +333,13 @@ class _Output:
         except BlockingIOError:
             return
         if data:
-            self._chunks[pipe.fileno()].append(data)
+            self._chunks[pipe.fileno()].add(data)
         else:
             self._selector.unregister(pipe)
 
-    def texts(self) -> tuple[str, str]:
-        """What came on stdout and on stderr, as text (empty for a pipe not given)."""
-        out, err = (_text(b"".join(self._chunks.get(fd, []))) for fd in self._order)
+    def texts(self) -> tuple[tuple[str, int], tuple[str, int]]:
+        """What was kept of stdout and of stderr, as text, and how many bytes of each were not (:class:`_Kept`)."""
+        out, err = (self._chunks.get(fd, _Kept()).text() for fd in self._order)
         return out, err
 
     def close(self) -> None:
@@ -324,6 +347,49 @@ class _Output:
         self._selector.close()
         for pipe in self._pipes:
             pipe.close()
+
+
+class _Kept:
+    """One pipe's output as it comes: its first :data:`HEAD_BYTES` and its last :data:`TAIL_BYTES` (at most one
+    read more, until :meth:`text`), and how many bytes came in all; never the whole."""
+
+    def __init__(self) -> None:
+        self.head = bytearray()
+        self.tail: deque[bytes] = deque()
+        self.tail_size = 0
+        self.total = 0
+
+    def add(self, data: bytes) -> None:
+        """Take what one read gave."""
+        self.total += len(data)
+        room = HEAD_BYTES - len(self.head)
+        if room > 0:
+            self.head += data[:room]
+            data = data[room:]
+        if data:
+            self.tail.append(data)
+            self.tail_size += len(data)
+            while self.tail_size - len(self.tail[0]) >= TAIL_BYTES:  # the rest still holds the last TAIL_BYTES
+                self.tail_size -= len(self.tail.popleft())
+
+    def text(self) -> tuple[str, int]:
+        """What was kept, as text, and how many bytes were not; a line in their place says how many.
+
+        Of the end, the part of a line begun before it is left out too (a line's end alone might read as a
+        line of its own, a handshake the command never wrote), unless the end is all one line.
+        """
+        tail = b"".join(self.tail)[-TAIL_BYTES:]
+        cut = self.total - len(self.head) - len(tail)
+        if not cut:
+            return _text(bytes(self.head) + tail), 0
+        head, newline = bytes(self.head), tail.find(b"\n")
+        if 0 <= newline < len(tail) - 1:
+            tail = tail[newline + 1:]
+        last = head.rfind(b"\n")
+        if last >= 0:  # the start of a line cut short, likewise
+            head = head[:last + 1]
+        cut = self.total - len(head) - len(tail)
+        return f"{_text(head).removesuffix(chr(10))}\n[... {cut} bytes not kept ...]\n{_text(tail)}", cut
 
 
 def _stop(proc: subprocess.Popen[bytes], output: _Output, grace_s: float) -> None:
@@ -348,5 +414,6 @@ def _text(data: bytes) -> str:
     return data.decode("utf-8", "replace")
 
 
-__all__ = ["AFTER_EXIT_S", "DETAIL_CHARS", "DRAIN_S", "EXCERPT_CHARS", "STOP_SIGNALS", "Interrupted", "Ran",
-           "check_stop", "excerpt", "run", "split_command", "started", "stop_on_signals", "waiting"]
+__all__ = ["AFTER_EXIT_S", "DETAIL_CHARS", "DRAIN_S", "EXCERPT_CHARS", "HEAD_BYTES", "STOP_SIGNALS", "TAIL_BYTES",
+           "Interrupted", "Ran", "check_stop", "excerpt", "run", "split_command", "started", "stop_on_signals",
+           "waiting"]

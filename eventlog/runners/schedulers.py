@@ -113,6 +113,8 @@ def _call(argv: list[str]) -> str:
         said = ran.said()
         error = CallTimedOut if ran.timed_out else SchedulerError
         raise error(f"{' '.join(argv)}: {ran.failure(CALL_TIMEOUT_S)}" + (f": {said}" if said else ""))
+    if ran.stdout_cut:  # read whole, or not at all: a part of it read as the whole would be a wrong answer
+        raise SchedulerError(f"{' '.join(argv)}: printed more than can be kept ({ran.stdout_cut} bytes not kept)")
     return ran.stdout
 
 
