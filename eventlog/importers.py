@@ -84,7 +84,7 @@ from eventlog.events import (
     JobSkipped,
     written_form,
 )
-from eventlog.reader import NESTED_TOO_DEEP, deeper_at
+from eventlog.reader import NESTED_TOO_DEEP, deeper_at, iter_lines
 from projections.ahead import TOLERANCE_S
 from projections.triage import duration_words
 
@@ -223,6 +223,15 @@ class EndedLines(Generic[AnyStr]):
                 yield line  # a blank last line holds nothing yet: nothing to hold back
             else:  # only the last line of a file can lack its newline
                 self.unfinished = number
+
+
+def bounded_lines(f: BinaryIO) -> Iterator[bytes]:
+    """The lines of a file opened ``rb``, each with its newline as iterating it gives them, but never one held whole
+    when longer than :data:`~eventlog.reader.MAX_LINE_BYTES`: it is skipped, read in pieces, and comes as
+    :data:`~eventlog.reader.TOO_LONG` (with a newline when it had one), for the reader to name as the log reader
+    does (:func:`eventlog.worker_log.too_long`)."""
+    for raw, _end, complete in iter_lines(f):
+        yield raw + b"\n" if complete else raw
 
 
 def whole_json(line: bytes) -> bool:

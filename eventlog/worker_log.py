@@ -34,7 +34,9 @@ The shape read, liberally (docs/DECISIONS.md, "Importing worker logs"):
   U+FFFD in an id makes another session. A line nested deeper than the log allows (64 levels)
   is named too (its message cannot be told). Every event is checked as the
   appender checks it (:func:`eventlog.appender.refusal`: a line too long to
-  write is named, not a reason to refuse the whole import).
+  write is named, not a reason to refuse the whole import). A line longer than
+  a log line may be (1 MiB) is skipped and named (``too_long``, as the log
+  reader says it), never held whole.
 
 :func:`read` gives the candidate events and what it skipped; it neither reads
 nor writes the log.
@@ -52,7 +54,7 @@ import msgspec
 
 from eventlog.appender import refusal
 from eventlog.events import written_form
-from eventlog.reader import too_deep
+from eventlog.reader import MAX_LINE_BYTES, TOO_LONG, too_deep
 
 STAGE: Final = "worker.turn.interrupt.stage"
 RESULT: Final = "control.result"
@@ -92,6 +94,10 @@ def read(lines: Iterable[bytes], source: str, assume_tz: tzinfo | None = None, i
         where = f"{source}:{number}"
         if not line.strip():
             continue
+        long = too_long(line)  # never held whole (:func:`eventlog.importers.bounded_lines`)
+        if long is not None:
+            out.skipped.append(f"{where}: {long}")  # it may be one of the four messages: named, never guessed at
+            continue
         deep = too_deep(line)  # as a log line: a decoder may or may not get through it
         if deep is not None:
             out.skipped.append(f"{where}: {deep}")  # it may be one of the four messages: named, never guessed at
@@ -110,6 +116,12 @@ def read(lines: Iterable[bytes], source: str, assume_tz: tzinfo | None = None, i
         else:
             out.events.append((where, made))
     return out
+
+
+def too_long(line: bytes) -> str | None:
+    """``too_long: line is longer than 1048576 bytes`` (the log reader's words) for a line its reader skipped as
+    over-long (:data:`~eventlog.reader.TOO_LONG`, with or without its newline); else None."""
+    return f"too_long: line is longer than {MAX_LINE_BYTES} bytes" if line.rstrip(b"\n") == TOO_LONG else None
 
 
 def _decoded(line: bytes) -> tuple[Any, str | None]:

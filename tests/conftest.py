@@ -33,6 +33,28 @@ def run_cli(*args: str, stdin: bytes | str | None = None, timeout: float = 60,
     )
 
 
+#: Runs argv (stdout to /dev/null) from a fresh small process and prints its exit and peak RSS (KiB, wait4: it and
+#: the processes it waited for). Started from the test process directly, a child's peak counted the test
+#: process's own (its memory at the fork, kept across exec), so a big test process hid what the child took.
+_PEAK = """import os, sys
+pid = os.fork()
+if pid == 0:
+    fd = os.open(os.devnull, os.O_WRONLY); os.dup2(fd, 1)
+    os.execv(sys.argv[1], sys.argv[1:])
+_, status, usage = os.wait4(pid, 0)
+print(os.waitstatus_to_exitcode(status), usage.ru_maxrss)
+"""
+
+
+def peak_rss_kb(argv: list[str]) -> tuple[int, int]:
+    """Run ``argv`` (its stdout to /dev/null) and give its exit status and its peak RSS in KiB (with the
+    processes it waited for: the largest of them). No timing in it."""
+    out = subprocess.run([sys.executable, "-c", _PEAK, *argv], capture_output=True, text=True, timeout=600,
+                         check=True)
+    code, kb = out.stdout.split()
+    return int(code), int(kb)
+
+
 def write_log(path: Path, events: list[dict[str, Any]]) -> Path:
     """Write events as JSONL lines."""
     path.write_text("".join(json.dumps(e, ensure_ascii=False) + "\n" for e in events), encoding="utf-8")

@@ -16,7 +16,7 @@ from eventlog.appender import Conflict, EventLog
 from eventlog.cli.common import replay_log
 from eventlog.clock import At
 from eventlog.runners.failback import Options, Report, read_handshake, run_pass
-from tests.conftest import ROOT, write_log
+from tests.conftest import ROOT, peak_rss_kb, write_log
 
 FAKES = ROOT / "tests" / "fakes"
 PROBE = str(FAKES / "failback_probe.py")
@@ -809,17 +809,6 @@ def test_cli_a_resume_that_starts_the_session_in_the_background_is_not_a_timeout
             break
         time.sleep(0.05)
     assert late.read_text() == "done\n"
-
-
-def peak_rss_kb(argv: list[str]) -> tuple[int, int]:
-    """Run ``argv`` (its stdout to /dev/null) and give its exit status and its peak RSS in KiB (wait4: that
-    process and the processes it waited for, the largest of them)."""
-    import os
-
-    pid = os.posix_spawn(argv[0], argv, dict(os.environ),
-                         file_actions=[(os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0)])
-    _, status, usage = os.wait4(pid, 0)
-    return os.waitstatus_to_exitcode(status), usage.ru_maxrss
 
 
 def test_cli_a_resume_that_prints_50_mb_costs_the_runner_a_few_mb_and_its_answer_is_read(tmp_path: Path) -> None:

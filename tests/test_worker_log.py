@@ -9,7 +9,7 @@ from typing import Any
 
 from eventlog.cli.common import replay_log
 from eventlog.worker_log import cause_of, read
-from tests.conftest import run_cli, write_log
+from tests.conftest import peak_rss_kb, run_cli, write_log
 
 SID, TURN, CID = "s-7", "t-3", "ctl-9"
 
@@ -167,3 +167,34 @@ def test_a_time_a_logger_writes_in_another_iso_form_is_imported_in_the_written_f
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["imported"] == 1
     assert json.loads(log.read_text().splitlines()[-1])["ts"] == "2026-08-06T16:59:01+09:00"
+
+
+def test_a_line_longer_than_a_log_line_is_skipped_named_and_never_held_whole(tmp_path: Path) -> None:
+    """Review R9: one 100 MB line took the import to about 217 MB RSS. A line over MAX_LINE_BYTES (1 MiB) is
+    skipped and named as the log reader names it (it may be one of the four messages: exit 1), the lines after
+    it read; its bytes are never held (peak RSS, measured without timing, against a file of small lines)."""
+    import sys
+
+    from eventlog.reader import MAX_LINE_BYTES
+
+    good = json.dumps({"msg": "control.result", "ts": "2026-12-01T10:00:00Z", "session_id": "s1",
+                       "control_id": "c1", "operation": "interrupt", "outcome": "applied"}) + "\n"
+    peaks: dict[str, int] = {}
+    codes: dict[str, int] = {}
+    for name, mb in (("small", 0), ("huge", 100)):
+        src = tmp_path / f"{name}.log"
+        with src.open("w") as f:  # written in pieces: this process stays small too
+            f.write('{"msg": "other", "pad": "')
+            for _ in range(mb):
+                f.write("y" * 1_000_000)
+            f.write('"}\n' + good)
+        log = tmp_path / f"{name}.jsonl"
+        codes[name], peaks[name] = peak_rss_kb([sys.executable, "-m", "eventlog", "import", "worker-log", str(log),
+                                                str(src)])
+        assert [json.loads(x)["type"] for x in log.read_text().splitlines()] == ["control_result"]
+    assert peaks["huge"] - peaks["small"] < 20 * 1024, peaks  # KiB: the line alone is 100 MB
+    assert codes == {"small": 0, "huge": 1}  # the line is named: it may be one of the four messages
+    out = run_cli("import", "worker-log", str(tmp_path / "again.jsonl"), str(tmp_path / "huge.log"), "--json")
+    got = json.loads(out.stdout)
+    assert (out.returncode, got["imported"], got["skipped"]) == (
+        1, 1, [f"{tmp_path / 'huge.log'}:1: too_long: line is longer than {MAX_LINE_BYTES} bytes"])

@@ -313,7 +313,7 @@ def import_worker_log(opts: WorkerLogImport) -> WorkerLogReport:
         before = (len(found.events), len(found.skipped), found.other, len(found.not_json))
         try:
             with importers.open_file(path) as f:
-                lines = importers.EndedLines(f, importers.unended_json)
+                lines = importers.EndedLines(importers.bounded_lines(f), importers.unended_json)
                 worker_log.read(lines, path, opts.assume_tz, into=found)
                 count_unfinished(report, path, f, lines.unfinished)
         except OSError as err:
