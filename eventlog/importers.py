@@ -84,7 +84,7 @@ from eventlog.events import (
     JobSkipped,
     written_form,
 )
-from eventlog.reader import NESTED_TOO_DEEP, deeper_at, iter_lines
+from eventlog.reader import MAX_LINE_BYTES, NESTED_TOO_DEEP, TOO_LONG, deeper_at, iter_lines
 from projections.ahead import TOLERANCE_S
 from projections.triage import duration_words
 
@@ -229,9 +229,51 @@ def bounded_lines(f: BinaryIO) -> Iterator[bytes]:
     """The lines of a file opened ``rb``, each with its newline as iterating it gives them, but never one held whole
     when longer than :data:`~eventlog.reader.MAX_LINE_BYTES`: it is skipped, read in pieces, and comes as
     :data:`~eventlog.reader.TOO_LONG` (with a newline when it had one), for the reader to name as the log reader
-    does (:func:`eventlog.worker_log.too_long`)."""
+    does (:func:`too_long`)."""
     for raw, _end, complete in iter_lines(f):
         yield raw + b"\n" if complete else raw
+
+
+def bounded_text(f: BinaryIO, size: int = 1 << 16) -> Iterator[str]:
+    """The lines of a file opened ``rb`` as :func:`open_text` reads them (universal newlines: ``\\r``, ``\\r\\n``
+    and ``\\n`` each end a line, given as ``\\n``; bytes that are not UTF-8 as lone surrogates), but a line longer
+    than :data:`~eventlog.reader.MAX_LINE_BYTES` is never held whole: it comes as
+    :data:`~eventlog.reader.TOO_LONG` (:func:`too_long` names it), as :func:`bounded_lines` gives it."""
+    pending, skipping = b"", False
+    while chunk := f.read(size):
+        if skipping and not pending and b"\n" not in chunk and b"\r" not in chunk:
+            continue  # more of a line too long: never kept
+        parts = (pending + chunk).splitlines(keepends=True)
+        # the last, not ended yet, or ended by a \r the next chunk's \n may belong to, waits for more
+        pending = parts.pop() if parts and not parts[-1].endswith(b"\n") else b""
+        for part in parts:
+            line = part.rstrip(b"\r\n") + b"\n"
+            yield TOO_LONG_TEXT + "\n" if skipping or len(line) - 1 > MAX_LINE_BYTES else _text(line)
+            skipping = False
+        if len(pending.rstrip(b"\r")) > MAX_LINE_BYTES:
+            pending, skipping = pending[-1:] if pending.endswith(b"\r") else b"", True
+    if pending:
+        ended = pending.endswith(b"\r")
+        body = pending.rstrip(b"\r")
+        yield (TOO_LONG_TEXT if skipping else _text(body)) + ("\n" if ended else "")
+    elif skipping:
+        yield TOO_LONG_TEXT
+
+
+#: :data:`~eventlog.reader.TOO_LONG` as :func:`bounded_text` gives it.
+TOO_LONG_TEXT = TOO_LONG.decode()
+
+
+def _text(line: bytes) -> str:
+    return line.decode("utf-8", "surrogateescape")
+
+
+def too_long(line: AnyStr) -> str | None:
+    """``too_long: line is longer than 1048576 bytes`` (the log reader's words) for a line :func:`bounded_lines`
+    skipped as over-long (:data:`~eventlog.reader.TOO_LONG`, as bytes or text, with or without its newline);
+    else None."""
+    raw = line.encode("utf-8", "surrogateescape") if isinstance(line, str) else line
+    return f"too_long: line is longer than {MAX_LINE_BYTES} bytes" if raw.rstrip(b"\n") == TOO_LONG else None
 
 
 def whole_json(line: bytes) -> bool:

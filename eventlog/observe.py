@@ -51,7 +51,7 @@ from eventlog.events import (
     RepoCommit,
     StatusUpdated,
 )
-from eventlog.importers import ahead_edge, instant, marker_tail, not_utf8, read_time
+from eventlog.importers import ahead_edge, instant, marker_tail, not_utf8, read_time, too_long
 
 #: The worker log's "job finished" line read by default.
 FINISHED = r"JOB_FINISHED(?:\s+job=(?P<job_id>\S+))?\s+ts=(?P<ts>\S+)"
@@ -78,10 +78,15 @@ def finished_lines(lines: Iterable[str], source: str, pattern: re.Pattern[str], 
                    ) -> tuple[list[Finished], list[str]]:
     """Every line ``pattern`` finds (its ``ts`` and ``job_id`` groups) in the file ``source``, and the lines whose
     time is unreadable, or whose ``ts`` or ``job_id`` holds a byte that is not UTF-8 (lines read by
-    :func:`eventlog.importers.open_text`), each named ``SOURCE:LINE: reason``."""
+    :func:`eventlog.importers.bounded_text`), and the lines too long to read (``too_long``), each named
+    ``SOURCE:LINE: reason``."""
     found: list[Finished] = []
     problems: list[str] = []
     for number, line in enumerate(lines, 1):
+        long = too_long(line)  # skipped unread (:func:`eventlog.importers.bounded_text`): it may be one
+        if long is not None:
+            problems.append(f"{source}:{number}: {long}")
+            continue
         m = pattern.search(line)
         if m is None:
             continue

@@ -54,7 +54,8 @@ import msgspec
 
 from eventlog.appender import refusal
 from eventlog.events import written_form
-from eventlog.reader import MAX_LINE_BYTES, TOO_LONG, too_deep
+from eventlog.importers import too_long
+from eventlog.reader import too_deep
 
 STAGE: Final = "worker.turn.interrupt.stage"
 RESULT: Final = "control.result"
@@ -116,12 +117,6 @@ def read(lines: Iterable[bytes], source: str, assume_tz: tzinfo | None = None, i
         else:
             out.events.append((where, made))
     return out
-
-
-def too_long(line: bytes) -> str | None:
-    """``too_long: line is longer than 1048576 bytes`` (the log reader's words) for a line its reader skipped as
-    over-long (:data:`~eventlog.reader.TOO_LONG`, with or without its newline); else None."""
-    return f"too_long: line is longer than {MAX_LINE_BYTES} bytes" if line.rstrip(b"\n") == TOO_LONG else None
 
 
 def _decoded(line: bytes) -> tuple[Any, str | None]:

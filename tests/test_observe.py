@@ -283,3 +283,32 @@ def test_finished_lines_older_than_the_lane_s_latest_are_counted(tmp_path: Path)
     assert words.returncode == 0 and words.stdout == (
         "sashiko-repair: nothing changed, nothing written; 1 finished line(s) older than the lane's latest "
         f"job_finished, not appended: {lane.worker_log}:3\n")
+
+
+def test_a_worker_log_line_over_1_mib_is_named_never_held_whole_and_the_rest_is_read(tmp_path: Path) -> None:
+    """Review R9: a lane's worker log with one 100 MB line took the observation (and so the lanes pass) to about
+    217 MB RSS. That line is skipped in pieces and named as the log reader names it (it may be the finished
+    line: exit 1); the lines after it are read. Peak RSS against a small line, no timing."""
+    import sys
+
+    from eventlog.reader import MAX_LINE_BYTES
+    from tests.conftest import peak_rss_kb
+
+    peaks: dict[str, int] = {}
+    codes: dict[str, int] = {}
+    for name, mb in (("small", 0), ("huge", 100)):
+        worker = tmp_path / f"{name}.log"
+        with worker.open("w") as f:  # written in pieces: this process stays small too
+            f.write("progress ")
+            for _ in range(mb):
+                f.write("z" * 1_000_000)
+            f.write("\nJOB_FINISHED job=j1 ts=2026-12-02T10:00:00Z\n")
+        log = tmp_path / f"{name}.jsonl"
+        argv = [sys.executable, "-m", "eventlog", "observe", "lane", str(log), "p", "--worker-log", str(worker)]
+        codes[name], peaks[name] = peak_rss_kb(argv)
+        assert [json.loads(x)["job_id"] for x in log.read_text().splitlines()] == ["j1"]
+    assert peaks["huge"] - peaks["small"] < 20 * 1024, peaks  # KiB: the line alone is 100 MB
+    assert codes == {"small": 0, "huge": 1}
+    out = run_cli("observe", "lane", str(tmp_path / "again.jsonl"), "p", "--worker-log", str(tmp_path / "huge.log"))
+    assert out.returncode == 1
+    assert f"{tmp_path / 'huge.log'}:1: too_long: line is longer than {MAX_LINE_BYTES} bytes" in out.stderr

@@ -63,12 +63,12 @@ from eventlog.envfile import parse_env
 from eventlog.importers import (
     EndedLines,
     appendable,
+    bounded_text,
     instant,
     not_ahead,
     not_utf8,
     open_file,
     open_file_text,
-    open_text,
 )
 from eventlog.logs import open_log
 from eventlog.observe import (
@@ -221,8 +221,8 @@ def _finished(opts: LaneObservation, pattern: re.Pattern[str], known: LaneKnown,
               now: datetime, ahead: list[str]) -> list[tuple[datetime, dict[str, Any]]]:
     assert opts.worker_log is not None
     try:
-        with open_text(opts.worker_log) as f:
-            lines = EndedLines(f, finished_tail(pattern))
+        with open_file(opts.worker_log) as f:
+            lines = EndedLines(bounded_text(f), finished_tail(pattern))
             found, bad = finished_lines(lines, opts.worker_log, pattern, opts.assume_tz)
             count_unfinished(report, opts.worker_log, f, lines.unfinished)
     except OSError as err:
