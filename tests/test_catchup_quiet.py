@@ -121,7 +121,10 @@ def test_a_kick_dated_ahead_of_now_is_named_with_its_line_and_the_command_that_r
     # the command, pasted, shows the line as LOG:LINE and the line that records the re-run's end
     shown = typed(item["next"], tmp_path)
     assert shown.returncode == 0, shown.stderr
-    assert f"{log}:2: " in shown.stdout and "needs a person: dated_ahead" in shown.stdout
+    assert f"{log}:2: " in shown.stdout
+    # (past 2 h after today's 09:00 slot the job is also unfed: no marker of today; the codes are then both)
+    [needs] = [line for line in shown.stdout.splitlines() if line.startswith("    needs a person: ")]
+    assert "dated_ahead" in needs.removeprefix("    needs a person: ").split(" (")[0].split(", ")
     end = [line.removeprefix("    next: ") for line in shown.stdout.splitlines() if "catchup_finished" in line
            and line.startswith("    next: ")]
     assert end == [f"printf '%s\\n' '{{\"type\": \"catchup_finished\", \"label\": \"{LABEL}\", \"outcome\": "
