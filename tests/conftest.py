@@ -55,6 +55,17 @@ def peak_rss_kb(argv: list[str]) -> tuple[int, int]:
     return int(code), int(kb)
 
 
+def write_long_line(path: Path, before: str, mb: int, after: str) -> Path:
+    """Write ``before``, ``mb`` million filler characters, then ``after``, in pieces (the test process stays small
+    however long the line is): a file holding one line far over MAX_LINE_BYTES."""
+    with path.open("w") as f:
+        f.write(before)
+        for _ in range(mb):
+            f.write("z" * 1_000_000)
+        f.write(after)
+    return path
+
+
 def write_log(path: Path, events: list[dict[str, Any]]) -> Path:
     """Write events as JSONL lines."""
     path.write_text("".join(json.dumps(e, ensure_ascii=False) + "\n" for e in events), encoding="utf-8")

@@ -292,17 +292,13 @@ def test_a_worker_log_line_over_1_mib_is_named_never_held_whole_and_the_rest_is_
     import sys
 
     from eventlog.reader import MAX_LINE_BYTES
-    from tests.conftest import peak_rss_kb
+    from tests.conftest import peak_rss_kb, write_long_line
 
     peaks: dict[str, int] = {}
     codes: dict[str, int] = {}
     for name, mb in (("small", 0), ("huge", 100)):
-        worker = tmp_path / f"{name}.log"
-        with worker.open("w") as f:  # written in pieces: this process stays small too
-            f.write("progress ")
-            for _ in range(mb):
-                f.write("z" * 1_000_000)
-            f.write("\nJOB_FINISHED job=j1 ts=2026-12-02T10:00:00Z\n")
+        worker = write_long_line(tmp_path / f"{name}.log", "progress ", mb,
+                                 "\nJOB_FINISHED job=j1 ts=2026-12-02T10:00:00Z\n")
         log = tmp_path / f"{name}.jsonl"
         argv = [sys.executable, "-m", "eventlog", "observe", "lane", str(log), "p", "--worker-log", str(worker)]
         codes[name], peaks[name] = peak_rss_kb(argv)

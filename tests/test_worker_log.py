@@ -9,7 +9,7 @@ from typing import Any
 
 from eventlog.cli.common import replay_log
 from eventlog.worker_log import cause_of, read
-from tests.conftest import peak_rss_kb, run_cli, write_log
+from tests.conftest import peak_rss_kb, run_cli, write_log, write_long_line
 
 SID, TURN, CID = "s-7", "t-3", "ctl-9"
 
@@ -182,12 +182,7 @@ def test_a_line_longer_than_a_log_line_is_skipped_named_and_never_held_whole(tmp
     peaks: dict[str, int] = {}
     codes: dict[str, int] = {}
     for name, mb in (("small", 0), ("huge", 100)):
-        src = tmp_path / f"{name}.log"
-        with src.open("w") as f:  # written in pieces: this process stays small too
-            f.write('{"msg": "other", "pad": "')
-            for _ in range(mb):
-                f.write("y" * 1_000_000)
-            f.write('"}\n' + good)
+        src = write_long_line(tmp_path / f"{name}.log", '{"msg": "other", "pad": "', mb, '"}\n' + good)
         log = tmp_path / f"{name}.jsonl"
         codes[name], peaks[name] = peak_rss_kb([sys.executable, "-m", "eventlog", "import", "worker-log", str(log),
                                                 str(src)])
