@@ -20,7 +20,6 @@ from __future__ import annotations
 import fcntl
 import os
 import signal
-import socket
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -39,7 +38,7 @@ from eventlog.clock import At
 from eventlog.fold import Folder
 from eventlog.logs import NotALogFile, open_regular, output_lock_path
 from eventlog.replay import Replay
-from eventlog.runners.common import LockUnavailable, open_lock
+from eventlog.runners.common import LockUnavailable, open_lock, read_stamp, stamp_lock
 from projections.triage import LinesVanished
 
 #: watchfiles' defaults wait ~95 ms; these see an appended line in a few ms.
@@ -413,12 +412,7 @@ def hold_outputs(outputs: Iterable[tuple[str, str | None]], held: ExitStack, cac
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             raise OutputHeld(option, path, lock, _holder(fd)) from None
-        stamp = f"{os.getpid()} {socket.gethostname()} {command}\n".encode()
-        try:  # over what an earlier holder wrote, then cut to it; only words for a person (a full disk: none)
-            os.pwrite(fd, stamp, 0)
-            os.ftruncate(fd, len(stamp))
-        except OSError:
-            pass
+        stamp_lock(fd, command)
         holding.locked.append(path)
     return holding
 
@@ -436,12 +430,11 @@ def _holder(fd: int) -> tuple[str, str]:
     """Who holds an output's lock, as it wrote itself in: its command (``follow``, ``replay``) and ``pid N``, ``pid N
     on HOST`` when HOST is another host. A stamp that names no command is a follow's (versions before ``replay
     --snapshot`` took the lock wrote none); none yet is a ``process``'s."""
-    words = os.pread(fd, 512, 0).split(b"\n", 1)[0].decode(errors="replace").split()
-    if not words or not words[0].isdigit():
+    stamp = read_stamp(fd)
+    if stamp is None:
         return "process", "pid not known yet"  # it has not written it yet
-    host = words[1] if len(words) > 1 else socket.gethostname()
-    command = words[2] if len(words) > 2 else "follow"
-    return command, f"pid {words[0]}" if host == socket.gethostname() else f"pid {words[0]} on {host}"
+    command, where = stamp
+    return command or "follow", where
 
 
 def sweep(paths: Iterable[str], report: Callable[[str], None]) -> float | None:

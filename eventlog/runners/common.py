@@ -403,7 +403,7 @@ def runner_lock(log: str, name: str, *, wait: bool, tell: Callable[[str], None] 
     waits (``wait``) tells a person once, through ``tell``, after :data:`LOCK_QUIET_S` of waiting, what it waits
     for (the lock file, who holds it: :func:`holder_of`) and that it goes on when that pass ends; one that does not
     (catch-up) says who holds it (:func:`holder_of`) and does nothing. The holder writes its pid, host and command
-    in the lock file (:func:`_stamp`). A stop signal cuts the wait short
+    in the lock file (:func:`stamp_lock`). A stop signal cuts the wait short
     (:class:`~eventlog.runners.process.Interrupted`).
 
     For a ``nats://`` LOG the lock file is on this host only (:func:`eventlog.logs.lock_path`).
@@ -422,7 +422,7 @@ def runner_lock(log: str, name: str, *, wait: bool, tell: Callable[[str], None] 
         elif not _try_lock(fd):
             yield False
             return
-        _stamp(fd, name)
+        stamp_lock(fd, _command(name))
         yield True
     finally:
         os.close(fd)
@@ -479,10 +479,10 @@ def _command(name: str) -> str:
     return f"eventlog {name}"
 
 
-def _stamp(fd: int, name: str) -> None:
-    """Write this process's pid, host and command (:func:`_command`) in the lock file it holds, over what an earlier
-    holder wrote; only words for a person (a full disk: none)."""
-    stamp = f"{os.getpid()} {socket.gethostname()} {_command(name)}\n".encode()
+def stamp_lock(fd: int, command: str) -> None:
+    """Write this process's pid, host and ``command`` in the lock file it holds, over what an earlier holder wrote
+    (every lock of the project: runners', follow's outputs'); only words for a person (a full disk: none)."""
+    stamp = f"{os.getpid()} {socket.gethostname()} {command}\n".encode()
     try:
         os.pwrite(fd, stamp, 0)
         os.ftruncate(fd, len(stamp))
@@ -490,17 +490,27 @@ def _stamp(fd: int, name: str) -> None:
         pass
 
 
-def _holder(fd: int) -> str:
-    """Who holds the lock of ``fd``, as it wrote itself in (:func:`_stamp`): ``eventlog lanes, pid 42``, ``..., pid 42
-    on HOST`` when HOST is another host; ``another pass, its pid not known yet`` when it wrote nothing."""
+def read_stamp(fd: int) -> tuple[str, str] | None:
+    """What the holder of a lock wrote in it (:func:`stamp_lock`): its command ('' when it wrote none) and ``pid N``,
+    or ``pid N on HOST`` when HOST is another host; None when it wrote nothing yet."""
     try:
         words = os.pread(fd, 512, 0).split(b"\n", 1)[0].decode(errors="replace").split()
     except OSError:
-        words = []
-    if len(words) < 3 or not words[0].isdigit():  # it has just taken it, or a version before the stamp holds it
+        return None
+    if not words or not words[0].isdigit():
+        return None
+    host = words[1] if len(words) > 1 else socket.gethostname()
+    return " ".join(words[2:]), f"pid {words[0]}" if host == socket.gethostname() else f"pid {words[0]} on {host}"
+
+
+def _holder(fd: int) -> str:
+    """Who holds the runner lock of ``fd`` (:func:`read_stamp`): ``eventlog lanes, pid 42``, ``..., pid 42 on HOST``;
+    ``another pass, its pid not known yet`` when it wrote nothing (it has just taken it, or an older version holds
+    it)."""
+    stamp = read_stamp(fd)
+    if stamp is None or not stamp[0]:
         return "another pass, its pid not known yet"
-    where = f"pid {words[0]}" if words[1] == socket.gethostname() else f"pid {words[0]} on {words[1]}"
-    return f"{' '.join(words[2:])}, {where}"
+    return f"{stamp[0]}, {stamp[1]}"
 
 
 def holder_of(log: str, name: str) -> str:
